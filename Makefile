@@ -1,0 +1,33 @@
+# alphac — the README's two commands are `make demo` and `make test`.
+PY ?= python3
+APT_PACKAGES := qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+DEMO_SPEC := specs/demo.alpha
+
+.PHONY: setup demo test test-gpu bench clean
+
+# Idempotent: installs only what is missing.
+setup:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "setup: installing$$missing"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+	@$(PY) -c "import alphac, lark, click, llvmlite, elftools, pytest, hypothesis, numpy" 2>/dev/null \
+	  && $(PY) -m pip show alphac >/dev/null 2>&1 \
+	  || $(PY) -m pip install -q -e '.[test]'
+
+demo: setup
+	$(PY) -m alphac.demo $(DEMO_SPEC)
+
+test: setup
+	$(PY) -m pytest -q -p no:cacheprovider
+
+test-gpu: setup
+	$(PY) -m pytest -q -p no:cacheprovider -m gpu
+
+bench: setup
+	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf out build .pytest_cache .hypothesis

@@ -1,0 +1,3 @@
+from alphac.cli import main
+
+main()

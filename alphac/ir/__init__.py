@@ -1,0 +1,1 @@
+"""The typed IR shared by every stage."""

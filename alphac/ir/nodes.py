@@ -1,0 +1,366 @@
+"""The typed IR every later stage reads: pointwise programs, learners, deployments.
+
+All nodes are frozen dataclasses holding tuples; spans never take part in equality.
+Words are binary64 bit patterns held as Python ints in [0, 2**64).
+
+Program semantics (shared by the oracle and every code generator):
+  * A program runs over a vector of `slots` binary64 words.
+  * Statements run in order; an `Assign` writes its slot immediately, so later statements
+    read the new value (typed assignment semantics).
+  * `Loop(var, lo, hi, body)` runs iteration lo, lo+1, ..., hi-1, each running its whole
+    body. The checker guarantees that a slot range written inside a loop is read inside it
+    only at the very index it is written at, so statement-by-statement vectorisation over
+    the loop variable gives the same words as the sequential order.
+  * `Let` binds a binary64 temporary; inside a loop it is per iteration.
+  * Expressions are evaluated exactly as written: no reassociation, no fused multiply-add,
+    `div` and `sqrt` correctly rounded.
+  * `Sum(var, lo, hi, body)` is the ordered left fold
+        (((body(lo) + body(lo+1)) + body(lo+2)) + ... ) ; an empty sum is +0.0.
+  * Finite-or-refuse: every operand and result of every arithmetic operation must be
+    finite, otherwise the whole update refuses, naming the assignment and coordinate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+from alphac.diagnostics import NO_SPAN, Span
+
+
+def _span() -> Span:
+    return field(default=NO_SPAN, compare=False, hash=False, repr=False)
+
+
+# ----------------------------------------------------------------------------- indices
+
+@dataclass(frozen=True)
+class Index:
+    """A slot index: `base`, or `base + var` when `var` names an enclosing loop or sum."""
+
+    base: int
+    var: str | None = None
+
+    def __str__(self) -> str:
+        return str(self.base) if self.var is None else f"{self.base}+{self.var}"
+
+
+# ----------------------------------------------------------------------------- expressions
+
+@dataclass(frozen=True)
+class Const:
+    """A binary64 constant, as its 64-bit pattern."""
+
+    bits: int
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class SlotRef:
+    index: Index
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Local:
+    """A `Let`-bound temporary."""
+
+    name: str
+    span: Span = _span()
+
+
+UNARY_OPS = ("neg", "sqrt")
+BINARY_OPS = ("add", "sub", "mul", "div")
+
+
+@dataclass(frozen=True)
+class Unary:
+    op: str  # one of UNARY_OPS
+    arg: "Expr"
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Binary:
+    op: str  # one of BINARY_OPS
+    lhs: "Expr"
+    rhs: "Expr"
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Sum:
+    """Ordered left fold of `body` over var = lo .. hi-1 (see the module docstring)."""
+
+    var: str
+    lo: int
+    hi: int
+    body: "Expr"
+    span: Span = _span()
+
+
+Expr = Union[Const, SlotRef, Local, Unary, Binary, Sum]
+
+
+# ----------------------------------------------------------------------------- statements
+
+@dataclass(frozen=True)
+class Assign:
+    target: Index
+    value: Expr
+    span: Span = _span()
+    label: str = field(default="", compare=False)  # source text of the target, for refusals
+
+
+@dataclass(frozen=True)
+class Let:
+    name: str
+    value: Expr
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Loop:
+    var: str
+    lo: int
+    hi: int
+    body: tuple["Stmt", ...]
+    span: Span = _span()
+
+
+Stmt = Union[Assign, Let, Loop]
+
+
+@dataclass(frozen=True)
+class Program:
+    """A pointwise program over `slots` words (the family's erased slot count)."""
+
+    slots: int
+    body: tuple[Stmt, ...]
+    span: Span = _span()
+
+
+# ----------------------------------------------------------------------------- word vectors
+
+@dataclass(frozen=True, eq=False)
+class Words:
+    """A vector of binary64 words. Small ones hold a tuple; large ones a numpy uint64 array.
+
+    Equality is by value. `source` names the file the words came from, if any.
+    """
+
+    data: object  # tuple[int, ...] or numpy.ndarray(dtype=uint64, ndim=1)
+    source: str = ""
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def as_array(self):
+        import numpy as np
+
+        return np.asarray(self.data, dtype=np.uint64)
+
+    def as_tuple(self) -> tuple[int, ...]:
+        return tuple(int(w) for w in self.data)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Words) and len(self) == len(other) and bool(
+            (self.as_array() == other.as_array()).all())
+
+    def __hash__(self) -> int:
+        return hash(self.as_array().tobytes())
+
+
+@dataclass(frozen=True, eq=False)
+class Samples:
+    """Every owner's samples: `words` is an (N, s) uint64 matrix in owner-then-sample order,
+    `shares[o]` how many rows owner o holds (shares may be 0)."""
+
+    width: int
+    shares: tuple[int, ...]
+    words: object  # numpy.ndarray(dtype=uint64, shape=(sum(shares), width))
+    source: str = ""
+
+    def owner_rows(self, owner: int):
+        start = sum(self.shares[:owner])
+        return self.words[start:start + self.shares[owner]]
+
+    def __eq__(self, other) -> bool:
+        return (isinstance(other, Samples) and self.width == other.width
+                and self.shares == other.shares
+                and self.words.shape == other.words.shape
+                and bool((self.words == other.words).all()))
+
+    def __hash__(self) -> int:
+        return hash((self.width, self.shares, self.words.tobytes()))
+
+
+# ----------------------------------------------------------------------------- learner
+
+@dataclass(frozen=True)
+class Learner:
+    """`Learning.DataParallel.DataParallelSystem`: k parameters, m state words, width s.
+
+    Contribution slots (2k+s): params [0,k), sample [k,k+s), contribution [k+s,2k+s).
+    Update slots (2k+m+1): params [0,k), state [k,k+m), mean [k+m,2k+m), rate at 2k+m.
+    """
+
+    name: str
+    k: int
+    s: int
+    m: int
+    contribution: Program
+    update: Program
+    initial: Words  # k words
+    initial_state: Words  # m words
+    rate: int  # a word
+    samples: Samples
+    span: Span = _span()
+
+
+# ----------------------------------------------------------------------------- deployment
+
+@dataclass(frozen=True)
+class Star:
+    """Left-deep chain at the hub (owner 0): ((c0 + c1) + c2) + ..."""
+
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Hierarchy:
+    """Owner i's children are f*i+1 .. f*i+f (those < n); each owner combines its own
+    contribution, then each child's subtree in order, left-deep."""
+
+    fanout: int
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class TreeLeaf:
+    """`Runtime.OrderedCombine.OrderedCombineLeaf`: one owner's (sum, mass) contribution."""
+
+    owner: int
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class TreeBranch:
+    """`OrderedCombineBranch`: left subtree, then right subtree, combined at `owner`."""
+
+    owner: int
+    left: "TreeNode"
+    right: "TreeNode"
+    span: Span = _span()
+
+
+TreeNode = Union[TreeLeaf, TreeBranch]
+
+
+@dataclass(frozen=True)
+class ExplicitTree:
+    """A declared combine tree. `coverage` is "members" (an ordered member list that also
+    fixes the leaf order) or "group" (a participant group the tree covers exactly once)."""
+
+    root: TreeNode
+    coverage: str
+    members: tuple[int, ...]
+    span: Span = _span()
+
+
+Topology = Union[Star, Hierarchy, ExplicitTree]
+
+
+@dataclass(frozen=True)
+class Partitioning:
+    """Which learner state is partitioned across owners (coordinate i -> owner i mod n).
+
+    `state_per_coordinate` lists, for each of the w words per coordinate, the state offset
+    of coordinate 0's word (state word for coordinate i is offset + i); `shared_state` lists
+    state offsets declared shared (replicated), e.g. Adam's bias-correction powers.
+    """
+
+    optimizer_state: bool = False
+    parameters: bool = False
+    gradients: bool = False
+    words_per_coordinate: int = 0
+    shared_state: tuple[int, ...] = ()
+    span: Span = _span()
+
+    @property
+    def any(self) -> bool:
+        return self.optimizer_state or self.parameters or self.gradients
+
+
+@dataclass(frozen=True)
+class Role:
+    name: str
+    owners: tuple[int, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Profile:
+    """`Std.Numeric.Profile`: formats, rounding, subnormals, exceptional values."""
+
+    format: str = "binary64"
+    rounding: str = "nearest-even"
+    subnormals: str = "preserve"
+    exceptional: str = "finite-or-refuse"
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Contract:
+    """`Learning.Numerics.NumericalContract`: a profile and a relation (`exact`, or a bound).
+    The ordered operation list is derived by the planner from the tree and the programs."""
+
+    profile: Profile = Profile()
+    relation: str = "exact"
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """When to publish checkpoints: `every` updates (0 = never) under `directory`."""
+
+    every: int = 0
+    directory: str = ""
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """`Learning.Deployment.Deployment`: one runnable distributed learner."""
+
+    name: str
+    learner: Learner
+    owners: int
+    topology: Topology
+    partitioning: Partitioning
+    roles: tuple[Role, ...]
+    placement: tuple[str, ...]  # target name per owner ("x86_64", "aarch64", "sm86")
+    updates: int
+    contract: Contract
+    checkpoint: Checkpoint
+    source_file: str = field(default="", compare=False)
+    span: Span = _span()
+
+    def role_of(self, owner: int) -> Role:
+        for role in self.roles:
+            if owner in role.owners:
+                return role
+        raise KeyError(owner)
+
+
+# ----------------------------------------------------------------------------- module
+
+@dataclass(frozen=True)
+class CheckedSpec:
+    """What `alphac check` produces for one root file: its learners and deployments."""
+
+    file: str
+    module: str
+    families: tuple[str, ...]
+    learners: tuple[Learner, ...]
+    deployments: tuple[Deployment, ...]
