@@ -1,1 +1,11 @@
-"""oracle stage."""
+"""The independent binary64 oracle: evaluates a checked deployment's declared updates.
+
+It reads the shared IR and nothing of code generation: a separate model of the declared
+order, against which every executable's words are compared bit for bit.
+"""
+
+from alphac.oracle.combine import MUTANTS
+from alphac.oracle.driver import ENGINES, OracleResult, OwnerResult, evaluate
+from alphac.oracle.refusal import Refusal, Site
+
+__all__ = ["ENGINES", "MUTANTS", "OracleResult", "OwnerResult", "Refusal", "Site", "evaluate"]

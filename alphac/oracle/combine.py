@@ -1,0 +1,103 @@
+"""The declared combine: (Σ contribution, Σ samples) pairs added along the ordered tree,
+left operand first at every branch, then the mean Σg / Σn. Also the mutants the gates
+must tell apart from the declared program.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from alphac.ir.nodes import TreeBranch, TreeLeaf, TreeNode
+from alphac.oracle.refusal import Refusal, Site, non_finite
+from alphac.plan.protocol import postorder
+
+MUTANTS = ("unweighted-mean", "swapped-branch", "duplicated-mass")
+
+
+@dataclass(frozen=True, eq=False)
+class Mass:
+    """A contribution in flight: the element-wise sum `g` (k floats) and the sample count."""
+
+    g: np.ndarray
+    n: int
+
+
+def _first_bad(values: np.ndarray) -> int:
+    return int(np.argmin(np.isfinite(values)))
+
+
+def combine(root: TreeNode, leaves: dict[int, Mass], update: int) -> Mass:
+    """Walk the tree in post-order; a branch adds left.g + right.g (left first) and the counts."""
+    stack: list[Mass] = []
+    for node in postorder(root):
+        if isinstance(node, TreeLeaf):
+            stack.append(leaves[node.owner])
+            continue
+        right = stack.pop()
+        left = stack.pop()
+        with np.errstate(all="ignore"):
+            g = left.g + right.g
+        if not np.isfinite(g).all():
+            j = _first_bad(g)
+            raise non_finite(Site(update, "combine", owner=node.owner), "result of add",
+                             statement="branch", coordinate=f"coordinate {j}")
+        stack.append(Mass(g, left.n + right.n))
+    (total,) = stack
+    return total
+
+
+def mean(total: Mass, update: int) -> np.ndarray:
+    """Σg / Σn, one correctly rounded division per coordinate; Σn = 0 refuses."""
+    site = Site(update, "mean")
+    if total.n <= 0:
+        raise Refusal("non-finite", f"{site.describe()}: the combined sample count is "
+                      f"{total.n}, so the mean Σg / Σn is not finite", site=site,
+                      statement="mean")
+    with np.errstate(all="ignore"):
+        m = total.g / np.float64(total.n)  # n < 2**53 converts exactly
+    if not np.isfinite(m).all():
+        raise non_finite(site, "result of div", statement="mean",
+                         coordinate=f"coordinate {_first_bad(m)}")
+    return m
+
+
+# ----------------------------------------------------------------------------- mutants
+
+def swap_branch(root: TreeNode) -> TreeNode:
+    """The root's right subtree trades places with the right subtree of the root's left
+    branch: ((A + B) + C) becomes ((A + C) + B). Exchanging the two operands of a single
+    branch could never change bits (binary64 addition is commutative); this changes which
+    partial sums are formed."""
+    if not (isinstance(root, TreeBranch) and isinstance(root.left, TreeBranch)):
+        raise ValueError("swapped-branch needs a root whose left child is a branch "
+                         "(at least three owners)")
+    left = root.left
+    return TreeBranch(root.owner, TreeBranch(left.owner, left.left, root.right), left.right)
+
+
+def mutate_leaves(leaves: dict[int, Mass], order: list[int], mutant: str,
+                  update: int) -> dict[int, Mass]:
+    """The leaf values a mutant combines instead of the declared (Σg, n) pairs."""
+    if mutant == "unweighted-mean":
+        out = {}
+        for o, leaf in leaves.items():
+            if leaf.n == 0:
+                out[o] = leaf
+                continue
+            with np.errstate(all="ignore"):
+                g = leaf.g / np.float64(leaf.n)
+            if not np.isfinite(g).all():
+                raise non_finite(Site(update, "mean", owner=o), "result of div",
+                                 statement="owner mean", coordinate=f"coordinate {_first_bad(g)}")
+            out[o] = Mass(g, 1)  # every owner with samples weighs the same
+        return out
+    if mutant == "duplicated-mass":
+        out = dict(leaves)
+        for o in order:
+            if leaves[o].n > 0:  # the first leaf with samples counts its mass twice
+                out[o] = Mass(leaves[o].g, 2 * leaves[o].n)
+                break
+        return out
+    return leaves

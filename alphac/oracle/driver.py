@@ -1,0 +1,228 @@
+"""`evaluate(deployment)`: the declared updates, one after another, in binary64.
+
+Per update: every owner sums its per-sample contributions in sample order (from +0.0);
+the combine tree adds (Σg, n) pairs left then right; the mean is Σg / Σn; the update
+program maps (parameters, state, mean, rate) to the next parameters and state. Owners
+with no samples contribute (+0.0, 0). The result lists every owner's words for the
+deployment's layout.
+
+Two engines run the programs: `scalar` (Python floats, one slot at a time) and `vector`
+(numpy over loop ranges and batches of samples). They give the same words; `auto` picks
+the scalar engine for small learners.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from alphac.ir.nodes import Deployment, Learner
+from alphac.oracle import scalar, vector
+from alphac.oracle.combine import MUTANTS, Mass, combine, mean, mutate_leaves, swap_branch
+from alphac.oracle.layout import param_coordinates, state_offsets
+from alphac.oracle.refusal import Refusal, Site
+from alphac.oracle.words import bits_of, digest, floats, to_float
+from alphac.plan.protocol import build_tree, leaves as tree_leaves
+
+ENGINES = ("auto", "scalar", "vector")
+SCALAR_LIMIT = 50_000   # slot-words per update up to which `auto` walks with Python floats
+CHUNK_WORDS = 1 << 24   # slot-words per batch of samples on the vector engine
+
+
+@dataclass(frozen=True)
+class OwnerResult:
+    owner: int
+    role: str
+    target: str
+    version: int
+    params: tuple[int, ...]  # the parameter words this owner holds
+    state: tuple[int, ...]  # the state words this owner holds
+    digest: str  # sha256 hex of the little-endian params words, then state words
+
+
+@dataclass(frozen=True)
+class OracleResult:
+    deployment: str
+    rounds: int
+    params: tuple[int, ...]  # the logical parameter words (all k)
+    state: tuple[int, ...]  # the logical state words (all m)
+    owners: tuple[OwnerResult, ...]
+
+
+# ----------------------------------------------------------------------------- inputs
+
+def _validate(dep: Deployment) -> None:
+    L = dep.learner
+    prof = dep.contract.profile
+    if (prof.format, prof.rounding, prof.exceptional) != (
+            "binary64", "nearest-even", "finite-or-refuse") or prof.subnormals != "preserve":
+        raise Refusal("oracle-profile",
+                      f"the contract's profile ({prof.format}, {prof.rounding}, subnormals "
+                      f"{prof.subnormals}, {prof.exceptional}) is not the binary64 "
+                      "nearest-even finite-or-refuse profile the oracle evaluates")
+    problems = []
+    if len(L.samples.shares) != dep.owners:
+        problems.append(f"samples are listed for {len(L.samples.shares)} owners, "
+                        f"the deployment has {dep.owners}")
+    if L.samples.width != L.s:
+        problems.append(f"samples have width {L.samples.width}, the learner says {L.s}")
+    if len(L.initial) != L.k or len(L.initial_state) != L.m:
+        problems.append(f"{len(L.initial)} initial parameters and {len(L.initial_state)} "
+                        f"state words for k = {L.k}, m = {L.m}")
+    if L.contribution.slots != 2 * L.k + L.s or L.update.slots != 2 * L.k + L.m + 1:
+        problems.append(f"programs over {L.contribution.slots} and {L.update.slots} slots "
+                        f"for k = {L.k}, s = {L.s}, m = {L.m}")
+    if len(dep.placement) != dep.owners:
+        problems.append(f"{len(dep.placement)} placements for {dep.owners} owners")
+    if problems:
+        raise Refusal("oracle-inconsistent", "; ".join(problems))
+
+
+def _choose(engine: str, L: Learner) -> str:
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, not {engine!r}")
+    if engine != "auto":
+        return engine
+    work = (sum(L.samples.shares) + 1) * (2 * L.k + L.s + L.m + 1)
+    return "scalar" if work <= SCALAR_LIMIT else "vector"
+
+
+# ----------------------------------------------------------------------------- engines
+
+def _owner_of_rows(shares: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """For each sample row: its owner and its position within that owner's share."""
+    owner = np.repeat(np.arange(len(shares)), shares)
+    starts = np.concatenate([[0], np.cumsum(shares)[:-1]]).astype(np.int64)
+    return owner, np.arange(owner.size) - starts[owner]
+
+
+def _scalar_rows(L: Learner, params: np.ndarray, rows: np.ndarray, first: int,
+                 owner: np.ndarray, pos: np.ndarray, accs: dict[int, list[float]], u: int):
+    """Contributions of rows[i] (global row first+i), added to their owners' sums in order."""
+    p = params.tolist()
+    zeros = [0.0] * L.k
+    for i, row in enumerate(rows):
+        o, j = int(owner[first + i]), int(pos[first + i])
+        site = Site(u, "contribution", owner=o, sample=j)
+        slots = scalar.run_program(L.contribution, p + row.tolist() + zeros, site)
+        scalar.accumulate(accs[o], slots[L.k + L.s:], site)
+
+
+def _contributions_scalar(L: Learner, params: np.ndarray, samples: np.ndarray,
+                          u: int) -> list[np.ndarray]:
+    owner, pos = _owner_of_rows(L.samples.shares)
+    accs = {o: [0.0] * L.k for o in range(len(L.samples.shares))}
+    _scalar_rows(L, params, samples, 0, owner, pos, accs, u)
+    return [np.array(accs[o], dtype=np.float64) for o in sorted(accs)]
+
+
+def _contributions_vector(L: Learner, params: np.ndarray, samples: np.ndarray,
+                          u: int) -> list[np.ndarray]:
+    k, s = L.k, L.s
+    owner, pos = _owner_of_rows(L.samples.shares)
+    accs = {o: np.zeros(k) for o in range(len(L.samples.shares))}
+    total = samples.shape[0]
+    chunk = max(1, CHUNK_WORDS // max(1, 2 * k + s))
+    for r0 in range(0, total, chunk):
+        r1 = min(total, r0 + chunk)
+        rows = samples[r0:r1]
+        before = dict(accs)
+        try:
+            store = vector.SlotStore([
+                (0, params.reshape(k, 1)),
+                (k, rows.T),  # a view: sample j is column j
+                (k + s, np.zeros((k, r1 - r0))),
+            ])
+            vector.run_program(L.contribution, store)
+            contrib = store.rows(k + s, 2 * k + s)  # (k, rows): one column per sample
+            if not np.isfinite(contrib).all():
+                raise vector.Flagged()
+            with np.errstate(all="ignore"):
+                for col in range(r1 - r0):  # sample order: one element-wise add per sample
+                    o = int(owner[r0 + col])
+                    acc = accs[o] + contrib[:, col]
+                    if not np.isfinite(acc).all():
+                        raise vector.Flagged()
+                    accs[o] = acc
+        except vector.Flagged:
+            slow = {o: a.tolist() for o, a in before.items()}
+            _scalar_rows(L, params, rows, r0, owner, pos, slow, u)
+            raise AssertionError(  # the scalar engine must refuse what the vector one flagged
+                f"update {u}: the vector engine flagged samples {r0}..{r1} "
+                "but the scalar engine found every value finite") from None
+    return [accs[o] for o in sorted(accs)]
+
+
+def _update_scalar(L: Learner, params, state, m_, rate: float, u: int):
+    slots = params.tolist() + state.tolist() + m_.tolist() + [rate]
+    scalar.run_program(L.update, slots, Site(u, "update"))
+    out = np.array(slots[:L.k + L.m], dtype=np.float64)
+    return out[:L.k], out[L.k:]
+
+
+def _update_vector(L: Learner, params, state, m_, rate: float, u: int):
+    data = np.concatenate([params, state, m_, [rate]]).reshape(-1, 1)
+    try:
+        store = vector.run_program(L.update, vector.SlotStore([(0, data)]))
+    except vector.Flagged:
+        _update_scalar(L, params, state, m_, rate, u)
+        raise AssertionError(f"update {u}: the vector engine flagged the update program "
+                             "but the scalar engine found every value finite") from None
+    out = store.rows(0, L.k + L.m)[:, 0].copy()
+    return out[:L.k], out[L.k:]
+
+
+# ----------------------------------------------------------------------------- driver
+
+def evaluate(dep: Deployment, rounds: int | None = None, *, mutant: str | None = None,
+             engine: str = "auto") -> OracleResult:
+    """Run `rounds` updates (default: the deployment's) of `dep` and report every owner's
+    words. `mutant` evaluates one of `combine.MUTANTS` instead of the declared program."""
+    rounds = dep.updates if rounds is None else rounds
+    if rounds < 0:
+        raise ValueError(f"rounds must be >= 0, not {rounds}")
+    if mutant is not None and mutant not in MUTANTS:
+        raise ValueError(f"mutant must be one of {MUTANTS}, not {mutant!r}")
+    _validate(dep)
+    L = dep.learner
+    kind = _choose(engine, L)
+    contributions = _contributions_scalar if kind == "scalar" else _contributions_vector
+    update = _update_scalar if kind == "scalar" else _update_vector
+    root = build_tree(dep.owners, dep.topology)
+    order = tree_leaves(root)
+    if sorted(order) != list(range(dep.owners)):
+        raise Refusal("oracle-inconsistent",
+                      f"the combine tree's leaves {order} do not cover owners 0..{dep.owners - 1} "
+                      "exactly once")
+    if mutant == "swapped-branch":
+        root = swap_branch(root)
+
+    params = floats(L.initial.as_array())
+    state = floats(L.initial_state.as_array())
+    rate = to_float(int(L.rate))
+    samples = np.asarray(L.samples.words, dtype=np.uint64).reshape(
+        sum(L.samples.shares), L.s).view(np.float64)
+    shares = L.samples.shares
+    for u in range(rounds):
+        sums = contributions(L, params, samples, u)
+        leaves = {o: Mass(sums[o], int(shares[o])) for o in range(dep.owners)}
+        if mutant is not None:
+            leaves = mutate_leaves(leaves, order, mutant, u)
+        m_ = mean(combine(root, leaves, u), u)
+        params, state = update(L, params, state, m_, rate, u)
+    return _result(dep, rounds, bits_of(params), bits_of(state))
+
+
+def _result(dep: Deployment, rounds: int, pw: np.ndarray, sw: np.ndarray) -> OracleResult:
+    owners = []
+    views: dict[tuple, tuple] = {}
+    for o in range(dep.owners):
+        pc, so = param_coordinates(dep, o), state_offsets(dep, o)
+        key = (pc.tobytes(), so.tobytes())
+        if key not in views:  # replicated owners share one view and one digest
+            p, s = pw[pc], sw[so]
+            views[key] = (tuple(p.tolist()), tuple(s.tolist()), digest(p, s))
+        p, s, d = views[key]
+        owners.append(OwnerResult(o, dep.role_of(o).name, dep.placement[o], rounds, p, s, d))
+    return OracleResult(dep.name, rounds, tuple(pw.tolist()), tuple(sw.tolist()), tuple(owners))

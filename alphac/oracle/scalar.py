@@ -1,0 +1,151 @@
+"""The per-slot engine: walks a program's IR with Python floats, one operation at a time.
+
+Python floats are IEEE binary64: + - * / round to nearest-even and `math.sqrt` is the
+correctly rounded square root, so every node is evaluated exactly as written. Statements
+and loop iterations run in their sequential order, so the first finite-or-refuse failure
+this engine meets is the one a sequential realization meets; the vector engine hands its
+failures here to be named.
+"""
+
+from __future__ import annotations
+
+import math
+
+from alphac.ir.nodes import (
+    Assign, Binary, Const, Index, Let, Local, Loop, Program, SlotRef, Sum, Unary)
+from alphac.oracle.refusal import Site, non_finite
+from alphac.oracle.words import to_float
+
+_LEAVES = (Const, SlotRef, Local)
+_isfinite = math.isfinite
+
+
+def _binary(op: str, a: float, b: float) -> float:
+    if op == "add":
+        return a + b
+    if op == "sub":
+        return a - b
+    if op == "mul":
+        return a * b
+    if op == "div":
+        try:
+            return a / b
+        except ZeroDivisionError:  # IEEE gives ±inf or NaN: non-finite either way
+            return math.nan
+    raise ValueError(f"unknown binary operation {op!r}")
+
+
+def _unary(op: str, a: float) -> float:
+    if op == "neg":
+        return -a
+    if op == "sqrt":
+        return math.sqrt(a) if a >= 0.0 else math.nan  # sqrt(-0.0) is -0.0, as in IEEE
+    raise ValueError(f"unknown unary operation {op!r}")
+
+
+def _coordinate(binds: dict[str, int], slot: int | None) -> str:
+    if binds:
+        return ", ".join(f"{v}={i}" for v, i in binds.items())
+    return "" if slot is None else f"slot {slot}"
+
+
+class _Run:
+    """One execution of a program over a slot list (mutated in place)."""
+
+    def __init__(self, slots: list[float], site: Site) -> None:
+        self.slots = slots
+        self.site = site
+        self.stmt = None  # the statement being executed, for refusals
+
+    def fail(self, what: str, binds: dict[str, int]):
+        st = self.stmt
+        if isinstance(st, Assign):
+            label = st.label or f"slot {st.target}"
+            slot = st.target.base if st.target.var is None else None
+        else:
+            label, slot = f"let {st.name}", None
+        raise non_finite(self.site, what, statement=label, span=st.span,
+                         coordinate=_coordinate(binds, slot))
+
+    def block(self, body, lets: dict[str, float], binds: dict[str, int]) -> None:
+        for st in body:
+            if isinstance(st, Loop):
+                for i in range(st.lo, st.hi):
+                    inner = dict(binds)
+                    inner[st.var] = i
+                    self.block(st.body, dict(lets), inner)  # lets inside are per iteration
+            elif isinstance(st, Let):
+                self.stmt = st
+                lets[st.name] = self.expr(st.value, lets, binds)
+            elif isinstance(st, Assign):
+                self.stmt = st
+                value = self.expr(st.value, lets, binds)
+                self.slots[_slot(st.target, binds)] = value
+            else:
+                raise TypeError(f"not a statement: {st!r}")
+
+    def operand(self, e, lets, binds, what: str) -> float:
+        v = self.expr(e, lets, binds)
+        # results of operations are checked where they are made; leaves are checked here
+        if isinstance(e, _LEAVES) and not _isfinite(v):
+            self.fail(what, binds)
+        return v
+
+    def expr(self, e, lets: dict[str, float], binds: dict[str, int]) -> float:
+        if isinstance(e, SlotRef):
+            return self.slots[_slot(e.index, binds)]
+        if isinstance(e, Const):
+            return to_float(e.bits)
+        if isinstance(e, Local):
+            return lets[e.name]
+        if isinstance(e, Binary):
+            a = self.operand(e.lhs, lets, binds, f"operand of {e.op}")
+            b = self.operand(e.rhs, lets, binds, f"operand of {e.op}")
+            r = _binary(e.op, a, b)
+            if not _isfinite(r):
+                self.fail(f"result of {e.op}", binds)
+            return r
+        if isinstance(e, Unary):
+            a = self.operand(e.arg, lets, binds, f"operand of {e.op}")
+            r = _unary(e.op, a)
+            if not _isfinite(r):
+                self.fail(f"result of {e.op}", binds)
+            return r
+        if isinstance(e, Sum):
+            acc = None
+            inner = dict(binds)
+            for j in range(e.lo, e.hi):
+                inner[e.var] = j
+                t = self.expr(e.body, lets, inner)
+                if not _isfinite(t):
+                    self.fail("term of sum", inner)
+                acc = t if acc is None else acc + t
+                if not _isfinite(acc):
+                    self.fail("partial sum", inner)
+            return 0.0 if acc is None else acc
+        raise TypeError(f"not an expression: {e!r}")
+
+
+def _slot(index: Index, binds: dict[str, int]) -> int:
+    return index.base if index.var is None else index.base + binds[index.var]
+
+
+def run_program(program: Program, slots: list[float], site: Site) -> list[float]:
+    """Run `program` over `slots` (length program.slots), in place; returns `slots`."""
+    if len(slots) != program.slots:
+        raise ValueError(f"{len(slots)} slots given, the program has {program.slots}")
+    _Run(slots, site).block(program.body, {}, {})
+    return slots
+
+
+def accumulate(acc: list[float], contribution: list[float], site: Site) -> None:
+    """acc[j] = acc[j] + contribution[j], one binary64 add per coordinate, checked."""
+    for j, c in enumerate(contribution):
+        if not _isfinite(c):
+            raise non_finite(site, "contribution word", statement="accumulate",
+                             coordinate=f"coordinate {j}")
+        r = acc[j] + c
+        if not _isfinite(r):
+            raise non_finite(site, "result of add", statement="accumulate",
+                             coordinate=f"coordinate {j}")
+        acc[j] = r

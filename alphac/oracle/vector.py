@@ -1,0 +1,261 @@
+"""The vector engine: runs a program statement by statement over whole loop ranges and a
+batch of independent runs (samples) as numpy float64 arrays.
+
+Element-wise `add subtract multiply divide sqrt negative` round each element correctly
+and never fuse; ordered sums go through `ordered.fold_partials`, never `numpy.sum`.
+
+Array layout: the batch is the last axis; a loop or sum variable bound at depth t sits at
+axis -(t+1), so values from an outer scope broadcast into inner ones unchanged.
+
+A `Loop` is vectorised only when that gives the sequential words: no nested loop, every
+assignment writes at the loop's own index, and a slot written in the loop is read only at
+that very index. Other loops run iteration by iteration (their bodies may still vectorise).
+
+Any non-finite operand or result raises `Flagged`; the caller re-runs that piece with the
+scalar engine, which names the first failure in sequential order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from alphac.ir.nodes import Assign, Binary, Const, Index, Let, Local, Loop, Program, SlotRef, Sum, Unary
+from alphac.oracle.ordered import fold_partials
+from alphac.oracle.words import to_float
+
+_LEAVES = (Const, SlotRef, Local)
+_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}
+_UNARY = {"neg": np.negative, "sqrt": np.sqrt}
+
+
+class Flagged(Exception):
+    """Something non-finite happened; the scalar engine says what and where."""
+
+
+def _finite(x) -> bool:
+    return bool(np.isfinite(x).all())
+
+
+@dataclass(frozen=True)
+class _Axis:
+    lo: int
+    hi: int
+    depth: int
+
+
+class SlotStore:
+    """The slot vector as a few segments, each a (length, batch) array whose batch is 1
+    (shared by every run, e.g. parameters) or B (one column per run)."""
+
+    def __init__(self, segments: list[tuple[int, np.ndarray]]) -> None:
+        self.segments = []
+        pos = 0
+        for start, data in segments:
+            assert start == pos and data.ndim == 2, "segments must tile the slots"
+            self.segments.append([start, start + data.shape[0], data])
+            pos += data.shape[0]
+        self.size = pos
+
+    def _segment(self, lo: int, hi: int):
+        for seg in self.segments:
+            if seg[0] <= lo and hi <= seg[1]:
+                return seg
+        return None
+
+    def rows(self, lo: int, hi: int) -> np.ndarray:
+        """Slots [lo, hi) as a (hi-lo, batch) array (a view where one segment holds them)."""
+        if not (0 <= lo <= hi <= self.size):
+            raise IndexError(f"slots {lo}..{hi} outside 0..{self.size}")
+        seg = self._segment(lo, hi)
+        if seg is not None:
+            return seg[2][lo - seg[0]:hi - seg[0]]
+        batch = max(s[2].shape[1] for s in self.segments)
+        parts = []
+        for start, stop, data in self.segments:
+            a, b = max(lo, start), min(hi, stop)
+            if a < b:
+                parts.append(np.broadcast_to(data[a - start:b - start], (b - a, batch)))
+        return np.concatenate(parts, axis=0)
+
+    def write(self, lo: int, hi: int, value: np.ndarray) -> None:
+        """Slots [lo, hi) := value, broadcast over (hi-lo, batch)."""
+        value = np.asarray(value)
+        for seg in self.segments:
+            start, stop, data = seg
+            a, b = max(lo, start), min(hi, stop)
+            if a >= b:
+                continue
+            part = value
+            if part.ndim == 2 and part.shape[0] != 1:
+                part = part[a - lo:b - lo]
+            batch = part.shape[-1] if part.ndim else 1
+            if batch > data.shape[1]:  # a shared segment gets one column per run
+                data = seg[2] = np.repeat(data, batch, axis=1)
+            data[a - start:b - start] = part if part.ndim == 2 else np.broadcast_to(
+                part, (b - a, data.shape[1]))
+
+
+def _walk_refs(e, bound: set[str], out: list):
+    """Every SlotRef in `e`, with the sum variables bound around it."""
+    if isinstance(e, SlotRef):
+        out.append((e.index, frozenset(bound)))
+    elif isinstance(e, Binary):
+        _walk_refs(e.lhs, bound, out)
+        _walk_refs(e.rhs, bound, out)
+    elif isinstance(e, Unary):
+        _walk_refs(e.arg, bound, out)
+    elif isinstance(e, Sum):
+        _walk_refs(e.body, bound | {e.var}, out)
+
+
+def _sum_ranges(e, out: dict[str, tuple[int, int]]):
+    if isinstance(e, Binary):
+        _sum_ranges(e.lhs, out)
+        _sum_ranges(e.rhs, out)
+    elif isinstance(e, Unary):
+        _sum_ranges(e.arg, out)
+    elif isinstance(e, Sum):
+        out[e.var] = (e.lo, e.hi)
+        _sum_ranges(e.body, out)
+
+
+def vectorisable(loop: Loop, ranges: dict[str, tuple[int, int]]) -> bool:
+    """Whether running `loop`'s statements each over the whole range gives the sequential
+    words. `ranges` holds the static ranges of the enclosing loop variables."""
+    bases = set()
+    for st in loop.body:
+        if isinstance(st, Loop):
+            return False
+        if isinstance(st, Assign):
+            if st.target.var != loop.var:
+                return False
+            bases.add(st.target.base)
+    written = [(b + loop.lo, b + loop.hi) for b in bases]
+    for st in loop.body:
+        refs: list = []
+        _walk_refs(st.value, set(), refs)
+        local = dict(ranges)
+        local[loop.var] = (loop.lo, loop.hi)
+        _sum_ranges(st.value, local)
+        for index, bound in refs:
+            if loop.var in bound:  # a sum shadows the loop variable
+                return False
+            if index.var is None:
+                lo, hi = index.base, index.base + 1
+            else:
+                r = local[index.var]
+                lo, hi = index.base + r[0], index.base + r[1]
+            if any(lo < b and a < hi for a, b in written) and not (
+                    index.var == loop.var and index.base in bases):
+                return False
+    return True
+
+
+class _Run:
+    def __init__(self, store: SlotStore) -> None:
+        self.store = store
+        self.plans: dict[int, bool] = {}
+
+    def block(self, body, lets: dict, binds: dict, ranges: dict, depth: int) -> None:
+        for st in body:
+            if isinstance(st, Loop):
+                if st.lo >= st.hi:
+                    continue
+                key = id(st)
+                if key not in self.plans:
+                    self.plans[key] = depth == 0 and vectorisable(st, ranges)
+                inner_ranges = dict(ranges)
+                inner_ranges[st.var] = (st.lo, st.hi)
+                if self.plans[key]:
+                    inner = dict(binds)
+                    inner[st.var] = _Axis(st.lo, st.hi, 1)
+                    self.block(st.body, dict(lets), inner, inner_ranges, 1)
+                else:
+                    for i in range(st.lo, st.hi):
+                        inner = dict(binds)
+                        inner[st.var] = i
+                        self.block(st.body, dict(lets), inner, inner_ranges, depth)
+            elif isinstance(st, Let):
+                v = self.expr(st.value, lets, binds, depth)
+                lets[st.name] = np.array(v) if isinstance(st.value, SlotRef) else v
+            elif isinstance(st, Assign):
+                v = self.expr(st.value, lets, binds, depth)
+                t = st.target
+                b = binds.get(t.var) if t.var is not None else None
+                if isinstance(b, _Axis):
+                    n = b.hi - b.lo
+                    v = np.asarray(v)
+                    if v.ndim < 2:
+                        v = v.reshape((1,) * (2 - v.ndim) + v.shape)
+                    v = np.broadcast_to(v, (n, v.shape[1]))
+                    self.store.write(t.base + b.lo, t.base + b.hi, v)
+                else:
+                    slot = t.base + (b if b is not None else 0)
+                    v = np.asarray(v).reshape(-1)
+                    self.store.write(slot, slot + 1, v.reshape(1, -1))
+            else:
+                raise TypeError(f"not a statement: {st!r}")
+
+    def read(self, index: Index, binds: dict) -> np.ndarray:
+        b = binds.get(index.var) if index.var is not None else None
+        if isinstance(b, _Axis):
+            rows = self.store.rows(index.base + b.lo, index.base + b.hi)
+            return rows.reshape((rows.shape[0],) + (1,) * (b.depth - 1) + (rows.shape[1],))
+        slot = index.base + (b if b is not None else 0)
+        return self.store.rows(slot, slot + 1)[0]
+
+    def operand(self, e, lets, binds, depth):
+        v = self.expr(e, lets, binds, depth)
+        if isinstance(e, _LEAVES) and not _finite(v):
+            raise Flagged()
+        return v
+
+    def expr(self, e, lets: dict, binds: dict, depth: int):
+        if isinstance(e, SlotRef):
+            return self.read(e.index, binds)
+        if isinstance(e, Const):
+            return np.float64(to_float(e.bits))
+        if isinstance(e, Local):
+            return lets[e.name]
+        if isinstance(e, Binary):
+            a = self.operand(e.lhs, lets, binds, depth)
+            b = self.operand(e.rhs, lets, binds, depth)
+            r = _BINARY[e.op](a, b)
+            if not _finite(r):
+                raise Flagged()
+            return r
+        if isinstance(e, Unary):
+            a = self.operand(e.arg, lets, binds, depth)
+            r = _UNARY[e.op](a)
+            if not _finite(r):
+                raise Flagged()
+            return r
+        if isinstance(e, Sum):
+            n = e.hi - e.lo
+            if n <= 0:
+                return np.float64(0.0)
+            inner = dict(binds)
+            inner[e.var] = _Axis(e.lo, e.hi, depth + 1)
+            t = np.asarray(self.expr(e.body, lets, inner, depth + 1))
+            nd = depth + 2
+            t = t.reshape((1,) * (nd - t.ndim) + t.shape)
+            if t.shape[0] != n:
+                t = np.broadcast_to(t, (n,) + t.shape[1:])
+            if not _finite(t):
+                raise Flagged()
+            partials = fold_partials(t, axis=0)
+            if not _finite(partials):
+                raise Flagged()
+            return partials[-1]
+        raise TypeError(f"not an expression: {e!r}")
+
+
+def run_program(program: Program, store: SlotStore) -> SlotStore:
+    """Run `program` over `store` in place (raises `Flagged` on any non-finite value)."""
+    if store.size != program.slots:
+        raise ValueError(f"{store.size} slots given, the program has {program.slots}")
+    with np.errstate(all="ignore"):
+        _Run(store).block(program.body, {}, {}, {}, 0)
+    return store

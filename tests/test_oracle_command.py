@@ -1,0 +1,112 @@
+"""`alphac oracle`: the table, the JSON keys, refusals on stderr, diagnostics, exit codes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+
+import pytest
+from click.testing import CliRunner
+
+import alphac.check
+from alphac.cli import main
+from alphac.diagnostics import CompileError, Diagnostic, Span
+from alphac.oracle import evaluate
+
+from test_oracle_learners import GATE_ROWS, GATE_SHARES, GATE_W0, deployment, gate, lsq_learner
+
+
+@pytest.fixture
+def spec(monkeypatch, tmp_path):
+    """A spec path whose deployment is the four-owner Adam gate (or `spec.dep`)."""
+    path = tmp_path / "gate.alpha"
+    path.write_text("-- a spec\nvalue broken : Nat = \n")
+    box = {"dep": gate("adam", updates=2)}
+
+    def load(p):
+        assert p == str(path)
+        if isinstance(box["dep"], Exception):
+            raise box["dep"]
+        return box["dep"]
+    monkeypatch.setattr(alphac.check, "load_deployment", load, raising=False)
+    return str(path), box
+
+
+def test_json_lists_every_owner_with_hex_words_version_and_digest(spec):
+    path, box = spec
+    out = CliRunner().invoke(main, ["oracle", path, "--json"])
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.output)
+    assert list(doc) == ["spec", "deployment", "rounds", "protocol", "owners"]
+    assert (doc["spec"], doc["deployment"], doc["rounds"], doc["protocol"]) == (
+        path, "lsq_adam_indexed", 2, None)
+    want = evaluate(box["dep"])
+    assert len(doc["owners"]) == 4
+    for o, row in enumerate(doc["owners"]):
+        assert list(row) == ["owner", "role", "target", "version", "params", "state", "digest"]
+        assert (row["owner"], row["version"]) == (o, 2)
+        assert row["params"] == [f"{w:016x}" for w in want.params]
+        assert all(len(w) == 16 and w == w.lower() for w in row["params"] + row["state"])
+        words = [int(w, 16) for w in row["params"] + row["state"]]
+        assert row["digest"] == hashlib.sha256(struct.pack(f"<{len(words)}Q", *words)).hexdigest()
+    assert doc["owners"][1]["role"] == "worker" and doc["owners"][1]["target"] == "aarch64"
+
+
+def test_rounds_override_and_initial_words(spec):
+    path, box = spec
+    box["dep"] = gate("plain", updates=5)
+    out = CliRunner().invoke(main, ["oracle", path, "--json", "--rounds", "0"])
+    doc = json.loads(out.output)
+    assert doc["rounds"] == 0
+    assert doc["owners"][0]["params"] == ["3fd0000000000000", "bfe8000000000000"]  # 0.25, -0.75
+    assert doc["owners"][0]["state"] == []
+
+
+def test_table(spec):
+    path, box = spec
+    box["dep"] = gate("momentum", updates=1)
+    out = CliRunner().invoke(main, ["oracle", path])
+    assert out.exit_code == 0
+    lines = out.output.splitlines()
+    r = evaluate(box["dep"])
+    assert lines[0] == f"oracle: lsq_momentum_indexed ({path}) after 1 updates"
+    assert lines[1] == (f"owner 0  role coordinator  target x86_64  version 1  "
+                        f"digest {r.owners[0].digest}")
+    assert lines[2] == "  params " + " ".join(f"{w:016x}" for w in r.params)
+    assert lines[3] == "  state  " + " ".join(f"{w:016x}" for w in r.state)
+    assert len(lines) == 1 + 4 * 3
+
+
+def test_a_refusal_prints_one_line_on_stderr_and_exits_1(spec):
+    path, box = spec
+    rows = [list(r) for r in GATE_ROWS]
+    rows[0][2] = 1e308
+    rows[0][0] = 1e10
+    box["dep"] = deployment(lsq_learner("plain", "indexed", rows, GATE_SHARES, GATE_W0, 0.1), 4)
+    out = CliRunner(mix_stderr=False).invoke(main, ["oracle", path]) if _mix() else \
+        CliRunner().invoke(main, ["oracle", path])
+    assert out.exit_code == 1
+    assert out.stdout == ""
+    assert out.stderr == ("refused: non-finite: update 0: contribution of owner 0 sample 0: "
+                          "`c[i]` at i=0: non-finite result of mul\n")
+
+
+def test_compile_errors_are_rendered_with_the_source_line(spec):
+    path, box = spec
+    box["dep"] = CompileError(Diagnostic("syntax-error", "expected an expression",
+                                         Span(path, 2, 20, 2, 21)))
+    out = CliRunner(mix_stderr=False).invoke(main, ["oracle", path]) if _mix() else \
+        CliRunner().invoke(main, ["oracle", path])
+    assert out.exit_code == 1
+    assert out.stderr.splitlines() == [
+        f"{path}:2:20: error[syntax-error]: expected an expression",
+        "  value broken : Nat = ",
+        "                     ^",
+    ]
+
+
+def _mix() -> bool:
+    """click < 8.2 mixes stderr into output unless told not to."""
+    import inspect
+    return "mix_stderr" in inspect.signature(CliRunner.__init__).parameters

@@ -1,0 +1,146 @@
+"""The declared order shows in the bits: at ten owners the star and the hierarchy differ
+on data with a wide dynamic range, the oracle reproduces each order as written directly
+in Python floats, and each mutant gives other bits than the declared program."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from alphac.ir.nodes import ExplicitTree, Hierarchy, Star, TreeBranch, TreeLeaf
+from alphac.oracle import MUTANTS, evaluate
+
+from test_oracle_learners import bits, deployment, lsq_learner
+
+SHARES10 = (1, 2, 3, 0, 2, 1, 4, 0, 3, 2)
+W0 = (0.375, -1.5)
+
+
+# Each sample is x = (1, 0.5), so its residual r = (w0 + w1) - y is set by y; the residuals
+# span 1e-3 .. 3e16 with cancelling signs, so every grouping of the sums loses other bits.
+RESIDUALS = (
+    (3.1771432948826892e+16,),
+    (-0.043099932022058064, -186.1330279851551),
+    (-2726555945518.554, -65310578086021.445, -2.8905097494719844e+16),
+    (),
+    (12917410.955178037, -1926362372.0101743),
+    (725820448.0073341,),
+    (73438720142.94707, -314556932778494.8, -779966.2948845667, -0.0034363489824253673),
+    (),
+    (0.039634406322789556, -19149608.401855916, -26569236.604767274),
+    (1.7095586767222188, 3607322898223120.0),
+)
+
+
+def wide_rows() -> list[tuple[float, float, float]]:
+    base = W0[0] * 1.0 + W0[1] * 0.5
+    return [(1.0, 0.5, base - r) for owner in RESIDUALS for r in owner]
+
+
+ROWS = wide_rows()
+
+
+def order10(kind: str, topology, updates: int = 1):
+    L = lsq_learner(kind, "indexed", ROWS, SHARES10, W0, 1.0)
+    return deployment(L, 10, topology, updates)
+
+
+def owner_sums(w):
+    """(Σ contribution, n) per owner, straight from the learner's formulas in floats."""
+    out, row = [], 0
+    for share in SHARES10:
+        acc = [0.0, 0.0]
+        for _ in range(share):
+            x0, x1, y = ROWS[row]
+            row += 1
+            r = (w[0] * x0 + w[1] * x1) - y
+            acc = [acc[0] + r * x0, acc[1] + r * x1]
+        out.append((acc, share))
+    return out
+
+
+def plus(a, b):
+    return ([a[0][0] + b[0][0], a[0][1] + b[0][1]], a[1] + b[1])
+
+
+def star(leaves):
+    t = leaves[0]
+    for leaf in leaves[1:]:
+        t = plus(t, leaf)
+    return t
+
+
+def hierarchy(leaves, fanout=2, o=0):
+    t = leaves[o]
+    for c in range(fanout * o + 1, fanout * o + fanout + 1):
+        if c < len(leaves):
+            t = plus(t, hierarchy(leaves, fanout, c))
+    return t
+
+
+def plain_step(total, w, rate=1.0):
+    g, n = total
+    return [bits(w[i] - rate * (g[i] / n)) for i in range(2)]
+
+
+def test_star_and_hierarchy_give_different_bits_and_each_is_reproduced():
+    leaves = owner_sums(W0)
+    want_star = plain_step(star(leaves), W0)
+    want_tree = plain_step(hierarchy(leaves), W0)
+    got_star = evaluate(order10("plain", Star()))
+    got_tree = evaluate(order10("plain", Hierarchy(2)))
+    assert list(got_star.params) == want_star
+    assert list(got_tree.params) == want_tree
+    assert got_star.params != got_tree.params
+    assert got_star.owners[9].digest != got_tree.owners[9].digest
+
+
+@pytest.mark.parametrize("kind", ["plain", "momentum", "adam"])
+def test_orders_differ_for_every_update_rule(kind):
+    a = evaluate(order10(kind, Star(), updates=2))
+    b = evaluate(order10(kind, Hierarchy(2), updates=2))
+    c = evaluate(order10(kind, Hierarchy(3), updates=2))
+    assert len({(r.params, r.state) for r in (a, b, c)}) == 3
+
+
+def _swapped(root):
+    left = root.left
+    return TreeBranch(root.owner, TreeBranch(left.owner, left.left, root.right), left.right)
+
+
+@pytest.mark.parametrize("topology", [Star(), Hierarchy(2)], ids=["star", "hierarchy"])
+def test_every_mutant_gives_other_bits(topology):
+    dep = order10("plain", topology)
+    declared = evaluate(dep)
+    seen = {declared.params}
+    for mutant in MUTANTS:
+        got = evaluate(dep, mutant=mutant)
+        assert got.params not in seen, mutant
+        seen.add(got.params)
+    assert len(seen) == 1 + len(MUTANTS) == 4
+
+
+def test_mutants_compute_what_they_claim():
+    leaves = owner_sums(W0)
+    dep = order10("plain", Star())
+    # unweighted: each owner's own mean, all weighing one, added in the star's order
+    means = [([g[0] / n, g[1] / n], 1) if n else ([0.0, 0.0], 0) for g, n in leaves]
+    assert list(evaluate(dep, mutant="unweighted-mean").params) == plain_step(star(means), W0)
+    # duplicated mass: owner 0 (the first leaf with samples) counts its sample twice
+    g, n = star(leaves)
+    assert list(evaluate(dep, mutant="duplicated-mass").params) == plain_step((g, n + 1), W0)
+    # swapped branch: the same as declaring the swapped tree explicitly
+    t = Hierarchy(2)
+    from alphac.plan.protocol import build_tree
+    explicit = ExplicitTree(_swapped(build_tree(10, t)), "group", tuple(range(10)))
+    assert (evaluate(order10("plain", t), mutant="swapped-branch").params
+            == evaluate(order10("plain", explicit)).params)
+
+
+def test_swapped_branch_needs_three_owners():
+    L = lsq_learner("plain", "indexed", ROWS[:3], (1, 2), W0, 1.0)
+    with pytest.raises(ValueError, match="swapped-branch"):
+        evaluate(deployment(L, 2), mutant="swapped-branch")
+    with pytest.raises(ValueError, match="mutant must be one of"):
+        evaluate(deployment(L, 2), mutant="reversed")
+    assert isinstance(TreeLeaf(0), TreeLeaf)
