@@ -260,12 +260,15 @@ TreeNode = Union[TreeLeaf, TreeBranch]
 @dataclass(frozen=True)
 class ExplicitTree:
     """A declared combine tree. `coverage` is "members" (an ordered member list that also
-    fixes the leaf order) or "group" (a participant group the tree covers exactly once)."""
+    fixes the leaf order) or "group" (a participant group the tree covers exactly once).
+    `delivery` is the declared `CombineDelivery`: None for CombineReplicateAll, or the
+    target owner of CombineDeliverTo."""
 
     root: TreeNode
     coverage: str
     members: tuple[int, ...]
     span: Span = _span()
+    delivery: int | None = None
 
 
 Topology = Union[Star, Hierarchy, ExplicitTree]
@@ -275,9 +278,11 @@ Topology = Union[Star, Hierarchy, ExplicitTree]
 class Partitioning:
     """Which learner state is partitioned across owners (coordinate i -> owner i mod n).
 
-    `state_per_coordinate` lists, for each of the w words per coordinate, the state offset
-    of coordinate 0's word (state word for coordinate i is offset + i); `shared_state` lists
-    state offsets declared shared (replicated), e.g. Adam's bias-correction powers.
+    `shared_state` lists state offsets (0-based within the m state words) declared shared
+    (replicated), e.g. Adam's two bias-correction powers. The other state words are
+    per coordinate: `words_per_coordinate` (w) blocks of k consecutive words, in offset
+    order, so block b's word for coordinate i is the (b*k + i)-th non-shared state word.
+    A claim is consistent only when w*k + len(shared_state) == m.
     """
 
     optimizer_state: bool = False

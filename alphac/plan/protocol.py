@@ -22,7 +22,21 @@ OP_KINDS = (
     "digest-recv",  # receive peer's state digest and compare with this owner's; refuse if unequal
     "publish-send",  # tell peer that every replica agreed
     "publish-recv",  # wait for the publish verdict from peer
+    # -- partitioned learners only (see `project_partitioned`) --
+    "slice",        # dst <- the words of register a at owner peer's coordinates, and a's count
+    "offer",        # dst <- this owner's own words of the regions in mask a (REGION_*), by coordinate
+    "select",       # dst <- a and b assembled by selection (disjoint coordinates, no arithmetic)
+    "install",      # check register a covers every coordinate; install it into the regions in mask b
+    "replica-install",  # check register a covers every parameter; hold it as the read replica of
+                        # this update's version (the contribution reads only this replica)
+    "replica-release",  # clear the read replica before the update (the version may then advance)
+    "update-owned",  # apply the update to this owner's coordinates and the shared words, reading
+                     # the mean of register a (all coordinates, or this owner's slice)
 )
+
+# Region masks of `offer` and `install`.
+REGION_PARAMETERS = 1
+REGION_STATE = 2  # the per-coordinate optimizer-state words (never the shared words)
 OP_CODE = {kind: i for i, kind in enumerate(OP_KINDS)}
 
 
@@ -83,8 +97,9 @@ def postorder(root: TreeNode) -> list[TreeNode]:
     return out
 
 
-def leaves(root: TreeNode) -> list[int]:
-    return [n.owner for n in postorder(root) if isinstance(n, TreeLeaf)]
+def leaves(root: TreeNode, nodes: list[TreeNode] | None = None) -> list[int]:
+    """Leaf owners, left to right (`nodes`: the tree's post-order, if already at hand)."""
+    return [n.owner for n in (postorder(root) if nodes is None else nodes) if isinstance(n, TreeLeaf)]
 
 
 @dataclass(frozen=True)
@@ -95,11 +110,11 @@ class Transfer:
     receiver: int
 
 
-def reduce_edges(root: TreeNode) -> list[Transfer]:
+def reduce_edges(root: TreeNode, nodes: list[TreeNode] | None = None) -> list[Transfer]:
     """The reduce phase: every transfer of a subtree value to the owner of its parent branch,
     in the order they occur."""
     out = []
-    for node in postorder(root):
+    for node in (postorder(root) if nodes is None else nodes):
         if isinstance(node, TreeBranch):
             for child in (node.left, node.right):
                 if child.owner != node.owner:
@@ -129,9 +144,14 @@ def replicate_edges(root: TreeNode, deliver_to: int | None = None) -> list[Trans
     edges = order
     if deliver_to is None:
         return edges
-    parent = {e.receiver: e.sender for e in edges}
+    return delivery_path({e.receiver: e.sender for e in edges}, deliver_to)
+
+
+def delivery_path(parent: dict[int, int], target: int) -> list[Transfer]:
+    """CombineDeliverTo target: the replicate edges from the root down to `target` only;
+    `parent` maps each receiver of the full replicate phase to its sender."""
     path = []
-    o = deliver_to
+    o = target
     while o in parent:
         path.append(Transfer(parent[o], o))
         o = parent[o]
@@ -146,16 +166,23 @@ class OwnerProtocol:
     owner: int
     update_ops: tuple[Op, ...]
     finish_ops: tuple[Op, ...]
+    # words held by each register (partitioned protocols; empty: every register holds k + 1)
+    register_words: tuple[int, ...] = ()
 
 
-def project(root: TreeNode, n: int) -> tuple[OwnerProtocol, ...]:
-    """Each owner's protocol for the replicated learner. Registers: 0 = own local value;
-    one register per received or combined value otherwise."""
+def project(root: TreeNode, n: int, partitioning=None, k: int = 0,
+            nodes: list[TreeNode] | None = None) -> tuple[OwnerProtocol, ...]:
+    """Each owner's protocol. Registers: 0 = own local value; one register per received or
+    combined value otherwise. With a `Partitioning` that partitions anything, the protocol
+    of `project_partitioned` (k = the learner's parameter count); otherwise the replicated
+    learner's. `nodes` is the tree's post-order, if the caller has it already."""
+    nodes = postorder(root) if nodes is None else nodes
+    if partitioning is not None and partitioning.any:
+        return project_partitioned(root, n, partitioning, k, nodes)
     ops: list[list[Op]] = [[] for _ in range(n)]
-    nodes = postorder(root)
     reg: dict[int, int] = {}  # id(node) -> register at its owner
     next_reg = [1] * n
-    for o in set(leaves(root)):
+    for o in set(leaves(root, nodes)):
         ops[o].append(Op("local", dst=0))
 
     def value_at(node: TreeNode, owner: int) -> int:
@@ -191,11 +218,16 @@ def project(root: TreeNode, n: int) -> tuple[OwnerProtocol, ...]:
     for o in range(n):
         if o in total:
             ops[o].append(Op("update", a=total[o]))
-    # replica comparison up the reduce edges (each child owner once), verdict back down
+    fin = _finish_ops(root, n, nodes)
+    return tuple(OwnerProtocol(o, tuple(ops[o]), fin[o]) for o in range(n))
+
+
+def _finish_ops(root: TreeNode, n: int, nodes: list[TreeNode]) -> list[tuple[Op, ...]]:
+    """Replica comparison up the reduce edges (each child owner once), verdict back down."""
     fin: list[list[Op]] = [[] for _ in range(n)]
     up = []
     seen = set()
-    for t in reduce_edges(root):
+    for t in reduce_edges(root, nodes):
         if t.sender not in seen:
             seen.add(t.sender)
             up.append(t)
@@ -205,7 +237,7 @@ def project(root: TreeNode, n: int) -> tuple[OwnerProtocol, ...]:
     for t in reversed(up):
         fin[t.receiver].append(Op("publish-send", peer=t.sender))
         fin[t.sender].append(Op("publish-recv", peer=t.receiver))
-    return tuple(OwnerProtocol(o, tuple(ops[o]), tuple(fin[o])) for o in range(n))
+    return [tuple(f) for f in fin]
 
 
 def register_count(proto: OwnerProtocol) -> int:
@@ -217,3 +249,132 @@ def register_count(proto: OwnerProtocol) -> int:
 
 def peers(proto: OwnerProtocol) -> tuple[int, ...]:
     return tuple(sorted({op.peer for op in proto.update_ops + proto.finish_ops if op.peer >= 0}))
+
+
+def owned_count(k: int, n: int, owner: int) -> int:
+    """How many of coordinates 0..k-1 belong to `owner` (coordinate i -> owner i mod n)."""
+    return 0 if owner >= k else (k - owner + n - 1) // n
+
+
+class _Schedule:
+    """A global schedule under construction: per-owner op lists and register sizes (words)."""
+
+    def __init__(self, n: int) -> None:
+        self.ops: list[list[Op]] = [[] for _ in range(n)]
+        self.words: list[list[int]] = [[] for _ in range(n)]
+
+    def reg(self, owner: int, words: int) -> int:
+        self.words[owner].append(words)
+        return len(self.words[owner]) - 1
+
+    def emit(self, owner: int, op: Op) -> None:
+        self.ops[owner].append(op)
+
+    def move(self, src: int, r: int, dst_owner: int) -> int:
+        """Send register r from src to dst_owner (send, then its receive); the new register."""
+        dst = self.reg(dst_owner, self.words[src][r])
+        self.emit(src, Op("send", peer=dst_owner, a=r))
+        self.emit(dst_owner, Op("recv", peer=src, dst=dst))
+        return dst
+
+    def reduce(self, nodes: list[TreeNode], leaf_reg: dict[int, int], kind: str) -> int:
+        """Run the tree over per-owner leaf registers with `kind` ("combine" or "select");
+        the root's register at the root owner."""
+        reg: dict[int, int] = {}
+        for node in nodes:
+            if isinstance(node, TreeLeaf):
+                reg[id(node)] = leaf_reg[node.owner]
+                continue
+            pair = []
+            for child in (node.left, node.right):
+                r = reg.pop(id(child))
+                pair.append(r if child.owner == node.owner else self.move(child.owner, r, node.owner))
+            a, b = pair
+            words = self.words[node.owner][a] + (self.words[node.owner][b] if kind == "select" else 0)
+            dst = self.reg(node.owner, words)
+            self.emit(node.owner, Op(kind, dst=dst, a=a, b=b))
+            reg[id(node)] = dst
+        return reg[id(nodes[-1])]
+
+    def spread(self, root_owner: int, r: int, edges: list[Transfer]) -> dict[int, int]:
+        held = {root_owner: r}
+        for t in edges:
+            held[t.receiver] = self.move(t.sender, held[t.sender], t.receiver)
+        return held
+
+
+def project_partitioned(root: TreeNode, n: int, part, k: int,
+                        nodes: list[TreeNode] | None = None) -> tuple[OwnerProtocol, ...]:
+    """Each owner's protocol when parameters, optimizer state or gradients are partitioned.
+
+    One update, as a global schedule projected onto owners:
+      1. parameters partitioned: every owner offers its parameters; a selection combine over
+         the same tree gathers them, the result is replicated and installed as each owner's
+         read replica of this version (`replica-install`);
+      2. `local` (reading the replica), then `replica-release` when there is a replica;
+      3. gradients partitioned: for each coordinate owner t in order, every owner slices its
+         local value to t's coordinates, the same tree reduces the slices in the same order,
+         and the result is delivered down the path to t alone (CombineDeliverTo t);
+         otherwise the full reduction is replicated to every owner (CombineReplicateAll);
+      4. `update-owned` on the owner's coordinates and the shared words;
+      5. each replicated region the update changed only in part (parameters unless
+         partitioned; per-coordinate state unless partitioned) is offered, assembled by
+         selection over the tree, replicated and installed.
+    Replica comparison and publication (finish ops) are those of the replicated learner.
+    """
+    nodes = postorder(root) if nodes is None else nodes
+    owners = sorted(set(leaves(root, nodes)))
+    w = part.words_per_coordinate
+    sch = _Schedule(n)
+    for o in range(n):
+        sch.reg(o, k + 1)  # register 0: the local (sum, count)
+    all_edges = replicate_edges(root)
+    parent = {e.receiver: e.sender for e in all_edges}
+
+    def assemble(mask: int, words_per_coord: int) -> dict[int, int]:
+        offered = {}
+        for o in owners:
+            offered[o] = sch.reg(o, words_per_coord * owned_count(k, n, o))
+            sch.emit(o, Op("offer", dst=offered[o], a=mask))
+        total = sch.reduce(nodes, offered, "select")
+        return sch.spread(root.owner, total, all_edges)
+
+    if part.parameters:
+        held = assemble(REGION_PARAMETERS, 1)
+        for o in owners:
+            sch.emit(o, Op("replica-install", a=held[o]))
+    for o in owners:
+        sch.emit(o, Op("local", dst=0))
+        if part.parameters:
+            sch.emit(o, Op("replica-release"))
+    mean: dict[int, int] = {}
+    if part.gradients:
+        for t in range(n):
+            sliced = {}
+            for o in owners:
+                sliced[o] = sch.reg(o, owned_count(k, n, t) + 1)
+                sch.emit(o, Op("slice", peer=t, dst=sliced[o], a=0))
+            total = sch.reduce(nodes, sliced, "combine")
+            mean[t] = sch.spread(root.owner, total, delivery_path(parent, t))[t]
+    else:
+        total = sch.reduce(nodes, {o: 0 for o in owners}, "combine")
+        mean = sch.spread(root.owner, total, all_edges)
+    for o in owners:
+        sch.emit(o, Op("update-owned", a=mean[o]))
+    mask = (0 if part.parameters else REGION_PARAMETERS) | (
+        0 if part.optimizer_state or w == 0 else REGION_STATE)
+    if mask:
+        per = (1 if mask & REGION_PARAMETERS else 0) + (w if mask & REGION_STATE else 0)
+        held = assemble(mask, per)
+        for o in owners:
+            sch.emit(o, Op("install", a=held[o], b=mask))
+    finish = _finish_ops(root, n, nodes)
+    return tuple(OwnerProtocol(o, tuple(sch.ops[o]), finish[o], tuple(sch.words[o]))
+                 for o in range(n))
+
+
+def register_words(proto: OwnerProtocol, k: int, n: int) -> int:
+    """Words held by every register of `proto` together (each register lives for one update)."""
+    if proto.register_words:
+        return sum(proto.register_words)
+    return register_count(proto) * (k + 1)

@@ -1,0 +1,115 @@
+"""Numerical contracts: profile, ordered operation list, relation; and their compatibility.
+
+The ordered operation list is derived, never declared: the combine tree's branches in the
+order they run, the normalisation, and the update program's statements. A star and a
+hierarchy over the same owners therefore have different lists, hence different contracts.
+`compatible` is what a peer handshake or a checkpoint restore asks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from alphac.diagnostics import Diagnostic, DiagnosticBag, Span
+from alphac.ir import nodes as ir
+from alphac.plan.canon import canonical_json, program_lines, sha256_hex
+from alphac.plan.phases import branch_numbers, value_name
+
+# The one profile every target executes: binary64 words, round to nearest even, subnormals
+# kept (no flush to zero), and every arithmetic input and output finite or the update refuses.
+NATIVE_PROFILE = ir.Profile()
+PROFILE_FIELDS = ("format", "rounding", "subnormals", "exceptional")
+
+
+@dataclass(frozen=True)
+class NumericalContract:
+    profile: ir.Profile
+    relation: str
+    topology: str                 # "star", "hierarchy 2", "explicit members"
+    ops: tuple[str, ...]          # the ordered operation list
+
+    @property
+    def order_digest(self) -> str:
+        """sha256 of the ordered operation list: what a manifest or frame header carries."""
+        return sha256_hex(canonical_json(list(self.ops)))
+
+    def profile_data(self) -> dict:
+        return {f: getattr(self.profile, f) for f in PROFILE_FIELDS}
+
+    def as_json(self) -> dict:
+        return {"profile": self.profile_data(), "relation": self.relation,
+                "topology": self.topology, "order_digest": self.order_digest,
+                "ops": list(self.ops)}
+
+
+def topology_name(topology: ir.Topology) -> str:
+    if isinstance(topology, ir.Star):
+        return "star"
+    if isinstance(topology, ir.Hierarchy):
+        return f"hierarchy {topology.fanout}"
+    return f"explicit {topology.coverage}"
+
+
+def combine_ops(nodes) -> list[str]:
+    numbers = branch_numbers(nodes)
+    out = []
+    for node in nodes:
+        if isinstance(node, ir.TreeBranch):
+            out.append(f"b{numbers[id(node)]} := {value_name(node.left, numbers)} + "
+                       f"{value_name(node.right, numbers)} at {node.owner}")
+    return out
+
+
+def derive(dep: ir.Deployment, nodes) -> NumericalContract:
+    learner = dep.learner
+    ops = ["contribution: in sample order, per owner"]
+    ops += [f"contribution: {line}" for line in program_lines(learner.contribution)]
+    ops += [f"combine: {line}" for line in combine_ops(nodes)]
+    root = nodes[-1]
+    total = value_name(root, branch_numbers(nodes))
+    ops.append(f"normalise: mean := {total}.sum / {total}.mass")
+    ops += [f"update: {line}" for line in program_lines(learner.update)]
+    return NumericalContract(dep.contract.profile, dep.contract.relation,
+                             topology_name(dep.topology), tuple(ops))
+
+
+def check_profile(contract: ir.Contract, fallback: Span, bag: DiagnosticBag) -> None:
+    """A deployment's profile must be the one the targets execute, and its relation exact."""
+    span = contract.profile.span if contract.profile.span.line > 0 else (
+        contract.span if contract.span.line > 0 else fallback)
+    diffs = [f"{f}: declared {getattr(contract.profile, f)!r}, executed {getattr(NATIVE_PROFILE, f)!r}"
+             for f in PROFILE_FIELDS if getattr(contract.profile, f) != getattr(NATIVE_PROFILE, f)]
+    if diffs:
+        bag.error("numerical-profile-mismatch",
+                  "the contract's numeric profile is not the profile the executables run", span, diffs)
+    if contract.relation != "exact":
+        bag.error("numerical-relation-unverified",
+                  f"relation {contract.relation!r} is not exact; a declared bound needs conformance "
+                  "evidence that no target provides", contract.span if contract.span.line > 0 else fallback,
+                  ["declare the relation exact"])
+
+
+def compatible(a, b, span: Span | None = None) -> list[Diagnostic]:
+    """Why `b` (a peer's or a checkpoint's contract) cannot be used where `a` runs; [] if it can.
+    Either may be a NumericalContract or anything holding one as `.contract` (a Plan)."""
+    from alphac.diagnostics import NO_SPAN
+
+    a = getattr(a, "contract", a)
+    b = getattr(b, "contract", b)
+    span = span or NO_SPAN
+    out: list[Diagnostic] = []
+    diffs = [f"{f}: {getattr(a.profile, f)!r} here, {getattr(b.profile, f)!r} there"
+             for f in PROFILE_FIELDS if getattr(a.profile, f) != getattr(b.profile, f)]
+    if a.relation != b.relation:
+        diffs.append(f"relation: {a.relation!r} here, {b.relation!r} there")
+    if diffs:
+        out.append(Diagnostic("numerical-profile-mismatch", "numeric profiles differ", span, tuple(diffs)))
+    if a.ops != b.ops:
+        notes = [f"topology: {a.topology} here, {b.topology} there"] if a.topology != b.topology else []
+        at = next((i for i, (x, y) in enumerate(zip(a.ops, b.ops)) if x != y), min(len(a.ops), len(b.ops)))
+        here = a.ops[at] if at < len(a.ops) else "(end)"
+        there = b.ops[at] if at < len(b.ops) else "(end)"
+        notes.append(f"first difference at operation {at}: {here!r} here, {there!r} there")
+        out.append(Diagnostic("numerical-order-mismatch", "the ordered operation lists differ", span,
+                              tuple(notes)))
+    return out

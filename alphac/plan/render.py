@@ -1,0 +1,176 @@
+"""A plan as text, as JSON data (stable keys, see docs/plan.md) and as Graphviz dot."""
+
+from __future__ import annotations
+
+from alphac.ir import nodes as ir
+from alphac.plan.contract import topology_name
+from alphac.plan.phases import branch_numbers, value_name
+from alphac.plan.protocol import REGION_PARAMETERS, REGION_STATE, Op
+
+JSON_FORMAT = "alphac-plan-1"
+
+
+def _regions(mask: int) -> str:
+    names = [n for bit, n in ((REGION_PARAMETERS, "parameters"), (REGION_STATE, "state")) if mask & bit]
+    return "+".join(names) or "none"
+
+
+def op_text(op: Op) -> str:
+    k = op.kind
+    if k == "local":
+        return f"local r{op.dst}"
+    if k == "send":
+        return f"send r{op.a} -> {op.peer}"
+    if k == "recv":
+        return f"recv r{op.dst} <- {op.peer}"
+    if k == "combine":
+        return f"combine r{op.dst} = r{op.a} + r{op.b}"
+    if k == "select":
+        return f"select r{op.dst} = r{op.a} | r{op.b}"
+    if k == "slice":
+        return f"slice r{op.dst} = r{op.a} at owner {op.peer}'s coordinates"
+    if k == "offer":
+        return f"offer r{op.dst} = own {_regions(op.a)}"
+    if k == "install":
+        return f"install r{op.a} into {_regions(op.b)}"
+    if k in ("update", "update-owned", "replica-install"):
+        return f"{k} r{op.a}"
+    if k in ("digest-send", "publish-send"):
+        return f"{k} -> {op.peer}"
+    if k in ("digest-recv", "publish-recv"):
+        return f"{k} <- {op.peer}"
+    return k
+
+
+def op_data(op: Op) -> dict:
+    return {"kind": op.kind, "peer": op.peer, "dst": op.dst, "a": op.a, "b": op.b}
+
+
+def tree_data(nodes) -> list[dict]:
+    numbers = branch_numbers(nodes)
+    index: dict[int, int] = {}
+    out = []
+    for node in nodes:
+        if isinstance(node, ir.TreeLeaf):
+            out.append({"id": len(out), "name": f"c{node.owner}", "kind": "leaf", "owner": node.owner})
+        else:
+            out.append({"id": len(out), "name": value_name(node, numbers), "kind": "branch",
+                        "owner": node.owner, "left": index.pop(id(node.left)),
+                        "right": index.pop(id(node.right))})
+        index[id(node)] = len(out) - 1
+    return out
+
+
+def transfer_data(t) -> dict:
+    return {"step": t.step, "sender": t.sender, "receiver": t.receiver, "value": t.value, "branch": t.branch}
+
+
+def plan_json(plan) -> dict:
+    dep = plan.deployment
+    part = dep.partitioning
+    return {
+        "format": JSON_FORMAT,
+        "deployment": dep.name,
+        "learner": {"name": dep.learner.name, "k": dep.learner.k, "s": dep.learner.s, "m": dep.learner.m},
+        "owners": dep.owners,
+        "topology": topology_name(dep.topology),
+        "protocol": plan.protocol_hex,
+        "partitioning": {"optimizer_state": part.optimizer_state, "parameters": part.parameters,
+                         "gradients": part.gradients, "words_per_coordinate": part.words_per_coordinate,
+                         "shared_state": list(part.shared_state)},
+        "tree": {"depth": plan.shape.depth, "leaf_order": list(plan.shape.leaf_order),
+                 "nodes": tree_data(plan.shape.nodes)},
+        "reduce": [transfer_data(t) for t in plan.reduce],
+        "replicate": [transfer_data(t) for t in plan.replicate],
+        "deliveries": [{"kind": d.kind, "target": d.target} for d in plan.deliveries],
+        "contract": plan.contract.as_json(),
+        "shard_maps": [{
+            "schema": m.region.schema, "field": m.region.field, "domain": m.region.domain,
+            "representation": m.region.representation, "version": m.region.version,
+            "fragments": [{"owner": f.owner, "address_space": f.address_space,
+                           "layout": [list(r) for r in f.layout], "lifetime": f.lifetime,
+                           "mutable": f.mutable, "mirrors": f.mirrors} for f in m.fragments],
+        } for m in plan.shard_maps],
+        "per_owner": [{
+            "owner": o.owner, "role": o.role, "target": o.target,
+            "persistent_bytes": o.persistent_bytes, "peak_bytes": o.peak_bytes,
+            "bytes": {"parameters": o.bytes.parameters, "state": o.bytes.state,
+                      "replica": o.bytes.replica, "registers": o.bytes.registers,
+                      "samples": o.bytes.samples},
+            "update_ops": [op_data(op) for op in o.protocol.update_ops],
+            "finish_ops": [op_data(op) for op in o.protocol.finish_ops],
+        } for o in plan.owners],
+    }
+
+
+def _layout_text(f) -> str:
+    if not f.layout:
+        return "(empty)"
+    return " ".join(f"{s}" if c == 1 else (f"{s}..{s + c - 1}" if st == 1 else f"{s}+{st}*[0,{c})")
+                    for s, st, c in f.layout)
+
+
+def plan_text(plan) -> str:
+    dep = plan.deployment
+    lines = [f"plan {dep.name}: {dep.owners} owners, {topology_name(dep.topology)}, "
+             f"protocol {plan.protocol_hex}"]
+    numbers = branch_numbers(plan.shape.nodes)
+    lines.append(f"tree (depth {plan.shape.depth}; c<o> is owner o's contribution, b<j> the j-th branch):")
+    for node in plan.shape.nodes:
+        if isinstance(node, ir.TreeBranch):
+            lines.append(f"  {value_name(node, numbers)} at owner {node.owner} = "
+                         f"{value_name(node.left, numbers)} + {value_name(node.right, numbers)}")
+    if len(plan.shape.nodes) == 1:
+        lines.append(f"  c{plan.tree.owner} (a single leaf)")
+    lines.append(f"reduce phase ({len(plan.reduce)} transfers):")
+    for t in plan.reduce:
+        lines.append(f"  {t.step}: {t.sender} -> {t.receiver}  {t.value} into b{t.branch}")
+    lines.append(f"replicate phase, CombineReplicateAll ({len(plan.replicate)} transfers):")
+    for t in plan.replicate:
+        lines.append(f"  {t.step}: {t.sender} -> {t.receiver}  {t.value}")
+    if plan.deliveries != (plan.delivery,):
+        lines.append("reductions: " + ", ".join(str(d) for d in plan.deliveries))
+    c = plan.contract
+    lines.append(f"contract: {c.profile.format}, {c.profile.rounding}, subnormals {c.profile.subnormals}, "
+                 f"{c.profile.exceptional}; relation {c.relation}; {len(c.ops)} ordered operations, "
+                 f"order {c.order_digest[:16]}")
+    lines.append("shard maps:")
+    for m in plan.shard_maps:
+        lines.append(f"  {m.region.schema}.{m.region.field}: {m.region.domain} words, "
+                     f"{m.region.representation}, version {m.region.version}")
+        for f in m.fragments:
+            kind = "owner" if f.mutable else ("read replica" if f.lifetime == "update" else "mirror")
+            ver = f" of version {f.mirrors}" if f.mirrors is not None else ""
+            lines.append(f"    owner {f.owner} {f.address_space} {kind}{ver}: {_layout_text(f)}")
+    lines.append("owners:")
+    for o in plan.owners:
+        b = o.bytes
+        lines.append(f"  owner {o.owner} ({o.role or '-'}, {o.target or '-'}): persistent {o.persistent_bytes} B "
+                     f"(parameters {b.parameters}, state {b.state}), peak {o.peak_bytes} B "
+                     f"(replica {b.replica}, registers {b.registers})")
+        lines.append("    per update: " + "; ".join(op_text(op) for op in o.protocol.update_ops))
+        if o.protocol.finish_ops:
+            lines.append("    before publishing: " + "; ".join(op_text(op) for op in o.protocol.finish_ops))
+    return "\n".join(lines)
+
+
+def plan_dot(plan) -> str:
+    """The combine tree: leaves as boxes, branches as ellipses labelled with their owner;
+    an edge runs from each operand to the branch combining it (L, R)."""
+    nodes = tree_data(plan.shape.nodes)
+    out = [f'digraph "{plan.deployment.name}" {{', "  rankdir=BT;",
+           f'  label="{plan.deployment.name}: {topology_name(plan.deployment.topology)}, '
+           f'protocol {plan.protocol_hex}";']
+    for node in nodes:
+        if node["kind"] == "leaf":
+            out.append(f'  n{node["id"]} [shape=box, label="{node["name"]}\\nowner {node["owner"]}"];')
+        else:
+            out.append(f'  n{node["id"]} [shape=ellipse, label="{node["name"]}\\nat {node["owner"]}"];')
+    for node in nodes:
+        if node["kind"] == "branch":
+            for side in ("left", "right"):
+                child = nodes[node[side]]
+                style = "" if child["owner"] == node["owner"] else ", style=bold"
+                out.append(f'  n{child["id"]} -> n{node["id"]} [label="{side[0].upper()}"{style}];')
+    out.append("}")
+    return "\n".join(out)

@@ -1,0 +1,221 @@
+"""Logical regions, physical fragments and the shard-map laws.
+
+A logical region (schema, field, word domain, representation, version) is held as
+physical fragments (owner, address space, layout, lifetime). A shard map is lawful when
+  coverage(mutable fragments) = the region's whole domain            (shard-coverage-missing)
+  mutable fragments are pairwise disjoint                            (shard-coverage-duplicated)
+  decode(assemble(fragments)) = the logical state                    (shard-decode-mismatch)
+Each is decided on the words themselves, never on byte totals. Replicas are read-only,
+carry the version they mirror and never count as an owner. Empty shards are legal.
+Layouts are arithmetic runs of word positions, so a 10,000-owner map stays small.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from alphac.diagnostics import NO_SPAN, Diagnostic, Span
+from alphac.ir import nodes as ir
+from alphac.plan.protocol import owned_count
+from alphac.plan.tree import owner_list
+
+Run = tuple[int, int, int]  # (start, step, count): positions start, start+step, ...
+
+
+@dataclass(frozen=True)
+class LogicalRegion:
+    schema: str          # the learner
+    field: str           # "parameters" or "state"
+    domain: int          # word positions 0..domain-1
+    representation: str = "binary64"
+    version: int = 0
+
+
+@dataclass(frozen=True)
+class Fragment:
+    owner: int
+    address_space: str               # "host" or "device"
+    layout: tuple[Run, ...]          # the positions held, in the fragment's word order
+    lifetime: str = "persistent"     # "persistent" or "update" (a read replica)
+    mutable: bool = True             # an authority; False: a replica
+    mirrors: int | None = None       # the version a replica mirrors
+
+    @property
+    def words(self) -> int:
+        return sum(c for _, _, c in self.layout)
+
+    def positions(self) -> np.ndarray:
+        parts = [start + step * np.arange(count, dtype=np.int64) for start, step, count in self.layout]
+        return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class ShardMap:
+    region: LogicalRegion
+    fragments: tuple[Fragment, ...]
+
+    def of(self, owner: int) -> tuple[Fragment, ...]:
+        return tuple(f for f in self.fragments if f.owner == owner)
+
+
+def runs_of(positions) -> tuple[Run, ...]:
+    """Compress a position sequence into maximal arithmetic runs, greedily from the left."""
+    pos = np.asarray(positions, dtype=np.int64)
+    diffs = np.diff(pos)
+    out: list[Run] = []
+    i, n = 0, len(pos)
+    while i < n:
+        if i + 1 == n:
+            out.append((int(pos[i]), 1, 1))
+            break
+        step = diffs[i]
+        differ = diffs[i:] != step
+        same = int(np.argmax(differ)) if differ.any() else len(differ)
+        out.append((int(pos[i]), int(step), same + 1))
+        i += same + 1
+    return tuple(out)
+
+
+# ----------------------------------------------------------------------------- laws
+
+def _words(count: int) -> str:
+    return f"{count} word" if count == 1 else f"{count} words"
+
+
+def _describe(positions, limit: int = 12) -> str:
+    return owner_list([int(p) for p in positions], limit)
+
+
+def check_shard_map(shard_map: ShardMap, span: Span = NO_SPAN, logical=None, contents=None) -> list[Diagnostic]:
+    """Every law the map breaks. `logical` (the region's words) and `contents` (each
+    fragment's words, in fragment order) enable the decode(assemble(...)) law."""
+    region = shard_map.region
+    name = f"{region.schema}.{region.field}"
+    out: list[Diagnostic] = []
+    count = np.zeros(region.domain, dtype=np.int64)
+    holders: dict[int, list[int]] = {}
+    for f in shard_map.fragments:
+        if not f.mutable:
+            if f.mirrors is None:
+                out.append(Diagnostic("shard-replica-unversioned",
+                                      f"owner {f.owner}'s replica of {name} does not carry the version "
+                                      "it mirrors", span))
+            continue
+        if f.mirrors is not None:
+            out.append(Diagnostic("shard-replica-not-read-only",
+                                  f"owner {f.owner}'s replica of {name} (version {f.mirrors}) is writable",
+                                  span, ("a replica is a read-only copy, never a second authority",)))
+            continue
+        pos = f.positions()
+        outside = pos[(pos < 0) | (pos >= region.domain)]
+        if len(outside):
+            out.append(Diagnostic("shard-coverage-outside",
+                                  f"owner {f.owner}'s fragment of {name} holds positions outside the "
+                                  f"region's {region.domain} words", span,
+                                  (f"positions: {_describe(outside)}",)))
+            pos = pos[(pos >= 0) & (pos < region.domain)]
+        np.add.at(count, pos, 1)
+        for p in pos[count[pos] > 1][:4]:
+            holders.setdefault(int(p), []).append(f.owner)
+    missing = np.flatnonzero(count == 0)
+    twice = np.flatnonzero(count > 1)
+    if len(missing):
+        out.append(Diagnostic("shard-coverage-missing",
+                              f"no owner holds {len(missing)} of the {_words(region.domain)} of {name}", span,
+                              (f"words without an owner: {_describe(missing)}",)))
+    if len(twice):
+        owners = sorted({f.owner for f in shard_map.fragments if f.mutable and f.mirrors is None
+                         and np.isin(f.positions(), twice[:64]).any()})
+        out.append(Diagnostic("shard-coverage-duplicated",
+                              f"{_words(len(twice))} of {name} held by more than one mutable owner", span,
+                              (f"words held twice: {_describe(twice)}", f"owners: {owner_list(owners)}")))
+    if logical is not None and contents is not None and not out:
+        assembled = assemble(shard_map, contents)
+        want = np.asarray(logical, dtype=np.uint64)
+        wrong = np.flatnonzero(assembled != want)
+        if len(wrong):
+            out.append(Diagnostic("shard-decode-mismatch",
+                                  f"assembling the fragments of {name} does not give its logical words", span,
+                                  (f"words that differ: {_describe(wrong)}",
+                                   f"first: word {int(wrong[0])} is 0x{int(assembled[wrong[0]]):016X}, "
+                                   f"the state holds 0x{int(want[wrong[0]]):016X}")))
+    return out
+
+
+def assemble(shard_map: ShardMap, contents) -> np.ndarray:
+    """The region's words from its mutable fragments' words (by selection, no arithmetic);
+    `contents[i]` are fragment i's words in its layout order. binary64 decodes as itself."""
+    out = np.zeros(shard_map.region.domain, dtype=np.uint64)
+    for f, words in zip(shard_map.fragments, contents):
+        if f.mutable and f.mirrors is None:
+            out[f.positions()] = np.asarray(words, dtype=np.uint64)
+    return out
+
+
+def fragment_contents(shard_map: ShardMap, logical) -> list[np.ndarray]:
+    """What each fragment holds when the region holds `logical`."""
+    words = np.asarray(logical, dtype=np.uint64)
+    return [words[f.positions()] for f in shard_map.fragments]
+
+
+# ----------------------------------------------------------------------------- the learner's maps
+
+def _space(dep: ir.Deployment, owner: int) -> str:
+    return "device" if owner < len(dep.placement) and dep.placement[owner] == "sm86" else "host"
+
+
+def _replicated(dep: ir.Deployment, region: LogicalRegion, authority: int, runs) -> list[Fragment]:
+    """One authority; every other owner a persistent read-only mirror of the same version."""
+    out = []
+    for o in range(dep.owners):
+        if o == authority:
+            out.append(Fragment(o, _space(dep, o), runs))
+        else:
+            out.append(Fragment(o, _space(dep, o), runs, "persistent", False, region.version))
+    return out
+
+
+def learner_shard_maps(dep: ir.Deployment, authority: int = 0) -> tuple[ShardMap, ...]:
+    """The parameters' and the optimizer state's shard maps under the deployment's partitioning.
+
+    Replicated regions have one authority (the tree's root, which compares the replicas
+    before publishing) and read-only mirrors. Partitioned regions give coordinate i to
+    owner i mod n; under parameter partitioning every owner also holds a read replica
+    of the whole parameter vector for the length of one update."""
+    learner, part, n = dep.learner, dep.partitioning, dep.owners
+    k, m = learner.k, learner.m
+    params = LogicalRegion(learner.name, "parameters", k)
+    frags: list[Fragment] = []
+    if part.parameters:
+        for o in range(n):
+            c = owned_count(k, n, o)
+            frags.append(Fragment(o, _space(dep, o), ((o, n, c),) if c else ()))
+            frags.append(Fragment(o, _space(dep, o), ((0, 1, k),) if k else (), "update", False,
+                                  params.version))
+    else:
+        frags = _replicated(dep, params, authority, ((0, 1, k),) if k else ())
+    maps = [ShardMap(params, tuple(frags))]
+    if m == 0:
+        return tuple(maps)
+    state = LogicalRegion(learner.name, "state", m)
+    if not part.optimizer_state:
+        maps.append(ShardMap(state, tuple(_replicated(dep, state, authority, ((0, 1, m),)))))
+        return tuple(maps)
+    shared_set = set(part.shared_state)
+    per_coord = np.array([j for j in range(m) if j not in shared_set], dtype=np.int64)
+    w = part.words_per_coordinate
+    frags = []
+    for o in range(n):
+        ranks = np.concatenate([b * k + np.arange(o, k, n, dtype=np.int64) for b in range(w)]) \
+            if w > 0 else np.empty(0, dtype=np.int64)
+        pos = per_coord[ranks[ranks < len(per_coord)]]
+        frags.append(Fragment(o, _space(dep, o), runs_of(pos) if len(pos) else ()))
+    if part.shared_state:
+        # the shared words as listed: a word listed twice is held twice
+        shared_runs = runs_of(list(part.shared_state))
+        frags.extend(_replicated(dep, state, authority, shared_runs))
+    maps.append(ShardMap(state, tuple(frags)))
+    return tuple(maps)
+

@@ -1,0 +1,185 @@
+"""The ordered combine tree of a deployment and its coverage laws.
+
+Builds the tree of a topology (star, hierarchy, or a declared `Runtime.OrderedCombine`
+tree) and checks that it covers every owner exactly once, in the declared member order,
+with every branch combining at an owner that holds one of the contributions below it.
+Every walk is iterative: a star over 10,000 owners is a chain 10,000 branches deep.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from alphac.diagnostics import DiagnosticBag, Span
+from alphac.ir.nodes import ExplicitTree, Hierarchy, Star, Topology, TreeBranch, TreeLeaf, TreeNode
+from alphac.plan.protocol import build_tree, postorder
+
+# How many offending owners a note lists before it says "and N more".
+NOTE_LIMIT = 12
+
+
+def owner_list(owners, limit: int = NOTE_LIMIT) -> str:
+    owners = list(owners)
+    shown = ", ".join(str(o) for o in owners[:limit])
+    if len(owners) > limit:
+        shown += f" and {len(owners) - limit} more"
+    return shown
+
+
+@dataclass(frozen=True, eq=False)
+class TreeShape:
+    """What the planner keeps of a checked tree: post-order node list, leaf order, depth."""
+
+    root: TreeNode
+    nodes: tuple[TreeNode, ...]       # post-order
+    leaf_order: tuple[int, ...]       # owners, left to right
+    depth: int                        # branches on the longest root-to-leaf path
+
+    @property
+    def branches(self) -> tuple[TreeBranch, ...]:
+        return tuple(n for n in self.nodes if isinstance(n, TreeBranch))
+
+
+def shape_of(root: TreeNode, nodes: list[TreeNode] | None = None) -> TreeShape:
+    nodes = postorder(root) if nodes is None else nodes
+    depth_of: dict[int, int] = {}
+    for node in nodes:
+        if isinstance(node, TreeLeaf):
+            depth_of[id(node)] = 0
+        else:
+            depth_of[id(node)] = 1 + max(depth_of[id(node.left)], depth_of[id(node.right)])
+    order = tuple(n.owner for n in nodes if isinstance(n, TreeLeaf))
+    return TreeShape(root, tuple(nodes), order, depth_of[id(root)])
+
+
+def _span_of(node, fallback: Span) -> Span:
+    span = getattr(node, "span", None)
+    return span if span is not None and span.line > 0 else fallback
+
+
+def check_topology(n: int, topology: Topology, span: Span, bag: DiagnosticBag) -> TreeShape | None:
+    """The checked tree of `topology` over owners 0..n-1, or None with diagnostics in `bag`."""
+    if isinstance(topology, Hierarchy) and topology.fanout < 1:
+        # the checker refuses such a spec; IR built by hand still gets a located refusal
+        bag.error("combine-leaf-missing",
+                  f"a hierarchy of fan-out {topology.fanout} leaves owners without a path to the root",
+                  _span_of(topology, span), [f"owners not covered: {owner_list(range(1, n))}"])
+        return None
+    if isinstance(topology, (Star, Hierarchy)):
+        return shape_of(build_tree(n, topology))
+    return check_explicit(n, topology, span, bag)
+
+
+def check_explicit(n: int, tree: ExplicitTree, fallback: Span, bag: DiagnosticBag) -> TreeShape | None:
+    before = len(bag.items)
+    tspan = _span_of(tree, fallback)
+    nodes = postorder(tree.root)
+    if tree.coverage not in ("members", "group"):
+        bag.error("combine-leaf-missing", f"unknown coverage kind {tree.coverage!r}", tspan)
+        return None
+
+    # The members: an ordered list (that fixes leaf order) or a group (any order).
+    members = list(tree.members)
+    seen_member: set[int] = set()
+    twice_member: list[int] = []
+    foreign_member: list[int] = []
+    for m in members:
+        if not 0 <= m < n:
+            foreign_member.append(m)
+        elif m in seen_member:
+            twice_member.append(m)
+        seen_member.add(m)
+    if foreign_member:
+        bag.error("combine-leaf-foreign",
+                  f"the combine's {'member list' if tree.coverage == 'members' else 'group'} "
+                  f"names owners outside the deployment's {n} owners", tspan,
+                  [f"owners: {owner_list(foreign_member)}"])
+    if twice_member:
+        bag.error("combine-leaf-duplicated", "the combine's member list names an owner twice", tspan,
+                  [f"owners: {owner_list(twice_member)}"])
+    not_member = sorted(set(range(n)) - seen_member)
+    if not_member:
+        bag.error("combine-leaf-missing",
+                  "the combine's coverage leaves out owners of the deployment; every owner's "
+                  "contribution must be combined exactly once", tspan,
+                  [f"owners not covered: {owner_list(not_member)}"])
+
+    # Leaves: each member exactly once, no foreign owner.
+    leaf_nodes = [x for x in nodes if isinstance(x, TreeLeaf)]
+    first_leaf: dict[int, TreeLeaf] = {}
+    dup_leaves: list[TreeLeaf] = []
+    foreign_leaves: list[TreeLeaf] = []
+    for leaf in leaf_nodes:
+        if leaf.owner not in seen_member or not 0 <= leaf.owner < n:
+            foreign_leaves.append(leaf)
+        elif leaf.owner in first_leaf:
+            dup_leaves.append(leaf)
+        else:
+            first_leaf[leaf.owner] = leaf
+    for leaf in foreign_leaves:
+        bag.error("combine-leaf-foreign",
+                  f"leaf for owner {leaf.owner} is not a member of the combine's coverage",
+                  _span_of(leaf, tspan),
+                  [f"members: {owner_list(sorted(seen_member & set(range(n))))}"])
+    for leaf in dup_leaves:
+        first = first_leaf[leaf.owner]
+        notes = [f"owner {leaf.owner}'s contribution would be combined twice"]
+        if first.span.line > 0:
+            notes.append(f"its first leaf is at {first.span}")
+        bag.error("combine-leaf-duplicated", f"owner {leaf.owner} has a second leaf in the combine tree",
+                  _span_of(leaf, tspan), notes)
+    missing = [m for m in members if 0 <= m < n and m not in first_leaf]
+    if missing:
+        bag.error("combine-leaf-missing", "the combine tree has no leaf for some members", tspan,
+                  [f"members without a leaf: {owner_list(sorted(set(missing)))}"])
+
+    # Ordered members fix the leaf order.
+    if tree.coverage == "members" and len(bag.items) == before:
+        order = [x.owner for x in leaf_nodes]
+        if order != members:
+            at = next(i for i, (a, b) in enumerate(zip(order, members)) if a != b)
+            bag.error("combine-leaf-order",
+                      "the combine tree's leaves are not in the order of its member list", tspan,
+                      [f"leaf {at} is owner {order[at]}, member {at} is owner {members[at]}"])
+
+    # A branch combines at an owner holding one of the contributions beneath it. Leaves
+    # beneath a branch occupy a contiguous range of leaf positions, so the test is a range
+    # check on the owner's (first) leaf position: linear in the tree, however deep.
+    position: dict[int, list[int]] = {}
+    for i, leaf in enumerate(leaf_nodes):
+        position.setdefault(leaf.owner, []).append(i)  # more than one only for a duplicated leaf
+    span_of: dict[int, tuple[int, int]] = {}
+    cursor = 0
+    for node in nodes:
+        if isinstance(node, TreeLeaf):
+            span_of[id(node)] = (cursor, cursor + 1)
+            cursor += 1
+            continue
+        lo = span_of.pop(id(node.left))[0]
+        hi = span_of.pop(id(node.right))[1]
+        span_of[id(node)] = (lo, hi)
+        at = position.get(node.owner, ())
+        if not (0 <= node.owner < n and any(lo <= p < hi for p in at)):
+            shown = [leaf_nodes[i].owner for i in range(lo, min(hi, lo + NOTE_LIMIT))]
+            more = f" and {hi - lo - len(shown)} more" if hi - lo > len(shown) else ""
+            bag.error("combine-branch-owner",
+                      f"branch combines at owner {node.owner}, which holds no contribution beneath it",
+                      _span_of(node, tspan),
+                      [f"leaves beneath: {', '.join(map(str, shown))}{more}",
+                       "a branch runs at the owner of one of its leaves, so the result has a "
+                       "path back to every leaf owner"])
+    # Every owner applies the update to the mean, so the deployment's combine must reach
+    # every leaf owner; per-coordinate deliveries under gradient partitioning are derived.
+    delivery = getattr(tree, "delivery", None)
+    if delivery is not None:
+        spared = [o for o in range(n) if o != delivery]
+        bag.error("combine-delivery-partial",
+                  f"the deployment's combine delivers its result to owner {delivery} only; every "
+                  "owner applies the update to it", tspan,
+                  [f"owners that would never receive the mean: {owner_list(spared)}",
+                   "declare CombineReplicateAll; gradient partitioning derives one CombineDeliverTo "
+                   "per coordinate owner itself"])
+    if len(bag.items) != before:
+        return None
+    return shape_of(tree.root, nodes)
+
