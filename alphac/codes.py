@@ -15,22 +15,138 @@ SYNTAX = {
 
 # -- checker (alphac/check) -----------------------------------------------------------------
 CHECK = {
+    # modules and names
+    "unknown-module": "an imported module is in neither the std library nor beside the file",
+    "module-name-mismatch": "a file declares another module name than it is imported by",
+    "duplicate-definition": "a name is defined twice in one scope",
+    "misplaced-member": "a family member is out of order (a field before any constructor, ...)",
+    "unknown-name": "no value, constructor, view or temporary of that name is in scope",
+    "unknown-type": "no family of that name is in scope",
+    "ambiguous-name": "an unqualified name is defined by two imported modules",
+    "cyclic-definition": "a value is defined in terms of itself",
+    # typing of values
+    "type-mismatch": "an expression does not have the type its context expects",
+    "wrong-arity": "a family is applied to the wrong number of arguments",
+    "unknown-field": "a constructor is given a field it does not declare",
+    "duplicate-field": "a field is given twice",
+    "missing-field": "a constructor's field is not given",
+    "nat-range": "a Nat is negative or larger than accepted",
+    "size-limit": "a list is larger than the checker accepts",
+    "invalid-range": "a range ends before it starts",
+    "misplaced-program-expression": "slots, views or sums are used outside a pointwise program",
+    # binary64 words
+    "non-finite-literal": "a literal or loaded word is not a finite binary64 number",
+    "non-finite-constant": "constant arithmetic gives a non-finite binary64 result",
+    "inexact-conversion": "f64(n) of a Nat that binary64 cannot hold exactly",
+    "word-out-of-range": "a raw word does not fit in 64 bits",
+    "load-file": "a word file is missing, unreadable or not binary64/uint64",
+    # learner and programs
+    "length-mismatch": "the initial parameters do not hold k words",
+    "slot-count-mismatch": "an erased slot count disagrees with 2k+s or 2k+m+1",
+    "invalid-index": "an index is not N, i, i+N or i-N, or a bound is not constant",
+    "index-out-of-range": "an access or view reaches outside the program's slots or the view",
+    "region-straddle": "an access or view spans two regions of the slot layout",
+    "slot-write-out-of-range": "a program writes outside its writable slots",
+    "slot-read-out-of-range": "a contribution reads one of its own slots before writing it",
+    "loop-carried-dependence": "a loop reads what it writes at another index than its own",
+    "sample-width": "a sample does not hold s words",
+    "sample-file": "a sample file is missing or unreadable",
+    "sample-shares": "the shares of loaded samples do not add up to the rows in the file",
+    # deployment structure
+    "owner-count": "the deployment's owner count is zero or disagrees with the learner's samples",
+    "invalid-fanout": "a hierarchy's fan-out is zero",
+    "placement-length": "the placement does not name one target per owner",
+    "role-owner-out-of-range": "a role names an owner outside 0 .. owners-1",
+    "role-coverage": "an owner holds no role, or more than one",
+    "no-deployment": "a command needs exactly one deployment and the file has none or several",
 }
 
 # -- planner (alphac/plan) ------------------------------------------------------------------
 PLAN = {
+    # combine trees (Runtime.OrderedCombine)
+    "combine-leaf-missing": "an owner or member has no leaf in the combine tree (its contribution is never combined)",
+    "combine-leaf-duplicated": "an owner has two leaves in the combine tree, or is listed twice as a member",
+    "combine-leaf-foreign": "a leaf or member names an owner outside the deployment or the declared coverage",
+    "combine-leaf-order": "the tree's leaves are not in the order of its ordered member list",
+    "combine-branch-owner": "a branch combines at an owner holding no contribution beneath it",
+    "combine-delivery-partial": "a deployment's combine declares CombineDeliverTo, but every owner needs the result",
+    # numerical contracts (Learning.Numerics)
+    "numerical-profile-mismatch": "another numeric profile (format, rounding, subnormals, exceptional values) than the one that runs",
+    "numerical-order-mismatch": "another ordered operation list (another tree or program) than the one that runs",
+    "numerical-relation-unverified": "the contract's relation is a bound, which no target has conformance evidence for",
+    # partitioning (dataParallelSeparable) and selection assembly
+    "data-parallel-not-separable": "a partitioned word of the update depends on another coordinate's words",
+    "data-parallel-words-overclaimed": "words per coordinate and shared words claim more state than the learner has",
+    "data-parallel-assembly-overlap": "a selection assembly receives a coordinate from two owners",
+    "data-parallel-assembly-coverage": "a selection assembly leaves coordinates without any owner",
+    # shard maps (logical regions and physical fragments)
+    "shard-coverage-missing": "words of a logical region are held by no mutable owner",
+    "shard-coverage-duplicated": "words of a logical region are held by two mutable owners",
+    "shard-coverage-outside": "a fragment holds positions outside its region's domain",
+    "shard-decode-mismatch": "decode(assemble(fragments)) differs from the region's logical words",
+    "shard-replica-not-read-only": "a replica (a fragment mirroring a version) is writable",
+    "shard-replica-unversioned": "a read-only replica does not carry the version it mirrors",
 }
+# Planner laws that guard what a single spec cannot express (a peer's or a checkpoint's
+# contract, offered fragments, manifests, a declared delivery the IR does not carry yet):
+# their tests build the offending data, so they have no bad spec under tests/errors/.
+PLAN_API_ONLY = frozenset({
+    "numerical-order-mismatch", "data-parallel-assembly-overlap", "data-parallel-assembly-coverage",
+    "shard-coverage-outside", "shard-decode-mismatch", "shard-replica-not-read-only",
+    "shard-replica-unversioned", "combine-delivery-partial",
+})
 
 # -- oracle (alphac/oracle) -----------------------------------------------------------------
 ORACLE = {
+    # the oracle's finite-or-refuse failures use `non-finite` (listed under RUNTIME)
+    "oracle-profile": "the contract's numeric profile is not the binary64 nearest-even "
+                      "finite-or-refuse profile the oracle evaluates",
+    "oracle-inconsistent": "the deployment's shapes disagree (sample shares per owner, word "
+                           "or slot counts, tree coverage, partitioning claim); the checker "
+                           "refuses these first",
 }
 
 # -- executables at run time (alphac/codegen runtime): `refused: CODE: detail` --------------
 RUNTIME = {
+    "frame-magic": "a frame does not start with the ALFRAME1 magic word",
+    "frame-protocol": "a frame carries another protocol identity (another plan, topology or contract)",
+    "frame-sender": "a frame names a sender other than the peer expected on this connection",
+    "frame-receiver": "a frame is addressed to another owner",
+    "frame-version": "a frame belongs to another update (stale or early version)",
+    "frame-step": "a frame's step is not the sender's op index this owner expects",
+    "frame-kind": "a frame has another kind than the one the protocol expects here",
+    "frame-length": "a frame's payload length differs from the expected one",
+    "frame-oversized": "a frame's payload length exceeds the largest this protocol allows",
+    "frame-checksum": "a frame's checksum word does not match its header and payload",
+    "peer-closed": "a peer closed its connection (or it failed) before the protocol finished",
+    "peer-timeout": "a socket read or write to a peer did not complete within the timeout",
+    "connect-timeout": "a peer could not be connected, or did not connect, within the deadline",
+    "non-finite": "an arithmetic operation had a non-finite operand or result",
+    "replica-divergence": "a replica's state digest differs from this owner's after the last update",
+    "owner-not-in-role": "the executable was started as an owner outside its role",
+    "output-exists": "the output path exists already; results are never overwritten",
+    # io-error (listed under SYNTAX) also names a file or socket the executable cannot use
+    "usage": "the command line or the peers file is malformed",
 }
 
 # -- build and launch (alphac/targets, alphac/launch) ---------------------------------------
 TOOLING = {
+    # targets, build, inspect
+    "unknown-target": "no targets/<name>.toml describes this target",
+    "target-not-buildable": "the target is described but executables cannot be built for it yet",
+    "bad-target-file": "a targets/<name>.toml file is malformed or misses a key",
+    "unknown-role": "the deployment has no role of this name",
+    "linker-missing": "the target's linker command is not installed",
+    "link-failed": "the target's linker exited with an error",
+    "build-usage": "`alphac build` needs --role and/or --target, or --all",
+    "not-an-alphac-executable": "the file is not an ELF executable with an .alphac section",
+    "bad-metadata": "the .alphac section of an executable is not the expected JSON",
+    "program-unsupported": "a pointwise program uses a construct code generation does not lower",
+    # launch
+    "owner-failed": "an owner process exited non-zero or could not be started",
+    "launch-timeout": "owners were still running at the launch deadline and were killed",
+    "oracle-mismatch": "an owner's final words or version differ from the oracle's",
+    "bad-output": "an owner exited 0 but its output file is missing or malformed",
 }
 
 CATALOGUE: dict[str, str] = {}

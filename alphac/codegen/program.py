@@ -1,0 +1,602 @@
+"""Lowering of one pointwise program (per-slot or indexed form) to an LLVM function.
+
+    i64 NAME(double* r0, ..., double* r{R-1}, i64* fail_coord)
+
+Region j of `regions` covers slots [start_j, start_j + len_j). The function returns 0, or
+the 1-based ordinal of the first statement (Assign or Let, in source order, a loop's body
+numbered once) whose arithmetic saw a non-finite operand or result, storing the loop
+coordinate (or -1) into *fail_coord. `NAME_labels[ordinal-1]` names that statement.
+
+Two lowerings of a loop share one expression emitter:
+  * scalar: statement by statement, in place, branching out at the first failing check;
+  * fast (a flat loop whose body only writes views at the loop index and reads them
+    nowhere else): per chunk of CHUNK coordinates, compute every statement into stack
+    scratch while OR-ing one "any non-finite" flag (no branches, so the loop vectorises),
+    then either copy the scratch into place, or, when the flag is set, rerun the
+    untouched chunk through the scalar lowering, which finds the first failing statement
+    and coordinate in sequential order. Both lowerings perform the same IEEE operations
+    on the same operands, so they produce the same words.
+Arithmetic carries no fast-math or `contract` flags; sqrt is llvm.sqrt.f64.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from alphac.diagnostics import NO_SPAN, CompileError, Diagnostic, Span
+from alphac.ir import nodes as n
+
+F64 = ir.DoubleType()
+I64 = ir.IntType(64)
+I8 = ir.IntType(8)
+I1 = ir.IntType(1)
+F64P = F64.as_pointer()
+I64P = I64.as_pointer()
+I8P = I8.as_pointer()
+
+EXP_MASK = 0x7FF0000000000000
+# Coordinates per chunk of the fast loop: the scratch of a few written views stays in L1.
+CHUNK = 512
+
+
+def f64_const(bits: int) -> ir.Constant:
+    return ir.Constant(F64, struct.unpack("<d", struct.pack("<Q", bits))[0])
+
+
+def is_finite_bits(bits: int) -> bool:
+    return (bits & EXP_MASK) != EXP_MASK
+
+
+def _unsupported(message: str, span: Span = NO_SPAN) -> CompileError:
+    return CompileError(Diagnostic("program-unsupported", message, span))
+
+
+# ----------------------------------------------------------------------------- statements
+
+def statement_labels(program: n.Program) -> list[str]:
+    """`label (file:line:col)` for every numbered statement, in ordinal order."""
+    out: list[str] = []
+
+    def walk(stmts):
+        for s in stmts:
+            if isinstance(s, n.Loop):
+                walk(s.body)
+            elif isinstance(s, n.Assign):
+                out.append(f"{s.label or 'slot ' + str(s.target)} ({_where(s.span)})")
+            else:
+                out.append(f"let {s.name} ({_where(s.span)})")
+
+    walk(program.body)
+    return out
+
+
+def _where(span: Span) -> str:
+    # The file's base name only: the executable must not depend on where the spec lies.
+    return f"{os.path.basename(span.file)}:{span.line}:{span.col}"
+
+
+def _count(stmts) -> int:
+    return sum(_count(s.body) if isinstance(s, n.Loop) else 1 for s in stmts)
+
+
+# ----------------------------------------------------------------------------- fast-loop test
+
+def _refs(expr):
+    """Every SlotRef of an expression; Sum bodies included."""
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, n.SlotRef):
+            yield e
+        elif isinstance(e, n.Unary):
+            stack.append(e.arg)
+        elif isinstance(e, n.Binary):
+            stack.extend((e.lhs, e.rhs))
+        elif isinstance(e, n.Sum):
+            stack.append(e.body)
+
+
+def _has_sum(expr) -> bool:
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, n.Sum):
+            return True
+        if isinstance(e, n.Unary):
+            stack.append(e.arg)
+        elif isinstance(e, n.Binary):
+            stack.extend((e.lhs, e.rhs))
+    return False
+
+
+def fast_loop_ok(loop: n.Loop) -> bool:
+    """Whether the chunked lowering gives the sequential words: the body is flat (no nested
+    loop, no sum), writes only views at the loop index, and reads written slots only
+    through the very view at the loop index."""
+    written: dict[int, None] = {}
+    for s in loop.body:
+        if isinstance(s, n.Loop):
+            return False
+        if _has_sum(s.value):
+            return False
+        if isinstance(s, n.Assign):
+            if s.target.var != loop.var:
+                return False
+            written[s.target.base] = None
+    if not written:
+        return False
+    lo, hi = loop.lo, loop.hi
+    spans = [(b + lo, b + hi) for b in written]
+    for i, (a0, a1) in enumerate(spans):  # written views must not overlap each other
+        for b0, b1 in spans[i + 1:]:
+            if a0 < b1 and b0 < a1:
+                return False
+    for s in loop.body:
+        for ref in _refs(s.value):
+            idx = ref.index
+            if idx.var == loop.var:
+                r0, r1 = idx.base + lo, idx.base + hi
+                if idx.base in written:
+                    continue
+            elif idx.var is None:
+                r0, r1 = idx.base, idx.base + 1
+            else:
+                return False
+            if any(r0 < w1 and w0 < r1 for w0, w1 in spans):
+                return False
+    return True
+
+
+# ----------------------------------------------------------------------------- emitter
+
+@dataclass(frozen=True)
+class _Var:
+    value: ir.Value  # i64
+    lo: int
+    hi: int
+
+
+class _Checks:
+    """Scalar checks: every operand and result, collected per statement piece, then one
+    branch to the fail block."""
+
+    def __init__(self, em: "_Emitter"):
+        self.em = em
+        self.pending: list[ir.Value] = []
+
+    def add(self, cond: ir.Value) -> None:
+        self.pending.append(cond)
+
+    def operand(self, value: ir.Value) -> None:
+        self.add(self.em.nonfinite(value))
+
+    result = operand
+
+    def divisor(self, value: ir.Value, known_finite: bool) -> None:
+        if not known_finite:
+            self.add(self.em.nonfinite(value))
+
+    def root(self, value: ir.Value, arithmetic: bool) -> None:
+        pass  # every value of the statement has been checked already
+
+    def flush(self, ordinal: int, coord: ir.Value) -> None:
+        if not self.pending:
+            return
+        b = self.em.b
+        cond = self.pending[0]
+        for c in self.pending[1:]:
+            cond = b.or_(cond, c)
+        self.pending = []
+        ok = b.append_basic_block("ok")
+        self.em.fail_edges.append((b.block, ordinal, coord))
+        b.cbranch(cond, self.em.fail_block, ok)
+        b.position_at_end(ok)
+
+
+class _Flag:
+    """Fast-path detector: one i1 accumulated with OR, no branches. It is set whenever some
+    scalar check would fail, with far fewer tests: a non-finite operand or result makes
+    every enclosing add, sub, mul, neg, sqrt and numerator of a div non-finite too, so it
+    reaches the statement's root; only a divisor can absorb it (x / inf = 0). Testing
+    each arithmetic root and each divisor therefore covers every check, and each of these
+    tests is itself one of the checks, so the flag is set exactly when a check fails."""
+
+    def __init__(self, em: "_Emitter", start: ir.Value):
+        self.em = em
+        self.value = start
+
+    def add(self, cond: ir.Value) -> None:
+        self.value = self.em.b.or_(self.value, cond)
+
+    def operand(self, value: ir.Value) -> None:
+        pass
+
+    result = operand
+
+    def divisor(self, value: ir.Value, known_finite: bool) -> None:
+        # Op results are not tested on this path, so "known finite" does not hold here.
+        self.add(self.em.nonfinite(value))
+
+    def root(self, value: ir.Value, arithmetic: bool) -> None:
+        if arithmetic:
+            self.add(self.em.nonfinite(value))
+
+    def flush(self, ordinal: int, coord: ir.Value) -> None:
+        pass
+
+
+class _Emitter:
+    def __init__(self, module: ir.Module, program: n.Program, name: str,
+                 regions: list[tuple[int, int]]):
+        self.module = module
+        self.program = program
+        self.name = name
+        self.regions = [(int(a), int(b)) for a, b in regions]
+        args = [F64P] * len(self.regions) + [I64P]
+        self.fn = ir.Function(module, ir.FunctionType(I64, args), name)
+        self.fn.attributes.add("nounwind")
+        for arg in self.fn.args:
+            # Regions are disjoint slot ranges; saying so lets loops vectorise without
+            # runtime overlap checks.
+            arg.add_attribute("noalias")
+        self.fail_coord = self.fn.args[-1]
+        entry = self.fn.append_basic_block("entry")
+        self.alloca_builder = ir.IRBuilder(entry)
+        body = self.fn.append_basic_block("body")
+        self.b = ir.IRBuilder(body)
+        self.fail_block = self.fn.append_basic_block("fail")
+        self.fail_edges: list[tuple[ir.Block, int, ir.Value]] = []
+        self.sqrt = module.declare_intrinsic("llvm.sqrt", [F64])
+        self.minus_one = ir.Constant(I64, -1)
+        self.uid = 0
+
+    # -- addressing -------------------------------------------------------------------------
+
+    def _region_of(self, lo: int, hi: int) -> int | None:
+        for j, (start, length) in enumerate(self.regions):
+            if start <= lo and hi <= start + length:
+                return j
+        return None
+
+    def address(self, index: n.Index, vars_: dict[str, _Var], span: Span) -> ir.Value:
+        b = self.b
+        if index.var is None:
+            j = self._region_of(index.base, index.base + 1)
+            if j is None:
+                raise _unsupported(f"slot {index.base} lies in no region of {self.name}", span)
+            off = ir.Constant(I64, index.base - self.regions[j][0])
+            return b.gep(self.fn.args[j], [off], inbounds=True, source_etype=F64)
+        if index.var not in vars_:
+            raise _unsupported(f"index variable {index.var!r} is not bound", span)
+        var = vars_[index.var]
+        if var.hi <= var.lo:  # never executed
+            return b.gep(self.fn.args[0], [ir.Constant(I64, 0)], source_etype=F64)
+        lo, hi = index.base + var.lo, index.base + var.hi
+        j = self._region_of(lo, hi)
+        if j is not None:
+            off = b.add(var.value, ir.Constant(I64, index.base - self.regions[j][0]))
+            return b.gep(self.fn.args[j], [off], inbounds=True, source_etype=F64)
+        # A view spanning several regions: pick the region at run time.
+        slot = b.add(var.value, ir.Constant(I64, index.base))
+        ptr = None
+        for j, (start, length) in enumerate(self.regions):
+            if length == 0 or start + length <= lo or hi <= start:
+                continue
+            here = b.gep(self.fn.args[j], [b.sub(slot, ir.Constant(I64, start))], source_etype=F64)
+            if ptr is None:
+                ptr = here
+            else:
+                inside = b.icmp_unsigned("<", b.sub(slot, ir.Constant(I64, start)),
+                                         ir.Constant(I64, length))
+                ptr = b.select(inside, here, ptr)
+        covered = sum(max(0, min(hi, s + ln) - max(lo, s)) for s, ln in self.regions)
+        if ptr is None or covered < hi - lo:
+            raise _unsupported(f"slots {lo}..{hi} are not all inside the regions of {self.name}", span)
+        return ptr
+
+    # -- checks -----------------------------------------------------------------------------
+
+    def nonfinite(self, value: ir.Value) -> ir.Value:
+        if isinstance(value, ir.Constant):
+            bits = struct.unpack("<Q", struct.pack("<d", value.constant))[0]
+            return ir.Constant(I1, 0 if is_finite_bits(bits) else 1)
+        b = self.b
+        word = b.bitcast(value, I64)
+        return b.icmp_unsigned("==", b.and_(word, ir.Constant(I64, EXP_MASK)),
+                               ir.Constant(I64, EXP_MASK))
+
+    # -- expressions ------------------------------------------------------------------------
+
+    def expr(self, e, ctx: "_Ctx") -> tuple[ir.Value, bool]:
+        """The value of `e` and whether it is already known finite (an op result, checked)."""
+        b = self.b
+        if isinstance(e, n.Const):
+            return f64_const(e.bits), is_finite_bits(e.bits)
+        if isinstance(e, n.SlotRef):
+            idx = e.index
+            if ctx.written is not None and idx.var == ctx.loop_var and idx.base in ctx.written:
+                got = ctx.written[idx.base]
+                if got is not None:
+                    return got
+            return b.load(self.address(idx, ctx.vars, e.span), typ=F64), False
+        if isinstance(e, n.Local):
+            if e.name not in ctx.env:
+                raise _unsupported(f"temporary {e.name!r} is not bound here", e.span)
+            return ctx.env[e.name]
+        if isinstance(e, n.Unary):
+            a, a_ok = self.expr(e.arg, ctx)
+            if not a_ok:
+                ctx.checks.operand(a)
+            if e.op == "neg":
+                r = b.fneg(a)
+            elif e.op == "sqrt":
+                r = b.call(self.sqrt, [a])
+            else:
+                raise _unsupported(f"unknown unary operation {e.op!r}", e.span)
+            ctx.checks.result(r)
+            return r, True
+        if isinstance(e, n.Binary):
+            x, x_ok = self.expr(e.lhs, ctx)
+            y, y_ok = self.expr(e.rhs, ctx)
+            if not x_ok:
+                ctx.checks.operand(x)
+            if e.op == "div":
+                ctx.checks.divisor(y, y_ok)
+            elif not y_ok:
+                ctx.checks.operand(y)
+            op = {"add": b.fadd, "sub": b.fsub, "mul": b.fmul, "div": b.fdiv}.get(e.op)
+            if op is None:
+                raise _unsupported(f"unknown binary operation {e.op!r}", e.span)
+            r = op(x, y)
+            ctx.checks.result(r)
+            return r, True
+        if isinstance(e, n.Sum):
+            return self.sum(e, ctx)
+        raise _unsupported(f"unknown expression {type(e).__name__}")
+
+    def sum(self, e: n.Sum, ctx: "_Ctx") -> tuple[ir.Value, bool]:
+        """Ordered left fold: body(lo), then acc + body(j) for j = lo+1 .. hi-1; every term
+        and every partial sum is checked."""
+        b = self.b
+        if e.hi <= e.lo:
+            return ir.Constant(F64, 0.0), True
+        first_vars = dict(ctx.vars)
+        first_vars[e.var] = _Var(ir.Constant(I64, e.lo), e.lo, e.lo + 1)
+        acc0, acc0_ok = self.expr(e.body, ctx.with_vars(first_vars))
+        if not acc0_ok:  # every term of a sum is checked, a lone first term included
+            ctx.checks.operand(acc0)
+        if e.hi - e.lo == 1:
+            return acc0, True
+        # Checks of the first term belong to this statement; settle them before the loop.
+        ctx.checks.flush(ctx.ordinal, ctx.coord)
+        pre = b.block
+        self.uid += 1
+        head = b.append_basic_block(f"sum{self.uid}.head")
+        body = b.append_basic_block(f"sum{self.uid}.body")
+        done = b.append_basic_block(f"sum{self.uid}.done")
+        b.branch(head)
+        b.position_at_end(head)
+        j = b.phi(I64, "j")
+        acc = b.phi(F64, "acc")
+        j.add_incoming(ir.Constant(I64, e.lo + 1), pre)
+        acc.add_incoming(acc0, pre)
+        b.cbranch(b.icmp_signed("<", j, ir.Constant(I64, e.hi)), body, done)
+        b.position_at_end(body)
+        vars_ = dict(ctx.vars)
+        vars_[e.var] = _Var(j, e.lo + 1, e.hi)
+        term, term_ok = self.expr(e.body, ctx.with_vars(vars_))
+        if not term_ok:
+            ctx.checks.operand(term)
+        total = b.fadd(acc, term)
+        ctx.checks.result(total)
+        ctx.checks.flush(ctx.ordinal, ctx.coord)
+        j.add_incoming(b.add(j, ir.Constant(I64, 1)), b.block)
+        acc.add_incoming(total, b.block)
+        b.branch(head)
+        b.position_at_end(done)
+        return acc, True
+
+    # -- statements -------------------------------------------------------------------------
+
+    def stmts(self, stmts, ordinal: int, ctx: "_Ctx") -> int:
+        for s in stmts:
+            if isinstance(s, n.Loop):
+                if fast_loop_ok(s):
+                    self.fast_loop(s, ordinal, ctx)
+                else:
+                    self.scalar_loop(s, ordinal, ctx)
+                ordinal += _count(s.body)
+                continue
+            sctx = ctx.at(ordinal)
+            value, ok = self.expr(s.value, sctx)
+            ctx.checks.root(value, isinstance(s.value, (n.Unary, n.Binary, n.Sum)))
+            if isinstance(s, n.Let):
+                ctx.env[s.name] = (value, ok)
+            ctx.checks.flush(ordinal, ctx.coord)
+            if isinstance(s, n.Assign):
+                if ctx.written is not None:
+                    self.fast_store(s, value, ok, ctx)
+                else:
+                    self.b.store(value, self.address(s.target, ctx.vars, s.span))
+            ordinal += 1
+        return ordinal
+
+    def _loop(self, var: str, lo, hi, label: str):
+        """Open `for var in lo..hi` (i64 values); returns (phi, body block, latch fn)."""
+        b = self.b
+        pre = b.block
+        self.uid += 1
+        head = b.append_basic_block(f"{label}{self.uid}.head")
+        body = b.append_basic_block(f"{label}{self.uid}.body")
+        done = b.append_basic_block(f"{label}{self.uid}.done")
+        b.branch(head)
+        b.position_at_end(head)
+        i = b.phi(I64, var)
+        i.add_incoming(lo, pre)
+        b.cbranch(b.icmp_signed("<", i, hi), body, done)
+        b.position_at_end(body)
+
+        def close(step: ir.Value = ir.Constant(I64, 1)) -> None:
+            i.add_incoming(b.add(i, step), b.block)
+            b.branch(head)
+            b.position_at_end(done)
+
+        return i, head, close
+
+    def scalar_loop(self, loop: n.Loop, ordinal: int, ctx: "_Ctx", lo=None, hi=None) -> None:
+        lo_v = ir.Constant(I64, loop.lo) if lo is None else lo
+        hi_v = ir.Constant(I64, loop.hi) if hi is None else hi
+        i, _, close = self._loop(loop.var, lo_v, hi_v, "loop")
+        vars_ = dict(ctx.vars)
+        vars_[loop.var] = _Var(i, loop.lo, loop.hi)
+        inner = _Ctx(vars=vars_, env=dict(ctx.env), checks=_Checks(self), coord=i)
+        self.stmts(loop.body, ordinal, inner)
+        close()
+
+    def fast_loop(self, loop: n.Loop, ordinal: int, ctx: "_Ctx") -> None:
+        b = self.b
+        bases = sorted({s.target.base for s in loop.body if isinstance(s, n.Assign)})
+        chunk = min(CHUNK, max(1, loop.hi - loop.lo))
+        scratch = {base: self.alloca_builder.alloca(F64, size=chunk, name=f"scratch{base}")
+                   for base in bases}
+        hi = ir.Constant(I64, loop.hi)
+        c0, chunk_head, close_chunk = self._loop(loop.var, ir.Constant(I64, loop.lo), hi, "chunk")
+        c_end = b.add(c0, ir.Constant(I64, chunk))
+        c_end = b.select(b.icmp_signed("<", c_end, hi), c_end, hi)
+
+        # Fast pass: compute into scratch, OR the checks, no branches.
+        pre = b.block
+        self.uid += 1
+        head = b.append_basic_block(f"fast{self.uid}.head")
+        body = b.append_basic_block(f"fast{self.uid}.body")
+        done = b.append_basic_block(f"fast{self.uid}.done")
+        b.branch(head)
+        b.position_at_end(head)
+        i = b.phi(I64, loop.var)
+        flag = b.phi(I1, "bad")
+        i.add_incoming(c0, pre)
+        flag.add_incoming(ir.Constant(I1, 0), pre)
+        b.cbranch(b.icmp_signed("<", i, c_end), body, done)
+        b.position_at_end(body)
+        vars_ = dict(ctx.vars)
+        vars_[loop.var] = _Var(i, loop.lo, loop.hi)
+        checks = _Flag(self, flag)
+        written: dict = {base: None for base in bases}
+        fctx = _Ctx(vars=vars_, env=dict(ctx.env), checks=checks, coord=i, written=written,
+                    loop_var=loop.var, scratch=scratch, chunk_start=c0)
+        self.stmts(loop.body, ordinal, fctx)
+        i.add_incoming(b.add(i, ir.Constant(I64, 1)), b.block)
+        flag.add_incoming(checks.value, b.block)
+        b.branch(head)
+        b.position_at_end(done)
+
+        slow = b.append_basic_block(f"fast{self.uid}.slow")
+        copy = b.append_basic_block(f"fast{self.uid}.copy")
+        joined = b.append_basic_block(f"fast{self.uid}.next")
+        b.cbranch(flag, slow, copy)
+
+        # Slow pass: the chunk is untouched; rerun it in place with branching checks. It
+        # returns from the function at the first failure, in sequential order.
+        b.position_at_end(slow)
+        self.scalar_loop(loop, ordinal, ctx, lo=c0, hi=c_end)
+        b.branch(joined)
+
+        b.position_at_end(copy)
+        j, _, close_copy = self._loop("j", ir.Constant(I64, 0), b.sub(c_end, c0), "copy")
+        for base in bases:
+            src = b.gep(scratch[base], [j], inbounds=True, source_etype=F64)
+            slot = b.add(c0, j)
+            dst = self.address(n.Index(base, loop.var), {loop.var: _Var(slot, loop.lo, loop.hi)},
+                               NO_SPAN)
+            b.store(b.load(src, typ=F64), dst)
+        close_copy()
+        b.branch(joined)
+        b.position_at_end(joined)
+        close_chunk(ir.Constant(I64, chunk))
+
+    def fast_store(self, s: n.Assign, value: ir.Value, ok: bool, ctx: "_Ctx") -> None:
+        base = s.target.base
+        ctx.written[base] = (value, ok)
+        off = self.b.sub(ctx.vars[ctx.loop_var].value, ctx.chunk_start)
+        self.b.store(value, self.b.gep(ctx.scratch[base], [off], inbounds=True, source_etype=F64))
+
+    # -- function ---------------------------------------------------------------------------
+
+    def emit(self) -> ir.Function:
+        ctx = _Ctx(vars={}, env={}, checks=_Checks(self), coord=self.minus_one)
+        self.stmts(self.program.body, 1, ctx)
+        if not self.b.block.is_terminated:
+            self.b.ret(ir.Constant(I64, 0))
+        self.alloca_builder.branch(self.fn.blocks[1])
+        fb = ir.IRBuilder(self.fail_block)
+        if self.fail_edges:
+            ordinal = fb.phi(I64, "ordinal")
+            coord = fb.phi(I64, "coord")
+            for block, o, c in self.fail_edges:
+                ordinal.add_incoming(ir.Constant(I64, o), block)
+                coord.add_incoming(c, block)
+            fb.store(coord, self.fail_coord)
+            fb.ret(ordinal)
+        else:
+            fb.unreachable()
+        self.emit_labels()
+        return self.fn
+
+    def emit_labels(self) -> None:
+        labels = statement_labels(self.program)
+        ptrs = []
+        for k, text in enumerate(labels):
+            data = bytearray(text.encode("utf-8") + b"\0")
+            arr = ir.ArrayType(I8, len(data))
+            g = ir.GlobalVariable(self.module, arr, f"{self.name}_label_{k + 1}")
+            g.global_constant = True
+            g.linkage = "private"
+            g.unnamed_addr = True
+            g.initializer = ir.Constant(arr, data)
+            ptrs.append(g.bitcast(I8P))
+        table_t = ir.ArrayType(I8P, len(ptrs))
+        table = ir.GlobalVariable(self.module, table_t, f"{self.name}_labels")
+        table.global_constant = True
+        table.initializer = ir.Constant(table_t, ptrs)
+
+
+@dataclass
+class _Ctx:
+    vars: dict
+    env: dict
+    checks: object
+    coord: ir.Value
+    ordinal: int = 0
+    written: dict | None = None  # fast path: view base -> (value, ok) written this iteration
+    loop_var: str | None = None
+    scratch: dict | None = None
+    chunk_start: ir.Value | None = None
+
+    def at(self, ordinal: int) -> "_Ctx":
+        self.ordinal = ordinal
+        return self
+
+    def with_vars(self, vars_: dict) -> "_Ctx":
+        return _Ctx(vars=vars_, env=self.env, checks=self.checks, coord=self.coord,
+                    ordinal=self.ordinal, written=self.written, loop_var=self.loop_var,
+                    scratch=self.scratch, chunk_start=self.chunk_start)
+
+
+def emit_program(module: ir.Module, program: n.Program, name: str,
+                 regions: list[tuple[int, int]]) -> ir.Function:
+    """Add `i64 NAME(double* r0, ..., i64* fail_coord)` and `NAME_labels` to `module`."""
+    return _Emitter(module, program, name, regions).emit()
+
+
+def program_regions(kind: str, k: int, s: int, m: int) -> list[tuple[int, int]]:
+    """The region layout of the contract: contribution (params, sample, contribution) or
+    update (params, state, mean, rate)."""
+    if kind == "contribution":
+        return [(0, k), (k, s), (k + s, k)]
+    if kind == "update":
+        return [(0, k), (k, m), (k + m, k), (2 * k + m, 1)]
+    raise ValueError(kind)

@@ -1,0 +1,129 @@
+"""`alphac build SPEC --role R --target T | --all [-o DIR]`: check, plan, and build one
+executable per (role, target), each reported on one line."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from alphac.diagnostics import CompileError, SourceCache
+
+
+def needed_pairs(dep) -> list[tuple[str, str]]:
+    """Every (role, target) the placement needs: roles in declaration order, then targets
+    in the order their first owner appears."""
+    pairs: list[tuple[str, str]] = []
+    for role in dep.roles:
+        for owner in role.owners:
+            pair = (role.name, dep.placement[owner])
+            if pair not in pairs:
+                pairs.append(pair)
+    return pairs
+
+
+def select_pairs(dep, role: str | None, target: str | None, build_all: bool) -> list[tuple[str, str]]:
+    """The pairs a command line asks for; TargetError for an unknown role or target."""
+    from alphac.targets.registry import buildable
+    from alphac.targets.target import TargetError, target_names
+
+    roles = [r.name for r in dep.roles]
+    if role is not None and role not in roles:
+        raise TargetError("unknown-role", f"unknown role {role!r}; roles: {', '.join(roles)}")
+    if target is not None and target not in buildable():
+        code = "target-not-buildable" if target in target_names() else "unknown-target"
+        raise TargetError(code, f"unknown target {target!r}; targets: {', '.join(buildable())}"
+                          if code == "unknown-target" else
+                          f"target {target!r} cannot be built yet; targets: {', '.join(buildable())}")
+    if build_all:
+        return needed_pairs(dep)
+    if role is not None and target is not None:
+        return [(role, target)]
+    # one of the two given: every pair of the placement that matches it
+    return [(r, t) for r, t in needed_pairs(dep)
+            if (role is None or r == role) and (target is None or t == target)]
+
+
+def _error(code: str, message: str) -> None:
+    print(f"alphac: error[{code}]: {message}", file=sys.stderr)
+
+
+def print_diagnostics(exc: CompileError) -> None:
+    cache = SourceCache()
+    for d in exc.diagnostics:
+        try:
+            with open(d.span.file, encoding="utf-8") as f:
+                cache.add(d.span.file, f.read())
+        except (OSError, UnicodeDecodeError):
+            pass
+    for d in exc.diagnostics:
+        print(d.render(cache), file=sys.stderr)
+
+
+def load_plan(spec: str):
+    """The checked deployment's plan, or None after printing why not."""
+    try:
+        from alphac.check import load_deployment
+        from alphac.plan import plan
+    except ImportError as exc:
+        _error("build-usage", f"a stage is missing from this installation ({exc})")
+        return None
+    try:
+        return plan(load_deployment(spec))
+    except CompileError as exc:
+        print_diagnostics(exc)
+        return None
+
+
+def run(spec: str, role: str | None, target: str | None, build_all: bool, out_dir: str) -> int:
+    from alphac.codegen.metadata import describe
+    from alphac.targets.target import TargetError
+
+    if not build_all and role is None and target is None:
+        _error("build-usage", "give --role ROLE --target TARGET, or --all")
+        return 2
+    if build_all and (role is not None or target is not None):
+        _error("build-usage", "--all builds every (role, target); give it alone")
+        return 2
+    the_plan = load_plan(spec)
+    if the_plan is None:
+        return 1
+    try:
+        pairs = select_pairs(the_plan.deployment, role, target, build_all)
+    except TargetError as exc:
+        _error(exc.code, exc.message)
+        return 1
+    try:
+        from alphac.codegen.build import build_executable
+    except ImportError as exc:
+        _error("build-usage", f"code generation is missing from this installation ({exc})")
+        return 1
+    if not pairs:
+        _error("unknown-role", f"no owner of role {role!r} is placed on {target!r}")
+        return 1
+    start = time.perf_counter()
+    try:
+        for r, t in pairs:
+            t0 = time.perf_counter()
+            exe = build_executable(the_plan, r, t, out_dir)
+            info = describe(exe)
+            linking = "static" if info["static"] else "dynamic"
+            print(f"built {exe}  ({t}, {linking}, {info['size']} bytes, "
+                  f"{time.perf_counter() - t0:.2f} s)")
+    except CompileError as exc:
+        print_diagnostics(exc)
+        return 1
+    except KeyboardInterrupt:
+        print("alphac: interrupted", file=sys.stderr)
+        return 130
+    except OSError as exc:  # the output directory cannot be made or written
+        _error("io-error", f"{exc.filename or out_dir}: {exc.strerror or exc}")
+        return 1
+    except Exception as exc:  # a stage's one-line error (targets, runtime)
+        code = getattr(exc, "code", None)
+        if code is None:
+            raise
+        _error(code, getattr(exc, "message", str(exc)))
+        return 1
+    if len(pairs) > 1:
+        print(f"built {len(pairs)} executables in {time.perf_counter() - start:.2f} s")
+    return 0

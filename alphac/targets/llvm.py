@@ -1,0 +1,63 @@
+"""LLVM through llvmlite: target machines keyed by (triple, cpu, features), the O2 pipeline,
+and object emission. Never sets fast-math or contraction options."""
+
+from __future__ import annotations
+
+import threading
+
+import llvmlite.binding as llvm
+from llvmlite import ir
+
+from alphac.targets.target import Target
+
+_lock = threading.Lock()
+_ready = False
+
+
+def _init() -> None:
+    global _ready
+    with _lock:
+        if not _ready:
+            llvm.initialize_all_targets()
+            llvm.initialize_all_asmprinters()
+            _ready = True
+
+
+def target_machine(triple: str, cpu: str, features: str) -> llvm.TargetMachine:
+    """A fresh target machine per module: LLVM's ELF object-file lowering keeps the
+    `llvm.used` globals of every module it has emitted in a pointer set that is never
+    cleared, so a reused machine can mistake a new global allocated at a freed address for
+    a used one and give it its own retained section, making builds irreproducible."""
+    _init()
+    return llvm.Target.from_triple(triple).create_target_machine(
+        cpu=cpu, features=features, opt=2, reloc="pic", codemodel="default")
+
+
+def machine_for(target: Target) -> llvm.TargetMachine:
+    return target_machine(target.triple, target.cpu, target.features)
+
+
+def prepare(module: ir.Module, target: Target, tm: llvm.TargetMachine | None = None) -> llvm.ModuleRef:
+    """Stamp `module` with the target's triple and data layout, parse, verify, run O2."""
+    tm = tm or machine_for(target)
+    module.triple = target.triple
+    module.data_layout = str(tm.target_data)
+    ref = llvm.parse_assembly(str(module))
+    ref.verify()
+    pto = llvm.create_pipeline_tuning_options(2)
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(ref, pb)
+    ref.verify()
+    return ref
+
+
+def compile_object(module: ir.Module, target: Target) -> bytes:
+    """The relocatable object for `module` on `target` (O2, PIC)."""
+    tm = machine_for(target)
+    return tm.emit_object(prepare(module, target, tm))
+
+
+def compile_assembly(module: ir.Module, target: Target) -> str:
+    """The assembly text for `module` on `target` (PTX for the device target)."""
+    tm = machine_for(target)
+    return tm.emit_assembly(prepare(module, target, tm))

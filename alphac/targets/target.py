@@ -1,0 +1,104 @@
+"""Targets as parsed, frozen values: one `targets/<name>.toml` each, the only place triples,
+CPUs, features, linkers and runners are written."""
+
+from __future__ import annotations
+
+import functools
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+# The repository's `targets/` directory; `$ALPHAC_TARGETS` overrides it (tests, installs).
+TARGETS_DIR = Path(__file__).resolve().parents[2] / "targets"
+
+
+class TargetError(Exception):
+    """A one-line tooling error with a stable code from the TOOLING catalogue section."""
+
+    def __init__(self, code: str, message: str):
+        from alphac.codes import CATALOGUE
+
+        assert code in CATALOGUE, f"code {code!r} is not in the catalogue"
+        self.code = code
+        self.message = message
+        super().__init__(f"{code}: {message}")
+
+
+@dataclass(frozen=True)
+class Target:
+    """One compilation target. `linker` and `assembler` are argument lists whose `{obj}`,
+    `{exe}`, `{ptx}`, `{cubin}` items are substituted; `runner` prefixes the executable
+    when it is started (empty: run natively)."""
+
+    name: str
+    triple: str
+    cpu: str
+    features: str
+    machine: str  # the ELF e_machine name pyelftools reports (EM_X86_64, EM_AARCH64, ...)
+    linker: tuple[str, ...]
+    runner: tuple[str, ...] = ()
+    assembler: tuple[str, ...] = ()
+    host: str = ""  # for device targets: the target of the executable that loads the code
+    source: str = ""
+
+    @property
+    def static(self) -> bool:
+        return "-static" in self.linker
+
+    def link_command(self, obj: str | os.PathLike, exe: str | os.PathLike) -> list[str]:
+        subst = {"{obj}": os.fspath(obj), "{exe}": os.fspath(exe)}
+        return [subst.get(a, a) for a in self.linker]
+
+    def run_command(self, exe: str | os.PathLike, *args: str) -> list[str]:
+        return [*self.runner, os.fspath(exe), *args]
+
+
+_REQUIRED = ("name", "triple", "cpu", "features", "machine", "linker")
+
+
+def targets_dir() -> Path:
+    return Path(os.environ.get("ALPHAC_TARGETS", TARGETS_DIR))
+
+
+def target_names() -> tuple[str, ...]:
+    """Every target described under targets/, sorted."""
+    return tuple(sorted(p.stem for p in targets_dir().glob("*.toml")))
+
+
+def parse_target(text: str, source: str = "<string>") -> Target:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise TargetError("bad-target-file", f"{source}: {exc}") from None
+    missing = [key for key in _REQUIRED if key not in data]
+    if missing:
+        raise TargetError("bad-target-file", f"{source}: missing {', '.join(missing)}")
+    for key in ("linker", "runner", "assembler"):
+        value = data.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
+            raise TargetError("bad-target-file", f"{source}: {key} must be a list of strings")
+    for key in ("name", "triple", "cpu", "features", "machine", "host"):
+        if not isinstance(data.get(key, ""), str):
+            raise TargetError("bad-target-file", f"{source}: {key} must be a string")
+    return Target(
+        name=data["name"], triple=data["triple"], cpu=data["cpu"], features=data["features"],
+        machine=data["machine"], linker=tuple(data["linker"]), runner=tuple(data.get("runner", [])),
+        assembler=tuple(data.get("assembler", [])), host=data.get("host", ""), source=source)
+
+
+@functools.lru_cache(maxsize=None)
+def _load(directory: str, name: str) -> Target:
+    path = Path(directory) / f"{name}.toml"
+    known = target_names()
+    if name not in known:
+        raise TargetError("unknown-target", f"unknown target {name!r}; known: {', '.join(known)}")
+    target = parse_target(path.read_text(encoding="utf-8"), str(path))
+    if target.name != name:
+        raise TargetError("bad-target-file", f"{path}: name {target.name!r} differs from the file name")
+    return target
+
+
+def load_target(name: str) -> Target:
+    """The target described by targets/NAME.toml; `unknown-target` lists the known ones."""
+    return _load(str(targets_dir()), name)

@@ -1,0 +1,139 @@
+"""`alphac build`: role/target selection, one-line errors, reproducible executables."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import alphac.check
+from alphac.cli import main
+from alphac.codegen.metadata import read_metadata
+from alphac.ir import nodes as n
+from alphac.targets.command import needed_pairs, select_pairs
+from alphac.targets.target import TargetError
+from test_inspect import small_deployment
+
+ROOT = Path(__file__).resolve().parents[1]
+HAVE_AARCH64 = shutil.which("aarch64-linux-gnu-gcc") is not None
+needs_aarch64 = pytest.mark.skipif(not HAVE_AARCH64, reason="aarch64 cross tools not installed")
+
+
+@pytest.fixture
+def spec(monkeypatch, tmp_path):
+    """A spec path whose deployment is the hand-built four-owner one."""
+    deps = {"small.alpha": small_deployment(),
+            "hier.alpha": small_deployment(topology=n.Hierarchy(2), stem="lsq_small_h",
+                                           placement=("x86_64",) * 4)}
+    monkeypatch.setattr(alphac.check, "load_deployment", lambda path: deps[Path(path).name])
+    return tmp_path / "small.alpha"
+
+
+def build(*args: str):
+    return CliRunner().invoke(main, ["build", *args])
+
+
+def test_pairs_the_placement_needs():
+    dep = small_deployment()
+    assert needed_pairs(dep) == [("coordinator", "x86_64"), ("worker", "aarch64"), ("worker", "x86_64")]
+    assert select_pairs(dep, "worker", None, False) == [("worker", "aarch64"), ("worker", "x86_64")]
+    assert select_pairs(dep, None, "x86_64", False) == [("coordinator", "x86_64"), ("worker", "x86_64")]
+    assert select_pairs(dep, "coordinator", "aarch64", False) == [("coordinator", "aarch64")]
+
+
+@needs_aarch64
+def test_build_all_names_every_executable(spec, tmp_path):
+    out = tmp_path / "out"
+    result = build(str(spec), "--all", "-o", str(out))
+    assert result.exit_code == 0, result.output + result.stderr
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["lsq_small-coordinator-x86_64", "lsq_small-worker-aarch64",
+                     "lsq_small-worker-x86_64"]
+    lines = result.output.splitlines()
+    assert len(lines) == 4 and lines[-1].startswith("built 3 executables in ")
+    assert lines[1].startswith(f"built {out}/lsq_small-worker-aarch64  (aarch64, static, ")
+    meta = read_metadata(out / "lsq_small-worker-aarch64")
+    assert (meta["role"], meta["target"], meta["role_owners"]) == ("worker", "aarch64", [1, 2, 3])
+
+
+@needs_aarch64
+def test_builds_are_byte_identical(spec, tmp_path, monkeypatch):
+    a, b = tmp_path / "a", tmp_path / "elsewhere" / "b"
+    assert build(str(spec), "--all", "-o", str(a)).exit_code == 0
+    monkeypatch.chdir(tmp_path)  # another working directory and output path
+    assert build(str(spec), "--all", "-o", str(b)).exit_code == 0
+    for exe in sorted(a.iterdir()):
+        assert exe.read_bytes() == (b / exe.name).read_bytes(), exe.name
+
+
+def test_one_role_one_target(spec, tmp_path):
+    out = tmp_path / "o"
+    result = build(str(spec), "--role", "coordinator", "--target", "x86_64", "-o", str(out))
+    assert result.exit_code == 0, result.stderr
+    assert [p.name for p in out.iterdir()] == ["lsq_small-coordinator-x86_64"]
+    assert result.output.count("\n") == 1
+
+
+def test_star_and_hierarchy_executables_differ(spec, tmp_path):
+    out = tmp_path / "o"
+    assert build(str(spec), "--role", "worker", "--target", "x86_64", "-o", str(out)).exit_code == 0
+    assert build(str(spec.with_name("hier.alpha")), "--role", "worker", "--target", "x86_64",
+                 "-o", str(out)).exit_code == 0
+    star = read_metadata(out / "lsq_small-worker-x86_64")
+    hier = read_metadata(out / "lsq_small_h-worker-x86_64")
+    assert star["protocol"] != hier["protocol"]
+    assert (star["topology"], hier["topology"]) == ("star", "hierarchy:2")
+
+
+@pytest.mark.parametrize("args,code,message,status", [
+    (("--role", "boss", "--target", "x86_64"), "unknown-role",
+     "unknown role 'boss'; roles: coordinator, worker", 1),
+    (("--role", "worker", "--target", "riscv64"), "unknown-target",
+     "unknown target 'riscv64'; targets: aarch64, x86_64", 1),
+    (("--role", "worker", "--target", "sm86"), "target-not-buildable",
+     "target 'sm86' cannot be built yet; targets: aarch64, x86_64", 1),
+    ((), "build-usage", "give --role ROLE --target TARGET, or --all", 2),
+    (("--all", "--role", "worker"), "build-usage", "--all builds every (role, target); give it alone", 2),
+])
+def test_bad_requests_are_one_line_errors(spec, tmp_path, args, code, message, status):
+    result = build(str(spec), *args, "-o", str(tmp_path / "o"))
+    assert result.exit_code == status
+    assert result.stderr == f"alphac: error[{code}]: {message}\n"
+    assert not (tmp_path / "o").exists()
+
+
+def test_select_pairs_errors_carry_codes():
+    with pytest.raises(TargetError) as err:
+        select_pairs(small_deployment(), "nobody", None, False)
+    assert err.value.code == "unknown-role"
+
+
+def test_a_spec_that_does_not_check_gets_located_diagnostics(tmp_path):
+    bad = tmp_path / "bad.alpha"
+    bad.write_text("value k : Nat = \n")
+    result = build(str(bad), "--all", "-o", str(tmp_path / "o"))
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"{bad}:")
+    assert "error[" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.skipif(not (ROOT / "specs" / "demo.alpha").exists() or not HAVE_AARCH64,
+                    reason="specs/demo.alpha or the aarch64 tools are missing")
+def test_demo_spec_builds_reproducibly(tmp_path):
+    spec = ROOT / "specs" / "demo.alpha"
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert build(str(spec), "--all", "-o", str(a)).exit_code == 0
+    assert build(str(spec), "--all", "-o", str(b)).exit_code == 0
+    names = sorted(p.name for p in a.iterdir())
+    assert {read_metadata(a / name)["target"] for name in names} == {"x86_64", "aarch64"}
+    for name in names:
+        assert (a / name).read_bytes() == (b / name).read_bytes()
+
+
+def test_an_output_path_that_cannot_be_a_directory(spec, tmp_path):
+    (tmp_path / "file").write_text("")
+    result = build(str(spec), "--role", "worker", "--target", "x86_64", "-o", str(tmp_path / "file" / "o"))
+    assert (result.exit_code, result.stderr) == (
+        1, f"alphac: error[io-error]: {tmp_path / 'file' / 'o'}: Not a directory\n")
