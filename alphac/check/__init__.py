@@ -1,1 +1,5 @@
-"""check stage."""
+"""The checker: module loading, typing against the std families, lowering to the IR."""
+
+from alphac.check.api import check_file, load_deployment, load_spec
+
+__all__ = ["check_file", "load_deployment", "load_spec"]

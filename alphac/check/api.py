@@ -1,0 +1,79 @@
+"""The checker's entry points: one root file in, a CheckedSpec (or every diagnostic) out."""
+
+from __future__ import annotations
+
+import sys
+
+from alphac.check.lower import DEPLOYMENT, LEARNER, Lowering
+from alphac.check.modules import World
+from alphac.check.values import Evaluator, VObj
+from alphac.diagnostics import CompileError, Diagnostic, DiagnosticBag, SourceCache, Span
+from alphac.ir import nodes as ir
+
+# The syntax stage bounds tree depth (syntax/parse.py MAX_DEPTH); checking recurses a few
+# frames per level, so give it room above Python's default.
+_RECURSION = 20000
+if sys.getrecursionlimit() < _RECURSION:
+    sys.setrecursionlimit(_RECURSION)
+
+
+def check_file(path: str) -> tuple[ir.CheckedSpec | None, list[Diagnostic], SourceCache]:
+    """Parse, check and lower `path`: (spec or None, every diagnostic, the sources read)."""
+    bag = DiagnosticBag()
+    sources = SourceCache()
+    world = World(bag, sources)
+    root = world.load_root(path)
+    if root is None:
+        return None, bag.items, sources
+    ev = Evaluator(world)
+    ev.validate_families()
+    lowering = Lowering(ev)
+    learners: list[ir.Learner] = []
+    deployments: list[ir.Deployment] = []
+    dropped = []  # values that did not lower: some diagnostic must say why
+    for name, decl in root.values.items():
+        got = ev.value_of(root, name, decl.span)
+        if got is None or not isinstance(got[0], VObj):
+            continue
+        obj = got[0]
+        if obj.key == LEARNER:
+            learner = lowering.learner(obj)
+            if learner is None:
+                dropped.append(name)
+            elif learner not in learners:
+                learners.append(learner)
+        elif obj.key == DEPLOYMENT:
+            dep = lowering.deployment(obj, path)
+            if dep is None:
+                dropped.append(name)
+                continue
+            deployments.append(dep)
+            if not any(dep.learner is known for known in learners):
+                learners.append(dep.learner)
+    if dropped and not bag.items:
+        raise AssertionError(f"{', '.join(dropped)} did not lower, yet no diagnostic says why")
+    if bag.items:
+        return None, bag.items, sources
+    spec = ir.CheckedSpec(path, root.name, tuple(sorted(
+        f"{m.name}.{f}" for m in world.modules.values() for f in m.families)),
+        tuple(learners), tuple(deployments))
+    return spec, [], sources
+
+
+def load_spec(path: str) -> ir.CheckedSpec:
+    """The checked spec of `path`; raises CompileError holding every diagnostic."""
+    spec, diagnostics, _ = check_file(path)
+    if spec is None:
+        raise CompileError(diagnostics)
+    return spec
+
+
+def load_deployment(path: str) -> ir.Deployment:
+    """The file's single deployment; CompileError(no-deployment) if it has none or several."""
+    spec = load_spec(path)
+    if len(spec.deployments) != 1:
+        found = len(spec.deployments)
+        raise CompileError(Diagnostic(
+            "no-deployment", f"{path} defines {found} deployments; exactly one is needed here",
+            Span(path, 1, 1)))
+    return spec.deployments[0]

@@ -1,0 +1,274 @@
+"""Lowering checked values of the learner and deployment families to the IR (ir/nodes.py).
+
+Owns the learner's slot discipline (k, m, s and the erased slot counts, region layouts),
+sample widths and shares, and the deployment's purely structural consistency. Combine-tree
+coverage, separability and contracts are the planner's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from alphac.check import words as W
+from alphac.check.programs import Layout, ProgramLowering, Region
+from alphac.check.values import Evaluator, VList, VNat, VObj, VProgram, VRows, VWords, whole
+from alphac.ir import nodes as ir
+
+LEARNER = "Learning.DataParallel.DataParallelSystem"
+MAX_OWNERS = 1 << 16
+DEPLOYMENT = "Learning.Deployment.Deployment"
+
+# The meaning of the deployment families' constructors: which target or profile they name.
+TARGETS = {"TargetX86_64": "x86_64", "TargetAArch64": "aarch64", "TargetSM86": "sm86"}
+PROFILE_WORDS = {
+    "StdBinary64": "binary64", "StdBinary32": "binary32", "StdRoundNearestEven": "nearest-even",
+    "StdSubnormalsPreserve": "preserve", "StdSubnormalsFlushToZero": "flush-to-zero",
+    "StdExceptionalFiniteOrRefuse": "finite-or-refuse", "StdExceptionalPropagate": "propagate",
+}
+
+
+class Lowering:
+    def __init__(self, ev: Evaluator):
+        self.ev = ev
+        self.bag = ev.bag
+
+    # ------------------------------------------------------------------ learner
+    def learner(self, obj: VObj) -> ir.Learner | None:
+        """The IR of a learner object, or None. Checks what its well-formed fields allow even
+        when others failed, so that every problem is reported at once."""
+        if "learner" in obj.cache:
+            return obj.cache["learner"]
+        obj.cache["learner"] = None
+        f = obj.fields
+        count, width = f.get("dataParallelParameterCount"), f.get("dataParallelSampleWidth")
+        k = count.n if isinstance(count, VNat) else None
+        s = width.n if isinstance(width, VNat) else None
+        initial, state = f.get("dataParallelInitial"), f.get("dataParallelInitialState")
+        m = len(state.data) if isinstance(state, VWords) else None
+        before = len(self.bag.items)
+        if k is not None and isinstance(initial, VWords) and len(initial.data) != k:
+            self.bag.error("length-mismatch", f"dataParallelInitial has {_count(len(initial.data), 'word')}; "
+                           f"the learner has k = {k} parameters", initial.span)
+        contribution = update = samples = None
+        if k is not None and s is not None and m is not None:
+            want = (2 * k + s, 2 * k + m + 1)
+            names = ("dataParallelContributionSlots", "dataParallelUpdateSlots")
+            declared_bad = []
+            for arg, need, name, formula in zip(obj.args, want, names, ("2k + s", "2k + m + 1")):
+                declared_bad.append(isinstance(arg, int) and arg != need)
+                if declared_bad[-1]:
+                    self.bag.error("slot-count-mismatch", f"{name} is {arg}, but {formula} = "
+                                   f"{need} (k = {k}, s = {s}, m = {m})", obj.type_span)
+            declared_bad += [False] * (2 - len(declared_bad))
+            if isinstance(f.get("dataParallelContribution"), VProgram):
+                contribution = self._program(f["dataParallelContribution"], Layout(
+                    "contribution", want[0],
+                    (Region("parameters", 0, k), Region("sample", k, k + s),
+                     Region("contribution", k + s, 2 * k + s, read_after_write=True)),
+                    k + s, 2 * k + s), declared_bad[0])
+            if isinstance(f.get("dataParallelUpdate"), VProgram):
+                update = self._program(f["dataParallelUpdate"], Layout(
+                    "update", want[1],
+                    (Region("parameters", 0, k), Region("state", k, k + m),
+                     Region("mean", k + m, 2 * k + m), Region("rate", 2 * k + m, 2 * k + m + 1)),
+                    0, k + m), declared_bad[1])
+        if s is not None and f.get("dataParallelSamples") is not None:
+            samples = self._samples(f["dataParallelSamples"], s)
+        if (len(self.bag.items) != before or not obj.complete or contribution is None
+                or update is None or samples is None):
+            return None
+        learner = ir.Learner(obj.name or "learner", k, s, m, contribution, update,
+                             ir.Words(_small(initial.data), initial.source),
+                             ir.Words(_small(state.data), state.source),
+                             f["dataParallelRate"].w, samples, obj.span)
+        obj.cache["learner"] = learner
+        return learner
+
+    def _program(self, prog: VProgram, layout: Layout, reported: bool) -> ir.Program | None:
+        if isinstance(prog.slots, int) and prog.slots != layout.slots:
+            if not reported:  # typed on its own, e.g. a named program value
+                self.bag.error("slot-count-mismatch", f"this {layout.what} program is typed for "
+                               f"{prog.slots} slots; the learner's {layout.what} has "
+                               f"{layout.slots}", prog.span)
+            return None
+        return ProgramLowering(self.ev, prog, layout).lower()
+
+    def _samples(self, v, s: int) -> ir.Samples | None:
+        if isinstance(v, VRows):
+            return self._loaded_samples(v, s)
+        rows: list[np.ndarray] = []
+        shares = []
+        ok = True
+        for owner, per_owner in enumerate(v.items):
+            shares.append(len(per_owner.items))
+            for i, sample in enumerate(per_owner.items):
+                if len(sample.data) != s:
+                    self.bag.error("sample-width", f"owner {owner}'s sample {i} has "
+                                   f"{_count(len(sample.data), 'word')}; the sample width s is {s}",
+                                   sample.span)
+                    ok = False
+                    continue
+                rows.append(sample.data)
+        if not ok:
+            return None
+        words = np.array(rows, dtype=np.uint64).reshape(len(rows), s)
+        return ir.Samples(s, tuple(shares), words)
+
+    def _loaded_samples(self, v: VRows, s: int) -> ir.Samples | None:
+        try:
+            data = W.load_words(v.path)
+        except W.WordError as exc:
+            self.bag.error("sample-file", exc.message, v.span)
+            return None
+        if s == 0 or len(data) % s:
+            self.bag.error("sample-width", f"{v.path} holds {len(data)} words, not whole samples "
+                           f"of width {s}", v.span)
+            return None
+        rows = len(data) // s
+        if sum(v.shares) != rows:
+            self.bag.error("sample-shares", f"the shares {list(v.shares)} add up to "
+                           f"{sum(v.shares)}, but {v.path} holds {rows} samples", v.span)
+            return None
+        bad = W.first_non_finite(data)
+        if bad >= 0:
+            self.bag.error("non-finite-literal", f"sample {bad // s} word {bad % s} of {v.path} is "
+                           "not a finite binary64 number", v.span)
+            return None
+        return ir.Samples(s, v.shares, data.reshape(rows, s), v.path)
+
+    # ------------------------------------------------------------------ deployment
+    def deployment(self, obj: VObj, source_file: str) -> ir.Deployment | None:
+        """The IR of a deployment object, or None; like `learner`, checks every well-formed
+        part even when others failed."""
+        f = obj.fields
+        before = len(self.bag.items)
+        lv = f.get("deploymentLearner")
+        learner = self.learner(lv) if isinstance(lv, VObj) else None
+        ov = f.get("deploymentOwners")
+        owners = ov.n if isinstance(ov, VNat) else None
+        if owners == 0 or (owners or 0) > MAX_OWNERS:
+            self.bag.error("owner-count", f"a deployment has 1 to {MAX_OWNERS} owners, not {owners}",
+                           ov.span)
+            owners = None
+        if owners is not None and learner is not None and len(learner.samples.shares) != owners:
+            self.bag.error("owner-count", f"the learner lists samples for "
+                           f"{len(learner.samples.shares)} owners; the deployment has {owners}",
+                           ov.span)
+        parts = {}
+        for name, lower in (("deploymentTopology", self._topology),
+                            ("deploymentPartitioning", self._partitioning),
+                            ("deploymentContract", self._contract),
+                            ("deploymentCheckpoint", self._checkpoint)):
+            v = f.get(name)
+            parts[name] = lower(v) if whole(v) else None
+        roles_v = f.get("deploymentRoles")
+        roles = self._roles(roles_v, owners) if owners is not None and whole(roles_v) else None
+        placement_v = f.get("deploymentPlacement")
+        placement = None
+        if whole(placement_v):
+            placement = tuple(TARGETS[t.ctor] for t in placement_v.items)
+            if owners is not None and len(placement) != owners:
+                self.bag.error("placement-length", f"the placement names "
+                               f"{_count(len(placement), 'target')} for {owners} owners",
+                               placement_v.span)
+        if (len(self.bag.items) != before or not obj.complete or learner is None
+                or roles is None or placement is None or None in parts.values()):
+            return None
+        return ir.Deployment(obj.name or "deployment", learner, owners,
+                             parts["deploymentTopology"], parts["deploymentPartitioning"],
+                             roles, placement, f["deploymentUpdates"].n,
+                             parts["deploymentContract"], parts["deploymentCheckpoint"],
+                             source_file, obj.span)
+
+    def _topology(self, t: VObj):
+        if t.ctor == "DataParallelStar":
+            return ir.Star(t.span)
+        if t.ctor == "DataParallelHierarchy":
+            fanout = t.fields["dataParallelFanout"].n
+            if fanout < 1:
+                self.bag.error("invalid-fanout", "a hierarchy's fan-out is at least 1", t.span)
+                return None
+            return ir.Hierarchy(fanout, t.span)
+        combine = t.fields["dataParallelCombine"]
+        cov = combine.fields["orderedCombineCoverage"]
+        members = next(iter(cov.fields.values()))
+        kind = "members" if cov.ctor == "OrderedCombineMembers" else "group"
+        root = self._tree(combine.fields["orderedCombineTree"])
+        return ir.ExplicitTree(root, kind, tuple(n.n for n in members.items), t.span)
+
+    def _tree(self, node: VObj) -> ir.TreeNode:
+        # Iterative: a declared tree may be as deep as its owner count.
+        built: dict[int, ir.TreeNode] = {}
+        stack = [(node, False)]
+        while stack:
+            n, expanded = stack.pop()
+            if n.ctor == "OrderedCombineLeaf":
+                built[id(n)] = ir.TreeLeaf(n.fields["orderedCombineOwner"].n, n.span)
+            elif not expanded:
+                stack.append((n, True))
+                stack.append((n.fields["orderedCombineRight"], False))
+                stack.append((n.fields["orderedCombineLeft"], False))
+            else:
+                built[id(n)] = ir.TreeBranch(n.fields["orderedCombineOwner"].n,
+                                             built[id(n.fields["orderedCombineLeft"])],
+                                             built[id(n.fields["orderedCombineRight"])], n.span)
+        return built[id(node)]
+
+    def _partitioning(self, p: VObj) -> ir.Partitioning:
+        if p.ctor == "DataParallelReplicated":
+            return ir.Partitioning(span=p.span)
+        f = p.fields
+        return ir.Partitioning(f["partitionOptimizerState"].b, f["partitionParameters"].b,
+                               f["partitionGradients"].b, f["partitionWordsPerCoordinate"].n,
+                               tuple(n.n for n in f["partitionSharedState"].items), p.span)
+
+    def _roles(self, v: VList, owners: int) -> tuple[ir.Role, ...]:
+        roles = []
+        holder: dict[int, str] = {}
+        for r in v.items:
+            name = r.fields["roleName"].s
+            members = []
+            for n in r.fields["roleOwners"].items:
+                if n.n >= owners:
+                    self.bag.error("role-owner-out-of-range",
+                                   f"role {name} names owner {n.n}; owners are 0 .. {owners - 1}",
+                                   n.span)
+                    continue
+                if n.n in holder:
+                    self.bag.error("role-coverage", f"owner {n.n} is in role {holder[n.n]} and "
+                                   f"in role {name}; every owner holds exactly one role", n.span)
+                    continue
+                holder[n.n] = name
+                members.append(n.n)
+            roles.append(ir.Role(name, tuple(members), r.span))
+        missing = [o for o in range(owners) if o not in holder]
+        if missing and owners:
+            shown = ", ".join(map(str, missing[:8])) + (", ..." if len(missing) > 8 else "")
+            self.bag.error("role-coverage", f"owner{'s' if len(missing) > 1 else ''} {shown} "
+                           "hold no role; every owner holds exactly one role", v.span)
+        return tuple(roles)
+
+    def _contract(self, c: VObj) -> ir.Contract:
+        p = c.fields["numericalProfile"].fields
+        profile = ir.Profile(*(PROFILE_WORDS[p[name].ctor] for name in (
+            "stdNumericFormat", "stdNumericRounding", "stdNumericSubnormals",
+            "stdNumericExceptional")), span=c.fields["numericalProfile"].span)
+        rel = c.fields["numericalRelation"]
+        relation = "exact" if rel.ctor == "NumericalExact" else \
+            f"ulps:{rel.fields['numericalBoundUlps'].n}"
+        return ir.Contract(profile, relation, c.span)
+
+    def _checkpoint(self, c: VObj) -> ir.Checkpoint:
+        if c.ctor == "CheckpointNever":
+            return ir.Checkpoint(0, "", c.span)
+        return ir.Checkpoint(c.fields["checkpointInterval"].n, c.fields["checkpointDirectory"].s,
+                             c.span)
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _small(data: np.ndarray):
+    """Short word vectors as tuples (cheap to hash and print), long ones as arrays."""
+    return tuple(int(w) for w in data) if len(data) <= 4096 else data

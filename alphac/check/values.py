@@ -1,0 +1,533 @@
+"""Typing and evaluation of values against family schemas read from the `.alpha` declarations.
+
+Checking is bidirectional: every expression is checked against the type its context expects.
+Programs and file-loaded samples are kept unevaluated (`VProgram`, `VRows`) until the learner
+that owns them fixes their slot counts and sample width (see lower.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from alphac.check import words as W
+from alphac.check.modules import ModuleInfo, World
+from alphac.diagnostics import NO_SPAN, Span
+from alphac.syntax import ast
+
+NAT, BOOL, STRING, U64 = "Std.Core.Nat", "Std.Core.Bool", "Std.Core.String", "Std.Core.StdU64"
+LIST, PA = "Std.Core.StdList", "Std.Core.PointwiseAssignment"
+UNIVERSE = "Type"
+MAX_NAT = 1 << 62
+MAX_ITEMS = 1 << 20  # the most items a list of anything but words may hold
+
+
+class _Any:
+    def __repr__(self) -> str:
+        return "_"
+
+
+ANY = _Any()  # an erased argument left unspecified: accepts any
+
+
+@dataclass(frozen=True)
+class Ty:
+    key: str
+    args: tuple = ()
+
+    def __str__(self) -> str:
+        name = self.key.rpartition(".")[2]
+        if self.key == UNIVERSE:
+            return f"Type {self.args[0]}"
+        if not self.args or all(a is ANY for a in self.args):
+            return name
+        return "(family " + " ".join([name] + [str(a) for a in self.args]) + ")"
+
+
+def list_of(elem: Ty) -> Ty:
+    return Ty(LIST, (elem,))
+
+
+def compatible(actual, expected) -> bool:
+    if actual is ANY or expected is ANY:
+        return True
+    if isinstance(actual, int) or isinstance(expected, int):
+        return actual == expected
+    if actual.key != expected.key or len(actual.args) != len(expected.args):
+        return False
+    return all(compatible(a, e) for a, e in zip(actual.args, expected.args))
+
+
+# ----------------------------------------------------------------------------- values
+
+@dataclass(eq=False)
+class VNat:
+    n: int
+    span: Span = NO_SPAN
+
+
+@dataclass(eq=False)
+class VWord:
+    w: int
+    span: Span = NO_SPAN
+
+
+@dataclass(eq=False)
+class VBool:
+    b: bool
+    span: Span = NO_SPAN
+
+
+@dataclass(eq=False)
+class VString:
+    s: str
+    span: Span = NO_SPAN
+
+
+@dataclass(eq=False)
+class VList:
+    items: tuple
+    span: Span = NO_SPAN
+
+
+@dataclass(eq=False)
+class VWords:
+    """A list of StdU64: a uint64 array; `source` names the file it was loaded from."""
+
+    data: np.ndarray
+    span: Span = NO_SPAN
+    source: str = ""
+    item_spans: tuple = ()
+
+
+@dataclass(eq=False)
+class VObj:
+    key: str
+    ctor: str
+    fields: dict
+    span: Span = NO_SPAN
+    args: tuple = ()
+    type_span: Span = NO_SPAN
+    name: str = ""
+    cache: dict = field(default_factory=dict)  # lowered forms, so each object lowers once
+    # False when a field was missing, unknown, given twice or ill-typed (already reported):
+    # the object is kept so that the checks of the fields that are fine still run.
+    complete: bool = True
+
+
+def whole(v) -> bool:
+    """Whether a value holds no incomplete object anywhere inside."""
+    stack = [v]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, VObj):
+            if not x.complete:
+                return False
+            stack.extend(x.fields.values())
+        elif isinstance(x, VList):
+            stack.extend(x.items)
+        elif x is None:
+            return False
+    return True
+
+
+@dataclass(eq=False)
+class VProgram:
+    expr: object  # ast.ListLit (per-slot form) or ast.Pointwise
+    module: ModuleInfo
+    slots: object  # int or ANY
+    span: Span = NO_SPAN
+
+
+@dataclass(eq=False)
+class VRows:
+    """`load "PATH" shares [...]`: rows of the learner's sample width, split among owners."""
+
+    path: str
+    shares: tuple
+    span: Span = NO_SPAN
+
+
+Value = object
+_BUSY = object()
+
+
+class Evaluator:
+    def __init__(self, world: World):
+        self.world = world
+        self.bag = world.bag
+        self.memo: dict[tuple[str, str], object] = {}
+
+    # ------------------------------------------------------------------ types
+    def resolve_type(self, info: ModuleInfo, t: ast.TypeExpr, params: dict | None = None):
+        """A Ty, an int (a Nat argument), ANY, or None after reporting an error."""
+        params = params or {}
+        if isinstance(t, ast.TypeUniverse):
+            return Ty(UNIVERSE, (t.level,))
+        if isinstance(t, ast.TypeNat):
+            n = self.nat_const(info, t.value, params)
+            return n
+        if isinstance(t, ast.TypeName):
+            if t.name in params:
+                return params[t.name]
+            if self._nat_value_name(info, t.name):
+                return self.nat_const(info, ast.NatName(t.name, t.span), params)
+            found = self.world.lookup(info, t.name, "families", t.span)
+            if found is None:
+                return None
+            _, schema = found
+            return Ty(schema.key, tuple(ANY for _ in schema.params))
+        assert isinstance(t, ast.TypeApply)
+        found = self.world.lookup(info, t.family, "families", t.span)
+        if found is None:
+            return None
+        _, schema = found
+        if len(t.args) != len(schema.params):
+            self.bag.error("wrong-arity",
+                           f"{schema.name} takes {len(schema.params)} argument(s), given {len(t.args)}",
+                           t.span)
+            return None
+        args = []
+        for arg in t.args:
+            resolved = self.resolve_type(info, arg, params)
+            if resolved is None:
+                return None
+            args.append(resolved)
+        return Ty(schema.key, tuple(args))
+
+    def validate_families(self) -> None:
+        """Resolve every declared parameter and field type, so unknown types are reported
+        even in families no value uses."""
+        for info in list(self.world.modules.values()):
+            for schema in info.families.values():
+                params = {}
+                for name, t in schema.params:
+                    self.resolve_type(info, t)
+                    params[name] = ANY
+                for ctor in schema.ctors:
+                    for f in ctor.fields:
+                        self.resolve_type(info, f.type, params)
+
+    def _nat_value_name(self, info: ModuleInfo, name: str) -> bool:
+        found = self.world.lookup(info, name, "values", NO_SPAN, report=False)
+        if found is None:
+            return False
+        module, decl = found
+        return isinstance(decl.type, ast.TypeName) and decl.type.name in ("Nat", "Std.Core.Nat")
+
+    # ------------------------------------------------------------------ named values
+    def value_of(self, info: ModuleInfo, name: str, span: Span):
+        """(value, type) of a named value seen from `info`, or None."""
+        found = self.world.lookup(info, name, "values", span, report=False)
+        if found is None:
+            return None
+        module, decl = found
+        key = (module.name, decl.name)
+        state = self.memo.get(key)
+        if state is _BUSY:
+            self.bag.error("cyclic-definition", f"{decl.name} is defined in terms of itself", span)
+            self.memo[key] = None
+            return None
+        if state is not None or key in self.memo:
+            return state
+        self.memo[key] = _BUSY
+        ty = self.resolve_type(module, decl.type)
+        result = None
+        if isinstance(ty, Ty):
+            v = self.check(module, decl.value, ty)
+            if v is not None:
+                if isinstance(v, VObj):
+                    v.name = v.name or decl.name
+                    v.type_span = decl.type.span
+                result = (v, ty)
+        elif ty is not None:
+            self.bag.error("type-mismatch", f"{decl.name} is given a Nat, not a type", decl.type.span)
+        self.memo[key] = result
+        return result
+
+    # ------------------------------------------------------------------ Nat expressions
+    def nat_const(self, info: ModuleInfo, e: ast.NatExpr, params: dict | None = None):
+        """A constant Nat expression (program bounds, type arguments), or None."""
+        if isinstance(e, ast.NatLit):
+            return self._nat_range(e.value, e.span)
+        if isinstance(e, ast.NatName):
+            if params and e.name in params:
+                return params[e.name]
+            got = self.value_of(info, e.name, e.span)
+            if got is None:
+                if self.world.lookup(info, e.name, "values", e.span, report=False) is None:
+                    self.bag.error("unknown-name", f"no Nat value named {e.name} is in scope", e.span)
+                return None
+            v, ty = got
+            if not isinstance(v, VNat):
+                self.bag.error("type-mismatch", f"{e.name} has type {ty}, expected Nat", e.span)
+                return None
+            return v.n
+        lhs = self.nat_const(info, e.lhs, params)
+        rhs = self.nat_const(info, e.rhs, params)
+        if not isinstance(lhs, int) or not isinstance(rhs, int):
+            return ANY if (lhs is ANY or rhs is ANY) else None
+        return self._nat_op(e.op, lhs, rhs, e.span)
+
+    def _nat_op(self, op: str, a: int, b: int, span: Span):
+        result = a + b if op == "+" else a - b if op == "-" else a * b
+        return self._nat_range(result, span)
+
+    def _nat_range(self, n: int, span: Span):
+        if n < 0:
+            self.bag.error("nat-range", f"{n} is below zero; a Nat is never negative", span)
+            return None
+        if n > MAX_NAT:
+            self.bag.error("nat-range", f"{n} is larger than the largest Nat accepted (2**62)", span)
+            return None
+        return n
+
+    # ------------------------------------------------------------------ checking
+    def check(self, info: ModuleInfo, e: ast.Expr, ty: Ty):
+        """Check `e` against `ty`; its value, or None after reporting."""
+        if isinstance(e, (ast.SlotRef, ast.ViewRef, ast.SumOf, ast.SlotAssign)):
+            self.bag.error("misplaced-program-expression",
+                           "slots, views and sums are only meaningful inside a pointwise program",
+                           e.span)
+            return None
+        if isinstance(e, ast.NameRef):
+            return self._check_name(info, e, ty)
+        if ty.key == NAT:
+            return self._check_nat(info, e)
+        if ty.key == U64:
+            w = self.word(info, e)
+            return None if w is None else VWord(w, e.span)
+        if ty.key == BOOL:
+            if isinstance(e, ast.BoolLit):
+                return VBool(e.value, e.span)
+            return self._mismatch(e, ty)
+        if ty.key == STRING:
+            if isinstance(e, ast.StringLit):
+                return VString(e.value, e.span)
+            return self._mismatch(e, ty)
+        if ty.key == LIST:
+            return self._check_list(info, e, ty)
+        if ty.key in (PA, UNIVERSE):
+            return self._mismatch(e, ty)
+        return self._check_family(info, e, ty)
+
+    def _describe(self, e: ast.Expr) -> str:
+        return {
+            ast.IntLit: "an integer", ast.FloatLit: "a number", ast.WordLit: "a word",
+            ast.BoolLit: "a Bool", ast.StringLit: "a String", ast.Unary: "an arithmetic expression",
+            ast.Binary: "an arithmetic expression", ast.Construct: "a constructor application",
+            ast.ListLit: "a list", ast.RangeLit: "a range", ast.Repeat: "a repeat list",
+            ast.Load: "a file load", ast.Pointwise: "a pointwise program",
+        }.get(type(e), "this expression")
+
+    def _mismatch(self, e: ast.Expr, ty: Ty):
+        self.bag.error("type-mismatch", f"expected {ty}, found {self._describe(e)}", e.span)
+        return None
+
+    def _check_name(self, info: ModuleInfo, e: ast.NameRef, ty: Ty):
+        got = self.value_of(info, e.name, e.span)
+        if got is not None:
+            v, actual = got
+            if not compatible(actual, ty):
+                self.bag.error("type-mismatch", f"{e.name} has type {actual}, expected {ty}", e.span)
+                return None
+            return v
+        if self.world.lookup(info, e.name, "values", e.span, report=False) is not None:
+            return None  # its definition already reported
+        ctor = self.world.lookup(info, e.name, "ctors", e.span, report=False)
+        if ctor is None and self.world.ambiguous(info, e.name):
+            self.world.lookup(info, e.name, "values", e.span)  # reports ambiguous-name
+            return None
+        if ctor is None:
+            self.bag.error("unknown-name", f"no value or constructor named {e.name} is in scope",
+                           e.span)
+            return None
+        return self._construct(info, ast.Construct(e.name, (), e.span), ty, ctor[1], bare=True)
+
+    def _check_nat(self, info: ModuleInfo, e: ast.Expr):
+        if isinstance(e, ast.IntLit):
+            n = self._nat_range(e.value, e.span)
+            return None if n is None else VNat(n, e.span)
+        if isinstance(e, ast.Binary) and e.op in ("add", "sub", "mul"):
+            lhs = self.check(info, e.lhs, Ty(NAT))
+            rhs = self.check(info, e.rhs, Ty(NAT))
+            if lhs is None or rhs is None:
+                return None
+            n = self._nat_op({"add": "+", "sub": "-", "mul": "*"}[e.op], lhs.n, rhs.n, e.span)
+            return None if n is None else VNat(n, e.span)
+        return self._mismatch(e, Ty(NAT))
+
+    def word(self, info: ModuleInfo, e: ast.Expr):
+        """A constant binary64 expression's word, or None after reporting."""
+        try:
+            if isinstance(e, ast.FloatLit):
+                return W.parse_literal(e.text)
+            if isinstance(e, ast.IntLit):
+                return W.parse_literal(str(e.value)) if e.text[:2] not in ("0x", "0X") \
+                    else W.from_nat(e.value)
+            if isinstance(e, ast.WordLit):
+                return W.raw_word(e.value)
+            if isinstance(e, ast.NameRef):
+                v = self._check_name(info, e, Ty(U64))
+                return None if v is None else v.w
+            if isinstance(e, ast.Unary) and e.op == "f64":
+                n = self.check(info, e.arg, Ty(NAT))
+                return None if n is None else W.from_nat(n.n)
+            if isinstance(e, ast.Unary):
+                arg = self.word(info, e.arg)
+                return None if arg is None else W.apply(e.op, arg)
+            if isinstance(e, ast.Binary):
+                lhs = self.word(info, e.lhs)
+                rhs = self.word(info, e.rhs)
+                return None if lhs is None or rhs is None else W.apply(e.op, lhs, rhs)
+        except W.WordError as exc:
+            self.bag.error(exc.code, exc.message, e.span)
+            return None
+        if isinstance(e, (ast.SlotRef, ast.ViewRef, ast.SumOf)):
+            self.check(info, e, Ty(U64))
+            return None
+        return self._mismatch(e, Ty(U64))
+
+    def _check_list(self, info: ModuleInfo, e: ast.Expr, ty: Ty):
+        elem = ty.args[0] if ty.args else ANY
+        if isinstance(elem, Ty) and elem.key == PA:
+            if isinstance(e, (ast.ListLit, ast.Pointwise)):
+                return VProgram(e, info, elem.args[1] if len(elem.args) > 1 else ANY, e.span)
+            return self._mismatch(e, ty)
+        if isinstance(e, ast.Pointwise):
+            return self._mismatch(e, ty)
+        if elem is ANY:
+            self.bag.error("type-mismatch", "the list's element type is not known here", e.span)
+            return None
+        is_words = elem.key == U64
+        if isinstance(e, ast.ListLit):
+            limit = W.MAX_WORDS if is_words else MAX_ITEMS
+            if len(e.items) > limit:
+                self.bag.error("size-limit", f"a list of {elem} holds at most {limit} items", e.span)
+                return None
+            if is_words:
+                out, spans, ok = [], [], True
+                for item in e.items:
+                    if isinstance(item, ast.SlotAssign):
+                        self.check(info, item, elem)
+                        ok = False
+                        continue
+                    w = self.word(info, item)
+                    ok = ok and w is not None
+                    out.append(w or 0)
+                    spans.append(item.span)
+                if not ok:
+                    return None
+                return VWords(np.array(out, dtype=np.uint64), e.span, "", tuple(spans))
+            items = [self.check(info, item, elem) for item in e.items]
+            if any(i is None for i in items):
+                return None
+            return VList(tuple(items), e.span)
+        if isinstance(e, ast.RangeLit):
+            if elem.key != NAT:
+                return self._mismatch(e, ty)
+            lo = self.check(info, e.lo, Ty(NAT))
+            hi = self.check(info, e.hi, Ty(NAT))
+            if lo is None or hi is None:
+                return None
+            if hi.n < lo.n:
+                self.bag.error("invalid-range", f"the range {lo.n} .. {hi.n} ends before it starts",
+                               e.span)
+                return None
+            if hi.n - lo.n > MAX_ITEMS:
+                self.bag.error("size-limit", f"a list of Nat holds at most {MAX_ITEMS} items", e.span)
+                return None
+            return VList(tuple(VNat(n, e.span) for n in range(lo.n, hi.n)), e.span)
+        if isinstance(e, ast.Repeat):
+            count = self.nat_const(info, e.count)
+            if not isinstance(count, int):
+                return None
+            limit = W.MAX_WORDS if is_words else MAX_ITEMS
+            if count > limit:
+                self.bag.error("size-limit", f"a list of {elem} holds at most {limit} items", e.span)
+                return None
+            if is_words:
+                w = self.word(info, e.item)
+                if w is None:
+                    return None
+                return VWords(np.full(count, w, dtype=np.uint64), e.span)
+            item = self.check(info, e.item, elem)
+            return None if item is None else VList((item,) * count, e.span)
+        if isinstance(e, ast.Load):
+            path = str(Path(info.file).parent / e.path)
+            if e.shares is not None:
+                inner = elem.args[0] if elem.key == LIST and elem.args else None
+                if not (isinstance(inner, Ty) and inner.key == LIST and inner.args
+                        and isinstance(inner.args[0], Ty) and inner.args[0].key == U64):
+                    self.bag.error("type-mismatch", f"`load ... shares` builds per-owner sample "
+                                   f"lists, but {ty} is expected here", e.span)
+                    return None
+                shares = self.check(info, e.shares, list_of(Ty(NAT)))
+                if shares is None:
+                    return None
+                return VRows(path, tuple(s.n for s in shares.items), e.span)
+            if not is_words:
+                self.bag.error("type-mismatch", f"`load` gives a list of StdU64, but {ty} is "
+                               "expected here", e.span)
+                return None
+            try:
+                data = W.load_words(path)
+            except W.WordError as exc:
+                self.bag.error(exc.code, exc.message, e.span)
+                return None
+            bad = W.first_non_finite(data)
+            if bad >= 0:
+                self.bag.error("non-finite-literal",
+                               f"word {bad} of {e.path} is not a finite binary64 number", e.span)
+                return None
+            return VWords(data, e.span, path)
+        return self._mismatch(e, ty)
+
+    def _check_family(self, info: ModuleInfo, e: ast.Expr, ty: Ty):
+        if not isinstance(e, ast.Construct):
+            return self._mismatch(e, ty)
+        found = self.world.lookup(info, e.ctor, "ctors", e.span)
+        if found is None:
+            return None
+        return self._construct(info, e, ty, found[1])
+
+    def _construct(self, info: ModuleInfo, e: ast.Construct, ty: Ty, ctor, bare: bool = False):
+        if ctor.family != ty.key:
+            family = ctor.family.rpartition(".")[2]
+            self.bag.error("type-mismatch",
+                           f"{ctor.name} builds a {family}, expected {ty}", e.span)
+            return None
+        module_name, _, family_name = ctor.family.rpartition(".")
+        home = self.world.modules[module_name]
+        schema = home.families[family_name]
+        params = {name: arg for (name, _), arg in zip(schema.params, ty.args)}
+        given: dict[str, object] = {}
+        ok = True
+        for init in e.fields:
+            fs = ctor.field(init.name)
+            if fs is None:
+                self.bag.error("unknown-field", f"{ctor.name} has no field {init.name}", init.span,
+                               [f"its fields: {', '.join(f.name for f in ctor.fields) or 'none'}"])
+                ok = False
+                continue
+            if init.name in given:
+                self.bag.error("duplicate-field", f"field {init.name} is given twice", init.span)
+                ok = False
+                continue
+            fty = self.resolve_type(home, fs.type, params)
+            given[init.name] = None
+            if not isinstance(fty, Ty):
+                ok = False
+                continue
+            v = self.check(info, init.value, fty)
+            ok = ok and v is not None
+            given[init.name] = v
+        missing = [f.name for f in ctor.fields if f.name not in given]
+        if missing:
+            self.bag.error("missing-field",
+                           f"{ctor.name} needs field{'s' if len(missing) > 1 else ''} "
+                           f"{', '.join(missing)}", e.span)
+            ok = False
+        return VObj(ty.key, ctor.name, given, e.span, ty.args, complete=ok)
