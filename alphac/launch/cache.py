@@ -1,0 +1,74 @@
+"""Which executables a launch must (re)build: the embedded `.alphac` metadata and staleness.
+
+An executable is reused only if it exists, its metadata names the plan's protocol identity,
+role and target, and it is newer than the spec, the .alpha files it may import and every
+module of the compiler (samples and initial words are embedded, not all in the identity).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+_PACKAGE = Path(__file__).resolve().parents[1]
+
+
+def read_metadata(exe: str | Path) -> dict | None:
+    """The JSON of the `.alphac` ELF section, or None if the file is not such an executable."""
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+
+    try:
+        with open(exe, "rb") as f:
+            elf = ELFFile(f)
+            sec = elf.get_section_by_name(".alphac")
+            if sec is None:
+                return None
+            data = sec.data()
+    except (OSError, ELFError, ValueError):
+        return None
+    try:
+        return json.loads(data.rstrip(b"\0").decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
+def _std_dir() -> Path:
+    return Path(os.environ.get("ALPHAC_STD", _PACKAGE.parent / "specs" / "std"))
+
+
+def _newest_source_mtime(spec_file: str | Path | None) -> float:
+    """The newest of: the spec, every .alpha file beside it or below (imports are resolved
+    there), the std library, and every module of the compiler."""
+    files = list(_PACKAGE.rglob("*.py")) + list(_std_dir().rglob("*.alpha"))
+    if spec_file:
+        spec = Path(spec_file)
+        files.append(spec)
+        if spec.parent.is_dir():
+            files += spec.parent.rglob("*.alpha")
+    newest = 0.0
+    for p in files:
+        try:
+            newest = max(newest, p.stat().st_mtime)
+        except OSError:
+            pass
+    return newest
+
+
+def stale_reason(exe: str | Path, protocol_hex: str, role: str, target: str,
+                 spec_file: str | Path | None) -> str | None:
+    """Why `exe` must be rebuilt, or None when it can be reused."""
+    p = Path(exe)
+    if not p.exists():
+        return "missing"
+    meta = read_metadata(p)
+    if meta is None:
+        return "no .alphac metadata"
+    if str(meta.get("protocol")) != protocol_hex:
+        return f"protocol {meta.get('protocol')} differs from the plan's {protocol_hex}"
+    if meta.get("role") != role or meta.get("target") != target:
+        return "built for another role or target"
+    if p.stat().st_mtime < _newest_source_mtime(spec_file):
+        return "older than the spec or the compiler"
+    return None

@@ -1,0 +1,90 @@
+"""`alphac launch SPEC`: build if needed, run every owner on 127.0.0.1, compare with the oracle.
+
+Prints the table (owner, role, target, version, digest, oracle) or, with --json, the keys of
+`alphac oracle --json` plus `match` per owner and at the top. Exit 0 only if every owner
+matched; a failed owner's stderr is shown on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from alphac.diagnostics import CompileError, SourceCache
+from alphac.launch.launcher import LaunchError, LaunchReport, launch
+
+
+def table(report: LaunchReport) -> str:
+    head = ("owner", "role", "target", "version", "digest", "oracle")
+    rows = [head]
+    for r in report.rows:
+        verdict = "match" if r.match else ("MISMATCH" if r.params is not None
+                                           else r.why.split(":", 1)[0])
+        rows.append((str(r.owner), r.role, r.target, "-" if r.version is None else str(r.version),
+                     (r.digest or "-")[:16], verdict))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)
+
+
+def print_failures(report: LaunchReport, err=sys.stderr) -> None:
+    for line in report.failures:
+        code, msg = line.split(": ", 1)
+        print(f"alphac: error[{code}]: {msg}", file=err)
+    if report.oracle_refusal:
+        agree = "; every owner refused by the same code" if report.refusals_agree else ""
+        print(f"alphac: note: the oracle refuses: {report.oracle_refusal}{agree}", file=err)
+    for owner, text in sorted(report.stderr.items()):
+        print(f"--- owner {owner} stderr ---", file=err)
+        print(text.rstrip("\n"), file=err)
+
+
+def print_diagnostics(exc: CompileError) -> None:
+    cache = SourceCache()
+    for d in exc.diagnostics:
+        try:
+            cache.add(d.span.file, open(d.span.file, encoding="utf-8").read())
+        except (OSError, UnicodeDecodeError):
+            pass
+    for d in exc.diagnostics:
+        print(d.render(cache), file=sys.stderr)
+
+
+def load(spec: str):
+    """The spec's deployment; located diagnostics (and None) if it does not check."""
+    from alphac.check import load_deployment
+
+    try:
+        return load_deployment(spec)
+    except CompileError as exc:
+        print_diagnostics(exc)
+        return None
+
+
+def run(spec: str, rounds: int | None, as_json: bool, out_dir: str, timeout: float) -> int:
+    dep = load(spec)
+    if dep is None:
+        return 1
+    try:
+        report = launch(dep, out_dir=out_dir, rounds=rounds, deadline_s=timeout, spec=spec,
+                        log=lambda m: print(f"alphac: {m}", file=sys.stderr))
+    except LaunchError as exc:
+        print(f"alphac: error[{exc.code}]: {exc.message}", file=sys.stderr)
+        return 1
+    except CompileError as exc:
+        print_diagnostics(exc)
+        return 1
+    except KeyboardInterrupt:
+        print("alphac: interrupted; every owner was stopped", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a stage's one-line error (build, targets)
+        code = getattr(exc, "code", None)
+        if code is None:
+            raise
+        print(f"alphac: error[{code}]: {getattr(exc, 'message', exc)}", file=sys.stderr)
+        return 1
+    if as_json:
+        print(json.dumps(report.as_json(), indent=2))
+    else:
+        print(table(report))
+    print_failures(report)
+    return 0 if report.match else 1

@@ -1,0 +1,289 @@
+"""Launching a deployment: build what is missing, run every owner, compare with the oracle.
+
+The API other tools call (the CLI, the demo, the gate tests, benchmarks):
+
+    exes   = ensure_built(plan, out_dir)                  # {(role, target): Path}
+    run    = run_plan(plan, exes, run_dir, updates=..)    # start owners, deadline, cleanup
+    report = compare(plan, run, oracle, rounds)           # per-owner rows, word for word
+    report = launch(dep, out_dir=.., rounds=..)           # all three
+
+Owners run on 127.0.0.1, each from its (role, target) executable, AArch64 ones under the
+target's runner (qemu-aarch64); results go to a fresh run directory every time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+from alphac.launch.results import OwnerResult, ResultError, read_result
+from alphac.launch.runner import (OwnerCommand, RunResult, free_ports, owner_argv, run_owners,
+                                  write_peers)
+
+
+class LaunchError(Exception):
+    """A one-line launch failure with a stable code (TOOLING section of alphac/codes.py)."""
+
+    def __init__(self, code: str, message: str):
+        from alphac.codes import CATALOGUE
+
+        assert code in CATALOGUE, code
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+def spec_stem(dep) -> str:
+    return Path(dep.source_file).stem if dep.source_file else dep.name
+
+
+def needed(dep) -> list[tuple[str, str]]:
+    """Every (role, target) the placement needs, in owner order, each once."""
+    out: list[tuple[str, str]] = []
+    for o in range(dep.owners):
+        key = (dep.role_of(o).name, dep.placement[o])
+        if key not in out:
+            out.append(key)
+    return out
+
+
+def exe_path(dep, role: str, target: str, out_dir: str | Path) -> Path:
+    return Path(out_dir) / f"{spec_stem(dep)}-{role}-{target}"
+
+
+def ensure_built(plan, out_dir: str | Path, force: bool = False,
+                 log=None) -> dict[tuple[str, str], Path]:
+    """Build each needed (role, target) into out_dir unless an up-to-date one is there."""
+    from alphac.launch.cache import stale_reason
+
+    dep = plan.deployment
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    exes: dict[tuple[str, str], Path] = {}
+    for role, target in needed(dep):
+        path = exe_path(dep, role, target, out)
+        why = "forced" if force else stale_reason(path, plan.protocol_hex, role, target,
+                                                  dep.source_file or None)
+        if why is not None:
+            from alphac.codegen.build import build_executable
+
+            if log:
+                log(f"build {path.name}: {why}")
+            path = Path(build_executable(plan, role, target, out))
+        exes[(role, target)] = path
+    return exes
+
+
+def runner_for(target: str) -> tuple[str, ...]:
+    from alphac.targets import load_target
+
+    return tuple(load_target(target).runner)
+
+
+@dataclass
+class PlanRun:
+    """One execution of every owner: where things went and how each owner ended."""
+
+    run_dir: Path
+    peers: Path
+    result: RunResult
+    outputs: dict[int, OwnerResult] = field(default_factory=dict)
+    output_errors: dict[int, str] = field(default_factory=dict)
+
+
+def new_run_dir(out_dir: str | Path, stem: str) -> Path:
+    base = Path(out_dir) / "runs"
+    base.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f"{stem}-", dir=base))
+
+
+def owner_exes(dep, exes: Mapping[tuple[str, str], Path]) -> list[Path]:
+    return [exes[(dep.role_of(o).name, dep.placement[o])] for o in range(dep.owners)]
+
+
+def run_plan(dep, exes: Mapping[tuple[str, str], Path] | list[Path], run_dir: str | Path,
+             updates: int | None = None, timeout_ms: int | None = None,
+             deadline_s: float = 120.0, owners: list[int] | None = None,
+             extra_argv: Mapping[int, tuple[str, ...]] | None = None,
+             ports: list[int] | None = None) -> PlanRun:
+    """Start owners (all, or `owners`) of `dep` from `exes` ({(role, target): exe}, or one
+    exe per owner), wait up to `deadline_s`, kill and reap what is left, read outputs."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    per_owner = exes if isinstance(exes, list) else owner_exes(dep, exes)
+    ports = ports if ports is not None else free_ports(dep.owners)
+    peers = write_peers(run_dir / f"{spec_stem(dep)}.peers", ports)
+    cmds = []
+    for o in (owners if owners is not None else range(dep.owners)):
+        target = dep.placement[o]
+        out = run_dir / f"owner-{o}.out"
+        argv = owner_argv(per_owner[o], o, peers, out, runner_for(target), updates, timeout_ms)
+        argv += tuple((extra_argv or {}).get(o, ()))
+        cmds.append(OwnerCommand(o, argv, out, f"{dep.role_of(o).name}/{target}"))
+    try:
+        result = run_owners(cmds, deadline_s, run_dir)
+    except OSError as exc:
+        raise LaunchError("owner-failed", f"cannot start an owner: {exc}") from None
+    run = PlanRun(run_dir, peers, result)
+    for oc in result.outcomes:
+        if not oc.ok:
+            continue
+        try:
+            run.outputs[oc.owner] = read_result(oc.out)
+        except (OSError, ResultError) as exc:
+            run.output_errors[oc.owner] = str(exc)
+    return run
+
+
+def _words(x) -> tuple[int, ...]:
+    if hasattr(x, "as_tuple"):
+        return x.as_tuple()
+    return tuple(int(w) for w in x)
+
+
+@dataclass(frozen=True)
+class OwnerRow:
+    owner: int
+    role: str
+    target: str
+    version: int | None
+    params: tuple[int, ...] | None
+    state: tuple[int, ...] | None
+    match: bool
+    why: str = ""  # when not matched: the refusal, timeout, or first differing word
+
+    @property
+    def digest(self) -> str | None:
+        """The digest `alphac oracle` reports: sha256 of the little-endian bytes of the
+        parameter words, then the state words."""
+        if self.params is None:
+            return None
+        words = self.params + self.state
+        return hashlib.sha256(struct.pack(f"<{len(words)}Q", *words)).hexdigest()
+
+
+@dataclass(frozen=True)
+class LaunchReport:
+    spec: str
+    deployment: str
+    rounds: int
+    protocol: str
+    rows: tuple[OwnerRow, ...]
+    failures: tuple[str, ...]  # one-line `code: message` per failed owner or mismatch
+    stderr: Mapping[int, str]
+    seconds: float
+    run_dir: Path
+    oracle_refusal: str = ""  # `code: detail` when the oracle refuses the deployment itself
+
+    @property
+    def refusals_agree(self) -> bool:
+        """Every owner refused with the code the oracle refuses with (nothing published)."""
+        if not self.oracle_refusal:
+            return False
+        code = self.oracle_refusal.split(":", 1)[0]
+        return all(r.params is None and f"refused: {code}:" in r.why for r in self.rows)
+
+    @property
+    def match(self) -> bool:
+        return bool(self.rows) and all(r.match for r in self.rows)
+
+    def as_json(self) -> dict:
+        return {
+            "spec": self.spec, "deployment": self.deployment, "rounds": self.rounds,
+            "protocol": self.protocol, "match": self.match,
+            **({"oracle_refusal": self.oracle_refusal} if self.oracle_refusal else {}),
+            "owners": [{
+                "owner": r.owner, "role": r.role, "target": r.target, "version": r.version,
+                "params": None if r.params is None else [f"{w:016x}" for w in r.params],
+                "state": None if r.state is None else [f"{w:016x}" for w in r.state],
+                "digest": r.digest, "match": r.match,
+                **({"error": r.why} if not r.match else {}),
+            } for r in self.rows],
+        }
+
+
+def _first_difference(got: tuple[int, ...], want: tuple[int, ...], what: str) -> str | None:
+    if len(got) != len(want):
+        return f"{len(got)} {what} words, the oracle has {len(want)}"
+    for i, (g, w) in enumerate(zip(got, want)):
+        if g != w:
+            return f"{what}[{i}] = {g:016x}, the oracle has {w:016x}"
+    return None
+
+
+def compare(plan, run: PlanRun, oracle, rounds: int, spec: str = "",
+            oracle_refusal: str = "") -> LaunchReport:
+    """Each owner's words and version against the oracle's, word for word. `oracle` is None
+    when the oracle refused (`oracle_refusal`): then no owner may have published."""
+    dep = plan.deployment
+    rows, failures = [], []
+    by_owner = {oc.owner: oc for oc in run.result.outcomes}
+    for o in range(dep.owners):
+        role, target = dep.role_of(o).name, dep.placement[o]
+        oc = by_owner.get(o)
+        res = run.outputs.get(o)
+        if oc is None:
+            rows.append(OwnerRow(o, role, target, None, None, None, False, "not started"))
+            continue
+        if res is None:
+            if oc.timed_out:
+                why = f"launch-timeout: owner {o} ({role} on {target}) still running at the deadline"
+            elif oc.ok:
+                why = f"bad-output: owner {o}: {run.output_errors.get(o, 'no output')}"
+            else:
+                line = oc.refusal() or (oc.stderr.strip().splitlines() or ["no message"])[-1]
+                why = f"owner-failed: owner {o} ({role} on {target}) exited {oc.returncode}: {line}"
+            rows.append(OwnerRow(o, role, target, None, None, None, False, why))
+            failures.append(why)
+            continue
+        why = None
+        if oracle is None:
+            why = f"published, but the oracle refuses: {oracle_refusal}"
+            failures.append(f"oracle-mismatch: owner {o} ({role} on {target}): {why}")
+            rows.append(OwnerRow(o, role, target, res.version, res.params, res.state, False,
+                                 failures[-1]))
+            continue
+        want = oracle.owners[o]
+        if res.owner != o:
+            why = f"output names owner {res.owner}"
+        elif res.version != int(want.version):
+            why = f"version {res.version}, the oracle has {want.version}"
+        else:
+            why = (_first_difference(res.params, _words(want.params), "params")
+                   or _first_difference(res.state, _words(want.state), "state"))
+        if why is not None:
+            why = f"oracle-mismatch: owner {o} ({role} on {target}): {why}"
+            failures.append(why)
+        rows.append(OwnerRow(o, role, target, res.version, res.params, res.state,
+                             why is None, why or ""))
+    stderr = {oc.owner: oc.stderr for oc in run.result.outcomes if not oc.ok and oc.stderr}
+    return LaunchReport(spec or spec_stem(dep), dep.name, rounds, plan.protocol_hex,
+                        tuple(rows), tuple(failures), stderr, run.result.seconds, run.run_dir,
+                        oracle_refusal)
+
+
+def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
+           deadline_s: float = 120.0, timeout_ms: int | None = None, spec: str = "",
+           plan=None, log=None) -> LaunchReport:
+    """Plan, build what is missing, run every owner, evaluate the oracle, compare."""
+    from alphac.oracle import Refusal, evaluate
+    from alphac.plan import plan as make_plan
+
+    plan = plan if plan is not None else make_plan(dep)
+    n = dep.updates if rounds is None else rounds
+    exes = ensure_built(plan, out_dir, log=log)
+    if timeout_ms is None:
+        # socket and connect bounds well inside the launch deadline, so owners refuse by
+        # name before the launcher has to kill them
+        timeout_ms = max(1000, min(30000, int(deadline_s * 1000 / 3)))
+    run = run_plan(dep, exes, new_run_dir(out_dir, spec_stem(dep)), updates=rounds,
+                   timeout_ms=timeout_ms, deadline_s=deadline_s)
+    try:
+        oracle, refusal = evaluate(dep, n), ""
+    except Refusal as exc:
+        oracle, refusal = None, f"{exc.code}: {exc.detail}"
+    return compare(plan, run, oracle, n, spec, refusal)

@@ -1,0 +1,56 @@
+"""Repeated launches in one process (tests, benchmarks): each (deployment variant, role,
+target) is planned and built once into a per-process build directory, then reused."""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import tempfile
+from pathlib import Path
+
+from alphac.launch.launcher import PlanRun, ensure_built, new_run_dir, run_plan
+
+_root: Path | None = None
+_plans: dict[str, object] = {}
+_exes: dict[str, dict] = {}
+_deps: dict[str, object] = {}
+
+
+def root() -> Path:
+    global _root
+    if _root is None:
+        _root = Path(tempfile.mkdtemp(prefix="alphac-launch-"))
+        atexit.register(shutil.rmtree, _root, True)
+    return _root
+
+
+def deployment(spec: str):
+    """The deployment of a spec file, loaded once."""
+    if spec not in _deps:
+        from alphac.check import load_deployment
+
+        _deps[spec] = load_deployment(spec)
+    return _deps[spec]
+
+
+def plan(key: str, dep):
+    """The plan of `dep`, cached under `key` (a name for the variant: spec plus changes)."""
+    if key not in _plans:
+        from alphac.plan import plan as make_plan
+
+        _plans[key] = make_plan(dep)
+    return _plans[key]
+
+
+def built(key: str, dep) -> dict:
+    """{(role, target): executable} for `dep`, built once under root()/key."""
+    if key not in _exes:
+        _exes[key] = ensure_built(plan(key, dep), root() / key)
+    return _exes[key]
+
+
+def run(key: str, dep, **kw) -> PlanRun:
+    """Run every owner of a cached build in a fresh run directory (see launcher.run_plan)."""
+    exes = kw.pop("exes", None) or built(key, dep)
+    kw.setdefault("deadline_s", 120.0)
+    return run_plan(dep, exes, new_run_dir(root(), key), **kw)

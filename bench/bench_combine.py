@@ -1,0 +1,125 @@
+"""Combine benchmark: 4 owners on loopback, 1e6-word contributions, seconds per update.
+
+The learner is the smallest that puts 1e6-word frames on the wire: k = 1e6 parameters in
+the indexed form, one sample per owner, c[i] = w[i] * x and w[i] := w[i] - rate * mean[i].
+Each update moves 1e6 + 1 words per tree edge, up then down (star and hierarchy:2).
+Seconds per update = (T(N) - T(1)) / (N - 1), medians of a few runs, so process start-up and
+connection set-up cancel. Peers on this machine (../shared/anchors/README.md, ws 4, 1e6
+float64): gloo all_reduce 12.9 ms, Open MPI over TCP 17.5 ms.
+
+Also: wall time of building every (role, target) of specs/demo.alpha, and executable sizes.
+
+    python bench/bench_combine.py [--k 1000000] [--updates 21] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from alphac.ir import nodes as N  # noqa: E402
+
+PEERS_MS = {"gloo all_reduce ws4": 12.9, "Open MPI tcp ws4": 17.5}
+
+
+def _bits(x: float) -> int:
+    return struct.unpack("<Q", struct.pack("<d", x))[0]
+
+
+def learner(k: int) -> N.Learner:
+    i = N.Index(0, "i")
+    mul = N.Binary("mul", N.SlotRef(i), N.SlotRef(N.Index(k)))
+    contribution = N.Program(2 * k + 1, (N.Loop("i", 0, k, (
+        N.Assign(N.Index(k + 1, "i"), mul, label="c[i]"),)),))
+    step = N.Binary("sub", N.SlotRef(i), N.Binary("mul", N.SlotRef(N.Index(2 * k)),
+                                                  N.SlotRef(N.Index(k, "i"))))
+    update = N.Program(2 * k + 1, (N.Loop("i", 0, k, (N.Assign(i, step, label="w[i]"),)),))
+    w0 = np.linspace(-1.0, 1.0, k).view(np.uint64)
+    xs = np.array([[0.5], [0.25], [1.0], [2.0]]).view(np.uint64)
+    return N.Learner("combine_bench", k, 1, 0, contribution, update, N.Words(w0), N.Words(()),
+                     _bits(0.01), N.Samples(1, (1, 1, 1, 1), xs))
+
+
+def deployment(k: int, topology) -> N.Deployment:
+    name = "star" if isinstance(topology, N.Star) else "hierarchy"
+    return N.Deployment(f"combine_{name}", learner(k), 4, topology, N.Partitioning(),
+                        (N.Role("coordinator", (0,)), N.Role("worker", (1, 2, 3))),
+                        ("x86_64",) * 4, 1, N.Contract(), N.Checkpoint(),
+                        source_file=f"bench/combine_{name}.alpha")
+
+
+def bench_combine(k: int, updates: int, repeat: int) -> None:
+    from alphac.launch import session
+    from alphac.launch.launcher import compare
+    from alphac.oracle import evaluate
+
+    print(f"== combine: 4 owners on 127.0.0.1, contributions of {k} words "
+          f"({(k + 1) * 8 / 2**20:.2f} MiB frames)")
+    for topo in (N.Star(), N.Hierarchy(2)):
+        dep = deployment(k, topo)
+        key = dep.name
+        t0 = time.monotonic()
+        session.built(key, dep)
+        build_s = time.monotonic() - t0
+        walls = {1: [], updates: []}
+        last = None
+        for _ in range(repeat):
+            for n in (1, updates):
+                run = session.run(key, dep, updates=n, timeout_ms=30000, deadline_s=300)
+                if not run.result.ok:
+                    sys.exit("bench: owners failed: "
+                             + "; ".join(oc.stderr.strip() for oc in run.result.outcomes))
+                walls[n].append(max(oc.seconds for oc in run.result.outcomes))
+                last = run
+        t1, tn = statistics.median(walls[1]), statistics.median(walls[updates])
+        per = (tn - t1) / (updates - 1)
+        rep = compare(session.plan(key, dep), last, evaluate(dep, updates), updates)
+        verdict = "bit-identical to the oracle" if rep.match else "MISMATCH: " + "; ".join(rep.failures)
+        print(f"{dep.name:>16}: {per * 1e3:7.2f} ms/update  (T(1) {t1:.3f} s, T({updates}) "
+              f"{tn:.3f} s, median of {repeat}; build {build_s:.2f} s; {verdict})")
+    for peer, ms in PEERS_MS.items():
+        print(f"{peer:>24}: {ms:7.2f} ms  (all_reduce only, unordered)")
+
+
+def bench_build(spec: str) -> None:
+    print(f"== build: alphac build {spec} --all")
+    with tempfile.TemporaryDirectory() as d:
+        t0 = time.monotonic()
+        p = subprocess.run([sys.executable, "-m", "alphac", "build", spec, "--all", "-o", d],
+                           cwd=ROOT, capture_output=True, text=True)
+        wall = time.monotonic() - t0
+        if p.returncode != 0:
+            print(f"build failed ({p.returncode}): {p.stderr.strip()}")
+            return
+        files = sorted(Path(d).iterdir())
+        print(f"wall {wall:.2f} s for {len(files)} executables (includes interpreter start-up)")
+        for f in files:
+            print(f"  {f.name:<40} {f.stat().st_size:>9} bytes")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--k", type=int, default=1_000_000)
+    ap.add_argument("--updates", type=int, default=21)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--spec", default="specs/demo.alpha")
+    args = ap.parse_args()
+    bench_combine(args.k, args.updates, args.repeat)
+    bench_build(args.spec)
+
+
+if __name__ == "__main__":
+    os.chdir(ROOT)
+    main()

@@ -1,0 +1,61 @@
+"""When `alphac launch` reuses an executable and when it rebuilds it."""
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+from alphac.launch import session
+from alphac.launch.cache import read_metadata, stale_reason
+from alphac.launch.launcher import ensure_built
+
+SPECS = Path(__file__).resolve().parents[1] / "specs"
+
+SPEC = f"{SPECS}/lsq_plain_star.alpha"
+
+
+def _fresh_copy(tmp_path):
+    dep = session.deployment(SPEC)
+    plan = session.plan("lsq_plain_star", dep)
+    exe = session.built("lsq_plain_star", dep)[("coordinator", "x86_64")]
+    copy = tmp_path / exe.name
+    shutil.copy2(exe, copy)
+    ahead = time.time() + 3600  # newer than the spec and every compiler module
+    os.utime(copy, (ahead, ahead))
+    return plan, copy
+
+
+def test_metadata_names_protocol_role_and_target(tmp_path):
+    plan, exe = _fresh_copy(tmp_path)
+    meta = read_metadata(exe)
+    assert meta["protocol"] == plan.protocol_hex
+    assert (meta["role"], meta["target"], meta["owners"]) == ("coordinator", "x86_64", 4)
+
+
+def test_reuse_and_each_reason_to_rebuild(tmp_path):
+    plan, exe = _fresh_copy(tmp_path)
+    args = (plan.protocol_hex, "coordinator", "x86_64", SPEC)
+    assert stale_reason(exe, *args) is None
+    assert stale_reason(exe, "0" * 16, "coordinator", "x86_64", SPEC).startswith("protocol ")
+    assert stale_reason(exe, plan.protocol_hex, "worker", "x86_64", SPEC) == \
+        "built for another role or target"
+    assert stale_reason(tmp_path / "nothing", *args) == "missing"
+    (tmp_path / "text").write_text("not an executable")
+    assert stale_reason(tmp_path / "text", *args) == "no .alphac metadata"
+    os.utime(exe, (1, 1))
+    assert stale_reason(exe, *args) == "older than the spec or the compiler"
+
+
+def test_ensure_built_rebuilds_only_what_is_stale(tmp_path):
+    plan, exe = _fresh_copy(tmp_path)
+    before = exe.stat().st_mtime_ns
+    logs = []
+    exes = ensure_built(plan, tmp_path, log=logs.append)
+    assert exes[("coordinator", "x86_64")] == exe
+    assert exe.stat().st_mtime_ns == before
+    assert sorted(logs) == ["build lsq_plain_star-worker-aarch64: missing",
+                            "build lsq_plain_star-worker-x86_64: missing"]
+    # a rebuild gives the same bytes (reproducible builds)
+    ref = session.built("lsq_plain_star", session.deployment(SPEC))
+    for key, path in exes.items():
+        assert path.read_bytes() == ref[key].read_bytes(), key

@@ -1,0 +1,120 @@
+"""`alphac launch` and `python -m alphac.demo` as a person runs them (subprocesses)."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.mark.skipif(shutil.which("qemu-aarch64") is None, reason="qemu-aarch64 not installed")
+def test_demo_ends_with_the_bit_identical_line(tmp_path):
+    p = _run("-m", "alphac.demo", "specs/demo.alpha", "-o", str(tmp_path))
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = p.stdout.strip().splitlines()
+    from alphac.check import load_deployment
+
+    dep = load_deployment(str(ROOT / "specs/demo.alpha"))
+    assert set(dep.placement) == {"x86_64", "aarch64"}
+    assert lines[-1] == f"demo: {dep.owners} owners, x86_64+aarch64, bit-identical to the oracle"
+    rows = [l.split() for l in lines if l.split() and l.split()[0].isdigit()]
+    assert [r[0] for r in rows] == [str(o) for o in range(dep.owners)]
+    assert [r[2] for r in rows] == list(dep.placement)
+    assert all(r[-1] == "match" for r in rows)
+
+
+def test_launch_json_has_the_oracle_keys_plus_match(tmp_path):
+    spec = "specs/lsq_momentum_star.alpha"
+    p = _run("-m", "alphac", "launch", spec, "--json", "--rounds", "3", "-o", str(tmp_path))
+    assert p.returncode == 0, p.stdout + p.stderr
+    got = json.loads(p.stdout)
+    q = _run("-m", "alphac", "oracle", spec, "--json", "--rounds", "3")
+    assert q.returncode == 0, q.stderr
+    want = json.loads(q.stdout)
+    assert got["match"] is True
+    assert set(got) == set(want) | {"match"}
+    for key in set(want) - {"owners", "protocol"}:
+        assert got[key] == want[key], key
+    # the oracle is independent of the planner and may leave the protocol out (null)
+    from alphac.check import load_deployment
+    from alphac.plan import plan
+
+    assert got["protocol"] == plan(load_deployment(str(ROOT / spec))).protocol_hex
+    assert want["protocol"] in (None, got["protocol"])
+    assert len(got["owners"]) == len(want["owners"]) == 4
+    for g, w in zip(got["owners"], want["owners"]):
+        assert g.pop("match") is True
+        assert g == w
+    # the second launch reuses the executables and writes to a fresh run directory (dated
+    # ahead so that no concurrent edit of a compiler module makes them stale)
+    import os
+    import time
+
+    ahead = time.time() + 3600
+    for f in tmp_path.iterdir():
+        if f.is_file():
+            os.utime(f, (ahead, ahead))
+    before = {f: f.stat().st_mtime_ns for f in tmp_path.iterdir() if f.is_file()}
+    assert len(before) == 3  # coordinator-x86_64, worker-aarch64, worker-x86_64
+    p2 = _run("-m", "alphac", "launch", spec, "-o", str(tmp_path))
+    assert p2.returncode == 0, p2.stderr
+    assert "build" not in p2.stderr
+    assert {f: f.stat().st_mtime_ns for f in tmp_path.iterdir() if f.is_file()} == before
+    assert len(list((tmp_path / "runs").iterdir())) == 2
+    assert p2.stdout.splitlines()[0].split() == ["owner", "role", "target", "version", "digest",
+                                                 "oracle"]
+
+
+def test_launch_bad_spec_is_a_located_diagnostic(tmp_path):
+    bad = tmp_path / "bad.alpha"
+    bad.write_text("value x : Nat = )\n")
+    p = _run("-m", "alphac", "launch", str(bad), "-o", str(tmp_path))
+    assert p.returncode == 1
+    assert "Traceback" not in p.stderr
+    assert p.stderr.splitlines()[0] == f"{bad}:1:17: error[syntax-error]: unexpected ')'"
+    assert p.stdout == ""
+    assert not (tmp_path / "runs").exists()
+
+
+def test_ctrl_c_on_launch_leaves_no_owner_behind(tmp_path):
+    import os
+    import signal
+    import time
+
+    from alphac.launch import session
+
+    # executables built beforehand, dated ahead so the launch starts owners at once
+    dep = session.deployment(str(ROOT / "specs/lsq_plain_hierarchy.alpha"))
+    for exe in session.built("lsq_plain_hierarchy", dep).values():
+        target = tmp_path / exe.name
+        shutil.copy2(exe, target)
+        os.utime(target, (time.time() + 3600,) * 2)
+    p = subprocess.Popen([sys.executable, "-m", "alphac", "launch",
+                          "specs/lsq_plain_hierarchy.alpha", "--rounds", str(10**9),
+                          "-o", str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    owners: list[int] = []
+    deadline = time.monotonic() + 60
+    while len(owners) < 4 and time.monotonic() < deadline:
+        time.sleep(0.1)
+        owners = [int(x) for x in os.popen(f"pgrep -P {p.pid}").read().split()]
+    assert len(owners) == 4, owners
+    time.sleep(0.5)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 130, err
+    assert "interrupted; every owner was stopped" in err
+    assert "Traceback" not in err
+    time.sleep(0.2)
+    alive = [o for o in owners if os.path.exists(f"/proc/{o}")
+             and open(f"/proc/{o}/stat").read().split(")")[-1].split()[0] != "Z"]
+    assert alive == []

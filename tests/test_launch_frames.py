@@ -1,0 +1,89 @@
+"""The frame codec against hand-computed words and the published FNV-1a test vectors."""
+
+import struct
+
+import pytest
+
+from alphac.launch import frames
+from alphac.launch.frames import Frame, FrameError, decode, fnv1a_words
+
+
+def test_fnv1a_single_small_word_equals_the_byte_hash_vectors():
+    # For one word below 256, one word step equals FNV-1a-64 of that single byte; the
+    # published vectors: "" -> cbf29ce484222325, "\0" -> af63bd4c8601b7df, "a" -> af63dc4c8601ec8c
+    assert fnv1a_words([]) == 0xCBF29CE484222325
+    assert fnv1a_words([0]) == 0xAF63BD4C8601B7DF
+    assert fnv1a_words([0x61]) == 0xAF63DC4C8601EC8C
+
+
+def test_fnv1a_whole_word_xor_then_multiply():
+    h = 0xCBF29CE484222325
+    for w in (0xFFFFFFFFFFFFFFFF, 0x3FF0000000000000):
+        h = ((h ^ w) * 0x100000001B3) % 2**64
+    assert fnv1a_words([0xFFFFFFFFFFFFFFFF, 0x3FF0000000000000]) == h
+
+
+def test_magic_spells_alframe1():
+    assert struct.pack("<Q", frames.MAGIC) == b"ALFRAME1"
+
+
+def test_hello_encodes_to_exact_words():
+    f = frames.hello(0x1234, sender=1, receiver=0)
+    data = f.encode()
+    assert len(data) == (8 + 0 + 1) * 8
+    words = struct.unpack("<9Q", data)
+    assert words[:8] == (frames.MAGIC, 0x1234, 1, 0, 0, 0, frames.HELLO, 0)
+    assert words[8] == fnv1a_words(words[:8]) == 0xB92898D9B06BA7D8
+
+
+def test_combine_frame_round_trips():
+    payload = frames.combine_payload([0x3FF0000000000000, 0xC000000000000000], 3)
+    f = Frame(protocol=0xDEADBEEFCAFEF00D, sender=2, receiver=0, version=4, step=7,
+              kind=frames.COMBINE, payload=payload)
+    data = f.encode()
+    g, used = decode(data + b"trailing")
+    assert used == len(data) == (8 + 3 + 1) * 8
+    assert g.payload == (0x3FF0000000000000, 0xC000000000000000, 3)
+    assert (g.protocol, g.sender, g.receiver, g.version, g.step, g.kind) == (
+        0xDEADBEEFCAFEF00D, 2, 0, 4, 7, frames.COMBINE)
+    assert g.checksum == f.correct_checksum()
+
+
+def test_bad_checksum_is_refused_by_code():
+    f = Frame(1, 1, 0, 0, 0, frames.COMBINE, (5, 1), checksum=12345)
+    with pytest.raises(FrameError) as e:
+        decode(f.encode())
+    assert e.value.code == "frame-checksum"
+
+
+def test_one_flipped_payload_bit_is_caught():
+    data = bytearray(Frame(1, 1, 0, 0, 0, frames.COMBINE, (5, 1)).encode())
+    data[8 * 8] ^= 1
+    with pytest.raises(FrameError) as e:
+        decode(bytes(data))
+    assert e.value.code == "frame-checksum"
+
+
+def test_bad_magic_and_oversized_and_short():
+    with pytest.raises(FrameError) as e:
+        decode(Frame(1, 1, 0, 0, 0, frames.HELLO, magic=7).encode())
+    assert e.value.code == "frame-magic"
+    with pytest.raises(FrameError) as e:
+        decode(Frame(1, 1, 0, 0, 0, frames.COMBINE, (1, 2, 3)).encode(), max_payload=2)
+    assert e.value.code == "frame-oversized"
+    with pytest.raises(FrameError) as e:
+        decode(Frame(1, 1, 0, 0, 0, frames.COMBINE, (1, 2, 3)).encode()[:-1])
+    assert e.value.code == "peer-closed"
+
+
+def test_claimed_length_override_is_covered_by_the_checksum():
+    f = Frame(1, 1, 0, 0, 0, frames.COMBINE, (9,))
+    words = f.words(length=1 << 40)
+    assert words[7] == 1 << 40
+    assert words[-1] == fnv1a_words(words[:8] + (9,))
+
+
+def test_state_digest_is_params_then_state():
+    assert frames.state_digest([1, 2], [3]) == fnv1a_words([1, 2, 3])
+    assert frames.state_digest([1], [2, 3]) == fnv1a_words([1, 2, 3])
+    assert frames.state_digest([2, 1], [3]) != fnv1a_words([1, 2, 3])

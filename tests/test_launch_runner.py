@@ -1,0 +1,134 @@
+"""The runner starts owners in their own process groups and never leaves one behind."""
+
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from alphac.launch.runner import (OwnerCommand, free_ports, owner_argv, run_owners,
+                                  write_peers)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie still answers kill(0); it is reaped when /proc shows it gone or 'Z'
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _py(code: str) -> tuple[str, ...]:
+    return (sys.executable, "-c", code)
+
+
+def test_free_ports_are_distinct_and_bindable():
+    ports = free_ports(6)
+    assert len(set(ports)) == 6
+    for p in ports:
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", p))
+        s.close()
+
+
+def test_peers_file_lines(tmp_path):
+    p = write_peers(tmp_path / "x.peers", [4000, 4001, 4002])
+    assert p.read_text() == "0 127.0.0.1:4000\n1 127.0.0.1:4001\n2 127.0.0.1:4002\n"
+
+
+def test_owner_argv_puts_runner_first():
+    argv = owner_argv("out/a-worker-aarch64", 2, "p.peers", "r/o2.out", ("qemu-aarch64",),
+                      updates=5, timeout_ms=3000)
+    assert argv == ("qemu-aarch64", "out/a-worker-aarch64", "--owner", "2", "--peers",
+                    "p.peers", "--out", "r/o2.out", "--updates", "5", "--timeout-ms", "3000")
+
+
+def test_all_exit_codes_and_stderr_collected(tmp_path):
+    cmds = [OwnerCommand(0, _py("import sys; sys.exit(0)"), tmp_path / "0"),
+            OwnerCommand(1, _py("import sys; print('refused: frame-checksum: x', file=sys.stderr);"
+                                " sys.exit(1)"), tmp_path / "1")]
+    r = run_owners(cmds, 20, tmp_path / "log")
+    assert not r.timed_out and not r.ok
+    assert [o.returncode for o in r.outcomes] == [0, 1]
+    assert r.outcomes[1].refusal() == "refused: frame-checksum: x"
+    assert r.outcomes[1].refusal_code() == "frame-checksum"
+    assert r.outcomes[0].refusal() is None
+
+
+def test_deadline_kills_and_reaps_every_group(tmp_path):
+    # each owner also forks a grandchild, as a runner might; both must be gone afterwards
+    pidfile = tmp_path / "pids"
+    code = ("import os, subprocess, sys, time;"
+            "c = subprocess.Popen(['sleep', '60']);"
+            f"open({str(pidfile)!r} + sys.argv[1], 'w').write(f'{{os.getpid()}} {{c.pid}}');"
+            "time.sleep(60)")
+    cmds = [OwnerCommand(i, (*_py(code), str(i)), tmp_path / str(i)) for i in range(3)]
+    t0 = time.monotonic()
+    r = run_owners(cmds, 1.5, tmp_path / "log")
+    assert time.monotonic() - t0 < 10
+    assert r.timed_out and not r.ok
+    assert sorted(r.killed) == [0, 1, 2]
+    assert all(o.timed_out for o in r.outcomes)
+    pids = [int(x) for i in range(3) for x in (tmp_path / f"pids{i}").read_text().split()]
+    time.sleep(0.2)
+    assert [p for p in pids if _alive(p)] == []
+
+
+def test_finished_owner_is_not_reported_killed(tmp_path):
+    cmds = [OwnerCommand(0, _py("pass"), tmp_path / "0"),
+            OwnerCommand(1, ("sleep", "60"), tmp_path / "1")]
+    r = run_owners(cmds, 1.0, tmp_path / "log")
+    assert r.killed == [1]
+    assert r.outcomes[0].returncode == 0 and r.outcomes[1].timed_out
+
+
+def test_ctrl_c_kills_every_owner(tmp_path):
+    cmds = [OwnerCommand(i, ("sleep", "60"), tmp_path / str(i)) for i in range(2)]
+    seen = []
+
+    def interrupt():
+        time.sleep(0.7)
+        for pid in map(int, os.popen(f"pgrep -P {os.getpid()} -x sleep").read().split()):
+            seen.append(pid)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    th = threading.Thread(target=interrupt)
+    th.start()
+    with pytest.raises(KeyboardInterrupt):
+        run_owners(cmds, 30, tmp_path / "log")
+    th.join()
+    assert len(seen) == 2
+    assert [p for p in seen if _alive(p)] == []
+
+
+def test_sigterm_to_the_launcher_kills_every_owner(tmp_path):
+    import subprocess
+
+    code = f"""
+import sys, os
+sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
+from alphac.launch.runner import OwnerCommand, run_owners
+cmds = [OwnerCommand(i, ('sleep', '60'), None) for i in range(3)]
+run_owners(cmds, 60, {str(tmp_path / 'log')!r})
+"""
+    p = subprocess.Popen([sys.executable, "-c", code])
+    deadline = time.monotonic() + 10
+    kids = []
+    while time.monotonic() < deadline and len(kids) < 3:
+        time.sleep(0.1)
+        kids = [int(x) for x in os.popen(f"pgrep -P {p.pid} -x sleep").read().split()]
+    assert len(kids) == 3
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=10) != 0
+    time.sleep(0.2)
+    assert [k for k in kids if _alive(k)] == []
