@@ -93,7 +93,7 @@ PLAN = {
 PLAN_API_ONLY = frozenset({
     "numerical-order-mismatch", "data-parallel-assembly-overlap", "data-parallel-assembly-coverage",
     "shard-coverage-outside", "shard-decode-mismatch", "shard-replica-not-read-only",
-    "shard-replica-unversioned", "combine-delivery-partial",
+    "shard-replica-unversioned",
 })
 
 # -- oracle (alphac/oracle) -----------------------------------------------------------------

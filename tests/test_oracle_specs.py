@@ -109,16 +109,21 @@ def test_order10_star_and_hierarchy_differ_and_each_matches_exact_arithmetic():
     assert evaluate(star, 1).params != evaluate(tree, 1).params
 
 
-@pytest.mark.parametrize("name", ["order10_star.alpha", "order10_hierarchy.alpha",
-                                  "lsq_plain_star.alpha", "lsq_adam_hierarchy.alpha"])
-def test_gate_mutants_against_the_declared_program(name):
+@pytest.mark.parametrize("name", ["order10_star.alpha", "order10_hierarchy.alpha"])
+def test_every_mutant_changes_the_bits_of_the_order_gate(name):
     dep = load(name)
     declared = evaluate(dep)
-    words = {m: (r.params, r.state) for m in MUTANTS for r in [evaluate(dep, mutant=m)]}
-    assert words["duplicated-mass"] != (declared.params, declared.state)
-    if set(dep.learner.samples.shares) == {1}:
-        # one sample per owner: each owner's mean is its sum (g / 1 is exact), so the
-        # unweighted mean is the declared one; only unequal shares can expose it
-        assert words["unweighted-mean"] == (declared.params, declared.state)
-    else:
-        assert words["unweighted-mean"] != (declared.params, declared.state)
+    for m in MUTANTS:
+        r = evaluate(dep, mutant=m)
+        assert (r.params, r.state) != (declared.params, declared.state), m
+
+
+@pytest.mark.parametrize("name", ["lsq_plain_star.alpha", "lsq_adam_hierarchy.alpha"])
+def test_weight_mutants_change_the_bits_of_the_four_owner_gates(name):
+    # four owners' small contributions: another branch order happens to round alike here,
+    # which is why the order gate above uses ten owners and a wide dynamic range
+    dep = load(name)
+    declared = evaluate(dep)
+    for m in ("duplicated-mass", "unweighted-mean"):
+        r = evaluate(dep, mutant=m)
+        assert (r.params, r.state) != (declared.params, declared.state), m

@@ -194,7 +194,10 @@ class Lowering:
         members = next(iter(cov.fields.values()))
         kind = "members" if cov.ctor == "OrderedCombineMembers" else "group"
         root = self._tree(combine.fields["orderedCombineTree"])
-        return ir.ExplicitTree(root, kind, tuple(n.n for n in members.items), t.span)
+        deliver = combine.fields["orderedCombineDelivery"]
+        target = (deliver.fields["combineDeliveryTarget"].n
+                  if deliver.ctor == "CombineDeliverTo" else None)
+        return ir.ExplicitTree(root, kind, tuple(n.n for n in members.items), t.span, target)
 
     def _tree(self, node: VObj) -> ir.TreeNode:
         # Iterative: a declared tree may be as deep as its owner count.

@@ -3,7 +3,7 @@ kernels. It parses the command line and the peers file, connects along the owner
 protocol, interprets the owner's op table once per update, compares replicas, and writes
 the output file atomically; any failed check prints `refused: CODE: detail` and exits 1.
 
-    emit_runtime(module, plan, role, contribution, update) -> ir.Function   (main)
+    emit_runtime(module, plan, role, target, contribution, update) -> ir.Function   (main)
 
 The command line, frames and output format are documented in docs/runtime.md.
 """
