@@ -13,9 +13,10 @@ setup:
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
-	@$(PY) -c "import alphac, lark, click, llvmlite, elftools, pytest, hypothesis, numpy" 2>/dev/null \
-	  && $(PY) -m pip show alphac >/dev/null 2>&1 \
-	  || $(PY) -m pip install -q -e '.[test]'
+	@# the editable install must point at this tree (a clone elsewhere must not run another copy)
+	@cd / && $(PY) -c "import lark, click, llvmlite, elftools, pytest, hypothesis, numpy" 2>/dev/null \
+	  && $(PY) -m pip show alphac 2>/dev/null | grep -qx "Editable project location: $(CURDIR)" \
+	  || (cd $(CURDIR) && $(PY) -m pip install -q -e '.[test]')
 
 demo: setup
 	$(PY) -m alphac.demo $(DEMO_SPEC)
