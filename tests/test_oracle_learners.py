@@ -8,46 +8,10 @@ import struct
 
 import numpy as np
 
+from alphac.ir.builders import bits, flt, C, S, add, sub, mul, div, assign
 from alphac.ir.nodes import (
     Assign, Binary, Checkpoint, Const, Contract, Deployment, Hierarchy, Index, Learner, Let,
     Local, Loop, Partitioning, Program, Role, Samples, SlotRef, Star, Sum, Unary, Words)
-
-
-def bits(x: float) -> int:
-    return struct.unpack("<Q", struct.pack("<d", x))[0]
-
-
-def flt(w: int) -> float:
-    return struct.unpack("<d", struct.pack("<Q", w))[0]
-
-
-def C(x: float) -> Const:
-    return Const(bits(x))
-
-
-def S(base: int, var: str | None = None) -> SlotRef:
-    return SlotRef(Index(base, var))
-
-
-def add(a, b):
-    return Binary("add", a, b)
-
-
-def sub(a, b):
-    return Binary("sub", a, b)
-
-
-def mul(a, b):
-    return Binary("mul", a, b)
-
-
-def div(a, b):
-    return Binary("div", a, b)
-
-
-def assign(base: int, value, var: str | None = None, label: str = "") -> Assign:
-    return Assign(Index(base, var), value, label=label or (f"slot {base}" if var is None
-                                                          else f"v{base}[{var}]"))
 
 
 BETA = 0.9

@@ -1,0 +1,55 @@
+"""Short constructors for IR written by hand: tests and benchmarks build programs with these."""
+
+from __future__ import annotations
+
+import struct
+
+from alphac.ir.nodes import Assign, Binary, Const, Index, SlotRef, Unary
+
+
+def bits(x: float) -> int:
+    """The binary64 word of a Python float."""
+    return struct.unpack("<Q", struct.pack("<d", x))[0]
+
+
+def flt(w: int) -> float:
+    """The Python float of a binary64 word."""
+    return struct.unpack("<d", struct.pack("<Q", w))[0]
+
+
+def C(x: float) -> Const:
+    return Const(bits(x))
+
+
+def S(base: int, var: str | None = None) -> SlotRef:
+    return SlotRef(Index(base, var))
+
+
+def add(a, b) -> Binary:
+    return Binary("add", a, b)
+
+
+def sub(a, b) -> Binary:
+    return Binary("sub", a, b)
+
+
+def mul(a, b) -> Binary:
+    return Binary("mul", a, b)
+
+
+def div(a, b) -> Binary:
+    return Binary("div", a, b)
+
+
+def sqrt(a) -> Unary:
+    return Unary("sqrt", a)
+
+
+def neg(a) -> Unary:
+    return Unary("neg", a)
+
+
+def assign(base: int, value, var: str | None = None, label: str = "") -> Assign:
+    """`slot base := value`, or `v<base>[var] := value` inside a loop over `var`."""
+    return Assign(Index(base, var), value,
+                  label=label or (f"slot {base}" if var is None else f"v{base}[{var}]"))
