@@ -4,7 +4,9 @@ The learner is the smallest that puts 1e6-word frames on the wire: k = 1e6 param
 the indexed form, one sample per owner, c[i] = w[i] * x and w[i] := w[i] - rate * mean[i].
 Each update moves 1e6 + 1 words per tree edge, up then down (star and hierarchy:2).
 Seconds per update = (T(N) - T(1)) / (N - 1), medians of a few runs, so process start-up and
-connection set-up cancel. Peers on this machine (../shared/anchors/README.md, ws 4, 1e6
+connection set-up cancel; wall time is the slowest owner's, CPU time (user + system) is that
+of all four owners together (on a machine with fewer cores than owners, CPU per update
+divided by the cores bounds the wall time from below). Peers on this machine (../shared/anchors/README.md, ws 4, 1e6
 float64): gloo all_reduce 12.9 ms, Open MPI over TCP 17.5 ms.
 
 Also: wall time of building every (role, target) of specs/demo.alpha, and executable sizes.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import struct
 import subprocess
@@ -38,7 +41,7 @@ def _bits(x: float) -> int:
     return struct.unpack("<Q", struct.pack("<d", x))[0]
 
 
-def learner(k: int) -> N.Learner:
+def learner(k: int, xs=(0.5, 0.25, 1.0, 2.0)) -> N.Learner:
     i = N.Index(0, "i")
     mul = N.Binary("mul", N.SlotRef(i), N.SlotRef(N.Index(k)))
     contribution = N.Program(2 * k + 1, (N.Loop("i", 0, k, (
@@ -47,9 +50,9 @@ def learner(k: int) -> N.Learner:
                                                   N.SlotRef(N.Index(k, "i"))))
     update = N.Program(2 * k + 1, (N.Loop("i", 0, k, (N.Assign(i, step, label="w[i]"),)),))
     w0 = np.linspace(-1.0, 1.0, k).view(np.uint64)
-    xs = np.array([[0.5], [0.25], [1.0], [2.0]]).view(np.uint64)
+    rows = np.array([[x] for x in xs]).view(np.uint64)
     return N.Learner("combine_bench", k, 1, 0, contribution, update, N.Words(w0), N.Words(()),
-                     _bits(0.01), N.Samples(1, (1, 1, 1, 1), xs))
+                     _bits(0.01), N.Samples(1, (1,) * len(xs), rows))
 
 
 def deployment(k: int, topology) -> N.Deployment:
@@ -60,6 +63,13 @@ def deployment(k: int, topology) -> N.Deployment:
                         source_file=f"bench/combine_{name}.alpha")
 
 
+def solo(k: int) -> N.Deployment:
+    """One owner alone: the same kernels, local sum and mean, and no frames at all."""
+    return N.Deployment("combine_solo", learner(k, (0.5,)), 1, N.Star(), N.Partitioning(),
+                        (N.Role("solo", (0,)),), ("x86_64",), 1, N.Contract(), N.Checkpoint(),
+                        source_file="bench/combine_solo.alpha")
+
+
 def bench_combine(k: int, updates: int, repeat: int) -> None:
     from alphac.launch import session
     from alphac.launch.launcher import compare
@@ -67,30 +77,75 @@ def bench_combine(k: int, updates: int, repeat: int) -> None:
 
     print(f"== combine: 4 owners on 127.0.0.1, contributions of {k} words "
           f"({(k + 1) * 8 / 2**20:.2f} MiB frames)")
-    for topo in (N.Star(), N.Hierarchy(2)):
-        dep = deployment(k, topo)
+    for dep in (deployment(k, N.Star()), deployment(k, N.Hierarchy(2)), solo(k)):
         key = dep.name
         t0 = time.monotonic()
         session.built(key, dep)
         build_s = time.monotonic() - t0
         walls = {1: [], updates: []}
+        cpus = {1: [], updates: []}
         last = None
         for _ in range(repeat):
             for n in (1, updates):
+                r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
                 run = session.run(key, dep, updates=n, timeout_ms=30000, deadline_s=300)
+                r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
                 if not run.result.ok:
                     sys.exit("bench: owners failed: "
                              + "; ".join(oc.stderr.strip() for oc in run.result.outcomes))
                 walls[n].append(max(oc.seconds for oc in run.result.outcomes))
+                cpus[n].append((r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime))
                 last = run
         t1, tn = statistics.median(walls[1]), statistics.median(walls[updates])
         per = (tn - t1) / (updates - 1)
+        cpu = (statistics.median(cpus[updates]) - statistics.median(cpus[1])) / (updates - 1)
         rep = compare(session.plan(key, dep), last, evaluate(dep, updates), updates)
         verdict = "bit-identical to the oracle" if rep.match else "MISMATCH: " + "; ".join(rep.failures)
-        print(f"{dep.name:>16}: {per * 1e3:7.2f} ms/update  (T(1) {t1:.3f} s, T({updates}) "
+        print(f"{dep.name:>17}: {per * 1e3:7.2f} ms/update wall, {cpu * 1e3:7.2f} ms CPU "
+              f"({dep.owners} owner{'s' if dep.owners > 1 else ''})  (T(1) {t1:.3f} s, T({updates}) "
               f"{tn:.3f} s, median of {repeat}; build {build_s:.2f} s; {verdict})")
     for peer, ms in PEERS_MS.items():
         print(f"{peer:>24}: {ms:7.2f} ms  (all_reduce only, unordered)")
+
+
+def bench_checksum(k: int) -> None:
+    """The frame checksum's payload pass alone, in the runtime's code, on this machine."""
+    import ctypes
+
+    from llvmlite import ir
+
+    from alphac.codegen.rt_ir import Rt
+    from alphac.codegen.rt_net import LANES, emit_fnv, emit_lanes
+    from alphac.targets import compile_object
+
+    rt = Rt(ir.Module("checksum_bench"))
+    fnv, lanes = emit_fnv(rt), emit_lanes(rt)
+    for f in (fnv, lanes):
+        f.linkage = "external"
+    with tempfile.TemporaryDirectory() as d:
+        obj, so = Path(d) / "c.o", Path(d) / "c.so"
+        obj.write_bytes(compile_object(rt.module, "x86_64"))
+        subprocess.run(["cc", "-shared", "-o", str(so), str(obj)], check=True)
+        lib = ctypes.CDLL(str(so))
+        words = np.arange(k, dtype=np.uint64)
+        state = np.zeros(LANES, dtype=np.uint64)
+        p, st = words.ctypes.data_as(ctypes.c_void_p), state.ctypes.data_as(ctypes.c_void_p)
+        lib.rt_fnv.restype = ctypes.c_uint64
+        lib.rt_fnv.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint64]
+        lib.rt_lanes.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]
+
+        def best(f):
+            ts = []
+            for _ in range(20):
+                t0 = time.perf_counter()
+                f()
+                ts.append(time.perf_counter() - t0)
+            return min(ts)
+
+        serial = best(lambda: lib.rt_fnv(p, k, 0xCBF29CE484222325))
+        laned = best(lambda: lib.rt_lanes(p, 0, k, st))
+    print(f"== checksum of {k} words: serial FNV-1a {serial * 1e3:.3f} ms, "
+          f"{LANES} lanes {laned * 1e3:.3f} ms")
 
 
 def bench_build(spec: str) -> None:
@@ -116,6 +171,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--spec", default="specs/demo.alpha")
     args = ap.parse_args()
+    bench_checksum(args.k)
     bench_combine(args.k, args.updates, args.repeat)
     bench_build(args.spec)
 

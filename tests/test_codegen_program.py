@@ -586,3 +586,58 @@ def test_random_indexed_loops_match_reference(tmp_path):
                 slots[int(rng.integers(0, 2 * k + 1))] = rng.choice([np.nan, np.inf, 0.0, 1e308, -1e300])
             outcomes.append(check_against_reference(kern, p, slots))
     assert outcomes.count(0) >= 10 and len(outcomes) - outcomes.count(0) >= 10
+
+
+def test_reads_of_old_values_decide_which_views_are_saved():
+    k = 8
+    i = "i"
+    loop = n.Loop(i, 0, k, (
+        assign(2 * k, mul(S(2 * k, i), C(10.0)), i, "c[i]", 1),      # reads old c
+        assign(0, mul(S(2 * k, i), S(k, i)), i, "w[i]", 2),          # reads new c only
+        assign(2 * k + 8, add(C(1.0), S(k, i)), i, "d[i]", 3),       # never read
+        assign(2 * k + 8, add(S(2 * k + 8, i), C(1.0)), i, "d[i]", 4),  # after its write
+    ))
+    assert prog.fast_loop_ok(loop)
+    assert prog._reads_old(loop, [0, 2 * k, 2 * k + 8]) == [2 * k]
+    let_first = n.Loop(i, 0, k, (n.Let("t", S(0, i), Span("gate.alpha", 1, 1)),
+                                 assign(0, add(L("t"), C(1.0)), i, "w[i]", 2)))
+    assert prog._reads_old(let_first, [0]) == [0]
+
+
+def test_fast_loop_writes_in_place_and_saves_only_old_values(tmp_path):
+    # the contribution c[i] := w[i] * x[i] reads no old value: no saved words at all;
+    # the update w[i] := w[i] - rate * g[i] reads old w: one saved view
+    k = 1100
+    contribution = n.Program(3 * k, (n.Loop("i", 0, k, (
+        assign(2 * k, mul(S(0, "i"), S(k, "i")), "i", "c[i]"),)),))
+    update = n.Program(2 * k + 1, (n.Loop("i", 0, k, (
+        assign(0, sub(S(0, "i"), mul(S(2 * k), S(k, "i"))), "i", "w[i]"),)),))
+    for p, regions, saved in ((contribution, program_regions("contribution", k, k, 0), 0),
+                              (update, program_regions("update", k, 0, 0), 1)):
+        module = ir.Module("m")
+        emit_program(module, p, "kern", regions)
+        text = str(module)
+        assert text.count('alloca double, i32 512') == saved, text[:2000]
+        assert "copy" not in text
+
+
+def test_failure_after_an_in_place_rewrite_sees_the_old_words(tmp_path):
+    # s1 rewrites c[i] from its old value; s2 fails later in the same chunk. The rerun
+    # must start from the words before the chunk: c[550] * 10 is finite once, but would
+    # overflow if the rewritten word were multiplied again.
+    k = 1100
+    body = (assign(2 * k, mul(S(2 * k, "i"), C(10.0)), "i", "c[i]", 1),
+            assign(0, mul(S(2 * k, "i"), S(k, "i")), "i", "w[i]", 2))
+    p = n.Program(3 * k, (n.Loop("i", 0, k, body),))
+    kern = Kernel(tmp_path, p, program_regions("contribution", k, k, 0), "inplace")
+    rng = np.random.default_rng(5)
+    slots = rng.standard_normal(3 * k) + 3.0
+    slots[2 * k + 550], slots[k + 550] = 1e307, 1.0
+    check_against_reference(kern, p, slots)       # succeeds: the same words as in order
+    assert kern(slots)[0] == 0
+    slots[k + 700] = np.inf                       # x[700]: w[i] refuses at 700
+    assert kern(slots)[:2] == (2, 700)
+    assert check_against_reference(kern, p, slots) == 2
+    slots[k + 700] = 1.0
+    slots[2 * k + 1050] = 1e308                   # the next chunk: c[i] itself overflows
+    assert kern(slots)[:2] == (1, 1050)

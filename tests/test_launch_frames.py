@@ -1,11 +1,27 @@
-"""The frame codec against hand-computed words and the published FNV-1a test vectors."""
+"""The frame codec against hand-computed words, the published FNV-1a test vectors, and a
+reference of the lane checksum written out here from docs/runtime.md."""
 
 import struct
 
 import pytest
 
 from alphac.launch import frames
-from alphac.launch.frames import Frame, FrameError, decode, fnv1a_words
+from alphac.launch.frames import Frame, FrameError, decode, fnv1a_words, frame_checksum, payload_hash
+
+M64 = 2**64
+OFF, PRIME = 0xCBF29CE484222325, 0x100000001B3
+
+
+def reference_checksum(header, payload):
+    """docs/runtime.md, word by word: four lanes seeded OFF ^ j over payload words i with
+    i % 4 == j, the lanes folded from OFF in lane order, then the 8 header words."""
+    lanes = [OFF ^ 0, OFF ^ 1, OFF ^ 2, OFF ^ 3]
+    for i, w in enumerate(payload):
+        lanes[i % 4] = ((lanes[i % 4] ^ w) * PRIME) % M64
+    h = OFF
+    for w in lanes + list(header):
+        h = ((h ^ w) * PRIME) % M64
+    return h
 
 
 def test_fnv1a_single_small_word_equals_the_byte_hash_vectors():
@@ -33,7 +49,7 @@ def test_hello_encodes_to_exact_words():
     assert len(data) == (8 + 0 + 1) * 8
     words = struct.unpack("<9Q", data)
     assert words[:8] == (frames.MAGIC, 0x1234, 1, 0, 0, 0, frames.HELLO, 0)
-    assert words[8] == fnv1a_words(words[:8]) == 0xB92898D9B06BA7D8
+    assert words[8] == reference_checksum(words[:8], []) == 0xB73387A34CDC75E8
 
 
 def test_combine_frame_round_trips():
@@ -80,7 +96,39 @@ def test_claimed_length_override_is_covered_by_the_checksum():
     f = Frame(1, 1, 0, 0, 0, frames.COMBINE, (9,))
     words = f.words(length=1 << 40)
     assert words[7] == 1 << 40
-    assert words[-1] == fnv1a_words(words[:8] + (9,))
+    assert words[-1] == reference_checksum(words[:8], [9])
+
+
+def test_checksum_matches_the_reference_for_every_lane_position():
+    for n in range(0, 11):
+        payload = [(0x9E3779B97F4A7C15 * (i + 1)) % M64 for i in range(n)]
+        head = (frames.MAGIC, 77, 2, 0, 5, 3, frames.COMBINE, n)
+        assert frame_checksum(head, payload) == reference_checksum(head, payload)
+        assert Frame(77, 2, 0, 5, 3, frames.COMBINE, tuple(payload)).words()[-1] == \
+            reference_checksum(head, payload)
+
+
+def test_payload_hash_is_shared_by_receivers_and_only_the_header_is_refolded():
+    payload = frames.combine_payload([0x3FF0000000000000, 0x4000000000000000, 7], 3)
+    ph = payload_hash(payload)
+    sums = set()
+    for receiver in (1, 2, 3):
+        f = Frame(5, 0, receiver, 1, 4, frames.COMBINE, payload)
+        h = ph
+        for w in f.header():
+            h = ((h ^ w) * PRIME) % M64
+        assert f.words()[-1] == h
+        sums.add(h)
+    assert len(sums) == 3
+
+
+def test_lanes_keep_the_word_order():
+    a = [1, 2, 3, 4, 5, 6, 7, 8]
+    base = payload_hash(a)
+    assert payload_hash([2, 1] + a[2:]) != base      # two lanes swapped
+    assert payload_hash([5, 2, 3, 4, 1, 6, 7, 8]) != base  # order within lane 0
+    assert payload_hash(a + [0]) != base              # one more word, even a zero
+    assert len({payload_hash([0] * n) for n in range(9)}) == 9
 
 
 def test_state_digest_is_params_then_state():

@@ -12,7 +12,9 @@ from click.testing import CliRunner
 import alphac.check
 from alphac.cli import main
 from alphac.diagnostics import CompileError, Diagnostic, Span
+from alphac.ir import nodes as n
 from alphac.oracle import evaluate
+from alphac.plan import plan
 
 from test_oracle_learners import GATE_ROWS, GATE_SHARES, GATE_W0, deployment, gate, lsq_learner
 
@@ -40,7 +42,8 @@ def test_json_lists_every_owner_with_hex_words_version_and_digest(spec):
     doc = json.loads(out.output)
     assert list(doc) == ["spec", "deployment", "rounds", "protocol", "owners"]
     assert (doc["spec"], doc["deployment"], doc["rounds"], doc["protocol"]) == (
-        path, "lsq_adam_indexed", 2, None)
+        path, "lsq_adam_indexed", 2, plan(box["dep"]).protocol_hex)
+    assert len(doc["protocol"]) == 16 and int(doc["protocol"], 16) == plan(box["dep"]).protocol_id
     want = evaluate(box["dep"])
     assert len(doc["owners"]) == 4
     for o, row in enumerate(doc["owners"]):
@@ -110,3 +113,25 @@ def _mix() -> bool:
     """click < 8.2 mixes stderr into output unless told not to."""
     import inspect
     return "mix_stderr" in inspect.signature(CliRunner.__init__).parameters
+
+
+def test_json_protocol_is_the_one_alphac_plan_prints():
+    out = CliRunner().invoke(main, ["oracle", "specs/demo.alpha", "--json", "--rounds", "1"])
+    assert out.exit_code == 0, out.output
+    planned = CliRunner().invoke(main, ["plan", "specs/demo.alpha", "--json"])
+    assert planned.exit_code == 0, planned.output
+    want = json.loads(planned.output)["protocol"]
+    assert json.loads(out.output)["protocol"] == want
+    assert len(want) == 16 and want == want.lower()
+
+
+def test_json_protocol_follows_the_topology(spec):
+    path, box = spec
+    got = []
+    for topo in (n.Star(), n.Hierarchy(2)):
+        box["dep"] = gate("plain", topology=topo)
+        out = CliRunner().invoke(main, ["oracle", path, "--json"])
+        assert out.exit_code == 0, out.output
+        got.append(json.loads(out.output)["protocol"])
+        assert got[-1] == plan(box["dep"]).protocol_hex
+    assert got[0] != got[1]

@@ -299,3 +299,50 @@ def test_overflowing_combine_refuses_at_the_hub_and_its_peer_sees_it_close(work)
     assert res[0] == (1, "refused: non-finite: combine coordinate 0 at update 0 (owner 0)\n")
     assert res[1][0] == 1 and refusal_code(res[1][1]) == "peer-closed"
     assert not run.outs[0].exists() and not run.outs[1].exists()
+
+
+def test_power_of_two_count_mean_rounds_like_a_division(work):
+    """count 4: the mean is taken as x * 0.25, which must give x / 4 bit for bit, here on a
+    subnormal that rounds: c[0] = (w0 x0) x0 with w0 = 2^-1074 is 1, 1, 1 and 4 units, the
+    sum 7 units, 7 / 4 = 1.75 rounds to 2 units, and with rate 1 w0 becomes 1 - 2 = -1 unit
+    (a mean of 1 unit would give +0.0)."""
+    import dataclasses
+
+    from test_runtime_support import word
+
+    tiny = 5e-324
+    dep = _solo("rt_mean_pow2", [(1.0, 0.0, 0.0)] * 3 + [(2.0, 0.0, 0.0)], initial=(tiny, 0.5))
+    dep = dataclasses.replace(dep, learner=dataclasses.replace(dep.learner, rate=word(1.0)))
+    run, res = _run_all(dep, work, "mean_pow2")
+    assert res == {0: (0, "")}
+    out = read_output(run.outs[0])
+    assert out["params"] == reference(dep)[0]
+    assert out["params"][0] == word(-tiny)
+
+
+def test_combine_added_on_arrival_refuses_at_its_first_bad_coordinate(work):
+    """k = 100000 (a frame received in many pieces, each added as it arrives): both owners'
+    c[70000] = 1.5e308, so the hub's combine overflows there and only there."""
+    import numpy as np
+
+    from test_runtime_support import word
+
+    k = 100_000
+    i = n.Index(0, "i")
+    contribution = n.Program(2 * k + 1, (n.Loop("i", 0, k, (
+        n.Assign(n.Index(k + 1, "i"), n.Binary("mul", n.SlotRef(i), n.SlotRef(n.Index(k))),
+                 label="c[i]"),)),))
+    update = n.Program(2 * k + 1, (n.Loop("i", 0, k, (n.Assign(i, n.Binary(
+        "sub", n.SlotRef(i), n.Binary("mul", n.SlotRef(n.Index(2 * k)), n.SlotRef(n.Index(k, "i")))),
+        label="w[i]"),)),))
+    w0 = np.linspace(-1.0, 1.0, k)
+    w0[70_000] = 1.5e308
+    learner = n.Learner("big", k, 1, 0, contribution, update, n.Words(w0.view(np.uint64)), n.Words(()),
+                        word(0.01), n.Samples(1, (1, 1), np.array([[word(1.0)], [word(1.0)]], dtype=np.uint64)))
+    dep = n.Deployment("run_rt_big_combine", learner, 2, n.Star(), n.Partitioning(),
+                       (n.Role("coordinator", (0,)), n.Role("worker", (1,))), ("x86_64",) * 2, 1,
+                       n.Contract(), n.Checkpoint(), source_file="rt_big_combine.alpha")
+    run, res = _run_all(dep, work, "big_combine")
+    assert res[0] == (1, "refused: non-finite: combine coordinate 70000 at update 0 (owner 0)\n")
+    assert res[1][0] == 1 and refusal_code(res[1][1]) == "peer-closed"
+    assert not run.outs[0].exists() and not run.outs[1].exists()

@@ -129,7 +129,23 @@ def test_wrong_hello_protocol_refuses(work):
         res = hub.finish(10)
     finally:
         sock.close()
-    assert refusal_code(res[0][1]) == "frame-protocol"
+    # the connection is not identified yet: the message names the sender the hello claims
+    assert res[0] == (1, f"refused: frame-protocol: owner 0: frame from owner 1: protocol "
+                         f"{PID ^ 0xFF:#018x}, expected {PID:#018x} (another plan, topology or "
+                         "contract)\n")
+    assert not hub.outs[0].exists()
+
+
+def test_hello_with_bad_magic_names_the_claimed_sender(work):
+    hub = _hub(work, "hello_magic")
+    sock = _connect(hub.ports[0])
+    try:
+        sock.sendall(fr.Frame(PID, 1, 0, 0, 0, fr.HELLO, magic=0x55).encode())
+        res = hub.finish(10)
+    finally:
+        sock.close()
+    assert res[0] == (1, "refused: frame-magic: owner 0: frame from owner 1: magic "
+                         f"0x0000000000000055, expected {fr.MAGIC:#018x}\n")
 
 
 def test_diverging_replica_refuses_and_publishes_nothing(work):
@@ -262,3 +278,34 @@ def test_hello_from_an_owner_that_does_not_connect_here_refuses(work):
         sock.close()
     assert res[0] == (1, "refused: frame-sender: owner 0: a hello names sender 0, "
                          "not a peer still expected to connect\n")
+
+
+def _nan_value(**changes) -> fr.Frame:
+    words = [word(0.25)] * K
+    words[K - 1] = word(float("nan"))
+    f = fr.Frame(PID, 1, 0, 0, SEND_STEP, fr.COMBINE, fr.combine_payload(words, 1))
+    return fr.Frame(**{**f.__dict__, **changes})
+
+
+@pytest.mark.parametrize("corrupt,message", [
+    # the hub adds the words as they arrive: a NaN in a frame whose checksum fails is a
+    # frame-checksum refusal (the receive op's), never the combine's
+    (True, "frame-checksum"),
+    (False, f"refused: non-finite: combine coordinate {K - 1} at update 0 (owner 0)\n"),
+])
+def test_added_on_arrival_refuses_in_the_order_of_receive_then_combine(work, corrupt, message):
+    hub = _hub(work, f"nan_{corrupt}")
+    sock = _connect(hub.ports[0])
+    try:
+        sock.sendall(fr.hello(PID, 1, 0).encode())
+        f = _nan_value()
+        if corrupt:
+            f = _nan_value(checksum=f.correct_checksum() ^ 1)
+        sock.sendall(f.encode())
+        res = hub.finish(10)
+    finally:
+        sock.close()
+    status, err = res[0]
+    assert status == 1
+    assert (refusal_code(err) if corrupt else err) == message, err
+    assert not hub.outs[0].exists()

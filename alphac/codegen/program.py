@@ -10,12 +10,13 @@ coordinate (or -1) into *fail_coord. `NAME_labels[ordinal-1]` names that stateme
 Two lowerings of a loop share one expression emitter:
   * scalar: statement by statement, in place, branching out at the first failing check;
   * fast (a flat loop whose body only writes views at the loop index and reads them
-    nowhere else): per chunk of CHUNK coordinates, compute every statement into stack
-    scratch while OR-ing one "any non-finite" flag (no branches, so the loop vectorises),
-    then either copy the scratch into place, or, when the flag is set, rerun the
-    untouched chunk through the scalar lowering, which finds the first failing statement
-    and coordinate in sequential order. Both lowerings perform the same IEEE operations
-    on the same operands, so they produce the same words.
+    nowhere else): per chunk of CHUNK coordinates, compute every statement straight into
+    its destination while OR-ing one "any non-finite" flag (no branches, so the loop
+    vectorises); a view whose old value the body reads (`w[i] := w[i] - ...`) first has
+    that old value saved in stack scratch. When the flag is set, the saved words are put
+    back and the chunk is rerun through the scalar lowering, which finds the first failing
+    statement and coordinate in sequential order. Both lowerings perform the same IEEE
+    operations on the same operands, so they produce the same words.
 Arithmetic carries no fast-math or `contract` flags; sqrt is llvm.sqrt.f64.
 """
 
@@ -39,7 +40,7 @@ I64P = I64.as_pointer()
 I8P = I8.as_pointer()
 
 EXP_MASK = 0x7FF0000000000000
-# Coordinates per chunk of the fast loop: the scratch of a few written views stays in L1.
+# Coordinates per chunk of the fast loop: the saved old words of a few views stay in L1.
 CHUNK = 512
 
 
@@ -149,6 +150,21 @@ def fast_loop_ok(loop: n.Loop) -> bool:
             if any(r0 < w1 and w0 < r1 for w0, w1 in spans):
                 return False
     return True
+
+
+def _reads_old(loop: n.Loop, bases) -> list[int]:
+    """The written views (of a loop `fast_loop_ok` accepts) whose value from before the
+    iteration the body reads: a read of the view at the loop index before the first
+    statement that assigns it, in body order (its own assignment included)."""
+    assigned: set[int] = set()
+    old: set[int] = set()
+    for s in loop.body:
+        for ref in _refs(s.value):
+            if ref.index.var == loop.var and ref.index.base in bases and ref.index.base not in assigned:
+                old.add(ref.index.base)
+        if isinstance(s, n.Assign):
+            assigned.add(s.target.base)
+    return sorted(old)
 
 
 # ----------------------------------------------------------------------------- emitter
@@ -460,15 +476,21 @@ class _Emitter:
     def fast_loop(self, loop: n.Loop, ordinal: int, ctx: "_Ctx") -> None:
         b = self.b
         bases = sorted({s.target.base for s in loop.body if isinstance(s, n.Assign)})
+        saved = _reads_old(loop, bases)
         chunk = min(CHUNK, max(1, loop.hi - loop.lo))
-        scratch = {base: self.alloca_builder.alloca(F64, size=chunk, name=f"scratch{base}")
-                   for base in bases}
+        scratch = {base: self.alloca_builder.alloca(F64, size=chunk, name=f"saved{base}")
+                   for base in saved}
         hi = ir.Constant(I64, loop.hi)
         c0, chunk_head, close_chunk = self._loop(loop.var, ir.Constant(I64, loop.lo), hi, "chunk")
         c_end = b.add(c0, ir.Constant(I64, chunk))
         c_end = b.select(b.icmp_signed("<", c_end, hi), c_end, hi)
 
-        # Fast pass: compute into scratch, OR the checks, no branches.
+        def at(base: int, coord: ir.Value) -> ir.Value:
+            return self.address(n.Index(base, loop.var), {loop.var: _Var(coord, loop.lo, loop.hi)},
+                                NO_SPAN)
+
+        # Fast pass: save the old words the body reads, compute straight into place, OR the
+        # checks, no branches.
         pre = b.block
         self.uid += 1
         head = b.append_basic_block(f"fast{self.uid}.head")
@@ -482,12 +504,16 @@ class _Emitter:
         flag.add_incoming(ir.Constant(I1, 0), pre)
         b.cbranch(b.icmp_signed("<", i, c_end), body, done)
         b.position_at_end(body)
+        off = b.sub(i, c0)
+        for base in saved:
+            b.store(b.load(at(base, i), typ=F64),
+                    b.gep(scratch[base], [off], inbounds=True, source_etype=F64))
         vars_ = dict(ctx.vars)
         vars_[loop.var] = _Var(i, loop.lo, loop.hi)
         checks = _Flag(self, flag)
         written: dict = {base: None for base in bases}
         fctx = _Ctx(vars=vars_, env=dict(ctx.env), checks=checks, coord=i, written=written,
-                    loop_var=loop.var, scratch=scratch, chunk_start=c0)
+                    loop_var=loop.var)
         self.stmts(loop.body, ordinal, fctx)
         i.add_incoming(b.add(i, ir.Constant(I64, 1)), b.block)
         flag.add_incoming(checks.value, b.block)
@@ -495,34 +521,29 @@ class _Emitter:
         b.position_at_end(done)
 
         slow = b.append_basic_block(f"fast{self.uid}.slow")
-        copy = b.append_basic_block(f"fast{self.uid}.copy")
         joined = b.append_basic_block(f"fast{self.uid}.next")
-        b.cbranch(flag, slow, copy)
+        b.cbranch(flag, slow, joined)
 
-        # Slow pass: the chunk is untouched; rerun it in place with branching checks. It
-        # returns from the function at the first failure, in sequential order.
+        # Slow pass (rare): put the saved old words back, so the chunk reads as it did
+        # before the fast pass, and rerun it in place with branching checks. It returns
+        # from the function at the first failure, in sequential order. Views whose old
+        # value is never read need nothing put back: every read of them in the body comes
+        # after the statement that rewrites them.
         b.position_at_end(slow)
+        if saved:
+            j, _, close_restore = self._loop("j", ir.Constant(I64, 0), b.sub(c_end, c0), "restore")
+            for base in saved:
+                src = b.gep(scratch[base], [j], inbounds=True, source_etype=F64)
+                b.store(b.load(src, typ=F64), at(base, b.add(c0, j)))
+            close_restore()
         self.scalar_loop(loop, ordinal, ctx, lo=c0, hi=c_end)
-        b.branch(joined)
-
-        b.position_at_end(copy)
-        j, _, close_copy = self._loop("j", ir.Constant(I64, 0), b.sub(c_end, c0), "copy")
-        for base in bases:
-            src = b.gep(scratch[base], [j], inbounds=True, source_etype=F64)
-            slot = b.add(c0, j)
-            dst = self.address(n.Index(base, loop.var), {loop.var: _Var(slot, loop.lo, loop.hi)},
-                               NO_SPAN)
-            b.store(b.load(src, typ=F64), dst)
-        close_copy()
         b.branch(joined)
         b.position_at_end(joined)
         close_chunk(ir.Constant(I64, chunk))
 
     def fast_store(self, s: n.Assign, value: ir.Value, ok: bool, ctx: "_Ctx") -> None:
-        base = s.target.base
-        ctx.written[base] = (value, ok)
-        off = self.b.sub(ctx.vars[ctx.loop_var].value, ctx.chunk_start)
-        self.b.store(value, self.b.gep(ctx.scratch[base], [off], inbounds=True, source_etype=F64))
+        ctx.written[s.target.base] = (value, ok)
+        self.b.store(value, self.address(s.target, ctx.vars, s.span))
 
     # -- function ---------------------------------------------------------------------------
 
@@ -573,8 +594,6 @@ class _Ctx:
     ordinal: int = 0
     written: dict | None = None  # fast path: view base -> (value, ok) written this iteration
     loop_var: str | None = None
-    scratch: dict | None = None
-    chunk_start: ir.Value | None = None
 
     def at(self, ordinal: int) -> "_Ctx":
         self.ordinal = ordinal
@@ -582,8 +601,7 @@ class _Ctx:
 
     def with_vars(self, vars_: dict) -> "_Ctx":
         return _Ctx(vars=vars_, env=self.env, checks=self.checks, coord=self.coord,
-                    ordinal=self.ordinal, written=self.written, loop_var=self.loop_var,
-                    scratch=self.scratch, chunk_start=self.chunk_start)
+                    ordinal=self.ordinal, written=self.written, loop_var=self.loop_var)
 
 
 def emit_program(module: ir.Module, program: n.Program, name: str,

@@ -93,7 +93,7 @@ class Connections:
                 fd = b.load(fd_slot, typ=I32)
                 b.call(sockopts, [fd])
                 b.store(fd, self._arr(b, self.g_fds, p, I32))
-                b.call(send_frame, [p, i64(KIND_HELLO), i64(0), i64(0), self.g_small, i64(0)])
+                b.call(send_frame, [p, i64(KIND_HELLO), i64(0), i64(0), self.g_small, i64(0), i64(0)])
         # accept every higher peer; its hello says who it is
         with for_range(b, 0, nacc, "a") as j:
             remaining = b.sub(deadline, b.call(now_ms, []))
@@ -109,7 +109,8 @@ class Connections:
             rt.refuse_if(b, b.icmp_signed("<", fd, i32(0)), "io-error",
                          "owner %lld: accepting a peer's connection failed", me)
             b.call(sockopts, [fd])
-            sender = b.call(recv_frame, [fd, i64(-1), i64(KIND_HELLO), i64(0), i64(0), self.g_small, i64(0)])
+            sender = b.call(recv_frame, [fd, i64(-1), i64(KIND_HELLO), i64(0), i64(0), self.g_small, i64(0),
+                                         *self._no_add()])
             b.store(fd, self._arr(b, self.g_fds, sender, I32))
         with b.if_then(b.icmp_signed(">=", b.load(lfd_slot, typ=I32), i32(0))):
             rt.call(b, "close", b.load(lfd_slot, typ=I32))

@@ -199,6 +199,19 @@ def for_range(b: ir.IRBuilder, start, stop, name: str = "i"):
     b.position_at_end(end)
 
 
+def entry_alloca(b: ir.IRBuilder, ty: ir.Type) -> ir.Value:
+    """A stack slot in the function's entry block, wherever `b` stands: LLVM promotes only
+    entry-block slots to registers (a flag left in memory keeps a loop from vectorising),
+    and a slot allocated inside a loop would grow the stack on every iteration."""
+    entry = b.function.entry_basic_block
+    if b.block is entry:  # (a second builder inserting here would shift b's position)
+        return b.alloca(ty)
+    eb = ir.IRBuilder(entry)
+    if entry.instructions:
+        eb.position_before(entry.instructions[0])
+    return eb.alloca(ty)
+
+
 def is_nonfinite(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """True when x's exponent bits are all ones (an infinity or a NaN)."""
     bits = b.bitcast(x, I64) if x.type == F64 else x

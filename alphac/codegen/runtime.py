@@ -15,13 +15,13 @@ import struct
 import numpy as np
 from llvmlite import ir
 
-from alphac.codegen.rt_arith import Arithmetic
+from alphac.codegen.rt_arith import Arithmetic, emit_add_range
 from alphac.codegen.rt_cli import DEFAULT_TIMEOUT_MS, CommandLine, usage_text
 from alphac.codegen.rt_connect import Connections
 from alphac.codegen.rt_ir import (
     F64, F_OK, I32, I64, I8, PTR, VOID, Rt, for_range, gep, gep64, i32, i64, load64, store64)
 from alphac.codegen.rt_net import (
-    FNV_OFFSET, NetState, emit_fnv, emit_frames, emit_io, emit_now_ms, emit_sockopts)
+    FNV_OFFSET, NetState, emit_fnv, emit_frames, emit_io, emit_lanes, emit_now_ms, emit_sockopts)
 from alphac.codegen.rt_output import Output
 from alphac.codegen.rt_tables import (
     HEADER_WORDS, KIND_COMBINE, KIND_DIGEST, KIND_PUBLISH, OP_WORDS, kind_code, owner_tables)
@@ -88,6 +88,10 @@ class _Emitter(CommandLine, Connections, Arithmetic, Output):
         self.g_regs = rt.global_var("rt.regs", PTR, None)
         self.g_cbuf = rt.global_var("rt.cbuf", PTR, None)
         self.g_digest = rt.global_var("rt.digest", I64, 0)
+        self.g_added = rt.global_var("rt.added", I64, 0)
+        self.g_added_bad = rt.global_var("rt.added_bad", I64, 0)
+        self.g_sent_buf = rt.global_var("rt.sent_buf", PTR, None)
+        self.g_sent_hash = rt.global_var("rt.sent_hash", I64, 0)
         # a double global: the update kernel's rate region is a double*
         rate = struct.unpack("<d", struct.pack("<Q", self.dep.learner.rate))[0]
         self.g_rate = rt.global_var("rt.rate", F64, rate)
@@ -137,6 +141,11 @@ class _Emitter(CommandLine, Connections, Arithmetic, Output):
         base = b.load(self.g_regs, typ=PTR)
         return gep64(b, base, b.mul(r, i64(self.k + REGISTER_EXTRA)))
 
+    def _no_add(self) -> list[ir.Value]:
+        """rt_recv_frame's trailing arguments for a receive with no add on arrival."""
+        null = ir.Constant(PTR, None)
+        return [null, null, null, i64(0)]
+
     # -- the op interpreter ----------------------------------------------------------------
     def _emit_run_ops(self, send_frame, recv_frame, local, combine, apply) -> ir.Function:
         rt, k = self.rt, self.k
@@ -149,6 +158,9 @@ class _Emitter(CommandLine, Connections, Arithmetic, Output):
             kind, peer, dst, a, bb, step = (self._tab(b, self.c_ops, b.add(at, i64(w))) for w in range(OP_WORDS))
             fd = b.load(self._arr(b, self.g_fds, b.select(b.icmp_signed("<", peer, i64(0)), i64(0), peer), I32),
                         typ=I32)
+            # every op but a combine send may rewrite a register: forget the kept payload hash
+            with b.if_then(b.icmp_unsigned("!=", kind, i64(kind_code("send")))):
+                b.store(ir.Constant(PTR, None), self.g_sent_buf)
             after = b.append_basic_block("op.after")
             default = b.append_basic_block("op.bad")
             sw = b.switch(kind, default)
@@ -164,23 +176,39 @@ class _Emitter(CommandLine, Connections, Arithmetic, Output):
             b.call(local, [self._reg(b, dst), version])
             b.branch(after)
             b.position_at_end(cases["send"])
-            b.call(send_frame, [peer, i64(KIND_COMBINE), version, step, self._reg(b, a), i64(k + 1)])
+            b.call(send_frame, [peer, i64(KIND_COMBINE), version, step, self._reg(b, a), i64(k + 1), i64(1)])
             b.branch(after)
             b.position_at_end(cases["recv"])
-            b.call(recv_frame, [fd, peer, i64(KIND_COMBINE), version, step, self._reg(b, dst), i64(k + 1)])
+            # When the next op combines the register being received, its sums are computed
+            # as the words arrive (rt_add_range); that combine op then only checks them.
+            nxt = b.add(i, i64(1))
+            has_next = b.icmp_signed("<", nxt, count)
+            at2 = b.mul(b.add(base, b.select(has_next, nxt, i)), i64(OP_WORDS))
+            nkind, _, ndst, na, nb = (self._tab(b, self.c_ops, b.add(at2, i64(w))) for w in range(5))
+            fuse = b.and_(has_next, b.and_(b.icmp_signed("==", nkind, i64(kind_code("combine"))),
+                                           b.or_(b.icmp_signed("==", na, dst), b.icmp_signed("==", nb, dst))))
+
+            def payload(r):
+                return gep64(b, self._reg(b, b.select(fuse, r, i64(0))), HEADER_WORDS)
+            fdst = b.select(fuse, payload(ndst), ir.Constant(PTR, None))
+            b.call(recv_frame, [fd, peer, i64(KIND_COMBINE), version, step, self._reg(b, dst), i64(k + 1),
+                                fdst, payload(na), payload(nb), i64(k)])
+            b.store(b.zext(fuse, I64), self.g_added)
             b.branch(after)
             b.position_at_end(cases["combine"])
-            b.call(combine, [self._reg(b, dst), self._reg(b, a), self._reg(b, bb), version])
+            b.call(combine, [self._reg(b, dst), self._reg(b, a), self._reg(b, bb), version,
+                             b.load(self.g_added, typ=I64)])
+            b.store(i64(0), self.g_added)
             b.branch(after)
             b.position_at_end(cases["update"])
             b.call(apply, [self._reg(b, a), version])
             b.branch(after)
             b.position_at_end(cases["digest-send"])
             store64(b, b.load(self.g_digest, typ=I64), self.g_small, HEADER_WORDS)
-            b.call(send_frame, [peer, i64(KIND_DIGEST), version, step, self.g_small, i64(1)])
+            b.call(send_frame, [peer, i64(KIND_DIGEST), version, step, self.g_small, i64(1), i64(0)])
             b.branch(after)
             b.position_at_end(cases["digest-recv"])
-            b.call(recv_frame, [fd, peer, i64(KIND_DIGEST), version, step, self.g_small, i64(1)])
+            b.call(recv_frame, [fd, peer, i64(KIND_DIGEST), version, step, self.g_small, i64(1), *self._no_add()])
             theirs = load64(b, self.g_small, HEADER_WORDS)
             mine = b.load(self.g_digest, typ=I64)
             rt.refuse_if(b, b.icmp_unsigned("!=", theirs, mine), "replica-divergence",
@@ -188,10 +216,10 @@ class _Emitter(CommandLine, Connections, Arithmetic, Output):
                          "after %lld updates", peer, theirs, me, mine, version)
             b.branch(after)
             b.position_at_end(cases["publish-send"])
-            b.call(send_frame, [peer, i64(KIND_PUBLISH), version, step, self.g_small, i64(0)])
+            b.call(send_frame, [peer, i64(KIND_PUBLISH), version, step, self.g_small, i64(0), i64(0)])
             b.branch(after)
             b.position_at_end(cases["publish-recv"])
-            b.call(recv_frame, [fd, peer, i64(KIND_PUBLISH), version, step, self.g_small, i64(0)])
+            b.call(recv_frame, [fd, peer, i64(KIND_PUBLISH), version, step, self.g_small, i64(0), *self._no_add()])
             b.branch(after)
             b.position_at_end(after)
         b.ret_void()
@@ -207,11 +235,13 @@ class _Emitter(CommandLine, Connections, Arithmetic, Output):
         read_peers = self._emit_read_peers()
         now_ms = emit_now_ms(rt)
         fnv = emit_fnv(rt)
+        lanes = emit_lanes(rt)
+        self.add_range = emit_add_range(rt)
         st = NetState(rt, self.g_owner, self.g_fds, self.g_accept, self.g_timeout,
-                      self.plan.protocol_id, k + 1)
-        read_all, write_all, read_hashed = emit_io(st, fnv)
+                      self.plan.protocol_id, k + 1, self.g_added_bad, self.g_sent_buf, self.g_sent_hash)
+        read_all, write_all, read_hashed = emit_io(st, lanes, self.add_range)
         sockopts = emit_sockopts(st)
-        send_frame, recv_frame = emit_frames(st, fnv, read_all, write_all, read_hashed)
+        send_frame, recv_frame = emit_frames(st, fnv, lanes, read_all, write_all, read_hashed)
         connect = self._emit_connect(now_ms, sockopts, send_frame, recv_frame)
         run_ops = self._emit_run_ops(send_frame, recv_frame, self._emit_local(),
                                      self._emit_combine(), self._emit_apply())

@@ -2,7 +2,9 @@
 
 Used by tests that play a misbehaving peer against a real owner, and by tools that read
 frames off a socket. The layout is the executable contract (docs/runtime.md): all words
-are u64 little-endian; 8 header words, the payload, then one FNV-1a checksum word.
+are u64 little-endian; 8 header words, the payload, then one checksum word: the payload
+hashed in LANES independent FNV-1a lanes, the lanes folded into one word, then the 8
+header words folded on top (`frame_checksum`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ HEADER_WORDS = 8
 MASK = (1 << 64) - 1
 FNV_OFFSET = 0xCBF29CE484222325
 FNV_PRIME = 0x100000001B3
+# payload lanes of the frame checksum: lane j hashes the payload words i with i % LANES == j
+LANES = 4
 
 # frame kinds (header word 6)
 HELLO = 1
@@ -42,6 +46,27 @@ def fnv1a_words(words) -> int:
     return h
 
 
+def fnv1a_fold(h: int, words) -> int:
+    """Continue an FNV-1a word chain from state h."""
+    for w in words:
+        h = ((h ^ (int(w) & MASK)) * FNV_PRIME) & MASK
+    return h
+
+
+def payload_hash(payload) -> int:
+    """The payload part of the frame checksum. Lane j (0 <= j < LANES) starts at
+    FNV_OFFSET ^ j and folds the words payload[j], payload[j + LANES], ... in order; the
+    result is FNV-1a over the LANES lane words in lane order, from FNV_OFFSET. It does not
+    depend on the header, so one payload sent to several receivers is hashed once."""
+    lanes = [fnv1a_fold(FNV_OFFSET ^ j, payload[j::LANES]) for j in range(LANES)]
+    return fnv1a_words(lanes)
+
+
+def frame_checksum(header, payload) -> int:
+    """The checksum word of a frame: the 8 header words folded onto the payload hash."""
+    return fnv1a_fold(payload_hash(tuple(payload)), header)
+
+
 def state_digest(params, state) -> int:
     """The digest frame's payload word: FNV-1a over the k params then the m state words."""
     return fnv1a_words(list(params) + list(state))
@@ -66,13 +91,13 @@ class Frame:
                 self.step, self.kind, n)
 
     def correct_checksum(self) -> int:
-        return fnv1a_words(self.header() + tuple(self.payload))
+        return frame_checksum(self.header(), self.payload)
 
     def words(self, length: int | None = None) -> tuple[int, ...]:
         """Every word on the wire. `length` overrides the header's payload length (to claim
         more or fewer words than are sent); the checksum still covers the header as sent."""
         head = self.header(length)
-        check = self.checksum if self.checksum is not None else fnv1a_words(head + tuple(self.payload))
+        check = self.checksum if self.checksum is not None else frame_checksum(head, self.payload)
         return head + tuple(self.payload) + (check,)
 
     def encode(self, length: int | None = None) -> bytes:
@@ -108,7 +133,7 @@ def decode(data: bytes, max_payload: int | None = None) -> tuple[Frame, int]:
         raise FrameError("peer-closed", f"{len(data)} bytes, short of a {total}-byte frame")
     body = struct.unpack_from(f"<{n + 1}Q", data, HEADER_WORDS * 8)
     payload, check = tuple(body[:n]), body[n]
-    want = fnv1a_words(head + payload)
+    want = frame_checksum(head, payload)
     if check != want:
         raise FrameError("frame-checksum", f"checksum {check:#018x}, computed {want:#018x}")
     frame = Frame(protocol=head[1], sender=head[2], receiver=head[3], version=head[4],

@@ -2,7 +2,9 @@
 
 The table lists, per owner: owner, role, target, version, digest, then the parameter and
 state words it holds as 16-digit lowercase hex. `--json` prints the keys documented in
-docs/oracle.md. A refusal prints `refused: CODE: detail` on stderr; a spec that does not
+docs/oracle.md; its `protocol` is the planner's identity of the deployment (the one the
+executables check in every frame), looked up here, in the command layer, so that the
+evaluator itself stays independent of the planner. A refusal prints `refused: CODE: detail` on stderr; a spec that does not
 check prints its diagnostics; both exit 1.
 """
 
@@ -19,12 +21,23 @@ from alphac.oracle.words import hex_word
 WORDS_PER_LINE = 4
 
 
-def as_json(spec: str, result: OracleResult) -> dict:
+def protocol_hex(dep) -> str | None:
+    """`alphac plan`'s protocol identity of `dep` as 16 hex digits; None when the deployment
+    cannot be planned (`alphac plan` prints why)."""
+    from alphac.plan import plan
+
+    try:
+        return plan(dep).protocol_hex
+    except CompileError:
+        return None
+
+
+def as_json(spec: str, result: OracleResult, protocol: str | None = None) -> dict:
     return {
         "spec": spec,
         "deployment": result.deployment,
         "rounds": result.rounds,
-        "protocol": None,
+        "protocol": protocol,
         "owners": [{
             "owner": o.owner,
             "role": o.role,
@@ -83,7 +96,7 @@ def run(spec: str, rounds: int | None, as_json_flag: bool) -> int:
         print(r.line(), file=sys.stderr)
         return 1
     if as_json_flag:
-        print(json.dumps(as_json(spec, result), indent=2))
+        print(json.dumps(as_json(spec, result, protocol_hex(dep)), indent=2))
     else:
         print(as_table(spec, result))
     return 0
