@@ -303,6 +303,14 @@ def test_protocol_identity_is_stable_and_covers_what_changes_the_messages():
         assert plan(other).protocol_id != base.protocol_id
 
 
+def test_protocol_identity_covers_the_wire_format(monkeypatch):
+    import alphac.plan.identity as identity
+
+    base = plan(deployment(4)).protocol_id
+    monkeypatch.setattr(identity, "WIRE_FORMAT", identity.WIRE_FORMAT + 1)
+    assert plan(deployment(4)).protocol_id != base
+
+
 def test_protocol_identity_is_the_same_in_another_process():
     code = ("import sys; sys.path.insert(0, 'tests'); from test_plan_support import deployment; "
             "from alphac.plan import plan; from alphac.ir.nodes import Hierarchy; "

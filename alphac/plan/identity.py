@@ -4,7 +4,7 @@ Frames and checkpoints carry it; two executables interoperate only if their iden
 equal. It is the first 8 bytes (big-endian) of the sha256 of a canonical JSON document, so
 it is the same on every run and every machine. Samples, initial words, the rate, roles,
 placement, update count and checkpoint policy do not take part: they change neither the
-messages nor the order of any operation.
+messages nor the order of any operation. The wire format version does.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 from alphac.ir import nodes as ir
 from alphac.plan.canon import canonical_json, flat, sha256_hex, tree_table
 from alphac.plan.contract import PROFILE_FIELDS
+from alphac.plan.protocol import WIRE_FORMAT
 
 
 def identity_document(dep: ir.Deployment, nodes) -> dict:
@@ -26,6 +27,7 @@ def identity_document(dep: ir.Deployment, nodes) -> dict:
     part = dep.partitioning
     return {
         "format": "alphac-protocol-1",
+        "wire": WIRE_FORMAT,
         "owners": dep.owners,
         "topology": topology,
         "tree": tree_table(nodes),

@@ -11,6 +11,11 @@ from dataclasses import dataclass
 
 from alphac.ir.nodes import ExplicitTree, Hierarchy, Star, Topology, TreeBranch, TreeLeaf, TreeNode
 
+# The executables' wire format (frame layout and checksum, docs/runtime.md). It is part of
+# the protocol identity, so executables built for different wire formats refuse each
+# other's hello as `frame-protocol` instead of failing later on a checksum.
+WIRE_FORMAT = 2
+
 # Op kinds, in the order they are numbered in the executables' embedded tables.
 OP_KINDS = (
     "local",        # dst <- this owner's (sum of contributions in sample order, sample count)
