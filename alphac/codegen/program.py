@@ -29,15 +29,9 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from alphac.diagnostics import NO_SPAN, CompileError, Diagnostic, Span
+from alphac.codegen.types import F64, I1, I64, I8, PTR
 from alphac.ir import nodes as n
 
-F64 = ir.DoubleType()
-I64 = ir.IntType(64)
-I8 = ir.IntType(8)
-I1 = ir.IntType(1)
-F64P = F64.as_pointer()
-I64P = I64.as_pointer()
-I8P = I8.as_pointer()
 
 EXP_MASK = 0x7FF0000000000000
 # Coordinates per chunk of the fast loop: the saved old words of a few views stay in L1.
@@ -252,7 +246,7 @@ class _Emitter:
         self.program = program
         self.name = name
         self.regions = [(int(a), int(b)) for a, b in regions]
-        args = [F64P] * len(self.regions) + [I64P]
+        args = [PTR] * len(self.regions) + [PTR]
         self.fn = ir.Function(module, ir.FunctionType(I64, args), name)
         self.fn.attributes.add("nounwind")
         for arg in self.fn.args:
@@ -578,8 +572,8 @@ class _Emitter:
             g.linkage = "private"
             g.unnamed_addr = True
             g.initializer = ir.Constant(arr, data)
-            ptrs.append(g.bitcast(I8P))
-        table_t = ir.ArrayType(I8P, len(ptrs))
+            ptrs.append(g.bitcast(PTR))
+        table_t = ir.ArrayType(PTR, len(ptrs))
         table = ir.GlobalVariable(self.module, table_t, f"{self.name}_labels")
         table.global_constant = True
         table.initializer = ir.Constant(table_t, ptrs)

@@ -12,14 +12,7 @@ from dataclasses import dataclass, field
 
 from llvmlite import ir
 
-I1 = ir.IntType(1)
-I8 = ir.IntType(8)
-I16 = ir.IntType(16)
-I32 = ir.IntType(32)
-I64 = ir.IntType(64)
-F64 = ir.DoubleType()
-PTR = ir.PointerType()
-VOID = ir.VoidType()
+from alphac.codegen.types import F64, I1, I16, I32, I64, I8, PTR, VOID  # noqa: F401 (re-exported)
 
 # Linux constants that are identical on x86-64 and AArch64 (asm-generic values).
 AF_INET = 2
