@@ -123,6 +123,11 @@ RUNTIME = {
     "connect-timeout": "a peer could not be connected, or did not connect, within the deadline",
     "non-finite": "an arithmetic operation had a non-finite operand or result",
     "replica-divergence": "a replica's state digest differs from this owner's after the last update",
+    # partitioned parameters: the short-lived read replica (selection assembly refusals use
+    # the planner's data-parallel-assembly-* codes)
+    "data-parallel-replica-released": "a contribution reads the parameters' read replica after it was released (or before it was installed)",
+    "data-parallel-replica-version": "a contribution reads a read replica of another version than the update's",
+    "data-parallel-replica-retained": "the version would advance while the read replica is still held",
     "owner-not-in-role": "the executable was started as an owner outside its role",
     "output-exists": "the output path exists already; results are never overwritten",
     # io-error (listed under SYNTAX) also names a file or socket the executable cannot use

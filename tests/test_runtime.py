@@ -214,21 +214,6 @@ def test_receive_steps_name_the_matching_send():
         assert [s for op, s in zip(ops, steps[o]) if op.kind == "recv"] == [want]
 
 
-def test_partitioned_protocols_are_refused_at_build_time():
-    import dataclasses
-
-    from alphac.codegen.build import build_module
-    from alphac.codegen.runtime import RuntimeUnsupported
-
-    dep = dataclasses.replace(
-        deployment(kind="momentum", stem="rt_part"),
-        partitioning=n.Partitioning(optimizer_state=True, gradients=True, words_per_coordinate=1))
-    with pytest.raises(RuntimeUnsupported) as info:
-        build_module(plan_of(dep), "worker", "x86_64")
-    assert info.value.code == "build-failed"
-    assert info.value.message == "owner 0's protocol uses op 'slice', which this runtime does not execute"
-
-
 def test_first_contribution_minus_zero_sums_to_plus_zero(work):
     """+0.0 + -0.0 is +0.0: the local sum must not take a -0.0 contribution as it is. Here
     c[0] = -0.5 * 0.0 = -0.0, and w[0] = -0.0 - rate * mean[0] keeps -0.0 only if mean[0]

@@ -38,8 +38,17 @@ def build_module(plan, role: str, target: str) -> ir.Module:
     module = ir.Module(name=executable_name(plan, role, target))
     contribution = emit_program(module, learner.contribution, CONTRIBUTION,
                                 program_regions("contribution", k, s, m))
-    update = emit_program(module, learner.update, UPDATE, program_regions("update", k, s, m))
-    emit_runtime(module, plan, role, target, contribution, update)
+    if plan.deployment.partitioning.any:
+        # a partitioned learner: the owned update kernel and the partitioned runtime
+        from alphac.codegen.owned import emit_owned_update
+        from alphac.codegen.runtime import emit_owned_runtime
+
+        update, owner_g = emit_owned_update(module, learner, plan.deployment.partitioning,
+                                            plan.deployment.owners, UPDATE)
+        emit_owned_runtime(module, plan, role, target, contribution, update, owner_g)
+    else:
+        update = emit_program(module, learner.update, UPDATE, program_regions("update", k, s, m))
+        emit_runtime(module, plan, role, target, contribution, update)
     _embed_metadata(module, plan, role, target)
     return module
 

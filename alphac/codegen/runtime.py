@@ -46,6 +46,8 @@ class _Emitter(CommandLine, Connections, Arithmetic, Output):
     """Emits one role's runtime into a module: the globals and tables (here), the parts
     (mixins from rt_cli, rt_connect, rt_arith, rt_output), the op interpreter and `main`."""
 
+    supported_ops = SUPPORTED_OPS
+
     def __init__(self, module: ir.Module, plan, role_name: str, target: str,
                  contribution: ir.Function, update: ir.Function):
         dep = plan.deployment
@@ -64,7 +66,7 @@ class _Emitter(CommandLine, Connections, Arithmetic, Output):
         protocols = tuple(o.protocol for o in plan.owners)
         for p in protocols:
             for op in p.update_ops + p.finish_ops:
-                if op.kind not in SUPPORTED_OPS:
+                if op.kind not in self.supported_ops:
                     raise RuntimeUnsupported(f"owner {p.owner}'s protocol uses op {op.kind!r}, "
                                              "which this runtime does not execute")
         self.tables = owner_tables(protocols, role.owners, learner.samples.shares)
@@ -294,3 +296,17 @@ def emit_runtime(module: ir.Module, plan, role: str, target: str,
                  contribution: ir.Function, update: ir.Function) -> ir.Function:
     """Add `main` and everything it calls to `module`; the kernels must already be in it."""
     return _Emitter(module, plan, role, target, contribution, update).emit()
+
+
+def emit_owned_runtime(module: ir.Module, plan, role: str, target: str,
+                       contribution: ir.Function, update: ir.Function,
+                       owner_g: ir.GlobalVariable) -> ir.Function:
+    """The partitioned learner's `main` (alphac/codegen/rt_owned.py); `update` is the owned
+    update kernel and `owner_g` the owner global it reads."""
+    from alphac.codegen.rt_owned import OWNED_OPS, OwnedRuntime, check_owned_plan
+
+    class _OwnedEmitter(OwnedRuntime, _Emitter):
+        supported_ops = OWNED_OPS
+
+    check_owned_plan(plan)
+    return _OwnedEmitter(module, plan, role, target, contribution, update).emit_owned(update, owner_g)

@@ -2,6 +2,10 @@
 
 Layout, little-endian u64 words: magic, format (1), owner, version (completed updates),
 protocol id, k, m, then k parameter words, then m state words. Nothing else follows.
+
+Format 2 (partitioned learners: the owner's own words only): magic, 2, owner, version,
+protocol id, k, m, kp, mp, then the kp parameter coordinates and the mp state offsets the
+owner holds (ascending), then their kp parameter words and mp state words.
 """
 
 from __future__ import annotations
@@ -12,7 +16,9 @@ from pathlib import Path
 
 OUT_MAGIC = 0x3154554F41484C41  # "ALHAOUT1"
 OUT_FORMAT = 1
+OUT_FORMAT_OWNED = 2
 HEAD_WORDS = 7
+HEAD_WORDS_OWNED = 9
 
 
 class ResultError(ValueError):
@@ -26,10 +32,18 @@ class OwnerResult:
     protocol: int
     params: tuple[int, ...]
     state: tuple[int, ...]
+    # format 2: which parameter coordinates and state offsets the words are (None: all)
+    param_coords: tuple[int, ...] | None = None
+    state_offsets: tuple[int, ...] | None = None
 
 
-def encode_result(r: OwnerResult) -> bytes:
-    """The exact bytes an executable writes for `r` (used by tests and tools)."""
+def encode_result(r: OwnerResult, k: int | None = None, m: int | None = None) -> bytes:
+    """The exact bytes an executable writes for `r` (used by tests and tools); format 2
+    when `r` names its coordinates (then k and m are the learner's)."""
+    if r.param_coords is not None:
+        words = [OUT_MAGIC, OUT_FORMAT_OWNED, r.owner, r.version, r.protocol, k, m,
+                 len(r.params), len(r.state), *r.param_coords, *r.state_offsets, *r.params, *r.state]
+        return struct.pack(f"<{len(words)}Q", *words)
     words = [OUT_MAGIC, OUT_FORMAT, r.owner, r.version, r.protocol,
              len(r.params), len(r.state), *r.params, *r.state]
     return struct.pack(f"<{len(words)}Q", *words)
@@ -43,6 +57,8 @@ def parse_result(data: bytes, where: str = "<bytes>") -> OwnerResult:
     magic, fmt, owner, version, protocol, k, m = struct.unpack_from("<7Q", data, 0)
     if magic != OUT_MAGIC:
         raise ResultError(f"{where}: magic {magic:#018x}, expected {OUT_MAGIC:#018x}")
+    if fmt == OUT_FORMAT_OWNED:
+        return _parse_owned(data, where)
     if fmt != OUT_FORMAT:
         raise ResultError(f"{where}: format {fmt}, expected {OUT_FORMAT}")
     words = len(data) // 8 - HEAD_WORDS
@@ -50,6 +66,25 @@ def parse_result(data: bytes, where: str = "<bytes>") -> OwnerResult:
         raise ResultError(f"{where}: {words} words after the header, k + m = {k + m}")
     body = struct.unpack_from(f"<{words}Q", data, HEAD_WORDS * 8)
     return OwnerResult(owner, version, protocol, tuple(body[:k]), tuple(body[k:]))
+
+
+def _parse_owned(data: bytes, where: str) -> OwnerResult:
+    if len(data) < HEAD_WORDS_OWNED * 8:
+        raise ResultError(f"{where}: format 2: {len(data)} bytes, short of the "
+                          f"{HEAD_WORDS_OWNED}-word header")
+    _, _, owner, version, protocol, k, m, kp, mp = struct.unpack_from("<9Q", data, 0)
+    words = len(data) // 8 - HEAD_WORDS_OWNED
+    if kp > k or mp > m or words != 2 * (kp + mp):
+        raise ResultError(f"{where}: format 2: {words} words after the header, 2 * (kp + mp) = "
+                          f"{2 * (kp + mp)} (kp = {kp} of k = {k}, mp = {mp} of m = {m})")
+    body = struct.unpack_from(f"<{words}Q", data, HEAD_WORDS_OWNED * 8)
+    coords, offs = body[:kp], body[kp:kp + mp]
+    for what, pos, limit in (("parameter coordinate", coords, k), ("state offset", offs, m)):
+        if any(p >= limit for p in pos) or any(a >= b for a, b in zip(pos, pos[1:])):
+            raise ResultError(f"{where}: format 2: {what}s are not ascending below {limit}")
+    vals = body[kp + mp:]
+    return OwnerResult(owner, version, protocol, tuple(vals[:kp]), tuple(vals[kp:]),
+                       tuple(coords), tuple(offs))
 
 
 def read_result(path: str | Path) -> OwnerResult:
