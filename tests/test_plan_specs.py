@@ -3,7 +3,6 @@ ten-owner order gate, and partitioning claims on the gates' real Adam and moment
 
 from __future__ import annotations
 
-
 import re
 from dataclasses import replace
 from pathlib import Path
