@@ -28,7 +28,8 @@ test-gpu: setup
 	$(PY) -m pytest -q -p no:cacheprovider -m gpu
 
 bench: setup
-	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	$(PY) bench/make_big_data.py
+	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
 	rm -rf out build .pytest_cache .hypothesis
