@@ -42,8 +42,50 @@ def test_reuse_and_each_reason_to_rebuild(tmp_path):
     assert stale_reason(tmp_path / "nothing", *args) == "missing"
     (tmp_path / "text").write_text("not an executable")
     assert stale_reason(tmp_path / "text", *args) == "no .alphac metadata"
+    data = tmp_path / "samples.npy"
+    data.write_bytes(b"")
+    assert stale_reason(exe, *args, (str(data),)) is None
+    later = time.time() + 7200  # a data file the executable embeds, edited after the build
+    os.utime(data, (later, later))
+    assert stale_reason(exe, *args, (str(data),)) == f"older than its data file {data}"
+    assert stale_reason(exe, *args, (str(tmp_path / "gone.npy"),)) == \
+        f"cannot read its data file {tmp_path / 'gone.npy'}"
     os.utime(exe, (1, 1))
     assert stale_reason(exe, *args) == "older than the spec or the compiler"
+
+
+def test_data_files_are_the_loaded_sources(tmp_path):
+    import numpy as np
+
+    from alphac.check import load_deployment
+
+    rows = np.arange(12, dtype=np.float64).reshape(4, 3) / 7.0
+    np.save(tmp_path / "rows.npy", rows)
+    from alphac.launch.cache import data_files
+
+    dep = session.deployment(SPEC)
+    assert data_files(dep) == ()  # inline samples and words
+    spec = tmp_path / "loaded.alpha"
+    spec.write_text(
+        "import Learning.DataParallel\nimport Learning.Deployment\n"
+        "value learner : (family DataParallelSystem 7 5) = DataParallelSystemOf {\n"
+        "  dataParallelParameterCount = 2, dataParallelSampleWidth = 3,\n"
+        "  dataParallelContribution = [slot 5 := slot 2, slot 6 := slot 3],\n"
+        "  dataParallelUpdate = [slot 0 := slot 0 - slot 4 * slot 2, slot 1 := slot 1 - slot 4 * slot 3],\n"
+        "  dataParallelInitial = [0.5, 0.25], dataParallelInitialState = [],\n"
+        "  dataParallelRate = 0.125,\n"
+        "  dataParallelSamples = load \"rows.npy\" shares [1, 3],\n"
+        "}\n"
+        "value run : Deployment = DeploymentOf {\n"
+        "  deploymentLearner = learner, deploymentOwners = 2, deploymentTopology = DataParallelStar,\n"
+        "  deploymentPartitioning = DataParallelReplicated,\n"
+        "  deploymentRoles = [RoleOf { roleName = \"coordinator\", roleOwners = [0] },\n"
+        "                     RoleOf { roleName = \"worker\", roleOwners = [1] }],\n"
+        "  deploymentPlacement = [TargetX86_64, TargetX86_64], deploymentUpdates = 1,\n"
+        "  deploymentContract = binary64Exact, deploymentCheckpoint = CheckpointNever,\n"
+        "}\n")
+    (src,) = data_files(load_deployment(str(spec)))
+    assert Path(src).resolve() == (tmp_path / "rows.npy").resolve()
 
 
 def test_ensure_built_rebuilds_only_what_is_stale(tmp_path):

@@ -56,8 +56,15 @@ def _newest_source_mtime(spec_file: str | Path | None) -> float:
     return newest
 
 
+def data_files(dep) -> tuple[str, ...]:
+    """The files the deployment's words were loaded from (`load "..."`): samples and initial
+    words are embedded in the executables but are not part of the protocol identity."""
+    L = dep.learner
+    return tuple(src for src in (L.samples.source, L.initial.source, L.initial_state.source) if src)
+
+
 def stale_reason(exe: str | Path, protocol_hex: str, role: str, target: str,
-                 spec_file: str | Path | None) -> str | None:
+                 spec_file: str | Path | None, data: tuple[str, ...] = ()) -> str | None:
     """Why `exe` must be rebuilt, or None when it can be reused."""
     p = Path(exe)
     if not p.exists():
@@ -71,4 +78,10 @@ def stale_reason(exe: str | Path, protocol_hex: str, role: str, target: str,
         return "built for another role or target"
     if p.stat().st_mtime < _newest_source_mtime(spec_file):
         return "older than the spec or the compiler"
+    for src in data:
+        try:
+            if p.stat().st_mtime < Path(src).stat().st_mtime:
+                return f"older than its data file {src}"
+        except OSError:
+            return f"cannot read its data file {src}"
     return None

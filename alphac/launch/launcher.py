@@ -58,7 +58,7 @@ def exe_path(dep, role: str, target: str, out_dir: str | Path) -> Path:
 def ensure_built(plan, out_dir: str | Path, force: bool = False,
                  log=None) -> dict[tuple[str, str], Path]:
     """Build each needed (role, target) into out_dir unless an up-to-date one is there."""
-    from alphac.launch.cache import stale_reason
+    from alphac.launch.cache import data_files, stale_reason
 
     dep = plan.deployment
     out = Path(out_dir)
@@ -67,7 +67,7 @@ def ensure_built(plan, out_dir: str | Path, force: bool = False,
     for role, target in needed(dep):
         path = exe_path(dep, role, target, out)
         why = "forced" if force else stale_reason(path, plan.protocol_hex, role, target,
-                                                  dep.source_file or None)
+                                                  dep.source_file or None, data_files(dep))
         if why is not None:
             from alphac.codegen.build import build_executable
 
