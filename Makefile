@@ -24,8 +24,10 @@ demo: setup
 test: setup
 	$(PY) -m pytest -q -p no:cacheprovider
 
+# Tests marked `gpu` need an NVIDIA GPU and libcuda.so.1; none exist until SM86 is built.
 test-gpu: setup
-	$(PY) -m pytest -q -p no:cacheprovider -m gpu
+	@$(PY) -m pytest -q -p no:cacheprovider -m gpu; rc=$$?; \
+	if [ $$rc = 5 ]; then echo "test-gpu: no test is marked gpu yet (SM86 is not built)"; rc=0; fi; exit $$rc
 
 bench: setup
 	$(PY) bench/make_big_data.py

@@ -23,7 +23,7 @@ def main() -> None:
     alphac check SPEC              parse and check; every problem as FILE:LINE:COL: error[CODE]
     alphac plan SPEC               combine tree, phases, per-owner protocol and bytes
     alphac oracle SPEC             independent binary64 evaluation of the declared order
-    alphac build SPEC --role R --target T | --all
+    alphac build SPEC [--role R] [--target T] | --all
     alphac launch SPEC             run every owner on 127.0.0.1 and compare with the oracle
     alphac inspect EXE             the plan, contract and target embedded in an executable
     """
@@ -45,6 +45,9 @@ def check(spec: str, as_json: bool) -> None:
 @click.option("--dot", "as_dot", is_flag=True, help="The combine tree as Graphviz dot.")
 def plan(spec: str, as_json: bool, as_dot: bool) -> None:
     """Plan SPEC's deployment: combine tree, phases, each owner's protocol and bytes."""
+    if as_json and as_dot:
+        click.echo("alphac: error: --json and --dot exclude each other", err=True)
+        sys.exit(2)
     try:
         from alphac.plan.command import run
     except ImportError:
@@ -68,8 +71,8 @@ def oracle(spec: str, rounds: int | None, as_json: bool) -> None:
 
 @main.command()
 @click.argument("spec", type=str)
-@click.option("--role", help="The role to build (see `alphac plan`).")
-@click.option("--target", help="The target: x86_64, aarch64 or sm86.")
+@click.option("--role", help="The role to build (see `alphac plan`); alone: on every target it is placed on.")
+@click.option("--target", help="The target: x86_64 or aarch64; alone: every role placed on it.")
 @click.option("--all", "build_all", is_flag=True, help="Build every (role, target) the placement needs.")
 @click.option("-o", "--output", "out_dir", default="out", show_default=True, help="Output directory.")
 def build(spec: str, role: str | None, target: str | None, build_all: bool, out_dir: str) -> None:

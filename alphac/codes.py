@@ -109,7 +109,8 @@ ORACLE = {
 # -- executables at run time (alphac/codegen runtime): `refused: CODE: detail` --------------
 RUNTIME = {
     "frame-magic": "a frame does not start with the ALFRAME1 magic word",
-    "frame-protocol": "a frame carries another protocol identity (another plan, topology or contract)",
+    "frame-protocol": "a frame carries another protocol identity (another plan, topology, "
+                      "contract or wire format)",
     "frame-sender": "a frame names a sender other than the peer expected on this connection",
     "frame-receiver": "a frame is addressed to another owner",
     "frame-version": "a frame belongs to another update (stale or early version)",
@@ -141,6 +142,7 @@ TOOLING = {
     "target-not-buildable": "the target is described but executables cannot be built for it yet",
     "bad-target-file": "a targets/<name>.toml file is malformed or misses a key",
     "unknown-role": "the deployment has no role of this name",
+    "role-not-placed": "no owner of the requested role is placed on the requested target",
     "linker-missing": "the target's linker command is not installed",
     "link-failed": "the target's linker exited with an error",
     "build-usage": "`alphac build` needs --role and/or --target, or --all",

@@ -3,10 +3,10 @@ one owner, compiled for the host (x86-64) and called through ctypes on numpy buf
 
 Also times `alphac build --all` for the demo and lists the executables' sizes.
 
-Prints seconds per update (median of several) beside the peer figure for
-torch.optim.Adam (float64, foreach), measured on this machine by
-../shared/anchors/bench_optim.py (torch is not installed in this environment, so the
-anchor's recorded figure is printed, not re-measured).
+Prints seconds per update (median of several) beside the peer, torch.optim.Adam (float64,
+foreach, 2 threads), timed in the same run when torch is installed (as
+../shared/anchors/bench_optim.py times it); without torch, the figure that script recorded
+on this machine (56.3 ms) is printed instead.
 
     python bench/bench_kernel.py [--k 10000000] [--repeat 7] [--build SPEC]
 """

@@ -94,13 +94,20 @@ def test_star_and_hierarchy_executables_differ(spec, tmp_path):
      "unknown target 'riscv64'; targets: aarch64, x86_64", 1),
     (("--role", "worker", "--target", "sm86"), "target-not-buildable",
      "target 'sm86' cannot be built yet; targets: aarch64, x86_64", 1),
-    ((), "build-usage", "give --role ROLE --target TARGET, or --all", 2),
+    ((), "build-usage", "give --role ROLE and/or --target TARGET, or --all", 2),
     (("--all", "--role", "worker"), "build-usage", "--all builds every (role, target); give it alone", 2),
 ])
 def test_bad_requests_are_one_line_errors(spec, tmp_path, args, code, message, status):
     result = build(str(spec), *args, "-o", str(tmp_path / "o"))
     assert result.exit_code == status
     assert result.stderr == f"alphac: error[{code}]: {message}\n"
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_target_no_owner_is_placed_on_is_refused(spec, tmp_path):
+    result = build(str(spec.with_name("hier.alpha")), "--target", "aarch64", "-o", str(tmp_path / "o"))
+    assert result.exit_code == 1
+    assert result.stderr == "alphac: error[role-not-placed]: no owner is placed on 'aarch64'\n"
     assert not (tmp_path / "o").exists()
 
 

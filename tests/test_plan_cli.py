@@ -191,3 +191,10 @@ def test_renderers_cover_a_single_owner_and_a_partitioned_plan():
     assert kinds == {"offer", "send", "recv", "select", "replica-install", "local", "replica-release",
                      "slice", "combine", "update-owned"}
     assert "    owner 1 host owner: 1" in plan_text(part).splitlines()
+
+
+def test_json_and_dot_together_are_a_usage_error(good):
+    res = invoke(good, "--json", "--dot")
+    assert res.exit_code == 2
+    assert res.stderr == "alphac: error: --json and --dot exclude each other\n"
+    assert res.stdout == ""

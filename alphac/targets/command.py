@@ -79,7 +79,7 @@ def run(spec: str, role: str | None, target: str | None, build_all: bool, out_di
     from alphac.targets.target import TargetError
 
     if not build_all and role is None and target is None:
-        _error("build-usage", "give --role ROLE --target TARGET, or --all")
+        _error("build-usage", "give --role ROLE and/or --target TARGET, or --all")
         return 2
     if build_all and (role is not None or target is not None):
         _error("build-usage", "--all builds every (role, target); give it alone")
@@ -98,7 +98,8 @@ def run(spec: str, role: str | None, target: str | None, build_all: bool, out_di
         _error("build-usage", f"code generation is missing from this installation ({exc})")
         return 1
     if not pairs:
-        _error("unknown-role", f"no owner of role {role!r} is placed on {target!r}")
+        _error("role-not-placed", f"no owner of role {role!r} is placed on any target"
+               if target is None else f"no owner is placed on {target!r}")
         return 1
     start = time.perf_counter()
     try:
