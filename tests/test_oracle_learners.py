@@ -4,14 +4,12 @@ deployments around them. The bottom of the file checks the builders themselves."
 
 from __future__ import annotations
 
-import struct
-
 import numpy as np
 
-from alphac.ir.builders import bits, flt, C, S, add, sub, mul, div, assign
+from alphac.ir.builders import C, S, add, assign, bits, div, flt, mul, sub  # noqa: F401 (re-exported to the oracle tests)
 from alphac.ir.nodes import (
-    Assign, Binary, Checkpoint, Const, Contract, Deployment, Hierarchy, Index, Learner, Let,
-    Local, Loop, Partitioning, Program, Role, Samples, SlotRef, Star, Sum, Unary, Words)
+    Checkpoint, Contract, Deployment, Hierarchy, Learner, Let, Local, Loop, Partitioning,
+    Program, Role, Samples, Star, Sum, Unary, Words)
 
 
 BETA = 0.9

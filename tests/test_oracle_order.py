@@ -4,7 +4,6 @@ in Python floats, and each mutant gives other bits than the declared program."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from alphac.ir.nodes import ExplicitTree, Hierarchy, Star, TreeBranch, TreeLeaf

@@ -4,14 +4,12 @@ The tests at the bottom check the builders themselves."""
 
 from __future__ import annotations
 
-import struct
-
 import numpy as np
 
-from alphac.ir.builders import bits, C, S, add, sub, mul, div, assign
+from alphac.ir.builders import C, S, add, assign, bits, div, mul, sub
 from alphac.ir.nodes import (
-    Assign, Binary, Checkpoint, Const, Contract, Deployment, Index, Learner, Let, Local, Loop,
-    Partitioning, Program, Role, Samples, SlotRef, Star, Sum, Unary, Words)
+    Checkpoint, Contract, Deployment, Learner, Let, Local, Loop, Partitioning, Program, Role,
+    Samples, Star, Sum, Unary, Words)
 
 B1, B2, EPS, BETA = 0.9, 0.999, 1e-8, 0.9
 

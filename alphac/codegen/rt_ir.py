@@ -53,7 +53,7 @@ _LIBC = {
     "open": (I32, (PTR, I32), True),
     "write": (I64, (I32, PTR, I64), False),
     "fsync": (I32, (I32,), False),
-    "rename": (I32, (PTR, PTR), False),
+    "link": (I32, (PTR, PTR), False),
     "unlink": (I32, (PTR,), False),
     "access": (I32, (PTR, I32), False),
     "fopen": (PTR, (PTR, PTR), False),

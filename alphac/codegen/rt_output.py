@@ -1,4 +1,4 @@
-"""The runtime's output file in LLVM IR: PATH.tmp written, fsynced and renamed to PATH,
+"""The runtime's output file in LLVM IR: PATH.tmp written, fsynced and linked to PATH,
 never overwriting; the words of the output format in docs/runtime.md."""
 
 from __future__ import annotations
@@ -13,24 +13,22 @@ from alphac.codegen.rt_tables import OUTPUT_FORMAT, OUTPUT_MAGIC
 class Output:
     """Mixin of the runtime emitter: rt_write_output."""
 
-    def _emit_write_output(self) -> ir.Function:
-        """PATH.tmp written, fsynced, renamed to PATH; refuses output-exists, never overwrites."""
-        rt, k, m = self.rt, self.k, self.m
-        fn, b = rt.function("rt_write_output", VOID, ())
-        path = b.load(self.g_out_path, typ=PTR)
-        rt.refuse_if(b, b.icmp_signed("==", rt.call(b, "access", path, i32(F_OK)), i32(0)),
-                     "output-exists", "'%s' exists; results are never overwritten", path)
+    def _refuse_if_output_exists(self, b: ir.IRBuilder, path) -> None:
+        self.rt.refuse_if(b, b.icmp_signed("==", self.rt.call(b, "access", path, i32(F_OK)), i32(0)),
+                          "output-exists", "'%s' exists; results are never overwritten", path)
+
+    def _publish(self, b: ir.IRBuilder, path, pieces) -> None:
+        """Write `pieces` ((pointer, byte count) pairs) to PATH.tmp, fsync it, then link it
+        to PATH and remove PATH.tmp. link(2) fails when PATH exists, so a result is never
+        overwritten, even one another process created while this owner was running."""
+        rt = self.rt
         size = b.add(rt.call(b, "strlen", path), i64(8))
         tmp = rt.call(b, "malloc", size)
         rt.call(b, "snprintf", tmp, size, rt.cstr("%s.tmp"), path)
         fd = rt.call(b, "open", tmp, i32(O_WRONLY | O_CREAT | O_TRUNC), i32(0o644))
         rt.refuse_if(b, b.icmp_signed("<", fd, i32(0)), "io-error", "cannot create '%s'", tmp)
-        head = b.alloca(I64, size=7)
-        for j, v in enumerate((i64(OUTPUT_MAGIC), i64(OUTPUT_FORMAT), b.load(self.g_owner, typ=I64),
-                               b.load(self.g_updates, typ=I64), i64(self.plan.protocol_id), i64(k), i64(m))):
-            store64(b, v, head, j)
-        for buf, nbytes in ((head, 56), (b.load(self.g_params, typ=PTR), 8 * k),
-                            (b.load(self.g_state, typ=PTR), 8 * m)):
+        for buf, nbytes in pieces:
+            nbytes = i64(nbytes) if isinstance(nbytes, int) else nbytes
             done = b.alloca(I64)
             b.store(i64(0), done)
             loop = b.append_basic_block("w.head")
@@ -39,9 +37,9 @@ class Output:
             b.branch(loop)
             b.position_at_end(loop)
             got = b.load(done, typ=I64)
-            b.cbranch(b.icmp_signed("<", got, i64(nbytes)), body, end)
+            b.cbranch(b.icmp_signed("<", got, nbytes), body, end)
             b.position_at_end(body)
-            r = rt.call(b, "write", fd, gep(b, buf, [got], I8), b.sub(i64(nbytes), got))
+            r = rt.call(b, "write", fd, gep(b, buf, [got], I8), b.sub(nbytes, got))
             with b.if_then(b.icmp_signed("<=", r, i64(0)), likely=False):
                 rt.call(b, "unlink", tmp)
                 rt.refuse(b, "io-error", "writing '%s' failed", tmp)
@@ -53,12 +51,23 @@ class Output:
         with b.if_then(bad, likely=False):
             rt.call(b, "unlink", tmp)
             rt.refuse(b, "io-error", "flushing '%s' failed", tmp)
-        # re-checked just before publishing: another process may have written PATH meanwhile
-        with b.if_then(b.icmp_signed("==", rt.call(b, "access", path, i32(F_OK)), i32(0)), likely=False):
-            rt.call(b, "unlink", tmp)
-            rt.refuse(b, "output-exists", "'%s' exists; results are never overwritten", path)
-        with b.if_then(b.icmp_signed("!=", rt.call(b, "rename", tmp, path), i32(0)), likely=False):
-            rt.call(b, "unlink", tmp)
-            rt.refuse(b, "io-error", "cannot rename '%s' to '%s'", tmp, path)
+        linked = rt.call(b, "link", tmp, path)
+        rt.call(b, "unlink", tmp)
+        with b.if_then(b.icmp_signed("!=", linked, i32(0)), likely=False):
+            self._refuse_if_output_exists(b, path)
+            rt.refuse(b, "io-error", "cannot publish '%s'", path)
+
+    def _emit_write_output(self) -> ir.Function:
+        """The output file of a replicated learner (format 1); refuses output-exists."""
+        rt, k, m = self.rt, self.k, self.m
+        fn, b = rt.function("rt_write_output", VOID, ())
+        path = b.load(self.g_out_path, typ=PTR)
+        self._refuse_if_output_exists(b, path)
+        head = b.alloca(I64, size=7)
+        for j, v in enumerate((i64(OUTPUT_MAGIC), i64(OUTPUT_FORMAT), b.load(self.g_owner, typ=I64),
+                               b.load(self.g_updates, typ=I64), i64(self.plan.protocol_id), i64(k), i64(m))):
+            store64(b, v, head, j)
+        self._publish(b, path, ((head, 56), (b.load(self.g_params, typ=PTR), 8 * k),
+                                (b.load(self.g_state, typ=PTR), 8 * m)))
         b.ret_void()
         return fn

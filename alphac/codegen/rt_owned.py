@@ -14,8 +14,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from alphac.codegen.rt_ir import (
-    F64, F_OK, I32, I64, I8, O_CREAT, O_TRUNC, O_WRONLY, PTR, VOID, for_range, gep, gep64, i32, i64,
-    is_nonfinite, load64, store64)
+    F64, F_OK, I32, I64, PTR, VOID, for_range, gep64, i32, i64, is_nonfinite, load64, store64)
 from alphac.codegen.rt_net import (
     FNV_OFFSET, NetState, emit_fnv, emit_frames, emit_io, emit_lanes, emit_now_ms, emit_sockopts)
 from alphac.codegen.rt_tables import (
@@ -423,12 +422,11 @@ class OwnedRuntime:
     def _emit_write_owned(self) -> ir.Function:
         """Format 2: magic, 2, owner, version, protocol, k, m, kp, mp, then the kp parameter
         coordinates and the mp state offsets this owner holds, then their words. PATH.tmp
-        written, fsynced, renamed; never overwriting."""
+        written, fsynced, linked; never overwriting."""
         rt, k, n = self.rt, self.k, self.n
         fn, b = rt.function("rt_write_output", VOID, ())
         path = b.load(self.g_out_path, typ=PTR)
-        rt.refuse_if(b, b.icmp_signed("==", rt.call(b, "access", path, i32(F_OK)), i32(0)),
-                     "output-exists", "'%s' exists; results are never overwritten", path)
+        self._refuse_if_output_exists(b, path)
         me = b.load(self.g_owner, typ=I64)
         if self.part.parameters:
             kp, p0, pstep = self._owned_count(b, me), me, i64(n)
@@ -453,40 +451,7 @@ class OwnedRuntime:
             off = self._tab(b, self.c_held, b.add(hs, j))
             store64(b, off, buf, b.add(b.add(i64(9), kp), j))
             store64(b, load64(b, state, off), buf, b.add(b.add(words0, kp), j))
-        nbytes = b.mul(total, i64(8))
-        size = b.add(rt.call(b, "strlen", path), i64(8))
-        tmp = rt.call(b, "malloc", size)
-        rt.call(b, "snprintf", tmp, size, rt.cstr("%s.tmp"), path)
-        fd = rt.call(b, "open", tmp, i32(O_WRONLY | O_CREAT | O_TRUNC), i32(0o644))
-        rt.refuse_if(b, b.icmp_signed("<", fd, i32(0)), "io-error", "cannot create '%s'", tmp)
-        done = b.alloca(I64)
-        b.store(i64(0), done)
-        loop = b.append_basic_block("w.head")
-        body = b.append_basic_block("w.body")
-        end = b.append_basic_block("w.end")
-        b.branch(loop)
-        b.position_at_end(loop)
-        got = b.load(done, typ=I64)
-        b.cbranch(b.icmp_signed("<", got, nbytes), body, end)
-        b.position_at_end(body)
-        r = rt.call(b, "write", fd, gep(b, buf, [got], I8), b.sub(nbytes, got))
-        with b.if_then(b.icmp_signed("<=", r, i64(0)), likely=False):
-            rt.call(b, "unlink", tmp)
-            rt.refuse(b, "io-error", "writing '%s' failed", tmp)
-        b.store(b.add(got, r), done)
-        b.branch(loop)
-        b.position_at_end(end)
-        bad = b.icmp_signed("!=", rt.call(b, "fsync", fd), i32(0))
-        bad = b.or_(bad, b.icmp_signed("!=", rt.call(b, "close", fd), i32(0)))
-        with b.if_then(bad, likely=False):
-            rt.call(b, "unlink", tmp)
-            rt.refuse(b, "io-error", "flushing '%s' failed", tmp)
-        with b.if_then(b.icmp_signed("==", rt.call(b, "access", path, i32(F_OK)), i32(0)), likely=False):
-            rt.call(b, "unlink", tmp)
-            rt.refuse(b, "output-exists", "'%s' exists; results are never overwritten", path)
-        with b.if_then(b.icmp_signed("!=", rt.call(b, "rename", tmp, path), i32(0)), likely=False):
-            rt.call(b, "unlink", tmp)
-            rt.refuse(b, "io-error", "cannot rename '%s' to '%s'", tmp, path)
+        self._publish(b, path, ((buf, b.mul(total, i64(8))),))
         b.ret_void()
         return fn
 
