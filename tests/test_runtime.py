@@ -4,13 +4,16 @@ builds. (Frame-level refusals against a misbehaving peer: test_runtime_frames.py
 
 from __future__ import annotations
 
+import subprocess
+import time
+
 import pytest
 
 from alphac.codegen.rt_tables import op_steps
 from alphac.ir import nodes as n
 from test_runtime_support import (
-    HAVE_AARCH64, OUT_MAGIC, Run, build, deployment, plan_of, read_output, reference, refusal_code,
-    run_dir)
+    HAVE_AARCH64, OUT_MAGIC, Run, build, deployment, owner_command, plan_of, read_output, reference,
+    refusal_code, run_dir)
 
 STAR_PLAIN = deployment(kind="plain", stem="rt_star_plain")
 HIER_MOMENTUM = deployment(kind="momentum", topology=n.Hierarchy(2), stem="rt_hier_momentum")
@@ -137,6 +140,22 @@ def test_existing_output_is_never_overwritten(work):
     assert done.returncode == 1
     assert refusal_code(done.stderr) == "output-exists"
     assert out.read_bytes() == b"keep"
+
+
+def test_an_output_created_while_the_owner_runs_is_never_overwritten(work):
+    """The start-up check passes; PATH appears before the owner publishes: link(2) refuses."""
+    exes = build(STAR_PLAIN, work / "bin")
+    run = Run(STAR_PLAIN, exes, run_dir(work, "race"), owners=[0], extra=("--timeout-ms", "20000"))
+    time.sleep(0.3)  # owner 0 is past its start-up check, waiting for its peers
+    run.outs[0].write_bytes(b"keep")
+    for o in range(1, STAR_PLAIN.owners):
+        cmd = owner_command(STAR_PLAIN, exes, o, run.peers, run.outs[o], "--timeout-ms", "20000")
+        run.procs[o] = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    res = run.finish(60)
+    assert res[0][0] == 1 and refusal_code(res[0][1]) == "output-exists"
+    assert run.outs[0].read_bytes() == b"keep"
+    assert not run.outs[0].with_name(run.outs[0].name + ".tmp").exists()
+    assert all(res[o] == (0, "") for o in range(1, STAR_PLAIN.owners))
 
 
 @pytest.mark.parametrize("text,code,status", [
