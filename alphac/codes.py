@@ -133,6 +133,7 @@ RUNTIME = {
     "output-exists": "the output path exists already; results are never overwritten",
     # io-error (listed under SYNTAX) also names a file or socket the executable cannot use
     "usage": "the command line or the peers file is malformed",
+    "corrupt-executable": "the executable's embedded op table holds an op kind it cannot run",
 }
 
 # -- build and launch (alphac/targets, alphac/launch) ---------------------------------------

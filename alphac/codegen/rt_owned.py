@@ -340,7 +340,7 @@ class OwnedRuntime:
                 sw.add_case(i64(kind_code(name)), blk)
                 cases[name] = blk
             b.position_at_end(default)
-            rt.refuse(b, "usage", "owner %lld: corrupt op table (kind %lld)", me, kind)
+            rt.refuse(b, "corrupt-executable", "owner %lld: corrupt op table (kind %lld)", me, kind)
 
             def case(name):
                 b.position_at_end(cases[name])

@@ -172,7 +172,7 @@ class _Emitter(CommandLine, Connections, Arithmetic, Output):
                 sw.add_case(i64(kind_code(name)), blk)
                 cases[name] = blk
             b.position_at_end(default)
-            rt.refuse(b, "usage", "owner %lld: corrupt op table (kind %lld)", me, kind)
+            rt.refuse(b, "corrupt-executable", "owner %lld: corrupt op table (kind %lld)", me, kind)
 
             b.position_at_end(cases["local"])
             b.call(local, [self._reg(b, dst), version])
