@@ -14,7 +14,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from alphac.codegen.rt_ir import (
-    F64, F_OK, I32, I64, PTR, VOID, for_range, gep64, i32, i64, is_nonfinite, load64, store64)
+    F64, I32, I64, PTR, VOID, for_range, gep64, i32, i64, is_nonfinite, load64, store64)
 from alphac.codegen.rt_net import (
     FNV_OFFSET, NetState, emit_fnv, emit_frames, emit_io, emit_lanes, emit_now_ms, emit_sockopts)
 from alphac.codegen.rt_tables import (
@@ -488,17 +488,7 @@ class OwnedRuntime:
         run_ops = self._emit_run_owned_ops(send_frame, recv_frame, local, fns)
         write_output = self._emit_write_owned()
 
-        main = ir.Function(rt.module, ir.FunctionType(I32, (I32, PTR)), "main")
-        argc, argv = main.args
-        b = ir.IRBuilder(main.append_basic_block("entry"))
-        with for_range(b, 0, self.n, "fd") as j:
-            b.store(i32(-1), self._arr(b, self.g_fds, j, I32))
-        b.call(parse_args, [argc, argv])
-        b.call(select_owner, [])
-        out = b.load(self.g_out_path, typ=PTR)
-        rt.refuse_if(b, b.icmp_signed("==", rt.call(b, "access", out, i32(F_OK)), i32(0)),
-                     "output-exists", "'%s' exists; results are never overwritten", out)
-        b.call(read_peers, [])
+        main, b = self._begin_main(parse_args, select_owner, read_peers)
 
         def alloc(words) -> ir.Value:
             words = words if isinstance(words, ir.Value) else i64(max(words, 1))

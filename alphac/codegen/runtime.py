@@ -19,7 +19,7 @@ from alphac.codegen.rt_arith import Arithmetic, emit_add_range
 from alphac.codegen.rt_cli import DEFAULT_TIMEOUT_MS, CommandLine, usage_text
 from alphac.codegen.rt_connect import Connections
 from alphac.codegen.rt_ir import (
-    F64, F_OK, I32, I64, I8, PTR, VOID, Rt, for_range, gep, gep64, i32, i64, load64, store64)
+    F64, I32, I64, I8, PTR, VOID, Rt, for_range, gep, gep64, i32, i64, load64, store64)
 from alphac.codegen.rt_net import (
     FNV_OFFSET, NetState, emit_fnv, emit_frames, emit_io, emit_lanes, emit_now_ms, emit_sockopts)
 from alphac.codegen.rt_output import Output
@@ -228,6 +228,20 @@ class _Emitter(CommandLine, Connections, Arithmetic, Output):
         return fn
 
     # -- main ------------------------------------------------------------------------------
+    def _begin_main(self, parse_args, select_owner, read_peers) -> tuple[ir.Function, ir.IRBuilder]:
+        """`main` up to its first socket: no connection yet, the command line, this owner,
+        a refusal if its output already exists, the peers file."""
+        main = ir.Function(self.rt.module, ir.FunctionType(I32, (I32, PTR)), "main")
+        argc, argv = main.args
+        b = ir.IRBuilder(main.append_basic_block("entry"))
+        with for_range(b, 0, self.n, "fd") as j:
+            b.store(i32(-1), self._arr(b, self.g_fds, j, I32))
+        b.call(parse_args, [argc, argv])
+        b.call(select_owner, [])
+        self._refuse_if_output_exists(b, b.load(self.g_out_path, typ=PTR))
+        b.call(read_peers, [])
+        return main, b
+
     def emit(self) -> ir.Function:
         rt, k, m = self.rt, self.k, self.m
         self._globals()
@@ -249,17 +263,7 @@ class _Emitter(CommandLine, Connections, Arithmetic, Output):
                                      self._emit_combine(), self._emit_apply())
         write_output = self._emit_write_output()
 
-        main = ir.Function(rt.module, ir.FunctionType(I32, (I32, PTR)), "main")
-        argc, argv = main.args
-        b = ir.IRBuilder(main.append_basic_block("entry"))
-        with for_range(b, 0, self.n, "fd") as j:
-            b.store(i32(-1), self._arr(b, self.g_fds, j, I32))
-        b.call(parse_args, [argc, argv])
-        b.call(select_owner, [])
-        out = b.load(self.g_out_path, typ=PTR)
-        rt.refuse_if(b, b.icmp_signed("==", rt.call(b, "access", out, i32(F_OK)), i32(0)),
-                     "output-exists", "'%s' exists; results are never overwritten", out)
-        b.call(read_peers, [])
+        main, b = self._begin_main(parse_args, select_owner, read_peers)
 
         def alloc(words: int) -> ir.Value:
             p = rt.call(b, "malloc", i64(8 * max(words, 1)))
