@@ -74,6 +74,25 @@ class SourceCache:
         return lines[line - 1]
 
 
+def sources_of(diagnostics) -> SourceCache:
+    """The texts of the files the diagnostics point into, where readable (a diagnostic whose
+    file cannot be read still prints its location and message)."""
+    cache = SourceCache()
+    for name in {d.span.file for d in diagnostics}:
+        try:
+            with open(name, encoding="utf-8") as fh:
+                cache.add(name, fh.read())
+        except (OSError, UnicodeDecodeError, ValueError):
+            pass
+    return cache
+
+
+def render_all(diagnostics) -> str:
+    """Every diagnostic rendered with its source line and caret, in order."""
+    cache = sources_of(diagnostics)
+    return "\n".join(d.render(cache) for d in diagnostics)
+
+
 class CompileError(Exception):
     """Raised to abort a stage; carries every diagnostic collected so far."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 
-from alphac.diagnostics import CompileError, SourceCache
+from alphac.diagnostics import CompileError, render_all
 from alphac.launch.launcher import LaunchError, LaunchReport, launch
 
 
@@ -39,14 +39,7 @@ def print_failures(report: LaunchReport, err=sys.stderr) -> None:
 
 
 def print_diagnostics(exc: CompileError) -> None:
-    cache = SourceCache()
-    for d in exc.diagnostics:
-        try:
-            cache.add(d.span.file, open(d.span.file, encoding="utf-8").read())
-        except (OSError, UnicodeDecodeError):
-            pass
-    for d in exc.diagnostics:
-        print(d.render(cache), file=sys.stderr)
+    print(render_all(exc.diagnostics), file=sys.stderr)
 
 
 def load(spec: str):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sys
 
-from alphac.diagnostics import CompileError, SourceCache
+from alphac.diagnostics import CompileError, render_all
 from alphac.oracle.driver import OracleResult, evaluate
 from alphac.oracle.refusal import Refusal
 from alphac.oracle.words import hex_word
@@ -70,25 +70,13 @@ def as_table(spec: str, result: OracleResult) -> str:
     return "\n".join(lines)
 
 
-def _render(err: CompileError) -> str:
-    sources = SourceCache()
-    for d in err.diagnostics:
-        name = d.span.file
-        try:
-            with open(name, encoding="utf-8") as f:
-                sources.add(name, f.read())
-        except (OSError, UnicodeDecodeError, ValueError):
-            pass  # the diagnostic still prints its location and message
-    return "\n".join(d.render(sources) for d in err.diagnostics)
-
-
 def run(spec: str, rounds: int | None, as_json_flag: bool) -> int:
     from alphac.check import load_deployment
 
     try:
         dep = load_deployment(spec)
     except CompileError as err:
-        print(_render(err), file=sys.stderr)
+        print(render_all(err.diagnostics), file=sys.stderr)
         return 1
     try:
         result = evaluate(dep, rounds)

@@ -5,18 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from alphac.diagnostics import CompileError, SourceCache
-
-
-def _sources(diagnostics) -> SourceCache:
-    cache = SourceCache()
-    for name in {d.span.file for d in diagnostics}:
-        try:
-            with open(name, encoding="utf-8") as fh:
-                cache.add(name, fh.read())
-        except (OSError, UnicodeDecodeError, ValueError):
-            pass
-    return cache
+from alphac.diagnostics import CompileError, sources_of
 
 
 def run(spec: str, as_json: bool = False, as_dot: bool = False) -> int:
@@ -26,7 +15,7 @@ def run(spec: str, as_json: bool = False, as_dot: bool = False) -> int:
     try:
         p = plan_spec(spec)
     except CompileError as err:
-        cache = _sources(err.diagnostics)
+        cache = sources_of(err.diagnostics)
         if as_json:
             print(json.dumps({"ok": False, "file": spec,
                               "diagnostics": [d.as_json() for d in err.diagnostics]}, indent=2))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import time
 
-from alphac.diagnostics import CompileError, SourceCache
+from alphac.diagnostics import CompileError, render_all
 
 
 def needed_pairs(dep) -> list[tuple[str, str]]:
@@ -48,15 +48,7 @@ def _error(code: str, message: str) -> None:
 
 
 def print_diagnostics(exc: CompileError) -> None:
-    cache = SourceCache()
-    for d in exc.diagnostics:
-        try:
-            with open(d.span.file, encoding="utf-8") as f:
-                cache.add(d.span.file, f.read())
-        except (OSError, UnicodeDecodeError):
-            pass
-    for d in exc.diagnostics:
-        print(d.render(cache), file=sys.stderr)
+    print(render_all(exc.diagnostics), file=sys.stderr)
 
 
 def load_plan(spec: str):
