@@ -9,11 +9,6 @@ import click
 from alphac import __version__
 
 
-def _fail_not_built(what: str) -> None:
-    click.echo(f"alphac: error: {what} is not built yet", err=True)
-    sys.exit(2)
-
-
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="alphac")
 def main() -> None:
@@ -48,10 +43,8 @@ def plan(spec: str, as_json: bool, as_dot: bool) -> None:
     if as_json and as_dot:
         click.echo("alphac: error: --json and --dot exclude each other", err=True)
         sys.exit(2)
-    try:
-        from alphac.plan.command import run
-    except ImportError:
-        _fail_not_built("alphac plan")
+    from alphac.plan.command import run
+
     sys.exit(run(spec, as_json, as_dot))
 
 
@@ -62,10 +55,8 @@ def plan(spec: str, as_json: bool, as_dot: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Per-owner words as JSON (keys in the README).")
 def oracle(spec: str, rounds: int | None, as_json: bool) -> None:
     """Evaluate SPEC's deployment with the independent binary64 oracle."""
-    try:
-        from alphac.oracle.command import run
-    except ImportError:
-        _fail_not_built("alphac oracle")
+    from alphac.oracle.command import run
+
     sys.exit(run(spec, rounds, as_json))
 
 
@@ -77,10 +68,8 @@ def oracle(spec: str, rounds: int | None, as_json: bool) -> None:
 @click.option("-o", "--output", "out_dir", default="out", show_default=True, help="Output directory.")
 def build(spec: str, role: str | None, target: str | None, build_all: bool, out_dir: str) -> None:
     """Compile SPEC into native executables, one per role and target."""
-    try:
-        from alphac.targets.command import run
-    except ImportError:
-        _fail_not_built("alphac build")
+    from alphac.targets.command import run
+
     sys.exit(run(spec, role, target, build_all, out_dir))
 
 
@@ -95,10 +84,8 @@ def build(spec: str, role: str | None, target: str | None, build_all: bool, out_
               help="Seconds before every owner is stopped.")
 def launch(spec: str, rounds: int | None, as_json: bool, out_dir: str, timeout: float) -> None:
     """Build if needed, run every owner on 127.0.0.1, compare each with the oracle."""
-    try:
-        from alphac.launch.command import run
-    except ImportError:
-        _fail_not_built("alphac launch")
+    from alphac.launch.command import run
+
     sys.exit(run(spec, rounds, as_json, out_dir, timeout))
 
 
@@ -107,10 +94,8 @@ def launch(spec: str, rounds: int | None, as_json: bool, out_dir: str, timeout: 
 @click.option("--json", "as_json", is_flag=True, help="As JSON.")
 def inspect(executable: str, as_json: bool) -> None:
     """Show the plan, contract and target embedded in a built executable."""
-    try:
-        from alphac.targets.inspect import run
-    except ImportError:
-        _fail_not_built("alphac inspect")
+    from alphac.targets.inspect import run
+
     sys.exit(run(executable, as_json))
 
 
