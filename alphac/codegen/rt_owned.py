@@ -17,8 +17,7 @@ from alphac.codegen.rt_ir import (
     F64, I32, I64, PTR, VOID, for_range, gep64, i32, i64, is_nonfinite, load64, store64)
 from alphac.codegen.rt_net import (
     FNV_OFFSET, NetState, emit_fnv, emit_frames, emit_io, emit_lanes, emit_now_ms, emit_sockopts)
-from alphac.codegen.rt_tables import (
-    HEADER_WORDS, KIND_COMBINE, KIND_DIGEST, KIND_PUBLISH, OP_WORDS, OUTPUT_MAGIC, kind_code)
+from alphac.codegen.rt_tables import HEADER_WORDS, KIND_COMBINE, OUTPUT_MAGIC
 from alphac.codegen.rt_arith import emit_add_range
 from alphac.codegen.rt_cli import usage_text
 from alphac.plan.protocol import REGION_PARAMETERS, REGION_STATE, leaves
@@ -321,26 +320,9 @@ class OwnedRuntime:
     # -- the op interpreter ----------------------------------------------------------------
     def _emit_run_owned_ops(self, send_frame, recv_frame, local, fns) -> ir.Function:
         rt = self.rt
-        fn, b = rt.function("rt_run_ops", VOID, (I64, I64, I64), ("first", "count", "version"))
-        first, count, version = fn.args
-        base = b.add(self._pos_tab(b, self.c_op_start), first)
-        me = b.load(self.g_owner, typ=I64)
-        with for_range(b, 0, count, "op") as i:
-            at = b.mul(b.add(base, i), i64(OP_WORDS))
-            kind, peer, dst, a, bb, step = (self._tab(b, self.c_ops, b.add(at, i64(w))) for w in range(OP_WORDS))
-            fd = b.load(self._arr(b, self.g_fds, b.select(b.icmp_signed("<", peer, i64(0)), i64(0), peer), I32),
-                        typ=I32)
-            b.store(ir.Constant(PTR, None), self.g_sent_buf)
-            after = b.append_basic_block("op.after")
-            default = b.append_basic_block("op.bad")
-            sw = b.switch(kind, default)
-            cases = {}
-            for name in OWNED_OPS:
-                blk = b.append_basic_block(f"op.{name}")
-                sw.add_case(i64(kind_code(name)), blk)
-                cases[name] = blk
-            b.position_at_end(default)
-            rt.refuse(b, "corrupt-executable", "owner %lld: corrupt op table (kind %lld)", me, kind)
+        with self._op_interpreter(OWNED_OPS, keep_hash_on_send=False) as op:
+            b, cases, after, version, me = op.b, op.cases, op.after, op.version, op.me
+            peer, dst, a, bb, step, fd = op.peer, op.dst, op.a, op.bb, op.step, op.fd
 
             def case(name):
                 b.position_at_end(cases[name])
@@ -396,27 +378,8 @@ class OwnedRuntime:
             case("update-owned")
             b.call(fns["update"], [self._oreg(b, a), self._owords(b, a), version])
             b.branch(after)
-            case("digest-send")
-            store64(b, b.load(self.g_digest, typ=I64), self.g_small, HEADER_WORDS)
-            b.call(send_frame, [peer, i64(KIND_DIGEST), version, step, self.g_small, i64(1), i64(0)])
-            b.branch(after)
-            case("digest-recv")
-            b.call(recv_frame, [fd, peer, i64(KIND_DIGEST), version, step, self.g_small, i64(1), *self._no_add()])
-            theirs = load64(b, self.g_small, HEADER_WORDS)
-            mine = b.load(self.g_digest, typ=I64)
-            rt.refuse_if(b, b.icmp_unsigned("!=", theirs, mine), "replica-divergence",
-                         "owner %lld's digest 0x%016llx of the replicated words differs from owner "
-                         "%lld's 0x%016llx after %lld updates", peer, theirs, me, mine, version)
-            b.branch(after)
-            case("publish-send")
-            b.call(send_frame, [peer, i64(KIND_PUBLISH), version, step, self.g_small, i64(0), i64(0)])
-            b.branch(after)
-            case("publish-recv")
-            b.call(recv_frame, [fd, peer, i64(KIND_PUBLISH), version, step, self.g_small, i64(0), *self._no_add()])
-            b.branch(after)
-            b.position_at_end(after)
-        b.ret_void()
-        return fn
+            self._emit_finish_cases(op, send_frame, recv_frame, "digest of the replicated words")
+        return op.fn
 
     # -- output ----------------------------------------------------------------------------
     def _emit_write_owned(self) -> ir.Function:

@@ -11,6 +11,8 @@ The command line, frames and output format are documented in docs/runtime.md.
 from __future__ import annotations
 
 import struct
+from contextlib import contextmanager
+from types import SimpleNamespace
 
 import numpy as np
 from llvmlite import ir
@@ -149,8 +151,13 @@ class _Emitter(CommandLine, Connections, Arithmetic, Output):
         return [null, null, null, i64(0)]
 
     # -- the op interpreter ----------------------------------------------------------------
-    def _emit_run_ops(self, send_frame, recv_frame, local, combine, apply) -> ir.Function:
-        rt, k = self.rt, self.k
+    @contextmanager
+    def _op_interpreter(self, kinds, keep_hash_on_send: bool):
+        """`rt_run_ops(first, count, version)`: each op of this owner's table decoded and
+        branched on by kind. Yields the decoded op; the caller emits `op.cases[kind]` for
+        every kind in `kinds`, each ending in a branch to `op.after`. The payload hash kept
+        for a register is forgotten before every op (but a send, if `keep_hash_on_send`)."""
+        rt = self.rt
         fn, b = rt.function("rt_run_ops", VOID, (I64, I64, I64), ("first", "count", "version"))
         first, count, version = fn.args
         base = b.add(self._pos_tab(b, self.c_op_start), first)
@@ -160,20 +167,57 @@ class _Emitter(CommandLine, Connections, Arithmetic, Output):
             kind, peer, dst, a, bb, step = (self._tab(b, self.c_ops, b.add(at, i64(w))) for w in range(OP_WORDS))
             fd = b.load(self._arr(b, self.g_fds, b.select(b.icmp_signed("<", peer, i64(0)), i64(0), peer), I32),
                         typ=I32)
-            # every op but a combine send may rewrite a register: forget the kept payload hash
-            with b.if_then(b.icmp_unsigned("!=", kind, i64(kind_code("send")))):
+            if keep_hash_on_send:
+                with b.if_then(b.icmp_unsigned("!=", kind, i64(kind_code("send")))):
+                    b.store(ir.Constant(PTR, None), self.g_sent_buf)
+            else:
                 b.store(ir.Constant(PTR, None), self.g_sent_buf)
             after = b.append_basic_block("op.after")
             default = b.append_basic_block("op.bad")
             sw = b.switch(kind, default)
             cases = {}
-            for name in SUPPORTED_OPS:
+            for name in kinds:
                 blk = b.append_basic_block(f"op.{name}")
                 sw.add_case(i64(kind_code(name)), blk)
                 cases[name] = blk
             b.position_at_end(default)
             rt.refuse(b, "corrupt-executable", "owner %lld: corrupt op table (kind %lld)", me, kind)
+            yield SimpleNamespace(fn=fn, b=b, i=i, base=base, count=count, version=version, me=me,
+                                  kind=kind, peer=peer, dst=dst, a=a, bb=bb, step=step, fd=fd,
+                                  cases=cases, after=after)
+            b.position_at_end(after)
+        b.ret_void()
 
+    def _emit_finish_cases(self, op, send_frame, recv_frame, digest_of: str) -> None:
+        """The replica comparison and publication ops, alike in every runtime."""
+        rt, b = self.rt, op.b
+        b.position_at_end(op.cases["digest-send"])
+        store64(b, b.load(self.g_digest, typ=I64), self.g_small, HEADER_WORDS)
+        b.call(send_frame, [op.peer, i64(KIND_DIGEST), op.version, op.step, self.g_small, i64(1), i64(0)])
+        b.branch(op.after)
+        b.position_at_end(op.cases["digest-recv"])
+        b.call(recv_frame, [op.fd, op.peer, i64(KIND_DIGEST), op.version, op.step, self.g_small, i64(1),
+                            *self._no_add()])
+        theirs = load64(b, self.g_small, HEADER_WORDS)
+        mine = b.load(self.g_digest, typ=I64)
+        rt.refuse_if(b, b.icmp_unsigned("!=", theirs, mine), "replica-divergence",
+                     f"owner %lld's {digest_of} 0x%016llx differs from owner %lld's 0x%016llx "
+                     "after %lld updates", op.peer, theirs, op.me, mine, op.version)
+        b.branch(op.after)
+        b.position_at_end(op.cases["publish-send"])
+        b.call(send_frame, [op.peer, i64(KIND_PUBLISH), op.version, op.step, self.g_small, i64(0), i64(0)])
+        b.branch(op.after)
+        b.position_at_end(op.cases["publish-recv"])
+        b.call(recv_frame, [op.fd, op.peer, i64(KIND_PUBLISH), op.version, op.step, self.g_small, i64(0),
+                            *self._no_add()])
+        b.branch(op.after)
+
+    def _emit_run_ops(self, send_frame, recv_frame, local, combine, apply) -> ir.Function:
+        k = self.k
+        with self._op_interpreter(SUPPORTED_OPS, keep_hash_on_send=True) as op:
+            b, cases, after = op.b, op.cases, op.after
+            i, base, count, version = op.i, op.base, op.count, op.version
+            peer, dst, a, bb, step, fd = op.peer, op.dst, op.a, op.bb, op.step, op.fd
             b.position_at_end(cases["local"])
             b.call(local, [self._reg(b, dst), version])
             b.branch(after)
@@ -205,27 +249,8 @@ class _Emitter(CommandLine, Connections, Arithmetic, Output):
             b.position_at_end(cases["update"])
             b.call(apply, [self._reg(b, a), version])
             b.branch(after)
-            b.position_at_end(cases["digest-send"])
-            store64(b, b.load(self.g_digest, typ=I64), self.g_small, HEADER_WORDS)
-            b.call(send_frame, [peer, i64(KIND_DIGEST), version, step, self.g_small, i64(1), i64(0)])
-            b.branch(after)
-            b.position_at_end(cases["digest-recv"])
-            b.call(recv_frame, [fd, peer, i64(KIND_DIGEST), version, step, self.g_small, i64(1), *self._no_add()])
-            theirs = load64(b, self.g_small, HEADER_WORDS)
-            mine = b.load(self.g_digest, typ=I64)
-            rt.refuse_if(b, b.icmp_unsigned("!=", theirs, mine), "replica-divergence",
-                         "owner %lld's state digest 0x%016llx differs from owner %lld's 0x%016llx "
-                         "after %lld updates", peer, theirs, me, mine, version)
-            b.branch(after)
-            b.position_at_end(cases["publish-send"])
-            b.call(send_frame, [peer, i64(KIND_PUBLISH), version, step, self.g_small, i64(0), i64(0)])
-            b.branch(after)
-            b.position_at_end(cases["publish-recv"])
-            b.call(recv_frame, [fd, peer, i64(KIND_PUBLISH), version, step, self.g_small, i64(0), *self._no_add()])
-            b.branch(after)
-            b.position_at_end(after)
-        b.ret_void()
-        return fn
+            self._emit_finish_cases(op, send_frame, recv_frame, "state digest")
+        return op.fn
 
     # -- main ------------------------------------------------------------------------------
     def _begin_main(self, parse_args, select_owner, read_peers) -> tuple[ir.Function, ir.IRBuilder]:
