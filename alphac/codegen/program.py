@@ -80,14 +80,13 @@ def _count(stmts) -> int:
 
 # ----------------------------------------------------------------------------- fast-loop test
 
-def _refs(expr):
-    """Every SlotRef of an expression; Sum bodies included."""
+def _subexpressions(expr):
+    """Every node of an expression, Sum bodies included (iteratively: trees may be deep)."""
     stack = [expr]
     while stack:
         e = stack.pop()
-        if isinstance(e, n.SlotRef):
-            yield e
-        elif isinstance(e, n.Unary):
+        yield e
+        if isinstance(e, n.Unary):
             stack.append(e.arg)
         elif isinstance(e, n.Binary):
             stack.extend((e.lhs, e.rhs))
@@ -95,17 +94,13 @@ def _refs(expr):
             stack.append(e.body)
 
 
+def _refs(expr):
+    """Every SlotRef of an expression; Sum bodies included."""
+    return (e for e in _subexpressions(expr) if isinstance(e, n.SlotRef))
+
+
 def _has_sum(expr) -> bool:
-    stack = [expr]
-    while stack:
-        e = stack.pop()
-        if isinstance(e, n.Sum):
-            return True
-        if isinstance(e, n.Unary):
-            stack.append(e.arg)
-        elif isinstance(e, n.Binary):
-            stack.extend((e.lhs, e.rhs))
-    return False
+    return any(isinstance(e, n.Sum) for e in _subexpressions(expr))
 
 
 def fast_loop_ok(loop: n.Loop) -> bool:
