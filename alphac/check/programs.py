@@ -130,6 +130,19 @@ class ProgramLowering:
             return None
         return got[0]
 
+    def _index_scope(self, var: str, lo, hi, scope, span):
+        """The scope inside `for var in lo .. hi` or `sum var in lo .. hi`, and the bounds;
+        None (after a diagnostic) if var is taken or the bounds do not check."""
+        if scope.taken(var):
+            self.error("duplicate-definition", f"{var} is already defined here", span)
+            return None
+        bounds = self._bounds(lo, hi, scope, span)
+        if bounds is None:
+            return None
+        inner = scope.child()
+        inner.vars[var] = bounds
+        return inner, bounds
+
     def _bounds(self, lo_e, hi_e, scope: _Scope, span: Span):
         lo = self._const(lo_e, scope, "a range bound")
         hi = self._const(hi_e, scope, "a range bound")
@@ -252,14 +265,10 @@ class ProgramLowering:
         if isinstance(e, ast.NameRef):
             return self._name(e, scope)
         if isinstance(e, ast.SumOf):
-            if scope.taken(e.var):
-                self.error("duplicate-definition", f"{e.var} is already defined here", e.span)
+            opened = self._index_scope(e.var, e.lo, e.hi, scope, e.span)
+            if opened is None:
                 return None
-            bounds = self._bounds(e.lo, e.hi, scope, e.span)
-            if bounds is None:
-                return None
-            inner = scope.child()
-            inner.vars[e.var] = bounds
+            inner, bounds = opened
             body = self._expr(e.body, inner)
             return None if body is None else ir.Sum(e.var, bounds[0], bounds[1], body, e.span)
         if isinstance(e, ast.Unary) and e.op in ("neg", "sqrt") and not (
@@ -355,14 +364,10 @@ class ProgramLowering:
         if isinstance(s, ast.Assign):
             return self._assign(s.target, s.value, s.span, s.text, scope)
         assert isinstance(s, ast.For)
-        if scope.taken(s.var):
-            self.error("duplicate-definition", f"{s.var} is already defined here", s.span)
+        opened = self._index_scope(s.var, s.lo, s.hi, scope, s.span)
+        if opened is None:
             return None
-        bounds = self._bounds(s.lo, s.hi, scope, s.span)
-        if bounds is None:
-            return None
-        inner = scope.child()
-        inner.vars[s.var] = bounds
+        inner, bounds = opened
         loop = _Loop(s.var)
         self.loops.append(loop)
         body = self._stmts(s.body, inner)
