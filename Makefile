@@ -5,9 +5,13 @@ DEMO_SPEC := specs/demo.alpha
 
 .PHONY: setup demo test test-gpu bench clean
 
+# pip refuses to install into a Debian-managed interpreter unless told to (PEP 668).
+PIP_FLAGS := $(shell $(PY) -c "import os, sysconfig; print('--break-system-packages' if os.path.exists(os.path.join(sysconfig.get_path('stdlib'), 'EXTERNALLY-MANAGED')) else '')" 2>/dev/null)
+
 # Idempotent: installs only what is missing.
 setup:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	$(PY) -m pip --version >/dev/null 2>&1 || missing="$$missing python3-pip"; \
 	if [ -n "$$missing" ]; then \
 	  echo "setup: installing$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
@@ -16,7 +20,7 @@ setup:
 	@# the editable install must point at this tree (a clone elsewhere must not run another copy)
 	@cd / && $(PY) -c "import lark, click, llvmlite, elftools, pytest, hypothesis, numpy" 2>/dev/null \
 	  && $(PY) -m pip show alphac 2>/dev/null | grep -qx "Editable project location: $(CURDIR)" \
-	  || (cd $(CURDIR) && $(PY) -m pip install -q -e '.[test]')
+	  || (cd $(CURDIR) && $(PY) -m pip install -q $(PIP_FLAGS) -e '.[test]')
 
 demo: setup
 	$(PY) -m alphac.demo $(DEMO_SPEC)
