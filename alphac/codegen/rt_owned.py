@@ -15,11 +15,8 @@ from llvmlite import ir
 
 from alphac.codegen.rt_ir import (
     F64, I32, I64, PTR, VOID, for_range, gep64, i32, i64, is_nonfinite, load64, store64)
-from alphac.codegen.rt_net import (
-    FNV_OFFSET, NetState, emit_fnv, emit_frames, emit_io, emit_lanes, emit_now_ms, emit_sockopts)
+from alphac.codegen.rt_net import FNV_OFFSET
 from alphac.codegen.rt_tables import HEADER_WORDS, KIND_COMBINE, OUTPUT_MAGIC
-from alphac.codegen.rt_arith import emit_add_range
-from alphac.codegen.rt_cli import usage_text
 from alphac.plan.protocol import REGION_PARAMETERS, REGION_STATE, leaves
 
 OUTPUT_FORMAT_OWNED = 2
@@ -423,21 +420,8 @@ class OwnedRuntime:
         rt, k, m = self.rt, self.k, self.m
         self._globals()
         self._owned_globals()
-        usage = usage_text(self.plan, self.role.name, self.target, self.role.owners)
-        parse_args = self._emit_parse_args(usage)
-        select_owner = self._emit_select_owner()
-        read_peers = self._emit_read_peers()
-        now_ms = emit_now_ms(rt)
-        fnv = emit_fnv(rt)
-        lanes = emit_lanes(rt)
-        self.add_range = emit_add_range(rt)
-        st = NetState(rt, self.g_owner, self.g_fds, self.g_accept, self.g_timeout,
-                      self.plan.protocol_id, self.max_payload, self.g_added_bad, self.g_sent_buf,
-                      self.g_sent_hash)
-        read_all, write_all, read_hashed = emit_io(st, lanes, self.add_range)
-        sockopts = emit_sockopts(st)
-        send_frame, recv_frame = emit_frames(st, fnv, lanes, read_all, write_all, read_hashed)
-        connect = self._emit_connect(now_ms, sockopts, send_frame, recv_frame)
+        sup = self._emit_support(self.max_payload)
+        fnv, send_frame, recv_frame, connect = sup.fnv, sup.send_frame, sup.recv_frame, sup.connect
         # the contribution reads the read replica when parameters are partitioned
         if self.part.parameters:
             held, self.g_params = self.g_params, self.g_replica
@@ -451,7 +435,7 @@ class OwnedRuntime:
         run_ops = self._emit_run_owned_ops(send_frame, recv_frame, local, fns)
         write_output = self._emit_write_owned()
 
-        main, b = self._begin_main(parse_args, select_owner, read_peers)
+        main, b = self._begin_main(sup)
 
         def alloc(words) -> ir.Value:
             words = words if isinstance(words, ir.Value) else i64(max(words, 1))

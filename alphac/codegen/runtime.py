@@ -253,7 +253,7 @@ class _Emitter(CommandLine, Connections, Arithmetic, Output):
         return op.fn
 
     # -- main ------------------------------------------------------------------------------
-    def _begin_main(self, parse_args, select_owner, read_peers) -> tuple[ir.Function, ir.IRBuilder]:
+    def _begin_main(self, sup: SimpleNamespace) -> tuple[ir.Function, ir.IRBuilder]:
         """`main` up to its first socket: no connection yet, the command line, this owner,
         a refusal if its output already exists, the peers file."""
         main = ir.Function(self.rt.module, ir.FunctionType(I32, (I32, PTR)), "main")
@@ -261,15 +261,16 @@ class _Emitter(CommandLine, Connections, Arithmetic, Output):
         b = ir.IRBuilder(main.append_basic_block("entry"))
         with for_range(b, 0, self.n, "fd") as j:
             b.store(i32(-1), self._arr(b, self.g_fds, j, I32))
-        b.call(parse_args, [argc, argv])
-        b.call(select_owner, [])
+        b.call(sup.parse_args, [argc, argv])
+        b.call(sup.select_owner, [])
         self._refuse_if_output_exists(b, b.load(self.g_out_path, typ=PTR))
-        b.call(read_peers, [])
+        b.call(sup.read_peers, [])
         return main, b
 
-    def emit(self) -> ir.Function:
-        rt, k, m = self.rt, self.k, self.m
-        self._globals()
+    def _emit_support(self, max_payload) -> SimpleNamespace:
+        """What every runtime's `main` calls: the command line, this owner, the peers file,
+        the frame I/O over sockets (payloads up to `max_payload` words) and connection setup."""
+        rt = self.rt
         usage = usage_text(self.plan, self.role.name, self.target, self.role.owners)
         parse_args = self._emit_parse_args(usage)
         select_owner = self._emit_select_owner()
@@ -279,16 +280,26 @@ class _Emitter(CommandLine, Connections, Arithmetic, Output):
         lanes = emit_lanes(rt)
         self.add_range = emit_add_range(rt)
         st = NetState(rt, self.g_owner, self.g_fds, self.g_accept, self.g_timeout,
-                      self.plan.protocol_id, k + 1, self.g_added_bad, self.g_sent_buf, self.g_sent_hash)
+                      self.plan.protocol_id, max_payload, self.g_added_bad, self.g_sent_buf,
+                      self.g_sent_hash)
         read_all, write_all, read_hashed = emit_io(st, lanes, self.add_range)
         sockopts = emit_sockopts(st)
         send_frame, recv_frame = emit_frames(st, fnv, lanes, read_all, write_all, read_hashed)
-        connect = self._emit_connect(now_ms, sockopts, send_frame, recv_frame)
+        return SimpleNamespace(
+            parse_args=parse_args, select_owner=select_owner, read_peers=read_peers, fnv=fnv,
+            send_frame=send_frame, recv_frame=recv_frame,
+            connect=self._emit_connect(now_ms, sockopts, send_frame, recv_frame))
+
+    def emit(self) -> ir.Function:
+        rt, k, m = self.rt, self.k, self.m
+        self._globals()
+        sup = self._emit_support(k + 1)
+        fnv, send_frame, recv_frame, connect = sup.fnv, sup.send_frame, sup.recv_frame, sup.connect
         run_ops = self._emit_run_ops(send_frame, recv_frame, self._emit_local(),
                                      self._emit_combine(), self._emit_apply())
         write_output = self._emit_write_output()
 
-        main, b = self._begin_main(parse_args, select_owner, read_peers)
+        main, b = self._begin_main(sup)
 
         def alloc(words: int) -> ir.Value:
             p = rt.call(b, "malloc", i64(8 * max(words, 1)))
