@@ -166,18 +166,9 @@ class ProgramLowering:
             return True  # an empty loop or sum touches nothing
         lay = self.layout
         shown = f"slot {lo}" if hi == lo + 1 else f"slots [{lo}, {hi})"
-        if lo < 0 or hi > lay.slots:
-            self.error("index-out-of-range",
-                       f"{label} reaches {shown}, outside the {lay.what} program's "
-                       f"{lay.slots} slots", span)
-            return False
-        region = next(r for r in lay.regions if r.lo <= lo < r.hi)
-        if hi > region.hi:
-            other = next(r for r in lay.regions if r.lo < hi <= r.hi)
-            self.error("region-straddle",
-                       f"{label} spans {shown}, across the {region.name} [{region.lo}, "
-                       f"{region.hi}) and the {other.name} [{other.lo}, {other.hi})", span,
-                       ["each access must lie in one region"])
+        region = self._region_of(lo, hi, f"{label} reaches {shown},", f"{label} spans {shown},",
+                                 "each access must lie in one region", span)
+        if region is None:
             return False
         if write:
             if lo < lay.write_lo or hi > lay.write_hi:
@@ -379,20 +370,26 @@ class ProgramLowering:
         return ir.Loop(s.var, bounds[0], bounds[1], tuple(body), s.span)
 
     def _view_fits(self, name: str, lo: int, hi: int, span: Span) -> bool:
+        covers = f"view {name} covers slots [{lo}, {hi}),"
+        return self._region_of(lo, hi, covers, covers, "each view and access must lie in one region",
+                               span) is not None
+
+    def _region_of(self, lo: int, hi: int, outside: str, across: str, note: str, span: Span):
+        """The one region holding slots [lo, hi), or None after `index-out-of-range` (the
+        message starts with `outside`) or `region-straddle` (starts with `across`)."""
         lay = self.layout
         if lo < 0 or hi > lay.slots:
-            self.error("index-out-of-range", f"view {name} covers slots [{lo}, {hi}), outside the "
-                       f"{lay.what} program's {lay.slots} slots", span)
-            return False
+            self.error("index-out-of-range",
+                       f"{outside} outside the {lay.what} program's {lay.slots} slots", span)
+            return None
         region = next(r for r in lay.regions if r.lo <= lo < r.hi)
         if hi > region.hi:
             other = next(r for r in lay.regions if r.lo < hi <= r.hi)
             self.error("region-straddle",
-                       f"view {name} covers slots [{lo}, {hi}), across the {region.name} "
-                       f"[{region.lo}, {region.hi}) and the {other.name} [{other.lo}, {other.hi})",
-                       span, ["each view and access must lie in one region"])
-            return False
-        return True
+                       f"{across} across the {region.name} [{region.lo}, {region.hi}) and the "
+                       f"{other.name} [{other.lo}, {other.hi})", span, [note])
+            return None
+        return region
 
     def _loop_carried(self, loop: _Loop, s: ast.For) -> None:
         for index, (rlo, rhi), span in loop.reads:
