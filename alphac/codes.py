@@ -58,6 +58,9 @@ CHECK = {
     "placement-length": "the placement does not name one target per owner",
     "role-owner-out-of-range": "a role names an owner outside 0 .. owners-1",
     "role-coverage": "an owner holds no role, or more than one",
+    "role-name-invalid": "a role name is not [a-z][a-z0-9_-]* of at most 64 characters "
+                         "(executables are named after their role)",
+    "role-name-duplicate": "two roles of one deployment have the same name",
     "no-deployment": "a command needs exactly one deployment and the file has none or several",
 }
 

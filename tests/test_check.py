@@ -255,3 +255,41 @@ def test_a_program_typed_on_its_own_must_fit_the_learner(tmp_path):
     assert [(d.code, d.span.line, d.message) for d in diagnostics] == [
         ("slot-count-mismatch", 4, "this contribution program is typed for 9 slots; the "
                                    "learner's contribution has 4")]
+
+
+ROLES = ('RoleOf { roleName = "coordinator", roleOwners = [0] }, '
+         'RoleOf { roleName = "worker", roleOwners = [0, 1] }')
+
+
+def _with_roles(tmp_path: Path, roles: str) -> Path:
+    text = (ROOT / "tests" / "errors" / "role-coverage.alpha").read_text()
+    assert ROLES in text
+    return write(tmp_path, text.replace(ROLES, roles))
+
+
+def test_role_names_that_would_leave_the_output_directory_are_refused(tmp_path):
+    for bad in ("x/../../escaped", "../worker", "Worker", "worker.1", "", "1worker", "a" * 65,
+                "w\tx", "w x", "w\u00f6rker"):
+        spec = _with_roles(tmp_path, f'RoleOf {{ roleName = "coordinator", roleOwners = [0] }}, '
+                                     f'RoleOf {{ roleName = "{bad}", roleOwners = [1] }}')
+        _, diagnostics, _ = check_file(str(spec))
+        assert [d.code for d in diagnostics] == ["role-name-invalid"], bad
+        assert diagnostics[0].span.line == 20
+    ok = _with_roles(tmp_path, 'RoleOf { roleName = "hub", roleOwners = [0] }, '
+                               f'RoleOf {{ roleName = "w0-edge_{"a" * 56}", roleOwners = [1] }}')
+    assert codes(ok) == []
+
+
+def test_duplicate_role_names_are_refused_at_check_time(tmp_path):
+    spec = _with_roles(tmp_path, 'RoleOf { roleName = "worker", roleOwners = [0] }, '
+                                 'RoleOf { roleName = "worker", roleOwners = [1] }')
+    _, diagnostics, _ = check_file(str(spec))
+    assert [d.code for d in diagnostics] == ["role-name-duplicate"]
+    (d,) = diagnostics
+    first = 'roleName = "worker"'
+    line = spec.read_text().splitlines()[19]
+    assert (d.span.line, d.span.col) == (20, line.rindex(first) + len("roleName = ") + 1)
+    assert d.notes[0] == f"the first role named \"worker\" is at {spec}:20:{line.index(first) + 12}"
+    with pytest.raises(CompileError) as info:
+        load_deployment(str(spec))
+    assert [x.code for x in info.value.diagnostics] == ["role-name-duplicate"]

@@ -7,16 +7,21 @@ coverage, separability and contracts are the planner's.
 
 from __future__ import annotations
 
+import json
+import re
+
 import numpy as np
 
 from alphac.check import words as W
 from alphac.check.programs import Layout, ProgramLowering, Region
-from alphac.check.values import Evaluator, VList, VNat, VObj, VProgram, VRows, VWords, whole
+from alphac.check.values import Evaluator, VList, VNat, VObj, VProgram, VRows, VString, VWords, whole
 from alphac.ir import nodes as ir
 
 LEARNER = "Learning.DataParallel.DataParallelSystem"
 MAX_OWNERS = 1 << 16
 DEPLOYMENT = "Learning.Deployment.Deployment"
+ROLE_NAME = re.compile(r"[a-z][a-z0-9_-]*")
+MAX_ROLE_NAME = 64
 
 # The meaning of the deployment families' constructors: which target or profile they name.
 TARGETS = {"TargetX86_64": "x86_64", "TargetAArch64": "aarch64", "TargetSM86": "sm86"}
@@ -228,8 +233,11 @@ class Lowering:
     def _roles(self, v: VList, owners: int) -> tuple[ir.Role, ...]:
         roles = []
         holder: dict[int, str] = {}
+        first: dict[str, VString] = {}
         for r in v.items:
-            name = r.fields["roleName"].s
+            name_v = r.fields["roleName"]
+            name = name_v.s
+            self._role_name(name_v, first)
             members = []
             for n in r.fields["roleOwners"].items:
                 if n.n >= owners:
@@ -251,6 +259,24 @@ class Lowering:
                            "hold no role; every owner holds exactly one role", v.span)
         return tuple(roles)
 
+    def _role_name(self, v: VString, first: dict[str, VString]) -> None:
+        """A role name names executables (`{spec}-{role}-{target}`) and output files: a short
+        lowercase word, unique within the deployment."""
+        name = v.s
+        if len(name) > MAX_ROLE_NAME or not ROLE_NAME.fullmatch(name):
+            why = (f"has {len(name)} characters; at most {MAX_ROLE_NAME}" if len(name) > MAX_ROLE_NAME
+                   else "is not a lowercase letter followed by lowercase letters, digits, '_' or '-'")
+            self.bag.error("role-name-invalid", f"role name {_quoted(name)} {why}", v.span,
+                           ["executables and their outputs are named after the role: "
+                            "{spec}-{role}-{target}"])
+            return
+        if name in first:
+            self.bag.error("role-name-duplicate", f"two roles are named {_quoted(name)}", v.span,
+                           [f"the first role named {_quoted(name)} is at {first[name].span}",
+                            "every role of a deployment has its own name"])
+            return
+        first[name] = v
+
     def _contract(self, c: VObj) -> ir.Contract:
         p = c.fields["numericalProfile"].fields
         profile = ir.Profile(*(PROFILE_WORDS[p[name].ctor] for name in (
@@ -266,6 +292,12 @@ class Lowering:
             return ir.Checkpoint(0, "", c.span)
         return ir.Checkpoint(c.fields["checkpointInterval"].n, c.fields["checkpointDirectory"].s,
                              c.span)
+
+
+def _quoted(name: str, limit: int = 40) -> str:
+    """A role name for a message: quoted, escaped, and cut short when long."""
+    shown = name if len(name) <= limit else name[:limit] + "..."
+    return json.dumps(shown, ensure_ascii=True)
 
 
 def _count(n: int, word: str) -> str:
