@@ -39,9 +39,11 @@ CHECK = {
     "non-finite-constant": "constant arithmetic gives a non-finite binary64 result",
     "inexact-conversion": "f64(n) of a Nat that binary64 cannot hold exactly",
     "word-out-of-range": "a raw word does not fit in 64 bits",
-    "load-file": "a word file is missing, unreadable or not binary64/uint64",
+    "load-file": "a word file is missing or unreadable, or is neither raw binary64 nor a 1-D "
+                 "or 2-D float64 .npy",
     # learner and programs
-    "length-mismatch": "the initial parameters do not hold k words",
+    "length-mismatch": "the initial parameters do not hold k words (a loaded 2-D array: one "
+                       "row of k)",
     "slot-count-mismatch": "an erased slot count disagrees with 2k+s or 2k+m+1",
     "invalid-index": "an index is not N, i, i+N or i-N, or a bound is not constant",
     "index-out-of-range": "an access or view reaches outside the program's slots or the view",
@@ -49,7 +51,7 @@ CHECK = {
     "slot-write-out-of-range": "a program writes outside its writable slots",
     "slot-read-out-of-range": "a contribution reads one of its own slots before writing it",
     "loop-carried-dependence": "a loop reads what it writes at another index than its own",
-    "sample-width": "a sample does not hold s words",
+    "sample-width": "a sample does not hold s words (a loaded 2-D array: rows of s)",
     "sample-file": "a sample file is missing or unreadable",
     "sample-shares": "the shares of loaded samples do not add up to the rows in the file",
     # deployment structure

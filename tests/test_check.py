@@ -293,3 +293,77 @@ def test_duplicate_role_names_are_refused_at_check_time(tmp_path):
     with pytest.raises(CompileError) as info:
         load_deployment(str(spec))
     assert [x.code for x in info.value.diagnostics] == ["role-name-duplicate"]
+
+
+def _lsq_with(tmp_path: Path, old: str, new: str) -> Path:
+    text = (SPECS / "Gates" / "Lsq.alpha").read_text().replace("module Gates.Lsq", "module T")
+    assert old in text
+    return write(tmp_path, text.replace(old, new))
+
+
+def _sample_spec(tmp_path: Path, name: str) -> Path:
+    return _lsq_with(tmp_path, "dataParallelSamples = lsqSamples,",
+                     f'dataParallelSamples = load "{name}" shares [2, 0, 1, 0],')
+
+
+def _diagnostics(path: Path):
+    _, diagnostics, _ = check_file(str(path))
+    return diagnostics
+
+
+def test_a_2d_sample_array_of_another_width_is_refused_not_reread(tmp_path):
+    # 3 x 2 holds 6 words: as a flat list these are two samples of s = 3, but they are not
+    rows = np.array([[1.5, -2.25], [3.0, 1e-3], [1e3, 0.1]])
+    np.save(tmp_path / "s.npy", rows)
+    diagnostics = _diagnostics(_sample_spec(tmp_path, "s.npy"))
+    # one refusal per learner of Gates.Lsq that reads the file
+    assert {d.code for d in diagnostics} == {"sample-width"}
+    assert "3 x 2 array: samples of 2 words, but the sample width s is 3" in diagnostics[0].message
+    np.save(tmp_path / "s.npy", rows.reshape(1, 3, 2))
+    diagnostics = _diagnostics(_sample_spec(tmp_path, "s.npy"))
+    assert {d.code for d in diagnostics} == {"sample-width"}
+    assert "1 x 3 x 2 array" in diagnostics[0].message
+
+
+def test_a_flat_sample_array_is_still_cut_into_rows_of_s(tmp_path):
+    rows = np.array([[1.5, -2.25, 3.0], [1e-3, 1e3, 0.1], [7.0, 8.0, 9.0]])
+    np.save(tmp_path / "s.npy", rows.reshape(-1))
+    learners = load_spec(str(_sample_spec(tmp_path, "s.npy"))).learners
+    assert learners[0].samples.words.tolist() == rows.view("<u8").tolist()
+    np.save(tmp_path / "f.npy", np.asfortranarray(rows))
+    learners = load_spec(str(_sample_spec(tmp_path, "f.npy"))).learners
+    assert learners[0].samples.words.tolist() == rows.view("<u8").tolist()
+
+
+def test_uint64_npy_files_are_refused(tmp_path):
+    words = np.array([[bits(1.5), bits(2.0), bits(3.0)]] * 3, dtype=np.uint64)
+    np.save(tmp_path / "s.npy", words)
+    diagnostics = _diagnostics(_sample_spec(tmp_path, "s.npy"))
+    assert {d.code for d in diagnostics} == {"sample-file"}
+    assert "holds uint64; a .npy of words holds float64" in diagnostics[0].message
+    np.save(tmp_path / "w.npy", words[0, :2])
+    spec = _lsq_with(tmp_path, "dataParallelInitial = [0.0012, -3.75],",
+                     'dataParallelInitial = load "w.npy",')
+    assert {d.code for d in _diagnostics(spec)} == {"load-file"}
+    # the same words as a raw little-endian file are raw words, loaded as they are
+    words[0, :2].astype("<u8").tofile(tmp_path / "w.bin")
+    spec = _lsq_with(tmp_path, "dataParallelInitial = [0.0012, -3.75],",
+                     'dataParallelInitial = load "w.bin",')
+    assert load_spec(str(spec)).learners[0].initial.as_tuple() == (bits(1.5), bits(2.0))
+
+
+def test_initial_words_load_as_one_row_of_k(tmp_path):
+    def initial(array) -> Path:
+        np.save(tmp_path / "w.npy", np.asarray(array, dtype="<f8"))
+        return _lsq_with(tmp_path, "dataParallelInitial = [0.0012, -3.75],",
+                         'dataParallelInitial = load "w.npy",')
+
+    for ok in ([0.5, -1.0], [[0.5, -1.0]]):
+        assert load_spec(str(initial(ok))).learners[0].initial.as_tuple() == (bits(0.5), bits(-1.0))
+    diagnostics = _diagnostics(initial([[0.5], [-1.0]]))
+    assert {d.code for d in diagnostics} == {"length-mismatch"}
+    assert "2 x 1 array (rows of 1 word); the initial parameters are one row of k = 2" \
+        in diagnostics[0].message
+    assert {d.code for d in _diagnostics(initial([[0.5, -1.0]] * 2))} == {"length-mismatch"}
+    assert {d.code for d in _diagnostics(initial([[[0.5, -1.0]]]))} == {"load-file"}
+    assert {d.code for d in _diagnostics(initial(0.5))} == {"load-file"}

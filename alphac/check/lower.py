@@ -51,7 +51,14 @@ class Lowering:
         initial, state = f.get("dataParallelInitial"), f.get("dataParallelInitialState")
         m = len(state.data) if isinstance(state, VWords) else None
         before = len(self.bag.items)
-        if k is not None and isinstance(initial, VWords) and len(initial.data) != k:
+        if k is not None and isinstance(initial, VWords) and initial.shape \
+                and initial.shape[1] != k:
+            self.bag.error("length-mismatch", f"{initial.source} holds a "
+                           f"{W.shape_text(initial.shape)} array (rows of "
+                           f"{_count(initial.shape[1], 'word')}); the initial parameters are one "
+                           f"row of k = {k} words",
+                           initial.span)
+        elif k is not None and isinstance(initial, VWords) and len(initial.data) != k:
             self.bag.error("length-mismatch", f"dataParallelInitial has {_count(len(initial.data), 'word')}; "
                            f"the learner has k = {k} parameters", initial.span)
         contribution = update = samples = None
@@ -125,6 +132,17 @@ class Lowering:
         except W.WordError as exc:
             self.bag.error("sample-file", exc.message, v.span)
             return None
+        if data.ndim == 2 and data.shape[1] != s:
+            self.bag.error("sample-width", f"{v.path} holds a {W.shape_text(data.shape)} array: "
+                           f"samples of {_count(data.shape[1], 'word')}, but the sample width s is {s}",
+                           v.span)
+            return None
+        if data.ndim not in (1, 2):
+            self.bag.error("sample-width", f"{v.path} holds a {W.shape_text(data.shape)} array; "
+                           f"samples load from a 2-D array of rows of s = {s} words, or a flat "
+                           "word list", v.span)
+            return None
+        data = data.reshape(-1)
         if s == 0 or len(data) % s:
             self.bag.error("sample-width", f"{v.path} holds {len(data)} words, not whole samples "
                            f"of width {s}", v.span)

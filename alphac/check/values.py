@@ -100,6 +100,9 @@ class VWords:
     span: Span = NO_SPAN
     source: str = ""
     item_spans: tuple = ()
+    # the shape of the array it was loaded from when that is 2-D (rows x columns), for the
+    # learner to check the columns against a width it knows; () for a flat list
+    shape: tuple = ()
 
 
 @dataclass(eq=False)
@@ -477,12 +480,18 @@ class Evaluator:
             except W.WordError as exc:
                 self.bag.error(exc.code, exc.message, e.span)
                 return None
+            if data.ndim not in (1, 2):
+                self.bag.error("load-file", f"{path} holds a {W.shape_text(data.shape)} array; a "
+                               ".npy of words is 1-D (a word list) or 2-D (rows)", e.span)
+                return None
+            shape = data.shape if data.ndim == 2 else ()
+            data = data.reshape(-1)
             bad = W.first_non_finite(data)
             if bad >= 0:
                 self.bag.error("non-finite-literal",
                                f"word {bad} of {e.path} is not a finite binary64 number", e.span)
                 return None
-            return VWords(data, e.span, path)
+            return VWords(data, e.span, path, shape=shape)
         return self._mismatch(e, ty)
 
     def _check_family(self, info: ModuleInfo, e: ast.Expr, ty: Ty):

@@ -95,8 +95,9 @@ def apply(op: str, *words: int) -> int:
 
 
 def load_words(path: str) -> np.ndarray:
-    """A word file as a flat little-endian uint64 array: `.npy` (float64 or uint64) or raw
-    little-endian binary64. Raises WordError(load-file)."""
+    """A word file as little-endian uint64 words, in the file's shape: a `.npy` of float64
+    (its shape kept, so that callers can check rows against a width) or raw little-endian
+    binary64 (1-D). Raises WordError(load-file)."""
     try:
         if os.path.isdir(path):
             raise WordError("load-file", f"{path} is a directory")
@@ -112,10 +113,15 @@ def load_words(path: str) -> np.ndarray:
             except (ValueError, EOFError) as exc:
                 raise WordError("load-file", f"{path} is not a readable .npy file ({exc})") from None
             if array.dtype.kind == "f" and array.dtype.itemsize == 8:
-                return np.ascontiguousarray(array.astype("<f8", copy=False)).reshape(-1).view("<u8").astype(np.uint64)
+                shape = array.shape
+                flat = np.ascontiguousarray(array.astype("<f8", copy=False)).reshape(-1)
+                return flat.view("<u8").astype(np.uint64).reshape(shape)
             if array.dtype.kind == "u" and array.dtype.itemsize == 8:
-                return np.ascontiguousarray(array.astype("<u8", copy=False)).reshape(-1).astype(np.uint64)
-            raise WordError("load-file", f"{path} holds {array.dtype}; only float64 or uint64 load")
+                # uint64 is ambiguous (integers to convert, or bit patterns?); refused rather
+                # than guessed. Raw words load from a raw file or as word(...) literals.
+                raise WordError("load-file", f"{path} holds uint64; a .npy of words holds float64 "
+                                "(raw words load from a raw little-endian file)")
+            raise WordError("load-file", f"{path} holds {array.dtype}; a .npy of words holds float64")
         if size % 8:
             raise WordError("load-file", f"{path} has {size} bytes, not a whole number of 8-byte words")
         return np.fromfile(path, dtype="<u8").astype(np.uint64)
@@ -123,6 +129,11 @@ def load_words(path: str) -> np.ndarray:
         raise WordError("load-file", f"{path} does not exist") from None
     except OSError as exc:
         raise WordError("load-file", f"{path} cannot be read: {exc.strerror or exc}") from None
+
+
+def shape_text(shape: tuple) -> str:
+    """An array shape for a message: `3 x 2`, `a 0-dimensional`."""
+    return " x ".join(str(d) for d in shape) if shape else "0-dimensional"
 
 
 def first_non_finite(words: np.ndarray) -> int:
