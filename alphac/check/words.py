@@ -132,7 +132,7 @@ def load_words(path: str) -> np.ndarray:
 
 
 def shape_text(shape: tuple) -> str:
-    """An array shape for a message: `3 x 2`, `a 0-dimensional`."""
+    """An array shape for a message: `3 x 2`, or `0-dimensional`."""
     return " x ".join(str(d) for d in shape) if shape else "0-dimensional"
 
 
