@@ -82,6 +82,8 @@ PLAN = {
     # partitioning (dataParallelSeparable) and selection assembly
     "data-parallel-not-separable": "a partitioned word of the update depends on another coordinate's words",
     "data-parallel-words-overclaimed": "words per coordinate and shared words claim more state than the learner has",
+    "data-parallel-words-unclaimed": "a partitioned update writes a replicated state word that is neither "
+                                     "a word per coordinate nor shared (no owner updates it)",
     "data-parallel-assembly-overlap": "a selection assembly receives a coordinate from two owners",
     "data-parallel-assembly-coverage": "a selection assembly leaves coordinates without any owner",
     # shard maps (logical regions and physical fragments)

@@ -93,6 +93,47 @@ def test_cross_coordinate_update_refuses_in_both_forms():
         plan(replace(dep, partitioning=Partitioning()))
 
 
+@pytest.mark.parametrize("form", ["slots", "loop"])
+@pytest.mark.parametrize("which", [dict(gradients=True), dict(parameters=True),
+                                   dict(parameters=True, gradients=True)])
+def test_replicated_state_words_the_claim_leaves_unclaimed_refuse(form, which):
+    # momentum with no word per coordinate: every owner updates only its coordinates, so
+    # no owner would ever update the velocity the update writes
+    k = 3
+    with pytest.raises(CompileError) as err:
+        plan(deployment(4, k=k, kind="momentum", form=form,
+                        partitioning=part(words_per_coordinate=0, **which)))
+    (d,) = err.value.diagnostics
+    assert (d.code, str(d.span)) == ("data-parallel-words-unclaimed", "spec.alpha:30:28")
+    first = "slot 3 (state word 0, unclaimed)"
+    assert d.notes[0].startswith(first + (" is written" if form == "slots" else " (and 2 more words) is written"))
+    assert len(d.notes) == (k if form == "slots" else 1) + 2
+    # one word per coordinate claims the velocity: then the plan is the executables' one
+    p = plan(deployment(4, k=k, kind="momentum", form=form,
+                        partitioning=part(words_per_coordinate=1, **which)))
+    assert all(check_shard_map(m) == [] for m in p.shard_maps)
+
+
+def test_unclaimed_state_words_only_read_are_replicated_constants():
+    # Adam with its powers unclaimed and never written: each owner reads its replica of them
+    k = 2
+    dep = deployment(4, k=k, kind="adam", partitioning=part(gradients=True, words_per_coordinate=2))
+    from dataclasses import replace
+
+    upd = dep.learner.update
+    dep = replace(dep, learner=replace(dep.learner, update=replace(upd, body=upd.body[2:])))
+    assert plan(dep).deployment.partitioning.gradients
+    # Adam's second moment left unclaimed (one word per coordinate, the powers shared)
+    assert codes(deployment(4, k=k, kind="adam", partitioning=part(
+        gradients=True, words_per_coordinate=1, shared_state=(2 * k, 2 * k + 1)))) == [
+        "data-parallel-words-unclaimed"]
+
+
+def test_a_partitioned_state_reports_unclaimed_words_once_as_missing_coverage():
+    assert codes(deployment(4, kind="momentum", partitioning=part(
+        optimizer_state=True, gradients=True, words_per_coordinate=0))) == ["shard-coverage-missing"]
+
+
 def test_a_million_coordinate_indexed_update_is_checked_without_unrolling():
     import time
 

@@ -19,7 +19,7 @@ from alphac.plan.identity import protocol_identity
 from alphac.plan.memory import OwnerBytes, bytes_per_owner
 from alphac.plan.phases import REPLICATE_ALL, Delivery, Transfer, reduce_phase, replicate_phase
 from alphac.plan.shards import ShardMap, learner_shard_maps, check_shard_map
-from alphac.plan.separable import check_claim, check_dependence
+from alphac.plan.separable import check_claim, check_dependence, check_unclaimed_writes
 from alphac.plan.tree import TreeShape, check_topology
 
 
@@ -114,6 +114,9 @@ def _plan(dep: ir.Deployment) -> Plan:
     claimed = not part.any or check_claim(dep.learner, part, pspan, bag)
     if part.any and claimed:
         check_dependence(dep.learner, part, pspan, bag)
+        if not part.optimizer_state:
+            # a partitioned state refuses unclaimed words as missing shard coverage
+            check_unclaimed_writes(dep.learner, part, pspan, bag)
     if claimed and n >= 1:
         maps = learner_shard_maps(dep)
         for shard_map in maps:

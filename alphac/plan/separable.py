@@ -21,7 +21,9 @@ from alphac.ir import nodes as ir
 from alphac.plan.tree import NOTE_LIMIT
 
 SHARED = -1     # a shared word: any owner may read it
-UNCLAIMED = -2  # a state word no claim covers (reported as missing shard coverage)
+UNCLAIMED = -2  # a state word no claim covers: held by no owner when the state is partitioned
+                # (shard-coverage-missing), never written when it is replicated
+                # (data-parallel-words-unclaimed)
 
 
 @dataclass(frozen=True)
@@ -231,5 +233,50 @@ def check_dependence(learner: ir.Learner, part: ir.Partitioning, span: Span, bag
                   "owner's words", span,
                   shown + ["a word of coordinate i may read only coordinate i's words and shared words; "
                            "a shared word only shared words"])
+        return False
+    return True
+
+
+def check_unclaimed_writes(learner: ir.Learner, part: ir.Partitioning, span: Span,
+                           bag: DiagnosticBag) -> bool:
+    """Under any partitioning, each owner updates only its coordinates' words and the shared
+    words (`update-owned`), and the selection assembly installs only those. A state word that
+    is neither (the claim leaves it unclaimed) is written by no owner: with a replicated
+    state, an update writing one could not be run. True when the update writes none.
+    (With a partitioned state, unclaimed words are refused as missing shard coverage.)"""
+    layout = layout_of(learner, part)
+    notes: list[str] = []
+    frames = [(learner.update.body, 0, {})]
+    while frames:
+        body, i, loop_vars = frames.pop()
+        if i >= len(body):
+            continue
+        frames.append((body, i + 1, loop_vars))
+        stmt = body[i]
+        if isinstance(stmt, ir.Loop):
+            frames.append((stmt.body, 0, {**loop_vars, stmt.var: (stmt.lo, stmt.hi)}))
+            continue
+        if not isinstance(stmt, ir.Assign):
+            continue
+        tgt = stmt.target
+        lo, hi = (tgt.base, tgt.base + 1) if tgt.var not in loop_vars else \
+            (tgt.base + loop_vars[tgt.var][0], tgt.base + loop_vars[tgt.var][1])
+        bad = np.flatnonzero(_classes(layout, lo, hi) == UNCLAIMED)
+        if len(bad):
+            where = f" at {stmt.span}" if stmt.span.line > 0 else ""
+            more = f" (and {len(bad) - 1} more words)" if len(bad) > 1 else ""
+            notes.append(f"{layout.describe(max(lo, 0) + int(bad[0]))}{more} is written{where}")
+    if notes:
+        shown = notes[:NOTE_LIMIT]
+        if len(notes) > NOTE_LIMIT:
+            shown.append(f"and {len(notes) - NOTE_LIMIT} more")
+        w, k = part.words_per_coordinate, learner.k
+        bag.error("data-parallel-words-unclaimed",
+                  "the partitioned update writes optimizer-state words that belong to no owner",
+                  span, shown + [
+                      f"the claim covers {w} words per coordinate x {k} coordinates + "
+                      f"{len(set(part.shared_state))} shared words of the state's m = {learner.m}",
+                      "each owner updates only its coordinates' words and the shared words: claim "
+                      "the word with partitionWordsPerCoordinate or list it in partitionSharedState"])
         return False
     return True
