@@ -11,7 +11,7 @@ import numpy as np
 
 from alphac.ir.nodes import TreeBranch, TreeLeaf, TreeNode
 from alphac.oracle.refusal import Refusal, Site, non_finite
-from alphac.plan.protocol import postorder
+from alphac.oracle.tree import postorder
 
 MUTANTS = ("unweighted-mean", "swapped-branch", "duplicated-mass")
 

@@ -22,8 +22,8 @@ from alphac.oracle import scalar, vector
 from alphac.oracle.combine import MUTANTS, Mass, combine, mean, mutate_leaves, swap_branch
 from alphac.oracle.layout import param_coordinates, state_offsets
 from alphac.oracle.refusal import Refusal, Site
+from alphac.oracle.tree import combine_tree, leaves as tree_leaves
 from alphac.oracle.words import bits_of, digest, floats, to_float
-from alphac.plan.protocol import build_tree, leaves as tree_leaves
 
 ENGINES = ("auto", "scalar", "vector")
 SCALAR_LIMIT = 50_000   # slot-words per update up to which `auto` walks with Python floats
@@ -189,7 +189,7 @@ def evaluate(dep: Deployment, rounds: int | None = None, *, mutant: str | None =
     kind = _choose(engine, L)
     contributions = _contributions_scalar if kind == "scalar" else _contributions_vector
     update = _update_scalar if kind == "scalar" else _update_vector
-    root = build_tree(dep.owners, dep.topology)
+    root = combine_tree(dep.owners, dep.topology)
     order = tree_leaves(root)
     if sorted(order) != list(range(dep.owners)):
         raise Refusal("oracle-inconsistent",

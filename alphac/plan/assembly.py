@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from alphac.diagnostics import NO_SPAN, Diagnostic, Span
+from alphac.plan.layout import OwnerLayout
 from alphac.plan.tree import owner_list
 
 
@@ -26,14 +27,21 @@ class Offer:
 
 
 def owned_by(k: int, n: int, owner: int) -> np.ndarray:
-    """Coordinates of owner `owner` when coordinate i belongs to owner i mod n."""
-    return np.arange(owner, k, n, dtype=np.int64)
+    """Coordinates of owner `owner` among k coordinates over n owners (the owner layout's)."""
+    return OwnerLayout(k, 0, n).coordinates(owner)
 
 
-def offers_of(vector, n: int) -> list[Offer]:
-    """Every owner's offer of its own coordinates of `vector` (i -> owner i mod n)."""
+def offers_of(vector, n: int, layout: OwnerLayout | None = None) -> list[Offer]:
+    """Every owner's offer of its own coordinates of `vector` under `layout` (default: the
+    layout of len(vector) coordinates over n owners)."""
     words = np.asarray(vector, dtype=np.uint64)
-    return [Offer(o, owned_by(len(words), n, o), words[o::n]) for o in range(n)]
+    layout = OwnerLayout(len(words), 0, n) if layout is None else layout
+    assert (layout.k, layout.n) == (len(words), n), "the owner layout is not this vector's"
+    out = []
+    for o in range(n):
+        coords = layout.coordinates(o)
+        out.append(Offer(o, coords, words[coords]))
+    return out
 
 
 def assemble(k: int, offers: list[Offer], span: Span = NO_SPAN) -> tuple[np.ndarray | None, list[Diagnostic]]:

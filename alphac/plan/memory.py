@@ -1,10 +1,12 @@
 """Memory laws: persistent and peak bytes per owner.
 
 Persistent bytes are the learner state an owner holds between updates and checkpoints:
-its parameters and optimizer-state words (all of them when replicated, its coordinates'
-and the shared words when partitioned). Peak adds what lives only during an update: the
-combine registers of its protocol and, under parameter partitioning, the read replica of
-the gathered parameters. A read replica never counts toward persistent state.
+its parameters and optimizer-state words as the owner layout gives them (all of them when
+replicated, its coordinates' and the shared words when partitioned). Peak adds what lives
+only during an update: the combine registers of its protocol and, under parameter
+partitioning, the read replica of the gathered parameters (k words). A read replica never
+counts toward persistent state. The shard maps are built from the same layout, so these
+are also the words of each owner's persistent fragments.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from alphac.ir import nodes as ir
+from alphac.plan.layout import OwnerLayout
 
 WORD = 8
 
@@ -33,22 +36,15 @@ class OwnerBytes:
         return self.persistent + self.replica + self.registers
 
 
-def bytes_per_owner(dep: ir.Deployment, maps, register_words) -> list[OwnerBytes]:
-    """Each owner's bytes, read off the shard maps (persistent fragments: state; fragments
-    living one update: the read replica) and its protocol's registers."""
+def bytes_per_owner(dep: ir.Deployment, layout: OwnerLayout, register_words) -> list[OwnerBytes]:
+    """Each owner's bytes: the words the layout says it holds, the read replica under
+    parameter partitioning, and its protocol's registers."""
     n = dep.owners
-    held = {"parameters": [0] * n, "state": [0] * n}
-    replica = [0] * n
-    for shard_map in maps:
-        for f in shard_map.fragments:
-            if f.lifetime == "persistent":
-                held[shard_map.region.field][f.owner] += f.words
-            else:
-                replica[f.owner] += f.words
+    replica = dep.learner.k if layout.parameters else 0
     shares = dep.learner.samples.shares
     out = []
     for o in range(n):
         samples = dep.learner.s * (shares[o] if o < len(shares) else 0)
-        out.append(OwnerBytes(WORD * held["parameters"][o], WORD * held["state"][o], WORD * replica[o],
-                              WORD * register_words[o], WORD * samples))
+        out.append(OwnerBytes(WORD * layout.params_count(o), WORD * layout.state_count(o),
+                              WORD * replica, WORD * register_words[o], WORD * samples))
     return out

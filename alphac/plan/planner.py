@@ -3,7 +3,9 @@
 Checks the combine tree's coverage, the contract's profile and, under partitioning, the
 update's separability and the state's shard maps; then derives the phases, every owner's
 protocol (from `protocol.project`, the single source of op lists), bytes per owner, the
-numerical contract and the protocol identity. Every problem is collected before failing.
+numerical contract and the protocol identity. Who holds which coordinate and which words
+is the owner layout (`layout.OwnerLayout`), built once; the shard maps, protocols and
+bytes all read it. Every problem is collected before failing.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from alphac.ir import nodes as ir
 from alphac.plan import protocol as proto
 from alphac.plan.contract import NumericalContract, check_profile, derive
 from alphac.plan.identity import protocol_identity
+from alphac.plan.layout import OwnerLayout
 from alphac.plan.memory import OwnerBytes, bytes_per_owner
 from alphac.plan.phases import REPLICATE_ALL, Delivery, Transfer, reduce_phase, replicate_phase
 from alphac.plan.shards import ShardMap, learner_shard_maps, check_shard_map
@@ -56,6 +59,7 @@ class Plan:
     contract: NumericalContract
     shard_maps: tuple[ShardMap, ...]
     protocol_id: int
+    layout: OwnerLayout                      # who holds which coordinate and which words
 
     @property
     def protocol_hex(self) -> str:
@@ -107,6 +111,8 @@ def _plan(dep: ir.Deployment) -> Plan:
         bag.error("combine-leaf-missing", "a deployment without owners has nothing to combine", dspan,
                   [f"owners: {n}"])
     check_profile(dep.contract, dspan, bag)
+    # the single answer to who holds what; everything below reads it
+    layout = OwnerLayout.of(dep)
     maps: tuple[ShardMap, ...] = ()
     part = dep.partitioning
     pspan = _span(part, dspan)
@@ -118,7 +124,7 @@ def _plan(dep: ir.Deployment) -> Plan:
             # a partitioned state refuses unclaimed words as missing shard coverage
             check_unclaimed_writes(dep.learner, part, pspan, bag)
     if claimed and n >= 1:
-        maps = learner_shard_maps(dep)
+        maps = learner_shard_maps(dep, layout=layout)
         for shard_map in maps:
             bag.items.extend(check_shard_map(shard_map, pspan))
     bag.raise_if_any()
@@ -130,9 +136,9 @@ def _plan(dep: ir.Deployment) -> Plan:
     else:
         deliveries = (REPLICATE_ALL,)
     nodes = list(shape.nodes)
-    protocols = proto.project(root, n, part if part.any else None, dep.learner.k, nodes)
+    protocols = proto.project(root, n, part if part.any else None, dep.learner.k, nodes, layout)
     k = dep.learner.k
-    sizes = bytes_per_owner(dep, maps, [proto.register_words(p, k, n) for p in protocols])
+    sizes = bytes_per_owner(dep, layout, [proto.register_words(p, k, n) for p in protocols])
     role_of = {o: r.name for r in reversed(dep.roles) for o in r.owners}
     owners = []
     for o in range(n):
@@ -150,6 +156,7 @@ def _plan(dep: ir.Deployment) -> Plan:
         contract=derive(dep, nodes),
         shard_maps=maps,
         protocol_id=protocol_identity(dep, nodes),
+        layout=layout,
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from alphac.ir.nodes import ExplicitTree, Hierarchy, Star, Topology, TreeBranch, TreeLeaf, TreeNode
+from alphac.plan.layout import OwnerLayout
 
 # The executables' wire format (frame layout and checksum, docs/runtime.md). It is part of
 # the protocol identity, so executables built for different wire formats refuse each
@@ -176,14 +177,16 @@ class OwnerProtocol:
 
 
 def project(root: TreeNode, n: int, partitioning=None, k: int = 0,
-            nodes: list[TreeNode] | None = None) -> tuple[OwnerProtocol, ...]:
+            nodes: list[TreeNode] | None = None,
+            layout: OwnerLayout | None = None) -> tuple[OwnerProtocol, ...]:
     """Each owner's protocol. Registers: 0 = own local value; one register per received or
     combined value otherwise. With a `Partitioning` that partitions anything, the protocol
-    of `project_partitioned` (k = the learner's parameter count); otherwise the replicated
-    learner's. `nodes` is the tree's post-order, if the caller has it already."""
+    of `project_partitioned` (k = the learner's parameter count, `layout` the owner layout
+    if the caller has it); otherwise the replicated learner's. `nodes` is the tree's
+    post-order, if the caller has it already."""
     nodes = postorder(root) if nodes is None else nodes
     if partitioning is not None and partitioning.any:
-        return project_partitioned(root, n, partitioning, k, nodes)
+        return project_partitioned(root, n, partitioning, k, nodes, layout)
     ops: list[list[Op]] = [[] for _ in range(n)]
     reg: dict[int, int] = {}  # id(node) -> register at its owner
     next_reg = [1] * n
@@ -257,8 +260,8 @@ def peers(proto: OwnerProtocol) -> tuple[int, ...]:
 
 
 def owned_count(k: int, n: int, owner: int) -> int:
-    """How many of coordinates 0..k-1 belong to `owner` (coordinate i -> owner i mod n)."""
-    return 0 if owner >= k else (k - owner + n - 1) // n
+    """How many of coordinates 0..k-1 belong to `owner` (the owner layout's answer)."""
+    return OwnerLayout(k, 0, n).owned_count(owner)
 
 
 class _Schedule:
@@ -309,7 +312,8 @@ class _Schedule:
 
 
 def project_partitioned(root: TreeNode, n: int, part, k: int,
-                        nodes: list[TreeNode] | None = None) -> tuple[OwnerProtocol, ...]:
+                        nodes: list[TreeNode] | None = None,
+                        layout: OwnerLayout | None = None) -> tuple[OwnerProtocol, ...]:
     """Each owner's protocol when parameters, optimizer state or gradients are partitioned.
 
     One update, as a global schedule projected onto owners:
@@ -326,10 +330,16 @@ def project_partitioned(root: TreeNode, n: int, part, k: int,
          partitioned; per-coordinate state unless partitioned) is offered, assembled by
          selection over the tree, replicated and installed.
     Replica comparison and publication (finish ops) are those of the replicated learner.
+    Register sizes count the coordinates each owner holds under `layout` (the owner
+    layout; without one, that of k coordinates over n owners under `part`).
     """
     nodes = postorder(root) if nodes is None else nodes
     owners = sorted(set(leaves(root, nodes)))
-    w = part.words_per_coordinate
+    if layout is None:
+        m = part.words_per_coordinate * k + len(set(part.shared_state))
+        layout = OwnerLayout.build(k, m, n, part)
+    assert (layout.k, layout.n) == (k, n), "the owner layout is not this learner's"
+    w = layout.w
     sch = _Schedule(n)
     for o in range(n):
         sch.reg(o, k + 1)  # register 0: the local (sum, count)
@@ -339,7 +349,7 @@ def project_partitioned(root: TreeNode, n: int, part, k: int,
     def assemble(mask: int, words_per_coord: int) -> dict[int, int]:
         offered = {}
         for o in owners:
-            offered[o] = sch.reg(o, words_per_coord * owned_count(k, n, o))
+            offered[o] = sch.reg(o, words_per_coord * layout.owned_count(o))
             sch.emit(o, Op("offer", dst=offered[o], a=mask))
         total = sch.reduce(nodes, offered, "select")
         return sch.spread(root.owner, total, all_edges)
@@ -357,7 +367,7 @@ def project_partitioned(root: TreeNode, n: int, part, k: int,
         for t in range(n):
             sliced = {}
             for o in owners:
-                sliced[o] = sch.reg(o, owned_count(k, n, t) + 1)
+                sliced[o] = sch.reg(o, layout.owned_count(t) + 1)
                 sch.emit(o, Op("slice", peer=t, dst=sliced[o], a=0))
             total = sch.reduce(nodes, sliced, "combine")
             mean[t] = sch.spread(root.owner, total, delivery_path(parent, t))[t]

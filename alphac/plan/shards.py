@@ -18,7 +18,7 @@ import numpy as np
 
 from alphac.diagnostics import NO_SPAN, Diagnostic, Span
 from alphac.ir import nodes as ir
-from alphac.plan.protocol import owned_count
+from alphac.plan.layout import OwnerLayout
 from alphac.plan.tree import owner_list
 
 Run = tuple[int, int, int]  # (start, step, count): positions start, start+step, ...
@@ -177,21 +177,23 @@ def _replicated(dep: ir.Deployment, region: LogicalRegion, authority: int, runs)
     return out
 
 
-def learner_shard_maps(dep: ir.Deployment, authority: int = 0) -> tuple[ShardMap, ...]:
+def learner_shard_maps(dep: ir.Deployment, authority: int = 0,
+                       layout: OwnerLayout | None = None) -> tuple[ShardMap, ...]:
     """The parameters' and the optimizer state's shard maps under the deployment's partitioning.
 
     Replicated regions have one authority (the tree's root, which compares the replicas
-    before publishing) and read-only mirrors. Partitioned regions give coordinate i to
-    owner i mod n; under parameter partitioning every owner also holds a read replica
-    of the whole parameter vector for the length of one update."""
-    learner, part, n = dep.learner, dep.partitioning, dep.owners
+    before publishing) and read-only mirrors. Partitioned regions give each owner the words
+    the owner layout (`layout`, else the deployment's) says it holds; under parameter
+    partitioning every owner also holds a read replica of the whole parameter vector for
+    the length of one update."""
+    layout = OwnerLayout.of(dep) if layout is None else layout
+    learner, n = dep.learner, dep.owners
     k, m = learner.k, learner.m
     params = LogicalRegion(learner.name, "parameters", k)
     frags: list[Fragment] = []
-    if part.parameters:
+    if layout.parameters:
         for o in range(n):
-            c = owned_count(k, n, o)
-            frags.append(Fragment(o, _space(dep, o), ((o, n, c),) if c else ()))
+            frags.append(Fragment(o, _space(dep, o), layout.coordinate_runs(o)))
             frags.append(Fragment(o, _space(dep, o), ((0, 1, k),) if k else (), "update", False,
                                   params.version))
     else:
@@ -200,22 +202,16 @@ def learner_shard_maps(dep: ir.Deployment, authority: int = 0) -> tuple[ShardMap
     if m == 0:
         return tuple(maps)
     state = LogicalRegion(learner.name, "state", m)
-    if not part.optimizer_state:
+    if not layout.optimizer_state:
         maps.append(ShardMap(state, tuple(_replicated(dep, state, authority, ((0, 1, m),)))))
         return tuple(maps)
-    shared_set = set(part.shared_state)
-    per_coord = np.array([j for j in range(m) if j not in shared_set], dtype=np.int64)
-    w = part.words_per_coordinate
     frags = []
     for o in range(n):
-        ranks = np.concatenate([b * k + np.arange(o, k, n, dtype=np.int64) for b in range(w)]) \
-            if w > 0 else np.empty(0, dtype=np.int64)
-        pos = per_coord[ranks[ranks < len(per_coord)]]
+        pos = layout.coordinate_state(o)
         frags.append(Fragment(o, _space(dep, o), runs_of(pos) if len(pos) else ()))
-    if part.shared_state:
+    if layout.shared_state:
         # the shared words as listed: a word listed twice is held twice
-        shared_runs = runs_of(list(part.shared_state))
+        shared_runs = runs_of(list(layout.shared_state))
         frags.extend(_replicated(dep, state, authority, shared_runs))
     maps.append(ShardMap(state, tuple(frags)))
     return tuple(maps)
-
