@@ -18,7 +18,7 @@ setup:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 	@# the editable install must point at this tree (a clone elsewhere must not run another copy)
-	@cd / && $(PY) -c "import lark, click, llvmlite, elftools, pytest, hypothesis, numpy" 2>/dev/null \
+	@cd / && $(PY) -c "import lark, click, llvmlite, elftools, pytest, hypothesis, numpy, wheel" 2>/dev/null \
 	  && $(PY) -m pip show alphac 2>/dev/null | grep -qx "Editable project location: $(CURDIR)" \
 	  || (cd $(CURDIR) && $(PY) -m pip install -q $(PIP_FLAGS) -e '.[test]')
 

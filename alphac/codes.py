@@ -146,9 +146,9 @@ RUNTIME = {
 # -- build and launch (alphac/targets, alphac/launch) ---------------------------------------
 TOOLING = {
     # targets, build, inspect
-    "unknown-target": "no targets/<name>.toml describes this target",
+    "unknown-target": "no <name>.toml in the targets directory describes this target",
     "target-not-buildable": "the target is described but executables cannot be built for it yet",
-    "bad-target-file": "a targets/<name>.toml file is malformed or misses a key",
+    "bad-target-file": "a target description <name>.toml is malformed or misses a key",
     "unknown-role": "the deployment has no role of this name",
     "role-not-placed": "no owner of the requested role is placed on the requested target",
     "linker-missing": "the target's linker command is not installed",

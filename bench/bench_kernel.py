@@ -178,7 +178,7 @@ def main() -> None:
             times, params = measure(fn, k, args.repeat)
             words.append(params.view(np.uint64).copy())
             med = statistics.median(times)
-            label = "targets/x86_64.toml" if cpu is None else "variant, not the shipped target"
+            label = "alphac/targets/x86_64.toml" if cpu is None else "variant, not the shipped target"
             print(f"  cpu {cpu_name:<10} ({label})")
             print(f"    per update: median {med * 1e3:.1f} ms  min {min(times) * 1e3:.1f} ms  "
                   f"max {max(times) * 1e3:.1f} ms  ({args.repeat} runs; emit_object "

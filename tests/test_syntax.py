@@ -52,7 +52,7 @@ def test_the_seed_declaration_parses_with_its_members_in_order():
 def test_std_data_parallel_holds_the_seed_text_verbatim():
     seed = SEED.read_text()
     block = seed[seed.index("-- Slots, by position"):seed.index("end-family") + len("end-family")]
-    assert block in (ROOT / "specs" / "std" / "Learning" / "DataParallel.alpha").read_text()
+    assert block in (ROOT / "alphac" / "std" / "Learning" / "DataParallel.alpha").read_text()
     assert block in (ROOT / "specs" / "seed_dataparallel.alpha").read_text()
 
 

@@ -1,8 +1,9 @@
 """Module loading and name resolution: files, imports, the Std.Core prelude, family schemas.
 
-Imports resolve in the std library (`specs/std/`, or `$ALPHAC_STD`) first, then beside the
-importing file; `A.B` is the file `A/B.alpha`. A module sees its own names, the names of
-every module it imports (transitively) and the prelude, unqualified or qualified.
+Imports resolve in the std library (`alphac/std/`, shipped in the package, or `$ALPHAC_STD`)
+first, then beside the importing file; `A.B` is the file `A/B.alpha`. A module sees its own
+names, the names of every module it imports (transitively) and the prelude, unqualified or
+qualified.
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from alphac.diagnostics import CompileError, DiagnosticBag, SourceCache, Span
+from alphac.resources import data_path
 from alphac.syntax import ast
 from alphac.syntax.parse import parse_text, read_source
 
 PRELUDE = "Std.Core"
-DEFAULT_STD = Path(__file__).resolve().parents[2] / "specs" / "std"
+DEFAULT_STD = data_path("alphac", "std")
 
 
 def std_root() -> Path:

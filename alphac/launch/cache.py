@@ -2,16 +2,18 @@
 
 An executable is reused only if it exists, its metadata names the plan's protocol identity,
 role and target, and it is newer than the spec, the .alpha files it may import and every
-module of the compiler (samples and initial words are embedded, not all in the identity).
+file of the compiler: its modules and the data shipped with them (grammar, std library,
+targets, runtime sources). Samples and initial words are embedded, not all in the identity.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 _PACKAGE = Path(__file__).resolve().parents[1]
+# What the compiler is made of: its modules and the data files shipped beside them.
+_COMPILER_SUFFIXES = (".py", ".lark", ".alpha", ".toml", ".c", ".h")
 
 
 def read_metadata(exe: str | Path) -> dict | None:
@@ -35,13 +37,16 @@ def read_metadata(exe: str | Path) -> dict | None:
 
 
 def _std_dir() -> Path:
-    return Path(os.environ.get("ALPHAC_STD", _PACKAGE.parent / "specs" / "std"))
+    from alphac.check.modules import std_root
+
+    return std_root()
 
 
 def _newest_source_mtime(spec_file: str | Path | None) -> float:
     """The newest of: the spec, every .alpha file beside it or below (imports are resolved
-    there), the std library, and every module of the compiler."""
-    files = list(_PACKAGE.rglob("*.py")) + list(_std_dir().rglob("*.alpha"))
+    there), the std library, and every file of the compiler."""
+    files = [p for p in _PACKAGE.rglob("*") if p.suffix in _COMPILER_SUFFIXES]
+    files += _std_dir().rglob("*.alpha")
     if spec_file:
         spec = Path(spec_file)
         files.append(spec)

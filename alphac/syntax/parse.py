@@ -12,7 +12,7 @@ import os
 import re
 import stat
 from functools import lru_cache
-from pathlib import Path
+from importlib.resources import files
 
 from alphac.diagnostics import CompileError, Diagnostic, Span
 from alphac.syntax import ast
@@ -21,7 +21,8 @@ MAX_BYTES = 16 * 1024 * 1024
 MAX_NESTING = 64
 MAX_DEPTH = 400
 
-GRAMMAR = Path(__file__).resolve().parents[2] / "grammar" / "alpha.lark"
+# Shipped in the package beside this module; read with importlib.resources.
+GRAMMAR = files("alphac.syntax") / "alpha.lark"
 
 # Readable spellings of the grammar's terminals, for "expected ..." notes.
 _TERMINAL_TEXT = {

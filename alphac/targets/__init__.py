@@ -1,4 +1,4 @@
-"""targets stage: target descriptions (targets/*.toml), object emission and linking.
+"""targets stage: target descriptions (alphac/targets/*.toml), object emission and linking.
 
     compile_object(module, target) -> bytes       target: a Target or its name
     link(object_path, target, exe_path) -> Path

@@ -1,5 +1,5 @@
-"""Targets as parsed, frozen values: one `targets/<name>.toml` each, the only place triples,
-CPUs, features, linkers and runners are written."""
+"""Targets as parsed, frozen values: one `alphac/targets/<name>.toml` each, the only place
+triples, CPUs, features, linkers and runners are written."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-# The repository's `targets/` directory; `$ALPHAC_TARGETS` overrides it (tests, installs).
-TARGETS_DIR = Path(__file__).resolve().parents[2] / "targets"
+from alphac.resources import data_path
+
+# The `*.toml` files shipped in this package (`alphac/targets/`); `$ALPHAC_TARGETS` overrides it.
+TARGETS_DIR = data_path("alphac.targets")
 
 
 class TargetError(Exception):
@@ -62,7 +64,7 @@ def targets_dir() -> Path:
 
 
 def target_names() -> tuple[str, ...]:
-    """Every target described under targets/, sorted."""
+    """Every target described in the targets directory, sorted."""
     return tuple(sorted(p.stem for p in targets_dir().glob("*.toml")))
 
 
@@ -100,5 +102,6 @@ def _load(directory: str, name: str) -> Target:
 
 
 def load_target(name: str) -> Target:
-    """The target described by targets/NAME.toml; `unknown-target` lists the known ones."""
+    """The target described by NAME.toml in the targets directory; `unknown-target` lists
+    the known ones."""
     return _load(str(targets_dir()), name)

@@ -1,0 +1,25 @@
+"""The data shipped inside the package: the grammar (`alphac/syntax/alpha.lark`), the std
+library (`alphac/std/`) and the target descriptions (`alphac/targets/*.toml`).
+
+They are found with `importlib.resources`, never relative to a source tree, so a regular
+(non-editable) install works from any directory.
+"""
+
+from __future__ import annotations
+
+import atexit
+from contextlib import ExitStack
+from importlib.resources import as_file, files
+from pathlib import Path
+
+_extracted = ExitStack()
+atexit.register(_extracted.close)
+
+
+def data_path(package: str, *parts: str) -> Path:
+    """A real file-system path for the file or directory `parts` inside `package`.
+
+    An installed package lies on disk and this is simply its path; a package imported from
+    a zip file has the resource extracted for the life of the process (a directory needs
+    Python 3.12 or later there)."""
+    return _extracted.enter_context(as_file(files(package).joinpath(*parts)))
