@@ -1,7 +1,8 @@
 """The wire format of the executables' frames, in Python: encode, decode, checksum.
 
 Used by tests that play a misbehaving peer against a real owner, and by tools that read
-frames off a socket. The layout is the executable contract (docs/runtime.md): all words
+frames off a socket. The constants are the wire table `alphac.wire`, which the C runtime's
+generated header is made from. The layout is the executable contract (docs/runtime.md): all words
 are u64 little-endian; 8 header words, the payload, then one checksum word: the payload
 hashed in LANES independent FNV-1a lanes, the lanes folded into one word, then the 8
 header words folded on top (`frame_checksum`).
@@ -13,20 +14,22 @@ import socket
 import struct
 from dataclasses import dataclass
 
-MAGIC = 0x31454D4152464C41  # "ALFRAME1" read as a little-endian word
-HEADER_WORDS = 8
+from alphac import wire
+
+MAGIC = wire.FRAME_MAGIC
+HEADER_WORDS = wire.HEADER_WORDS
 MASK = (1 << 64) - 1
-FNV_OFFSET = 0xCBF29CE484222325
-FNV_PRIME = 0x100000001B3
+FNV_OFFSET = wire.FNV_OFFSET
+FNV_PRIME = wire.FNV_PRIME
 # payload lanes of the frame checksum: lane j hashes the payload words i with i % LANES == j
-LANES = 4
+LANES = wire.LANES
 
 # frame kinds (header word 6)
-HELLO = 1
-COMBINE = 2
-DIGEST = 3
-PUBLISH = 4
-KIND_NAMES = {HELLO: "hello", COMBINE: "combine", DIGEST: "digest", PUBLISH: "publish"}
+HELLO = wire.KINDS["hello"]
+COMBINE = wire.KINDS["combine"]
+DIGEST = wire.KINDS["digest"]
+PUBLISH = wire.KINDS["publish"]
+KIND_NAMES = {code: name for name, code in wire.KINDS.items()}
 
 
 class FrameError(ValueError):

@@ -14,9 +14,9 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-OUT_MAGIC = 0x3154554F41484C41  # "ALHAOUT1"
-OUT_FORMAT = 1
-OUT_FORMAT_OWNED = 2
+from alphac.wire import OUTPUT_MAGIC as OUT_MAGIC, OUTPUT_OWNED as OUT_FORMAT_OWNED
+from alphac.wire import OUTPUT_REPLICATED as OUT_FORMAT
+
 HEAD_WORDS = 7
 HEAD_WORDS_OWNED = 9
 

@@ -11,11 +11,7 @@ from dataclasses import dataclass
 
 from alphac.ir.nodes import ExplicitTree, Hierarchy, Star, Topology, TreeBranch, TreeLeaf, TreeNode
 from alphac.plan.layout import OwnerLayout
-
-# The executables' wire format (frame layout and checksum, docs/runtime.md). It is part of
-# the protocol identity, so executables built for different wire formats refuse each
-# other's hello as `frame-protocol` instead of failing later on a checksum.
-WIRE_FORMAT = 2
+from alphac.wire import WIRE_FORMAT  # noqa: F401  (the identity covers the wire format)
 
 # Op kinds, in the order they are numbered in the executables' embedded tables.
 OP_KINDS = (

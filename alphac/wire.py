@@ -1,0 +1,49 @@
+"""The executables' wire vocabulary, written once: frame magic and header words, frame kinds,
+the checksum's constants, output-file magic, and the order in which a receiver checks a
+frame. The C runtime gets it as a generated header (`alphac.image.cheader`); the Python
+codec (`alphac.launch.frames`) and the planner's identity read it here, so they cannot drift.
+
+docs/runtime.md is the contract these words implement.
+"""
+
+from __future__ import annotations
+
+# The frame layout and checksum version. It is part of the protocol identity, so executables
+# built for different wire formats refuse each other's hello as `frame-protocol` instead of
+# failing later on a checksum.
+WIRE_FORMAT = 2
+
+FRAME_MAGIC = 0x31454D4152464C41  # "ALFRAME1" read as a little-endian word
+# header words, in order (all u64 little-endian)
+HEADER = ("magic", "protocol", "sender", "receiver", "version", "step", "kind", "length")
+HEADER_WORDS = len(HEADER)
+
+# frame kinds (header word `kind`)
+KINDS = {"hello": 1, "combine": 2, "digest": 3, "publish": 4}
+
+# the checksum: FNV-1a steps on whole words, the payload in LANES independent lanes
+FNV_OFFSET = 0xCBF29CE484222325
+FNV_PRIME = 0x100000001B3
+LANES = 4
+# a sender hashes and writes payloads longer than this in chunks of this many words, so
+# the receiver (which hashes as bytes arrive) works on one chunk while the next is hashed
+SEND_CHUNK_WORDS = 1 << 15
+
+# A receiver checks the header in this order and refuses with the first failing code;
+# `frame-oversized` is decided before the payload is read, `frame-checksum` after.
+FRAME_CHECKS = ("frame-magic", "frame-protocol", "frame-sender", "frame-receiver",
+                "frame-version", "frame-step", "frame-kind", "frame-oversized",
+                "frame-length", "frame-checksum")
+
+# output files (docs/runtime.md, "Output file")
+OUTPUT_MAGIC = 0x3154554F41484C41  # "ALHAOUT1"
+OUTPUT_REPLICATED = 1   # every word of the learner
+OUTPUT_OWNED = 2        # the words an owner holds, with their positions
+
+# what an executable does when started with no --timeout-ms, and the bound on it (poll(2)
+# takes an int of milliseconds)
+DEFAULT_TIMEOUT_MS = 30000
+MAX_TIMEOUT_MS = 2**31 - 1
+
+# exit statuses of an executable
+EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
