@@ -1,0 +1,70 @@
+"""The byte layout of a role image: a flat array of little-endian u64 words, a fixed header
+of scalar fields, then (offset, count) pairs naming each section, then the sections.
+
+The C runtime reads the image through the field and section indices that
+`alphac.image.cheader` generates from these two tuples, so the two sides cannot drift.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+IMAGE_MAGIC = 0x31474D4941484C41  # "ALHAIMG1"
+IMAGE_FORMAT = 1
+
+# scalar fields, in word order
+FIELDS = (
+    "magic", "format", "protocol", "k", "m", "s", "n", "updates", "rate",
+    "tag_words",        # words after a register's count that frames carry (leaf tags)
+    "output_format",    # wire.OUTPUT_REPLICATED or wire.OUTPUT_OWNED
+    "part_parameters", "part_state", "part_gradients",
+    "w",                # optimizer-state words per coordinate
+    "block_words",      # coordinates per ownership block (block b belongs to owner b mod n)
+    "leaves",           # leaves of the combine tree
+    "max_payload",      # the largest frame payload the protocol sends
+    "role_size",        # owners of this role
+    "digest_params",    # 1: the replica digest covers the parameters
+    "digest_state_all",  # 1: ... and all state words (else the `repl_state` offsets)
+    "str_usage", "str_version", "str_role", "str_deployment", "str_owners",  # text offsets
+)
+
+# sections, in word order; per-role-owner tables are indexed by the owner's position in
+# its role, flat lists by the `*_start` entry of that position
+SECTIONS = (
+    "role_owners", "op_start", "n_update", "n_finish", "ops",
+    "peer_start", "peer_count", "peers",
+    "sample_row", "share",
+    "reg_start", "reg_count", "reg_words",
+    "held_start", "held_count", "held_state",
+    "repl_state", "leaf_order", "leaf_pos", "coord_off",
+    "samples", "initial", "initial_state",
+    "text",             # NUL-terminated strings; its count is in bytes
+)
+
+HEADER_WORDS = len(FIELDS) + 2 * len(SECTIONS)
+
+
+def encode(fields: dict[str, int], sections: dict[str, object]) -> bytes:
+    """The image's bytes: `fields` by name (every one given), `sections` by name (u64
+    sequences or numpy arrays; `text` as bytes)."""
+    assert set(fields) == set(FIELDS), set(fields) ^ set(FIELDS)
+    assert set(sections) == set(SECTIONS), set(sections) ^ set(SECTIONS)
+    head = np.zeros(HEADER_WORDS, dtype="<u8")
+    for i, name in enumerate(FIELDS):
+        head[i] = np.uint64(fields[name] & (2**64 - 1))
+    parts = [head]
+    at = HEADER_WORDS
+    for j, name in enumerate(SECTIONS):
+        data = sections[name]
+        if name == "text":
+            raw = bytes(data)
+            count = len(raw)
+            words = np.frombuffer(raw + b"\0" * (-len(raw) % 8), dtype="<u8")
+        else:
+            words = np.ascontiguousarray(np.asarray(data, dtype=np.uint64).reshape(-1), dtype="<u8")
+            count = len(words)
+        head[len(FIELDS) + 2 * j] = at
+        head[len(FIELDS) + 2 * j + 1] = count
+        parts.append(words)
+        at += len(words)
+    return b"".join(p.tobytes() for p in parts)

@@ -1,0 +1,259 @@
+"""`build_image(plan, role, target)`: what one role executable needs from the plan, as plain
+data — each owner's op table with the steps its frames carry, peers, samples and register
+sizes, the owner layout's word lists, the initial words, the programs and the texts the
+executable prints. The kernels (alphac.codegen) and the C runtime read nothing else.
+
+Steps: an owner numbers its ops 0, 1, ... over `update_ops` then `finish_ops`; a frame
+carries its sender's op index, and a receive op carries the index of the matching send
+(the j-th send of a kind from p to q matches the j-th receive of that kind at q from p).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from alphac import wire
+from alphac.image import format as fmt
+from alphac.ir import nodes as ir
+from alphac.plan import separable
+from alphac.plan.protocol import OwnerProtocol, leaves, peers, register_count
+
+OP_WORDS = 6  # kind, peer, dst, a, b, step
+TAG_WORDS = 2  # a partitioned register's payload ends with the leaf range [lo, hi) it covers
+
+_MATCH = {"recv": "send", "digest-recv": "digest-send", "publish-recv": "publish-send"}
+
+
+class ImageError(Exception):
+    """The plan asks for something the role runtime does not execute: a one-line error with
+    a TOOLING code, reported by `alphac build` like the targets' errors."""
+
+    def __init__(self, code: str, message: str):
+        from alphac.codes import CATALOGUE
+
+        assert code in CATALOGUE, code
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class OwnerImage:
+    owner: int
+    ops: tuple[tuple[int, ...], ...]  # OP_WORDS each: update ops, then finish ops
+    n_update: int
+    n_finish: int
+    peers: tuple[int, ...]
+    sample_row: int        # first row of this owner's samples in the image's sample table
+    share: int
+    reg_words: tuple[int, ...]  # data words of each register (sums and count, or assembled words)
+    held_state: tuple[int, ...] | None  # state offsets this owner outputs; None: all m
+
+
+@dataclass(frozen=True, eq=False)
+class RoleImage:
+    spec: str
+    deployment: str
+    role: str
+    target: str
+    protocol_id: int
+    n: int
+    k: int
+    s: int
+    m: int
+    updates: int
+    rate: int
+    contribution: ir.Program
+    update: ir.Program
+    partitioning: ir.Partitioning
+    update_layout: object | None  # separable.layout_of for an owned update kernel, else None
+    owners: tuple[OwnerImage, ...]  # the role's owners, in role order
+    tag_words: int
+    leaf_order: tuple[int, ...]
+    coord_off: np.ndarray           # state offset of block b's word for coordinate i, at b*k + i
+    repl_state: tuple[int, ...] | None  # state offsets every owner holds alike; None: all m
+    samples: np.ndarray             # the role's owners' sample rows, in role order
+    initial: np.ndarray
+    initial_state: np.ndarray
+    usage: str
+    version: str
+
+    @property
+    def owned(self) -> bool:
+        return self.partitioning.any
+
+    @property
+    def max_payload(self) -> int:
+        return max([w for o in self.owners for w in o.reg_words] + [1]) + self.tag_words
+
+    def encode(self) -> bytes:
+        """The bytes the executable embeds as `alphac_image` (layout: alphac.image.format)."""
+        part = self.partitioning
+        pos = np.zeros(self.n, dtype=np.uint64)
+        for i, o in enumerate(self.leaf_order):
+            pos[o] = i
+        text = bytearray()
+
+        def string(s: str) -> int:
+            at = len(text)
+            text.extend(s.encode("utf-8") + b"\0")
+            return at
+
+        fields = {
+            "magic": fmt.IMAGE_MAGIC, "format": fmt.IMAGE_FORMAT, "protocol": self.protocol_id,
+            "k": self.k, "m": self.m, "s": self.s, "n": self.n, "updates": self.updates,
+            "rate": self.rate, "tag_words": self.tag_words,
+            "output_format": wire.OUTPUT_OWNED if self.owned else wire.OUTPUT_REPLICATED,
+            "part_parameters": int(part.parameters), "part_state": int(part.optimizer_state),
+            "part_gradients": int(part.gradients), "w": part.words_per_coordinate,
+            "block_words": 1, "leaves": len(self.leaf_order), "max_payload": self.max_payload,
+            "role_size": len(self.owners), "digest_params": int(not part.parameters),
+            "digest_state_all": int(self.repl_state is None),
+            "str_usage": string(self.usage), "str_version": string(self.version),
+            "str_role": string(self.role), "str_deployment": string(self.deployment),
+            "str_owners": string(", ".join(str(o.owner) for o in self.owners)),
+        }
+        mask = 2**64 - 1
+
+        def flat(rows):
+            starts, out = [], []
+            for r in rows:
+                starts.append(len(out))
+                out.extend(w & mask for w in r)
+            return starts, out
+
+        op_starts, ops = flat([w for op in o.ops for w in op] for o in self.owners)
+        peer_starts, peer_list = flat(o.peers for o in self.owners)
+        reg_starts, reg_words = flat(o.reg_words for o in self.owners)
+        held_starts, held = flat(o.held_state or () for o in self.owners)
+        sections = {
+            "role_owners": [o.owner for o in self.owners],
+            "op_start": [s // OP_WORDS for s in op_starts], "ops": ops,
+            "n_update": [o.n_update for o in self.owners],
+            "n_finish": [o.n_finish for o in self.owners],
+            "peer_start": peer_starts, "peer_count": [len(o.peers) for o in self.owners],
+            "peers": peer_list,
+            "sample_row": [o.sample_row for o in self.owners],
+            "share": [o.share for o in self.owners],
+            "reg_start": reg_starts, "reg_count": [len(o.reg_words) for o in self.owners],
+            "reg_words": reg_words,
+            "held_start": held_starts,
+            "held_count": [self.m if o.held_state is None else len(o.held_state) for o in self.owners],
+            "held_state": held,
+            "repl_state": self.repl_state or (), "leaf_order": self.leaf_order, "leaf_pos": pos,
+            "coord_off": self.coord_off, "samples": self.samples, "initial": self.initial,
+            "initial_state": self.initial_state, "text": bytes(text),
+        }
+        return fmt.encode(fields, sections)
+
+
+def op_steps(protocols: tuple[OwnerProtocol, ...]) -> dict[int, tuple[int, ...]]:
+    """For every owner, the step word of each op (sends: own index; receives: the index of
+    the matching send at the peer; other ops: own index)."""
+    sends: dict[tuple[int, int, str], list[int]] = {}
+    for proto in protocols:
+        for i, op in enumerate(proto.update_ops + proto.finish_ops):
+            if op.kind in _MATCH.values():
+                sends.setdefault((proto.owner, op.peer, op.kind), []).append(i)
+    taken: dict[tuple[int, int, str], int] = {}
+    out = {}
+    for proto in protocols:
+        steps = []
+        for i, op in enumerate(proto.update_ops + proto.finish_ops):
+            if op.kind in _MATCH:
+                key = (op.peer, proto.owner, _MATCH[op.kind])
+                j = taken.get(key, 0)
+                taken[key] = j + 1
+                steps.append(sends[key][j])
+            else:
+                steps.append(i)
+        out[proto.owner] = tuple(steps)
+    return out
+
+
+# -- the owner layout's word lists (coordinate i belongs to owner i mod n) ------------------
+
+def coordinate_offsets(k: int, m: int, w: int, shared) -> list[int]:
+    """State offset of block b's word for coordinate i, at index b*k + i: the (b*k + i)-th
+    state word not declared shared."""
+    shared = set(shared)
+    return [j for j in range(m) if j not in shared][:w * k]
+
+
+def held_state(k: int, m: int, n: int, part, owner: int) -> tuple[int, ...] | None:
+    """The state offsets `owner` holds, ascending; None when it holds all m."""
+    if not part.optimizer_state:
+        return None
+    per = coordinate_offsets(k, m, part.words_per_coordinate, part.shared_state)
+    mine = [off for pos, off in enumerate(per) if (pos % k) % n == owner]
+    return tuple(sorted(set(mine) | set(part.shared_state)))
+
+
+def usage_text(dep, role: str, target: str, role_owners, protocol_hex: str) -> str:
+    owners = ", ".join(str(o) for o in role_owners)
+    return (
+        "usage: EXE --owner I --peers FILE --out PATH [--updates N] [--timeout-ms MS] [--help] [--version]\n"
+        f"  deployment {dep.name}, role {role} (owners {owners}) of {dep.owners}, "
+        f"target {target}, protocol {protocol_hex}\n"
+        "  --owner I        this process's owner index (must belong to the role)\n"
+        "  --peers FILE     one line per owner: 'OWNER HOST:PORT' (IPv4, [IPv6] or a host name)\n"
+        "  --out PATH       where the final words are written (never overwritten)\n"
+        f"  --updates N      number of updates (default {dep.updates})\n"
+        f"  --timeout-ms MS  bound on connecting and on every socket read/write "
+        f"(default {wire.DEFAULT_TIMEOUT_MS})\n"
+        "  --version        what this executable was built for\n"
+        "  exit 0: output written; 1: refused (stderr: 'refused: CODE: detail'); 2: usage\n")
+
+
+def build_image(plan, role: str, target: str) -> RoleImage:
+    """The image of `role`'s executable for `target`; ImageError if the plan needs an op
+    the runtime does not execute or has no such role."""
+    from alphac.plan.protocol import OP_CODE
+
+    dep = plan.deployment
+    learner = dep.learner
+    k, s, m, n = learner.k, learner.s, learner.m, dep.owners
+    role_v = next((r for r in dep.roles if r.name == role), None)
+    if role_v is None:
+        raise ImageError("unknown-role", f"the deployment has no role {role!r}")
+    part = dep.partitioning
+    protocols = tuple(o.protocol for o in plan.owners)
+    for p in protocols:
+        for op in p.update_ops + p.finish_ops:
+            if op.kind not in OP_CODE:
+                raise ImageError("build-failed", f"owner {p.owner}'s protocol uses op {op.kind!r}, "
+                                 "which the runtime does not execute")
+        if part.any and not p.register_words:
+            raise ImageError("build-failed", f"owner {p.owner}'s partitioned protocol has no register sizes")
+    steps = op_steps(protocols)
+    shares = learner.samples.shares
+    owners, row = [], 0
+    for o in role_v.owners:
+        proto = protocols[o]
+        ops = tuple(op.words() + (step,) for op, step in zip(proto.update_ops + proto.finish_ops, steps[o]))
+        regs = proto.register_words or (k + 1,) * register_count(proto)
+        owners.append(OwnerImage(o, ops, len(proto.update_ops), len(proto.finish_ops), peers(proto),
+                                 row, shares[o], tuple(regs), held_state(k, m, n, part, o)))
+        row += shares[o]
+    rows = [learner.samples.owner_rows(o) for o in role_v.owners]
+    samples = (np.concatenate([np.asarray(r, dtype=np.uint64).reshape(-1) for r in rows])
+               if rows else np.zeros(0, dtype=np.uint64))
+    coord_off = np.asarray(coordinate_offsets(k, m, part.words_per_coordinate, part.shared_state)
+                           if part.any else (), dtype=np.uint64)
+    repl = tuple(sorted(set(part.shared_state))) if part.optimizer_state else None
+    spec = Path(dep.source_file or dep.name).stem
+    version = (f"{spec}-{role}-{target}: deployment {dep.name}, role {role} of {n} owners, "
+               f"target {target}, protocol {plan.protocol_hex}, wire format {wire.WIRE_FORMAT}\n")
+    return RoleImage(
+        spec=spec, deployment=dep.name, role=role, target=target, protocol_id=plan.protocol_id,
+        n=n, k=k, s=s, m=m, updates=dep.updates, rate=learner.rate,
+        contribution=learner.contribution, update=learner.update, partitioning=part,
+        update_layout=separable.layout_of(learner, part) if part.any else None,
+        owners=tuple(owners), tag_words=TAG_WORDS if part.any else 0,
+        leaf_order=tuple(leaves(plan.tree)), coord_off=coord_off, repl_state=repl,
+        samples=samples, initial=learner.initial.as_array(),
+        initial_state=learner.initial_state.as_array(),
+        usage=usage_text(dep, role, target, role_v.owners, plan.protocol_hex), version=version)
