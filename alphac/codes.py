@@ -113,7 +113,7 @@ ORACLE = {
                            "refuses these first",
 }
 
-# -- executables at run time (alphac/codegen runtime): `refused: CODE: detail` --------------
+# -- executables at run time (alphac/runtime): `refused: CODE: detail` --------------
 RUNTIME = {
     "frame-magic": "a frame does not start with the ALFRAME1 magic word",
     "frame-protocol": "a frame carries another protocol identity (another plan, topology, "
@@ -157,6 +157,9 @@ TOOLING = {
     "not-an-alphac-executable": "the file is not an ELF executable with an .alphac section",
     "bad-metadata": "the .alphac section of an executable is not the expected JSON",
     "program-unsupported": "a pointwise program uses a construct code generation does not lower",
+    "build-failed": "the plan needs an operation the role runtime does not execute",
+    "compiler-missing": "the target's C compiler (for the role runtime) is not installed",
+    "compile-failed": "the target's C compiler failed on the role runtime",
     # launch
     "owner-failed": "an owner process exited non-zero or could not be started",
     "launch-timeout": "owners were still running at the launch deadline and were killed",

@@ -32,7 +32,8 @@ class Pair:
         self.regions = program_regions("update", L.k, L.s, L.m)
         module = ir.Module("pair")
         emit_program(module, L.update, "repl", self.regions)
-        _, owner_g = emit_owned_update(module, L, dep.partitioning, dep.owners, "owned")
+        _, owner_g = emit_owned_update(module, L.update, L.k, L.s, L.m, layout_of(L, dep.partitioning),
+                                       dep.owners, "owned")
         setter = ir.Function(module, ir.FunctionType(VOID, (I64,)), "set_owner")
         b = ir.IRBuilder(setter.append_basic_block("entry"))
         b.store(setter.args[0], owner_g)

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from alphac.codegen.rt_tables import op_steps
+from alphac.image.image import op_steps
 from alphac.ir import nodes as n
 from test_runtime_support import (
     HAVE_AARCH64, OUT_MAGIC, Run, build, deployment, owner_command, plan_of, read_output, reference,

@@ -2,7 +2,7 @@
 owner's coordinates (i = owner mod n) and the shared words.
 
     i64 NAME(double* params, double* state, double* mean, double* rate, i64* fail_coord)
-    i64 NAME_owner                    (global: the owner the next call runs for)
+    i64 NAME_owner                    (exported global: the owner the next call runs for)
 
 The regions are those of the replicated update kernel, full length (k, m, k, 1): an owner
 keeps its words at their logical positions and never reads the others' (see
@@ -34,15 +34,13 @@ def _unsupported(message: str, span) -> CompileError:
 
 
 class _OwnedEmitter(_Emitter):
-    def __init__(self, module: ir.Module, learner: n.Learner, part: n.Partitioning, owners: int,
-                 name: str):
-        k, s, m = learner.k, learner.s, learner.m
-        super().__init__(module, learner.update, name, program_regions("update", k, s, m))
+    def __init__(self, module: ir.Module, update: n.Program, k: int, s: int, m: int,
+                 layout: separable.Layout, owners: int, name: str):
+        super().__init__(module, update, name, program_regions("update", k, s, m))
         self.n = owners
-        self.layout = separable.layout_of(learner, part)
+        self.layout = layout
         self.owner_g = ir.GlobalVariable(module, I64, f"{name}_owner")
         self.owner_g.initializer = ir.Constant(I64, 0)
-        self.owner_g.linkage = "internal"
         self.let_reads: dict[str, tuple] = {}
 
     # -- classes ---------------------------------------------------------------------------
@@ -143,9 +141,11 @@ class _OwnedEmitter(_Emitter):
         close(ir.Constant(I64, nn))
 
 
-def emit_owned_update(module: ir.Module, learner: n.Learner, part: n.Partitioning, owners: int,
+def emit_owned_update(module: ir.Module, update: n.Program, k: int, s: int, m: int,
+                      layout: separable.Layout, owners: int,
                       name: str) -> tuple[ir.Function, ir.GlobalVariable]:
-    """Add the owned update kernel `NAME` (with `NAME_labels`) and its owner global."""
-    em = _OwnedEmitter(module, learner, part, owners, name)
+    """Add the owned update kernel `NAME` (with `NAME_labels`) and its owner global; `layout`
+    is the separability analysis of the update (`alphac.plan.separable.layout_of`)."""
+    em = _OwnedEmitter(module, update, k, s, m, layout, owners, name)
     return em.emit(), em.owner_g
 

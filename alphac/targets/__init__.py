@@ -1,7 +1,8 @@
 """targets stage: target descriptions (alphac/targets/*.toml), object emission and linking.
 
     compile_object(module, target) -> bytes       target: a Target or its name
-    link(object_path, target, exe_path) -> Path
+    link(objects, target, exe_path) -> Path
+    runtime_object(target) -> Path                 the C role runtime, compiled and cached
 """
 
 from __future__ import annotations
@@ -26,15 +27,23 @@ def compile_object(module, target: "Target | str") -> bytes:
     return _backend(target).compile_object(module)
 
 
-def link(object_path: "str | os.PathLike", target: "Target | str", exe_path: "str | os.PathLike") -> Path:
-    """Link one object into an executable with the target's linker command."""
-    return _backend(target).link(object_path, exe_path)
+def link(objects, target: "Target | str", exe_path: "str | os.PathLike") -> Path:
+    """Link one object (or several, in order) into an executable with the target's linker."""
+    return _backend(target).link(objects, exe_path)
 
 
-def link_bytes(obj: bytes, target: "Target | str", exe_path: "str | os.PathLike") -> Path:
-    """Link object bytes written under a fixed file name (reproducible builds)."""
-    return _backend(target).link_bytes(obj, exe_path)
+def link_bytes(obj: bytes, target: "Target | str", exe_path: "str | os.PathLike", extra=()) -> Path:
+    """Link object bytes written under a fixed file name, then `extra` object files
+    (reproducible builds)."""
+    return _backend(target).link_bytes(obj, exe_path, extra)
+
+
+def runtime_object(target: "Target | str", pic: bool = False) -> Path:
+    """The C role runtime compiled for `target` (cached; see alphac.targets.runtime)."""
+    from alphac.targets.runtime import runtime_object as build
+
+    return build(target if isinstance(target, Target) else load_target(target), pic)
 
 
 __all__ = ["Target", "TargetError", "compile_object", "link", "link_bytes", "load_target",
-           "target_names"]
+           "runtime_object", "target_names"]

@@ -47,13 +47,14 @@ class NativeBackend:
     def linker_available(self) -> bool:
         return shutil.which(self.target.linker[0]) is not None
 
-    def link(self, object_path: str | os.PathLike, exe_path: str | os.PathLike) -> Path:
-        """Link one object into `exe_path`; `link-failed` carries the linker's first error."""
+    def link(self, objects, exe_path: str | os.PathLike) -> Path:
+        """Link one object (or several, in order) into `exe_path`; `link-failed` carries the
+        linker's first error."""
         exe = Path(exe_path)
         if not self.linker_available():
             raise TargetError("linker-missing",
                               f"{self.target.linker[0]}: not found (needed to link for {self.name})")
-        command = self.target.link_command(object_path, exe)
+        command = self.target.link_command(objects, exe)
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=LINK_TIMEOUT_S)
         except subprocess.TimeoutExpired:
@@ -63,12 +64,17 @@ class NativeBackend:
                               f"{command[0]} exited {done.returncode}: {_first_error(done.stderr + done.stdout)}")
         return exe
 
-    def link_bytes(self, obj: bytes, exe_path: str | os.PathLike) -> Path:
-        """Write `obj` under the fixed object name in a private directory and link it."""
+    def link_bytes(self, obj: bytes, exe_path: str | os.PathLike, extra=()) -> Path:
+        """Write `obj` under the fixed object name in a private directory and link it, then
+        the `extra` objects (copied there under fixed names too, such as the runtime's)."""
         with tempfile.TemporaryDirectory(prefix="alphac-link-") as tmp:
             obj_path = Path(tmp) / OBJECT_NAME
             obj_path.write_bytes(obj)
-            return self.link(obj_path, exe_path)
+            paths = [obj_path]
+            for i, path in enumerate(extra):
+                paths.append(Path(tmp) / f"alphac-{i + 1}.o")
+                shutil.copyfile(path, paths[-1])
+            return self.link(paths, exe_path)
 
     def build(self, module: ir.Module, exe_path: str | os.PathLike) -> Path:
         return self.link_bytes(self.compile_object(module), exe_path)

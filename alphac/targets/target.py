@@ -29,9 +29,10 @@ class TargetError(Exception):
 
 @dataclass(frozen=True)
 class Target:
-    """One compilation target. `linker` and `assembler` are argument lists whose `{obj}`,
-    `{exe}`, `{ptx}`, `{cubin}` items are substituted; `runner` prefixes the executable
-    when it is started (empty: run natively)."""
+    """One compilation target. `linker` and `assembler` are argument lists whose `{objs}`
+    (every object, in order), `{exe}`, `{ptx}`, `{cubin}` items are substituted; `cc` is the
+    C compiler of the role runtime and `cflags` what the target adds to the runtime's own
+    flags; `runner` prefixes the executable when it is started (empty: run natively)."""
 
     name: str
     triple: str
@@ -39,6 +40,8 @@ class Target:
     features: str
     machine: str  # the ELF e_machine name pyelftools reports (EM_X86_64, EM_AARCH64, ...)
     linker: tuple[str, ...]
+    cc: tuple[str, ...] = ()
+    cflags: tuple[str, ...] = ()
     runner: tuple[str, ...] = ()
     assembler: tuple[str, ...] = ()
     host: str = ""  # for device targets: the target of the executable that loads the code
@@ -48,15 +51,22 @@ class Target:
     def static(self) -> bool:
         return "-static" in self.linker
 
-    def link_command(self, obj: str | os.PathLike, exe: str | os.PathLike) -> list[str]:
-        subst = {"{obj}": os.fspath(obj), "{exe}": os.fspath(exe)}
-        return [subst.get(a, a) for a in self.linker]
+    def link_command(self, objs, exe: str | os.PathLike) -> list[str]:
+        """The linker's argument list for `objs` (one path or several, in order)."""
+        objs = [objs] if isinstance(objs, (str, os.PathLike)) else list(objs)
+        out: list[str] = []
+        for a in self.linker:
+            if a == "{objs}":
+                out.extend(os.fspath(o) for o in objs)
+            else:
+                out.append(os.fspath(exe) if a == "{exe}" else a)
+        return out
 
     def run_command(self, exe: str | os.PathLike, *args: str) -> list[str]:
         return [*self.runner, os.fspath(exe), *args]
 
 
-_REQUIRED = ("name", "triple", "cpu", "features", "machine", "linker")
+_REQUIRED = ("name", "triple", "cpu", "features", "machine", "linker", "cc")
 
 
 def targets_dir() -> Path:
@@ -76,7 +86,7 @@ def parse_target(text: str, source: str = "<string>") -> Target:
     missing = [key for key in _REQUIRED if key not in data]
     if missing:
         raise TargetError("bad-target-file", f"{source}: missing {', '.join(missing)}")
-    for key in ("linker", "runner", "assembler"):
+    for key in ("linker", "runner", "assembler", "cc", "cflags"):
         value = data.get(key, [])
         if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
             raise TargetError("bad-target-file", f"{source}: {key} must be a list of strings")
@@ -85,7 +95,8 @@ def parse_target(text: str, source: str = "<string>") -> Target:
             raise TargetError("bad-target-file", f"{source}: {key} must be a string")
     return Target(
         name=data["name"], triple=data["triple"], cpu=data["cpu"], features=data["features"],
-        machine=data["machine"], linker=tuple(data["linker"]), runner=tuple(data.get("runner", [])),
+        machine=data["machine"], linker=tuple(data["linker"]), cc=tuple(data["cc"]),
+        cflags=tuple(data.get("cflags", [])), runner=tuple(data.get("runner", [])),
         assembler=tuple(data.get("assembler", [])), host=data.get("host", ""), source=source)
 
 

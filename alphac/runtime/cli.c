@@ -1,0 +1,100 @@
+/* The command line (getopt_long: `--owner 1` and `--owner=1`, --help, --version) and the
+   owner's position in its role. */
+#include "rt.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int rt_init(struct rt *rt, const uint64_t *image) {
+    memset(rt, 0, sizeof *rt);
+    rt->img = image;
+    if (image[IMG_MAGIC] != IMAGE_MAGIC || image[IMG_FORMAT] != IMAGE_FORMAT)
+        return rt_fail(rt, RT_CORRUPT_EXECUTABLE, "the embedded role image has magic 0x%016llx "
+                       "format %llu, expected 0x%016llx format %d",
+                       (unsigned long long)image[IMG_MAGIC], (unsigned long long)image[IMG_FORMAT],
+                       (unsigned long long)IMAGE_MAGIC, IMAGE_FORMAT);
+    rt->n = (int64_t)image[IMG_N];
+    rt->k = (int64_t)image[IMG_K];
+    rt->m = (int64_t)image[IMG_M];
+    rt->s = (int64_t)image[IMG_S];
+    rt->protocol = image[IMG_PROTOCOL];
+    rt->updates = (int64_t)image[IMG_UPDATES];
+    rt->rate = image[IMG_RATE];
+    rt->timeout_ms = DEFAULT_TIMEOUT_MS;
+    rt->owner = -1;
+    return RT_OK;
+}
+
+/* A non-negative decimal integer, the whole of `text`. */
+static int parse_num(struct rt *rt, const char *text, const char *flag, int64_t *out) {
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (!*text || *end || errno || v < 0)
+        return rt_fail(rt, RT_USAGE, "%s needs a non-negative integer, got '%s' (try --help)", flag, text);
+    *out = v;
+    return RT_OK;
+}
+
+enum { O_OWNER = 1, O_PEERS, O_OUT, O_UPDATES, O_TIMEOUT, O_HELP, O_VERSION };
+
+static const struct option options[] = {
+    {"owner", required_argument, NULL, O_OWNER},
+    {"peers", required_argument, NULL, O_PEERS},
+    {"out", required_argument, NULL, O_OUT},
+    {"updates", required_argument, NULL, O_UPDATES},
+    {"timeout-ms", required_argument, NULL, O_TIMEOUT},
+    {"help", no_argument, NULL, O_HELP},
+    {"version", no_argument, NULL, O_VERSION},
+    {NULL, 0, NULL, 0},
+};
+
+int rt_parse_args(struct rt *rt, int argc, char **argv) {
+    int c, seen_owner = 0;
+    optind = 0; /* a full re-initialisation: the parser may run more than once in a process */
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+:", options, NULL)) != -1) {
+        const char *arg = argv[optind - 1];
+        switch (c) {
+        case O_OWNER:
+            TRY(parse_num(rt, optarg, "--owner", &rt->owner));
+            seen_owner = 1;
+            break;
+        case O_PEERS: rt->peers_path = optarg; break;
+        case O_OUT: rt->out_path = optarg; break;
+        case O_UPDATES: TRY(parse_num(rt, optarg, "--updates", &rt->updates)); break;
+        case O_TIMEOUT:
+            TRY(parse_num(rt, optarg, "--timeout-ms", &rt->timeout_ms));
+            /* bounded so that deadlines and poll(2)'s int timeout cannot overflow */
+            if (rt->timeout_ms < 1 || rt->timeout_ms > MAX_TIMEOUT_MS)
+                return rt_fail(rt, RT_USAGE, "--timeout-ms must be in 1..%d", MAX_TIMEOUT_MS);
+            break;
+        case O_HELP: fputs(img_text(rt, IMG_STR_USAGE), stdout); fflush(stdout); return RT_DONE;
+        case O_VERSION: fputs(img_text(rt, IMG_STR_VERSION), stdout); fflush(stdout); return RT_DONE;
+        case ':': return rt_fail(rt, RT_USAGE, "'%s' is an option with a value (try --help)", arg);
+        default: return rt_fail(rt, RT_USAGE, "unknown option '%s' (try --help)", arg);
+        }
+    }
+    if (optind < argc)
+        return rt_fail(rt, RT_USAGE, "unexpected argument '%s' (try --help)", argv[optind]);
+    if (!seen_owner) return rt_fail(rt, RT_USAGE, "--owner is required (try --help)");
+    if (!rt->peers_path) return rt_fail(rt, RT_USAGE, "--peers is required (try --help)");
+    if (!rt->out_path) return rt_fail(rt, RT_USAGE, "--out is required (try --help)");
+    return RT_OK;
+}
+
+int rt_select_owner(struct rt *rt) {
+    const uint64_t *owners = img_sec(rt, SEC_ROLE_OWNERS);
+    int64_t size = (int64_t)img_field(rt, IMG_ROLE_SIZE);
+    for (int64_t p = 0; p < size; p++)
+        if ((int64_t)owners[p] == rt->owner) {
+            rt->pos = p;
+            return RT_OK;
+        }
+    return rt_fail(rt, RT_OWNER_NOT_IN_ROLE, "owner %lld is not in role %s (owners %s) of deployment %s",
+                   (long long)rt->owner, img_text(rt, IMG_STR_ROLE), img_text(rt, IMG_STR_OWNERS),
+                   img_text(rt, IMG_STR_DEPLOYMENT));
+}

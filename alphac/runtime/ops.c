@@ -1,0 +1,359 @@
+/* The op interpreter: one owner's op table (alphac/plan/protocol.py OP_KINDS), once per
+   update and once for the finish, over registers sized by the image. It serves replicated
+   and partitioned plans alike; every float operation is a kernel call. Coordinate i belongs
+   to owner i mod n (ownership blocks of one word; rt_alloc refuses any other). */
+#include "rt.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define H HEADER_WORDS
+
+static uint64_t *reg(struct rt *rt, int64_t r) { return rt->regs + rt->reg_off[r]; }
+static int64_t words(struct rt *rt, int64_t r) { return (int64_t)rt->reg_words[r]; }
+static int64_t frame_len(struct rt *rt, int64_t r) {
+    return words(rt, r) + (int64_t)img_field(rt, IMG_TAG_WORDS);
+}
+static int64_t owned_count(struct rt *rt, int64_t t) {
+    return t < rt->k ? (rt->k - t + rt->n - 1) / rt->n : 0;
+}
+static int has(uint64_t mask, uint64_t region) { return (mask & region) != 0; }
+static int64_t per_coordinate(struct rt *rt, uint64_t mask) {
+    return has(mask, REGION_PARAMETERS) + (has(mask, REGION_STATE) ? (int64_t)img_field(rt, IMG_W) : 0);
+}
+
+int rt_alloc(struct rt *rt) {
+    int rc;
+    if (img_field(rt, IMG_BLOCK_WORDS) != 1)
+        return rt_fail(rt, RT_CORRUPT_EXECUTABLE, "ownership blocks of %llu words are not executed",
+                       (unsigned long long)img_field(rt, IMG_BLOCK_WORDS));
+    int64_t k = rt->k, m = rt->m, tags = (int64_t)img_field(rt, IMG_TAG_WORDS);
+    rt->nregs = img_mine(rt, SEC_REG_COUNT);
+    rt->reg_words = img_sec(rt, SEC_REG_WORDS) + img_mine(rt, SEC_REG_START);
+    rt->reg_off = rt_alloc_words(rt, rt->nregs + 1, &rc);
+    TRY(rc);
+    int64_t at = 0;
+    for (int64_t r = 0; r < rt->nregs; r++) {
+        rt->reg_off[r] = at;
+        at += H + words(rt, r) + tags + 1;
+    }
+    /* zeroed: the tag words of sum registers travel in frames too */
+    rt->regs = rt_alloc_words(rt, at, &rc);
+    TRY(rc);
+    rt->params = rt_alloc_words(rt, k, &rc);
+    TRY(rc);
+    rt->state = rt_alloc_words(rt, m, &rc);
+    TRY(rc);
+    memcpy(rt->params, img_sec(rt, SEC_INITIAL), (size_t)k * 8);
+    memcpy(rt->state, img_sec(rt, SEC_INITIAL_STATE), (size_t)m * 8);
+    rt->cbuf = rt_alloc_words(rt, k, &rc);
+    TRY(rc);
+    if (img_field(rt, IMG_OUTPUT_FORMAT) == OUTPUT_OWNED) {
+        rt->replica = rt_alloc_words(rt, k, &rc);
+        TRY(rc);
+        rt->mean = rt_alloc_words(rt, k, &rc);
+        TRY(rc);
+    }
+    return RT_OK;
+}
+
+/* -- arithmetic ops: every float operation is a kernel call -------------------------------- */
+
+static int non_finite_statement(struct rt *rt, const char *const *labels, int64_t status, int64_t coord,
+                                uint64_t u, const char *what, int64_t sample) {
+    if (sample < 0)
+        return rt_fail(rt, RT_NON_FINITE, "%s statement '%s' coordinate %lld at update %llu", what,
+                       labels[status - 1], (long long)coord, (unsigned long long)u);
+    return rt_fail(rt, RT_NON_FINITE, "%s statement '%s' coordinate %lld at update %llu (owner %lld, "
+                   "sample %lld)", what, labels[status - 1], (long long)coord, (unsigned long long)u,
+                   (long long)rt->owner, (long long)sample);
+}
+
+/* dst <- (sum of this owner's contributions in sample order from +0.0, share) */
+static int op_local(struct rt *rt, uint64_t *dst, uint64_t u) {
+    int64_t k = rt->k, share = img_mine(rt, SEC_SHARE), row0 = img_mine(rt, SEC_SAMPLE_ROW);
+    uint64_t *acc = dst + H;
+    const uint64_t *params = img_field(rt, IMG_PART_PARAMETERS) ? rt->replica : rt->params;
+    const uint64_t *samples = img_sec(rt, SEC_SAMPLES);
+    if (share == 0) memset(acc, 0, (size_t)k * 8);
+    for (int64_t i = 0; i < share; i++) {
+        int64_t fail = -1;
+        uint64_t *out = i == 0 ? acc : rt->cbuf;
+        int64_t status = alphac_contribution(params, samples + (row0 + i) * rt->s, out, &fail);
+        if (status != 0)
+            return non_finite_statement(rt, alphac_contribution_labels, status, fail, u, "contribution", i);
+        /* the first contribution went straight into acc: +0.0 + c is c but for -0.0 */
+        int64_t j = i == 0 ? alphac_local_first(acc, k) : alphac_local_add(acc, rt->cbuf, k);
+        if (j >= 0)
+            return rt_fail(rt, RT_NON_FINITE, "local sum coordinate %lld at update %llu (owner %lld, sample %lld)",
+                           (long long)j, (unsigned long long)u, (long long)rt->owner, (long long)i);
+    }
+    acc[k] = (uint64_t)share;
+    return RT_OK;
+}
+
+/* dst <- a + b over the sums (left, then right), counts added. After a receive that added
+   on arrival (added = 1) only its flag is left to check, here, after that receive verified
+   the frame's checksum, so refusals come in the order of receive-then-combine. */
+static int op_combine(struct rt *rt, int64_t dst, int64_t a, int64_t b, uint64_t u, int added) {
+    int64_t sums = words(rt, dst) - 1;
+    uint64_t *d = reg(rt, dst) + H, *x = reg(rt, a) + H, *y = reg(rt, b) + H;
+    int bad = added ? rt->added_bad : (int)alphac_add_range(d, x, y, 0, sums);
+    if (bad)  /* x + y is non-finite whenever x or y is: the first bad sum is the coordinate */
+        return rt_fail(rt, RT_NON_FINITE, "combine coordinate %lld at update %llu (owner %lld)",
+                       (long long)alphac_first_nonfinite(d, 0, sums), (unsigned long long)u,
+                       (long long)rt->owner);
+    d[sums] = x[sums] + y[sums];
+    return RT_OK;
+}
+
+static int run_update(struct rt *rt, void *mean, uint64_t u) {
+    int64_t fail = -1;
+    int64_t status = alphac_update(rt->params, rt->state, mean, &rt->rate, &fail);
+    return status ? non_finite_statement(rt, alphac_update_labels, status, fail, u, "update", -1) : RT_OK;
+}
+
+static int mean_refused(struct rt *rt, int64_t coord, uint64_t u, uint64_t count) {
+    return rt_fail(rt, RT_NON_FINITE, "mean coordinate %lld at update %llu (owner %lld, %llu samples)",
+                   (long long)coord, (unsigned long long)u, (long long)rt->owner, (unsigned long long)count);
+}
+
+/* mean <- total / count in place in the register, then the update kernel */
+static int op_update(struct rt *rt, uint64_t *a, uint64_t u) {
+    uint64_t *g = a + H, count = g[rt->k];
+    int64_t j = alphac_mean(g, (int64_t)count, rt->k);
+    if (j >= 0) return mean_refused(rt, j, u, count);
+    return run_update(rt, g, u);
+}
+
+/* mean <- sum / count at this owner's coordinates (from the full vector, or from its slice
+   under gradient partitioning), then the owned update kernel */
+static int op_update_owned(struct rt *rt, int64_t a, uint64_t u) {
+    if (img_field(rt, IMG_PART_PARAMETERS) && rt->replica_held)
+        return rt_fail(rt, RT_DATA_PARALLEL_REPLICA_RETAINED, "owner %lld: the read replica of version %lld "
+                       "is still held at the update of version %llu", (long long)rt->owner,
+                       (long long)rt->replica_version, (unsigned long long)u);
+    uint64_t *p = reg(rt, a) + H, count = p[words(rt, a) - 1];
+    int64_t i = alphac_mean_owned(rt->mean, p, (int64_t)count, rt->owner, rt->n, owned_count(rt, rt->owner),
+                                  (int64_t)img_field(rt, IMG_PART_GRADIENTS));
+    if (i >= 0) return mean_refused(rt, i, u, count);
+    alphac_update_owner = rt->owner;
+    return run_update(rt, rt->mean, u);
+}
+
+/* -- partitioned ops: selection, never arithmetic ------------------------------------------ */
+
+/* dst <- a's sums at coordinate owner t's coordinates (t, t + n, ...), then a's count */
+static void op_slice(struct rt *rt, uint64_t *dst, const uint64_t *a, int64_t t) {
+    int64_t cnt = owned_count(rt, t);
+    for (int64_t j = 0; j < cnt; j++) dst[H + j] = a[H + t + j * rt->n];
+    dst[H + cnt] = a[H + rt->k];
+}
+
+/* dst <- this owner's words of the regions in mask, by coordinate (the parameter, then its
+   w state words), tagged with this owner's leaf position */
+static void op_offer(struct rt *rt, int64_t dst, uint64_t mask) {
+    uint64_t *d = reg(rt, dst) + H;
+    const uint64_t *coord_off = img_sec(rt, SEC_COORD_OFF);
+    int64_t per = per_coordinate(rt, mask), w = (int64_t)img_field(rt, IMG_W), me = rt->owner;
+    for (int64_t j = 0; j < owned_count(rt, me); j++) {
+        int64_t i = me + j * rt->n, at = j * per;
+        if (has(mask, REGION_PARAMETERS)) d[at++] = rt->params[i];
+        if (has(mask, REGION_STATE))
+            for (int64_t b = 0; b < w; b++) d[at + b] = rt->state[coord_off[b * rt->k + i]];
+    }
+    uint64_t lo = img_sec(rt, SEC_LEAF_POS)[me];
+    d[words(rt, dst)] = lo;
+    d[words(rt, dst) + 1] = lo + 1;
+}
+
+/* Refuse unless [lo, hi) == [want_lo, want_hi): an overlap is a duplicated coverage, a gap
+   a missing one (decided on leaf positions, never on word counts). */
+static int check_tags(struct rt *rt, int64_t lo, int64_t hi, int64_t want_lo, int64_t want_hi,
+                      const char *what, uint64_t u) {
+    if (lo == want_lo && hi == want_hi) return RT_OK;
+    int overlap = lo < want_lo || hi > want_hi;
+    return rt_fail(rt, overlap ? RT_DATA_PARALLEL_ASSEMBLY_OVERLAP : RT_DATA_PARALLEL_ASSEMBLY_COVERAGE,
+                   "owner %lld: %s at update %llu covers leaves %lld..%lld, expected %lld..%lld: a leaf's "
+                   "coordinates would be %s", (long long)rt->owner, what, (unsigned long long)u, (long long)lo,
+                   (long long)hi, (long long)want_lo, (long long)want_hi,
+                   overlap ? "assembled twice" : "missing");
+}
+
+/* dst <- a's words then b's (adjacent leaf ranges, left then right) */
+static int op_select(struct rt *rt, int64_t dst, int64_t a, int64_t b, uint64_t u) {
+    int64_t wa = words(rt, a), wb = words(rt, b);
+    const uint64_t *x = reg(rt, a) + H, *y = reg(rt, b) + H;
+    int64_t a_lo = (int64_t)x[wa], a_hi = (int64_t)x[wa + 1], b_lo = (int64_t)y[wb], b_hi = (int64_t)y[wb + 1];
+    /* b must start where a ends: before is a duplicate, after is a gap */
+    TRY(check_tags(rt, b_lo, b_hi, a_hi, b_hi > a_hi ? b_hi : a_hi, "a selection's right operand", u));
+    if (wa + wb != words(rt, dst))
+        return rt_fail(rt, RT_CORRUPT_EXECUTABLE, "owner %lld: a selection of %lld + %lld words into a "
+                       "register of %lld", (long long)rt->owner, (long long)wa, (long long)wb,
+                       (long long)words(rt, dst));
+    uint64_t *d = reg(rt, dst) + H;
+    memcpy(d, x, (size_t)wa * 8);
+    memcpy(d + wa, y, (size_t)wb * 8);
+    d[wa + wb] = (uint64_t)a_lo;
+    d[wa + wb + 1] = (uint64_t)b_hi;
+    return RT_OK;
+}
+
+/* Check that register a covers every leaf, then scatter its words (leaf order, each owner's
+   coordinates ascending) into `params` (the parameters or the read replica) and the state. */
+static int op_install(struct rt *rt, int64_t a, uint64_t mask, uint64_t *params, uint64_t u) {
+    int64_t wa = words(rt, a), leaves = (int64_t)img_field(rt, IMG_LEAVES);
+    const uint64_t *x = reg(rt, a) + H, *order = img_sec(rt, SEC_LEAF_ORDER);
+    const uint64_t *coord_off = img_sec(rt, SEC_COORD_OFF);
+    TRY(check_tags(rt, (int64_t)x[wa], (int64_t)x[wa + 1], 0, leaves, "an assembled vector", u));
+    int64_t per = per_coordinate(rt, mask), w = (int64_t)img_field(rt, IMG_W), need = 0;
+    for (int64_t li = 0; li < leaves; li++) need += owned_count(rt, (int64_t)order[li]) * per;
+    if (need != wa)
+        return rt_fail(rt, RT_DATA_PARALLEL_ASSEMBLY_COVERAGE, "owner %lld: an assembled vector at update %llu "
+                       "holds %lld words, its owners' coordinates %lld", (long long)rt->owner,
+                       (unsigned long long)u, (long long)wa, (long long)need);
+    int64_t at = 0;
+    for (int64_t li = 0; li < leaves; li++) {
+        int64_t o = (int64_t)order[li];
+        for (int64_t j = 0; j < owned_count(rt, o); j++) {
+            int64_t i = o + j * rt->n;
+            if (has(mask, REGION_PARAMETERS)) params[i] = x[at++];
+            if (has(mask, REGION_STATE))
+                for (int64_t b = 0; b < w; b++) rt->state[coord_off[b * rt->k + i]] = x[at++];
+        }
+    }
+    return RT_OK;
+}
+
+/* -- replica comparison -------------------------------------------------------------------- */
+
+/* The serial FNV-1a digest of the words every owner holds alike: the parameters (unless
+   partitioned), then the state (all of it, or the shared words in offset order). */
+void rt_digest(struct rt *rt) {
+    uint64_t h = FNV_OFFSET;
+    if (img_field(rt, IMG_DIGEST_PARAMS)) h = rt_fnv(rt->params, rt->k, h);
+    if (img_field(rt, IMG_DIGEST_STATE_ALL)) {
+        h = rt_fnv(rt->state, rt->m, h);
+    } else {
+        const uint64_t *off = img_sec(rt, SEC_REPL_STATE);
+        for (uint64_t j = 0; j < img_count(rt, SEC_REPL_STATE); j++) h = (h ^ rt->state[off[j]]) * FNV_PRIME;
+    }
+    rt->digest = h;
+}
+
+/* -- the interpreter ----------------------------------------------------------------------- */
+
+static int corrupt(struct rt *rt, const char *what, long long value) {
+    return rt_fail(rt, RT_CORRUPT_EXECUTABLE, "owner %lld: corrupt op table (%s %lld)", (long long)rt->owner,
+                   what, value);
+}
+
+/* Registers and peers an op names must exist: a table built for another owner count or
+   corrupted on disk refuses by name instead of reading outside its buffers. */
+static int check_op(struct rt *rt, const int64_t *op) {
+    int64_t kind = op[0], peer = op[1];
+    if (kind < 0 || kind >= OP_KINDS) return corrupt(rt, "kind", kind);
+    for (int j = 2; j <= 4; j++) {
+        int register_operand = j < 4 || kind != OP_INSTALL; /* install's b is a region mask */
+        if (kind == OP_OFFER && j == 3) register_operand = 0; /* offer's a is a region mask */
+        if (register_operand && op[j] >= rt->nregs) return corrupt(rt, "register", op[j]);
+    }
+    int talks = kind == OP_SEND || kind == OP_RECV || (kind >= OP_DIGEST_SEND && kind <= OP_PUBLISH_RECV);
+    if (talks && (peer < 0 || peer >= rt->n || rt->fds[peer] < 0)) return corrupt(rt, "peer", peer);
+    if (kind == OP_SLICE && (peer < 0 || peer >= rt->n)) return corrupt(rt, "owner", peer);
+    return RT_OK;
+}
+
+int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
+    const int64_t *ops = (const int64_t *)img_sec(rt, SEC_OPS) + (img_mine(rt, SEC_OP_START) + first) * OP_WORDS;
+    int owned = img_field(rt, IMG_OUTPUT_FORMAT) == OUTPUT_OWNED;
+    long long me = (long long)rt->owner;
+    for (int64_t i = 0; i < count; i++) {
+        const int64_t *op = ops + i * OP_WORDS;
+        int64_t kind = op[0], peer = op[1], dst = op[2], a = op[3], b = op[4];
+        uint64_t step = (uint64_t)op[5];
+        TRY(check_op(rt, op));
+        int fd = peer >= 0 && peer < rt->n ? rt->fds[peer] : -1;
+        /* the payload hash kept for a register is valid until an op other than a send */
+        if (kind != OP_SEND) rt->sent_buf = NULL;
+        switch (kind) {
+        case OP_LOCAL:
+            if (img_field(rt, IMG_PART_PARAMETERS)) {
+                if (!rt->replica_held)
+                    return rt_fail(rt, RT_DATA_PARALLEL_REPLICA_RELEASED, "owner %lld: the contribution of "
+                                   "version %llu reads no held replica (released or never installed)", me,
+                                   (unsigned long long)v);
+                if ((uint64_t)rt->replica_version != v)
+                    return rt_fail(rt, RT_DATA_PARALLEL_REPLICA_VERSION, "owner %lld: the contribution of "
+                                   "version %llu reads a replica of version %lld", me, (unsigned long long)v,
+                                   (long long)rt->replica_version);
+            }
+            TRY(op_local(rt, reg(rt, dst), v));
+            break;
+        case OP_SEND:
+            TRY(rt_send_frame(rt, peer, KIND_COMBINE, v, step, reg(rt, a), frame_len(rt, a), 1));
+            break;
+        case OP_RECV: {
+            /* When the next op combines the register being received, its sums are computed
+               as the words arrive; that combine then only checks them. */
+            const int64_t *next = i + 1 < count ? op + OP_WORDS : NULL;
+            int fuse = next && next[0] == OP_COMBINE && (next[3] == dst || next[4] == dst) &&
+                       check_op(rt, next) == RT_OK;
+            struct arrival add;
+            if (fuse) {
+                add.dst = reg(rt, next[2]) + H;
+                add.a = reg(rt, next[3]) + H;
+                add.b = reg(rt, next[4]) + H;
+                add.words = words(rt, next[2]) - 1;
+            }
+            TRY(rt_recv_frame(rt, fd, peer, KIND_COMBINE, v, step, reg(rt, dst), frame_len(rt, dst),
+                              fuse ? &add : NULL, NULL));
+            rt->added = fuse;
+            break;
+        }
+        case OP_COMBINE:
+            TRY(op_combine(rt, dst, a, b, v, rt->added));
+            rt->added = 0;
+            break;
+        case OP_UPDATE: TRY(op_update(rt, reg(rt, a), v)); break;
+        case OP_DIGEST_SEND:
+            rt->small[H] = rt->digest;
+            TRY(rt_send_frame(rt, peer, KIND_DIGEST, v, step, rt->small, 1, 0));
+            break;
+        case OP_DIGEST_RECV: {
+            TRY(rt_recv_frame(rt, fd, peer, KIND_DIGEST, v, step, rt->small, 1, NULL, NULL));
+            uint64_t theirs = rt->small[H];
+            if (theirs != rt->digest)
+                return rt_fail(rt, RT_REPLICA_DIVERGENCE, "owner %lld's %s 0x%016llx differs from owner %lld's "
+                               "0x%016llx after %llu updates", (long long)peer,
+                               owned ? "digest of the replicated words" : "state digest",
+                               (unsigned long long)theirs, me, (unsigned long long)rt->digest,
+                               (unsigned long long)v);
+            break;
+        }
+        case OP_PUBLISH_SEND: TRY(rt_send_frame(rt, peer, KIND_PUBLISH, v, step, rt->small, 0, 0)); break;
+        case OP_PUBLISH_RECV: TRY(rt_recv_frame(rt, fd, peer, KIND_PUBLISH, v, step, rt->small, 0, NULL, NULL)); break;
+        case OP_SLICE: op_slice(rt, reg(rt, dst), reg(rt, a), peer); break;
+        case OP_OFFER: op_offer(rt, dst, (uint64_t)a); break;
+        case OP_SELECT: TRY(op_select(rt, dst, a, b, v)); break;
+        case OP_INSTALL: TRY(op_install(rt, a, (uint64_t)b, rt->params, v)); break;
+        case OP_REPLICA_INSTALL:
+            TRY(op_install(rt, a, REGION_PARAMETERS, rt->replica, v));
+            rt->replica_held = 1;
+            rt->replica_version = (int64_t)v;
+            break;
+        case OP_REPLICA_RELEASE: rt->replica_held = 0; break;
+        case OP_UPDATE_OWNED: TRY(op_update_owned(rt, a, v)); break;
+        default: return corrupt(rt, "kind", kind);
+        }
+    }
+    return RT_OK;
+}
+
+/* Every update, the digest, then the finish (replica comparison and the publish verdict). */
+int rt_run(struct rt *rt) {
+    int64_t n_update = img_mine(rt, SEC_N_UPDATE);
+    for (int64_t u = 0; u < rt->updates; u++) TRY(rt_run_ops(rt, 0, n_update, (uint64_t)u));
+    rt_digest(rt);
+    return rt_run_ops(rt, n_update, img_mine(rt, SEC_N_FINISH), (uint64_t)rt->updates);
+}

@@ -1,0 +1,124 @@
+/* The peers file: one `OWNER HOST:PORT` line per owner (HOST a name, an IPv4 address or a
+   bracketed IPv6 address); blank lines and `#` comments are ignored. Every line is checked;
+   only this owner's and its peers' hosts are resolved (getaddrinfo). */
+#include "rt.h"
+
+#include <ctype.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Split `HOST:PORT` or `[V6]:PORT`; 0 when well formed (PORT in 1..65535), else -1. */
+int rt_parse_endpoint(const char *text, char *host, size_t host_size, int *port) {
+    const char *colon, *h = text;
+    size_t len;
+    if (*text == '[') {
+        const char *close = strchr(text, ']');
+        if (!close || close[1] != ':') return -1;
+        h = text + 1;
+        len = (size_t)(close - h);
+        colon = close + 1;
+    } else {
+        colon = strrchr(text, ':');
+        if (!colon) return -1;
+        len = (size_t)(colon - text);
+        if (memchr(text, ':', len)) return -1; /* an IPv6 address needs brackets */
+    }
+    if (len == 0 || len >= host_size) return -1;
+    const char *p = colon + 1;
+    long v = 0;
+    if (!*p) return -1;
+    for (; *p; p++) {
+        if (!isdigit((unsigned char)*p) || v > 65535) return -1;
+        v = v * 10 + (*p - '0');
+    }
+    if (v < 1 || v > 65535) return -1;
+    memcpy(host, h, len);
+    host[len] = 0;
+    *port = (int)v;
+    return 0;
+}
+
+static int bad_line(struct rt *rt, int64_t line) {
+    return rt_fail(rt, RT_USAGE, "peers file '%s' line %lld: expected 'OWNER HOST:PORT' with OWNER in "
+                   "0..%lld and PORT in 1..65535", rt->peers_path, (long long)line, (long long)(rt->n - 1));
+}
+
+/* One non-blank, non-comment line: `OWNER ENDPOINT` and nothing else. */
+static int parse_line(struct rt *rt, char *text, int64_t line) {
+    char *p = text, *end;
+    while (isspace((unsigned char)*p)) p++;
+    if (!isdigit((unsigned char)*p)) return bad_line(rt, line);
+    long long owner = strtoll(p, &end, 10);
+    if (end == p || !isspace((unsigned char)*end) || owner < 0 || owner >= rt->n) return bad_line(rt, line);
+    p = end;
+    while (isspace((unsigned char)*p)) p++;
+    char *tok = p;
+    while (*p && !isspace((unsigned char)*p)) p++;
+    char *tail = p;
+    while (isspace((unsigned char)*tail)) tail++;
+    if (*tail) return bad_line(rt, line);
+    *p = 0;
+    struct endpoint *e = &rt->ep[owner];
+    if (e->listed)
+        return rt_fail(rt, RT_USAGE, "peers file '%s' line %lld: owner %lld is listed twice",
+                       rt->peers_path, (long long)line, owner);
+    if (rt_parse_endpoint(tok, e->host, sizeof e->host, &e->port) != 0) return bad_line(rt, line);
+    e->listed = 1;
+    e->line = line;
+    return RT_OK;
+}
+
+static int resolve(struct rt *rt, int64_t owner) {
+    struct endpoint *e = &rt->ep[owner];
+    if (!e->listed)
+        return rt_fail(rt, RT_USAGE, "peers file '%s' has no endpoint for owner %lld", rt->peers_path,
+                       (long long)owner);
+    if (e->addr_len) return RT_OK;
+    char port[8];
+    snprintf(port, sizeof port, "%d", e->port);
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    int rc = getaddrinfo(e->host, port, &hints, &res);
+    if (rc != 0 || !res)
+        return rt_fail(rt, RT_USAGE, "peers file '%s' line %lld: host '%s' does not resolve (%s)",
+                       rt->peers_path, (long long)e->line, e->host, gai_strerror(rc));
+    memcpy(&e->addr, res->ai_addr, res->ai_addrlen);
+    e->addr_len = res->ai_addrlen;
+    freeaddrinfo(res);
+    return RT_OK;
+}
+
+int rt_read_peers(struct rt *rt) {
+    int rc;
+    rt->ep = rt_alloc_words(rt, (int64_t)((sizeof(struct endpoint) * (size_t)rt->n + 7) / 8), &rc);
+    TRY(rc);
+    FILE *f = fopen(rt->peers_path, "r");
+    if (!f) return rt_fail(rt, RT_IO_ERROR, "cannot read the peers file '%s'", rt->peers_path);
+    char text[1024];
+    int64_t line = 0;
+    rc = RT_OK;
+    while (rc == RT_OK && fgets(text, sizeof text, f)) {
+        line++;
+        size_t len = strlen(text);
+        if (len == sizeof text - 1 && text[len - 1] != '\n' && !feof(f)) {
+            rc = rt_fail(rt, RT_USAGE, "peers file '%s' line %lld is longer than %zu characters",
+                         rt->peers_path, (long long)line, sizeof text - 2);
+            break;
+        }
+        char *p = text;
+        while (isspace((unsigned char)*p)) p++;
+        if (*p && *p != '#') rc = parse_line(rt, text, line);
+    }
+    fclose(f);
+    TRY(rc);
+    /* every owner this one talks to, and itself, need an endpoint */
+    TRY(resolve(rt, rt->owner));
+    const uint64_t *peers = img_sec(rt, SEC_PEERS) + img_mine(rt, SEC_PEER_START);
+    for (int64_t j = 0; j < img_mine(rt, SEC_PEER_COUNT); j++) TRY(resolve(rt, (int64_t)peers[j]));
+    return RT_OK;
+}

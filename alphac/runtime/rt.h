@@ -1,0 +1,151 @@
+/* The role runtime of every alphac executable: command line, peers, connections, frames,
+   the op interpreter, replica comparison and publication, over the role image the build
+   embeds (`alphac_image`, layout in alphac/image/format.py). It performs no floating-point
+   arithmetic: every float operation is a call into the llvmlite kernels declared below.
+
+   Every fallible function returns 0 or a refusal code (RT_<CODE>, from alphac_gen.h) after
+   writing its detail into rt->msg; `main` prints `refused: CODE: detail` and exits. */
+#ifndef ALPHAC_RT_H
+#define ALPHAC_RT_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "alphac_gen.h"
+
+enum rt_code {
+    RT_OK = 0,
+#define RT_ENUM(e, s) e,
+    RT_CODES(RT_ENUM)
+#undef RT_ENUM
+    RT_NCODES
+};
+#define RT_DONE (-1) /* --help or --version printed: exit 0 */
+
+#define TRY(expr)                \
+    do {                         \
+        int rc_ = (expr);        \
+        if (rc_ != 0) return rc_; \
+    } while (0)
+
+struct endpoint {
+    int listed;   /* the peers file names this owner (at `line`) */
+    int64_t line;
+    int port;
+    char host[256];
+    struct sockaddr_storage addr; /* resolved for this owner and its peers only */
+    socklen_t addr_len;
+};
+
+/* What the on-arrival add of a receive does: dst[j] = a[j] + b[j] for j < words. */
+struct arrival {
+    uint64_t *dst;
+    const uint64_t *a, *b;
+    int64_t words;
+};
+
+struct rt {
+    const uint64_t *img;
+    int64_t owner, pos, n, k, m, s;
+    uint64_t protocol;
+    int64_t updates, timeout_ms;
+    const char *peers_path, *out_path;
+    struct endpoint *ep;        /* n */
+    int *fds;                   /* n: the connection to each peer, -1 if none */
+    unsigned char *accept_from; /* n: 1 for the higher peers that connect here */
+    uint64_t *params, *state, *replica, *mean, *cbuf;
+    uint64_t *regs;             /* this owner's registers: [header | payload | checksum] each */
+    int64_t *reg_off;           /* word offset of each register in regs */
+    const uint64_t *reg_words;  /* data words of each register */
+    int64_t nregs;
+    uint64_t rate;
+    uint64_t digest;
+    uint64_t small[HEADER_WORDS + 4]; /* hello, digest and publish frames */
+    int added, added_bad;             /* the last receive added on arrival; it saw a bad word */
+    const uint64_t *sent_buf;         /* the register whose payload hash sent_hash is */
+    uint64_t sent_hash;
+    int replica_held;
+    int64_t replica_version;
+    int code;
+    char msg[1024];
+};
+
+/* -- the kernels (llvmlite; alphac/codegen) ------------------------------------------ */
+extern const uint64_t alphac_image[];
+extern int64_t alphac_contribution(const void *params, const void *sample, void *out, int64_t *fail);
+extern int64_t alphac_update(void *params, void *state, void *mean, const void *rate, int64_t *fail);
+extern const char *const alphac_contribution_labels[];
+extern const char *const alphac_update_labels[];
+extern int64_t alphac_update_owner;
+extern int64_t alphac_local_first(void *acc, int64_t k);
+extern int64_t alphac_local_add(void *acc, const void *c, int64_t k);
+extern int64_t alphac_add_range(void *dst, const void *a, const void *b, int64_t lo, int64_t hi);
+extern int64_t alphac_first_nonfinite(const void *p, int64_t lo, int64_t hi);
+extern int64_t alphac_mean(void *g, int64_t count, int64_t k);
+extern int64_t alphac_mean_owned(void *mean, const void *src, int64_t count, int64_t first,
+                                 int64_t step, int64_t cnt, int64_t sliced);
+
+/* -- the role image -------------------------------------------------------------------- */
+static inline uint64_t img_field(const struct rt *rt, int field) { return rt->img[field]; }
+static inline const uint64_t *img_sec(const struct rt *rt, int s) {
+    return rt->img + rt->img[IMG_SECTIONS + 2 * s];
+}
+static inline uint64_t img_count(const struct rt *rt, int s) { return rt->img[IMG_SECTIONS + 2 * s + 1]; }
+static inline const char *img_text(const struct rt *rt, int field) {
+    return (const char *)img_sec(rt, SEC_TEXT) + rt->img[field];
+}
+/* this owner's entry of a per-role-owner table */
+static inline int64_t img_mine(const struct rt *rt, int s) { return (int64_t)img_sec(rt, s)[rt->pos]; }
+
+/* -- fail.c ---------------------------------------------------------------------------- */
+int rt_fail(struct rt *rt, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+const char *rt_code_name(int code);
+void *rt_alloc_words(struct rt *rt, int64_t words, int *rc);
+
+/* -- cli.c ----------------------------------------------------------------------------- */
+int rt_init(struct rt *rt, const uint64_t *image);
+int rt_parse_args(struct rt *rt, int argc, char **argv);
+int rt_select_owner(struct rt *rt);
+
+/* -- peers.c --------------------------------------------------------------------------- */
+int rt_parse_endpoint(const char *text, char *host, size_t host_size, int *port);
+int rt_read_peers(struct rt *rt);
+
+/* -- frame.c --------------------------------------------------------------------------- */
+uint64_t rt_fnv(const uint64_t *p, int64_t n, uint64_t h);
+void rt_lanes(const uint64_t *p, int64_t lo, int64_t hi, uint64_t lanes[LANES]);
+uint64_t rt_checksum(const uint64_t *header, const uint64_t *payload, int64_t n);
+int rt_send_frame(struct rt *rt, int64_t peer, uint64_t kind, uint64_t version, uint64_t step,
+                  uint64_t *buf, int64_t len, int reuse);
+int rt_recv_frame(struct rt *rt, int fd, int64_t peer, uint64_t kind, uint64_t version,
+                  uint64_t step, uint64_t *buf, int64_t len, const struct arrival *add,
+                  int64_t *sender);
+
+/* -- net.c ----------------------------------------------------------------------------- */
+int rt_read_all(struct rt *rt, int fd, void *buf, size_t n, int64_t peer);
+int rt_write_all(struct rt *rt, int fd, const void *buf, size_t n, int64_t peer);
+int rt_read_hashed(struct rt *rt, int fd, uint64_t *buf, size_t nbytes, int64_t peer,
+                   uint64_t lanes[LANES], int64_t words, const struct arrival *add);
+void rt_sockopts(struct rt *rt, int fd);
+int rt_connect(struct rt *rt);
+void rt_close_all(struct rt *rt);
+
+/* -- ops.c ----------------------------------------------------------------------------- */
+int rt_alloc(struct rt *rt);
+int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t version);
+int rt_run(struct rt *rt);
+void rt_digest(struct rt *rt);
+
+/* -- output.c -------------------------------------------------------------------------- */
+int rt_refuse_if_exists(struct rt *rt, const char *path);
+int rt_publish(struct rt *rt, const char *path, const void *const *bufs, const size_t *sizes, int count);
+int rt_write_output(struct rt *rt);
+
+/* -- main.c ---------------------------------------------------------------------------- */
+int rt_main(struct rt *rt, int argc, char **argv);
+
+#endif
