@@ -72,7 +72,7 @@ def test_malformed_target_files(tmp_path, monkeypatch):
     with pytest.raises(TargetError) as err:
         parse_target('name = "t"\ntriple = "x"\n', "t.toml")
     assert err.value.code == "bad-target-file"
-    assert err.value.message == "t.toml: missing cpu, features, machine, linker"
+    assert err.value.message == "t.toml: missing cpu, features, machine, linker, cc"
     with pytest.raises(TargetError) as err:
         parse_target('name = "t"\ntriple = ', "t.toml")
     assert err.value.code == "bad-target-file"
