@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 import alphac.check
 from alphac.cli import main
-from alphac.codegen.metadata import read_metadata
+from alphac.targets.elf import read_metadata
 from alphac.ir import nodes as n
 from alphac.targets.command import needed_pairs, select_pairs
 from alphac.targets.target import TargetError

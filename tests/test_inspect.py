@@ -12,7 +12,8 @@ from click.testing import CliRunner
 from llvmlite import ir
 
 from alphac.cli import main
-from alphac.codegen.metadata import SECTION, describe, embed_metadata, encode, read_metadata
+from alphac.codegen.metadata import embed_metadata, encode
+from alphac.targets.elf import SECTION, describe, read_metadata
 from alphac.ir import nodes as n
 from alphac.targets import compile_object, link_bytes
 from alphac.targets.target import TargetError

@@ -67,7 +67,7 @@ def load_plan(spec: str):
 
 
 def run(spec: str, role: str | None, target: str | None, build_all: bool, out_dir: str) -> int:
-    from alphac.codegen.metadata import describe
+    from alphac.targets.elf import describe
     from alphac.targets.target import TargetError
 
     if not build_all and role is None and target is None:

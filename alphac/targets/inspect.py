@@ -9,7 +9,7 @@ import sys
 
 def summary(path: str) -> dict:
     """The embedded metadata plus `machine`, `linking`, `static` and `size`; TargetError."""
-    from alphac.codegen.metadata import describe
+    from alphac.targets.elf import describe
 
     info = describe(path)
     out = dict(info["metadata"])
