@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 from llvmlite import ir
 
-from alphac.cli import main
+from alphac.commands import main
 from alphac.codegen.metadata import embed_metadata, encode
 from alphac.targets.elf import SECTION, describe, read_metadata
 from alphac.ir import nodes as n
