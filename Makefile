@@ -3,7 +3,7 @@ PY ?= python3
 APT_PACKAGES := qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross
 DEMO_SPEC := specs/demo.alpha
 
-.PHONY: setup demo test test-gpu bench clean
+.PHONY: setup demo test test-gpu bench size clean
 
 # pip refuses to install into a Debian-managed interpreter unless told to (PEP 668).
 PIP_FLAGS := $(shell $(PY) -c "import os, sysconfig; print('--break-system-packages' if os.path.exists(os.path.join(sysconfig.get_path('stdlib'), 'EXTERNALLY-MANAGED')) else '')" 2>/dev/null)
@@ -36,6 +36,16 @@ test-gpu: setup
 bench: setup
 	$(PY) bench/make_big_data.py
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+# Lines of what the executables are made of: the code generator and the runtime's sources.
+SIZE_DIRS := alphac/codegen alphac/runtime
+size:
+	@total=0; for d in $(SIZE_DIRS); do \
+	  if [ -d $$d ]; then \
+	    n=$$(find $$d -type f \( -name '*.py' -o -name '*.c' -o -name '*.h' \) -print0 | xargs -0 -r cat | wc -l); \
+	    printf '%-16s %6d lines\n' $$d $$n; total=$$((total + n)); \
+	  else printf '%-16s %6s\n' $$d "-"; fi; \
+	done; printf '%-16s %6d lines\n' total $$total
 
 clean:
 	rm -rf out build .pytest_cache .hypothesis

@@ -1,3 +1,3 @@
-from alphac.cli import main
+from alphac.commands import main
 
 main()

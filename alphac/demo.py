@@ -31,17 +31,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=120.0, help="launch deadline in seconds")
     args = ap.parse_args(argv)
 
+    from alphac import driver
+    from alphac.commands.launch import load, print_diagnostics, print_failures, table
     from alphac.diagnostics import CompileError
-    from alphac.launch.command import load, print_diagnostics, print_failures, table
     from alphac.launch.launcher import LaunchError, ensure_built, launch
 
     dep = load(args.spec)
     if dep is None:
         return 1
     try:
-        from alphac.plan import plan as make_plan
-
-        plan = make_plan(dep)
+        plan = driver.plan(dep)
         t0 = time.monotonic()
         exes = ensure_built(plan, args.output, log=lambda m: print(f"demo: {m}"))
         built = time.monotonic() - t0

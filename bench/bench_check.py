@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from alphac.check.command import run  # noqa: E402
+from alphac.commands.check import run  # noqa: E402
 
 
 def inline_spec(samples: int, owners: int = 4) -> str:

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import alphac.check
-from alphac.cli import main
-from alphac.codegen.metadata import read_metadata
+import alphac.driver
+from alphac.commands import main
+from alphac.targets.elf import read_metadata
 from alphac.ir import nodes as n
-from alphac.targets.command import needed_pairs, select_pairs
+from alphac.commands.build import needed_pairs, select_pairs
 from alphac.targets.target import TargetError
 from test_inspect import small_deployment
 
@@ -27,7 +27,7 @@ def spec(monkeypatch, tmp_path):
     deps = {"small.alpha": small_deployment(),
             "hier.alpha": small_deployment(topology=n.Hierarchy(2), stem="lsq_small_h",
                                            placement=("x86_64",) * 4)}
-    monkeypatch.setattr(alphac.check, "load_deployment", lambda path: deps[Path(path).name])
+    monkeypatch.setattr(alphac.driver, "deployment", lambda path: deps[Path(path).name])
     return tmp_path / "small.alpha"
 
 

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from alphac.check import check_file, load_deployment, load_spec
-from alphac.cli import main
+from alphac.commands import main
 from alphac.diagnostics import CompileError
 from alphac.ir import nodes as ir
 

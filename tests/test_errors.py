@@ -1,14 +1,15 @@
 """Golden diagnostics: every tests/errors/<code>.alpha gives exactly `code`, rendered as
 tests/errors/<code>.expected says.
 
-Leading `--` lines may carry directives: `-- stage: plan` also runs the planner (skipped
-while it is not built), `-- stage: deployment` asks for the file's single deployment, and
+Leading `--` lines may carry directives: `-- stage: plan` also runs the planner (and
+`alphac check` must report the same), `-- stage: deployment` asks for the file's single deployment, and
 `-- env: NAME=VALUE` sets an environment variable for the run. Set ALPHAC_UPDATE_GOLDEN=1
 to rewrite the .expected files after a deliberate change of wording.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -84,3 +85,28 @@ def test_golden_diagnostic(case: Path, monkeypatch):
         golden.write_text(text, encoding="utf-8")
     assert golden.is_file(), f"{golden.name} is missing; run with ALPHAC_UPDATE_GOLDEN=1"
     assert text == golden.read_text(encoding="utf-8")
+
+
+PLAN_CASES = [p for p in CASES if directives(p)[0] == "plan"]
+
+
+@pytest.mark.parametrize("case", PLAN_CASES, ids=[p.stem for p in PLAN_CASES])
+def test_check_reports_what_the_planner_refuses(case: Path, monkeypatch):
+    """`alphac check` runs the planner's checks too: same code, same rendering, exit 1."""
+    from click.testing import CliRunner
+
+    from alphac import driver
+    from alphac.commands import main
+
+    monkeypatch.chdir(ROOT)
+    rel = str(case.relative_to(ROOT))
+    result = driver.check(rel)
+    assert not result.ok and result.spec is not None
+    assert [d.code for d in result.diagnostics] == [case.stem]
+    out = CliRunner().invoke(main, ["check", rel])
+    assert out.exit_code == 1 and out.stdout == ""
+    assert out.stderr == case.with_suffix(".expected").read_text(encoding="utf-8")
+    out = CliRunner().invoke(main, ["check", "--json", rel])
+    payload = json.loads(out.stdout)
+    assert out.exit_code == 1 and payload["ok"] is False and "module" not in payload
+    assert [d["code"] for d in payload["diagnostics"]] == [case.stem]

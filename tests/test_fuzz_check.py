@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from alphac.check.command import run
+from alphac.commands.check import run
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = sorted((ROOT / "specs").glob("*.alpha")) + sorted((ROOT / "specs" / "Gates").glob("*.alpha"))

@@ -11,8 +11,9 @@ import pytest
 from click.testing import CliRunner
 from llvmlite import ir
 
-from alphac.cli import main
-from alphac.codegen.metadata import SECTION, describe, embed_metadata, encode, read_metadata
+from alphac.commands import main
+from alphac.codegen.metadata import embed_metadata, encode
+from alphac.targets.elf import SECTION, describe, read_metadata
 from alphac.ir import nodes as n
 from alphac.targets import compile_object, link_bytes
 from alphac.targets.target import TargetError

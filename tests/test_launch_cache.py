@@ -6,7 +6,8 @@ import time
 from pathlib import Path
 
 from alphac.launch import session
-from alphac.launch.cache import read_metadata, stale_reason
+from alphac.launch.cache import stale_reason
+from alphac.targets.elf import read_metadata
 from alphac.launch.launcher import ensure_built
 
 SPECS = Path(__file__).resolve().parents[1] / "specs"

@@ -11,7 +11,7 @@ import numpy as np
 from pathlib import Path
 
 from alphac.ir import nodes as N
-from alphac.launch.command import table
+from alphac.commands.launch import table
 from alphac.launch.launcher import compare, needed, new_run_dir, run_plan
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -118,7 +118,7 @@ def test_version_mismatch_and_missing_output(tmp_path):
 def test_failures_printed_one_line_each_then_the_owner_stderr(tmp_path):
     import io
 
-    from alphac.launch.command import print_failures
+    from alphac.commands.launch import print_failures
 
     dep = _dep(2)
     refuse = _script(tmp_path / "r", "print('refused: peer-closed: owner 1: x', file=sys.stderr)\n"

@@ -9,8 +9,8 @@ import struct
 import pytest
 from click.testing import CliRunner
 
-import alphac.check
-from alphac.cli import main
+import alphac.driver
+from alphac.commands import main
 from alphac.diagnostics import CompileError, Diagnostic, Span
 from alphac.ir import nodes as n
 from alphac.oracle import evaluate
@@ -31,7 +31,7 @@ def spec(monkeypatch, tmp_path):
         if isinstance(box["dep"], Exception):
             raise box["dep"]
         return box["dep"]
-    monkeypatch.setattr(alphac.check, "load_deployment", load, raising=False)
+    monkeypatch.setattr(alphac.driver, "deployment", load, raising=False)
     return str(path), box
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from alphac.cli import main
+from alphac.commands import main
 from alphac.codes import PLAN, PLAN_API_ONLY
 from alphac.diagnostics import CompileError, SourceCache
 from alphac.plan import plan_spec

@@ -210,7 +210,7 @@ def test_each_wrong_header_field_refused_by_its_code(code, mutate):
 def test_launch_reports_that_the_oracle_refuses_the_same_way(tmp_path):
     import io
 
-    from alphac.launch.command import print_failures
+    from alphac.commands.launch import print_failures
     from alphac.launch.launcher import launch
 
     dep = session.deployment(SPEC)

@@ -1,17 +1,17 @@
-"""The `.alphac` ELF section: the plan, contract and target of an executable as sorted UTF-8
-JSON, embedded at build time and read back (pyelftools) by `alphac inspect`."""
+"""The `.alphac` ELF section's contents: the plan, contract and target of an executable as
+sorted UTF-8 JSON, built and embedded at build time. Reading it back (and the section name
+and record format) belongs to alphac.targets.elf."""
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from llvmlite import ir
 
-SECTION = ".alphac"
+from alphac.targets.elf import FORMAT, SECTION
+
 SYMBOL = "alphac_metadata"
-FORMAT = 1
 I8 = ir.IntType(8)
 
 
@@ -81,46 +81,3 @@ def embed_metadata(module: ir.Module, plan_or_meta, role: str | None = None,
     used.initializer = ir.Constant(used_t, [g.bitcast(ptr)])
     return g
 
-
-def read_metadata(path: "str | os.PathLike") -> dict:
-    """The embedded JSON of an executable; `not-an-alphac-executable` / `bad-metadata`."""
-    return describe(path)["metadata"]
-
-
-def describe(path: "str | os.PathLike") -> dict:
-    """Metadata plus what the ELF file itself says: machine, static or dynamic, size."""
-    from elftools.common.exceptions import ELFError
-    from elftools.elf.elffile import ELFFile
-
-    from alphac.targets.target import TargetError
-
-    p = Path(path)
-    try:
-        size = p.stat().st_size
-        with p.open("rb") as f:
-            try:
-                elf = ELFFile(f)
-                machine = elf["e_machine"]
-                elf_type = elf["e_type"]
-                interp = any(seg["p_type"] == "PT_INTERP" for seg in elf.iter_segments())
-                section = elf.get_section_by_name(SECTION)
-                raw = section.data() if section is not None else None
-            except (ELFError, ValueError, KeyError) as exc:
-                raise TargetError("not-an-alphac-executable", f"{p}: not an ELF file ({exc})") from None
-    except OSError as exc:
-        raise TargetError("io-error", f"{p}: {exc.strerror or exc}") from None
-    if raw is None:
-        raise TargetError("not-an-alphac-executable", f"{p}: no {SECTION} section")
-    try:
-        meta = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise TargetError("bad-metadata", f"{p}: {SECTION} is not JSON ({exc})") from None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise TargetError("bad-metadata", f"{p}: {SECTION} has no format {FORMAT} record")
-    return {
-        "metadata": meta,
-        "machine": machine,
-        "elf_type": elf_type,
-        "static": not interp,
-        "size": size,
-    }

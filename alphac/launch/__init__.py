@@ -7,5 +7,6 @@ compare each with the oracle.
     results   the owners' output files
     cache     the embedded metadata and when an executable is stale
     session   builds cached per process (tests, benchmarks)
-    command   `alphac launch`
+
+It loads, plans and builds through alphac.driver; `alphac launch` is alphac.commands.launch.
 """

@@ -8,32 +8,14 @@ targets, runtime sources). Samples and initial words are embedded, not all in th
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from alphac.targets.elf import read_metadata
+from alphac.targets.target import TargetError
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 # What the compiler is made of: its modules and the data files shipped beside them.
 _COMPILER_SUFFIXES = (".py", ".lark", ".alpha", ".toml", ".c", ".h")
-
-
-def read_metadata(exe: str | Path) -> dict | None:
-    """The JSON of the `.alphac` ELF section, or None if the file is not such an executable."""
-    from elftools.common.exceptions import ELFError
-    from elftools.elf.elffile import ELFFile
-
-    try:
-        with open(exe, "rb") as f:
-            elf = ELFFile(f)
-            sec = elf.get_section_by_name(".alphac")
-            if sec is None:
-                return None
-            data = sec.data()
-    except (OSError, ELFError, ValueError):
-        return None
-    try:
-        return json.loads(data.rstrip(b"\0").decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        return None
 
 
 def _std_dir() -> Path:
@@ -74,8 +56,9 @@ def stale_reason(exe: str | Path, protocol_hex: str, role: str, target: str,
     p = Path(exe)
     if not p.exists():
         return "missing"
-    meta = read_metadata(p)
-    if meta is None:
+    try:
+        meta = read_metadata(p)
+    except TargetError:
         return "no .alphac metadata"
     if str(meta.get("protocol")) != protocol_hex:
         return f"protocol {meta.get('protocol')} differs from the plan's {protocol_hex}"

@@ -57,7 +57,8 @@ def exe_path(dep, role: str, target: str, out_dir: str | Path) -> Path:
 
 def ensure_built(plan, out_dir: str | Path, force: bool = False,
                  log=None) -> dict[tuple[str, str], Path]:
-    """Build each needed (role, target) into out_dir unless an up-to-date one is there."""
+    """Build each needed (role, target) into out_dir unless an up-to-date one is there
+    (alphac.driver.build)."""
     from alphac.launch.cache import data_files, stale_reason
 
     dep = plan.deployment
@@ -69,11 +70,11 @@ def ensure_built(plan, out_dir: str | Path, force: bool = False,
         why = "forced" if force else stale_reason(path, plan.protocol_hex, role, target,
                                                   dep.source_file or None, data_files(dep))
         if why is not None:
-            from alphac.codegen.build import build_executable
+            from alphac import driver
 
             if log:
                 log(f"build {path.name}: {why}")
-            path = Path(build_executable(plan, role, target, out))
+            path = driver.build(plan, role, target, out)
         exes[(role, target)] = path
     return exes
 
@@ -270,10 +271,10 @@ def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
            deadline_s: float = 120.0, timeout_ms: int | None = None, spec: str = "",
            plan=None, log=None) -> LaunchReport:
     """Plan, build what is missing, run every owner, evaluate the oracle, compare."""
-    from alphac.oracle import Refusal, evaluate
-    from alphac.plan import plan as make_plan
+    from alphac import driver
+    from alphac.oracle import Refusal
 
-    plan = plan if plan is not None else make_plan(dep)
+    plan = plan if plan is not None else driver.plan(dep)
     n = dep.updates if rounds is None else rounds
     exes = ensure_built(plan, out_dir, log=log)
     if timeout_ms is None:
@@ -283,7 +284,7 @@ def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
     run = run_plan(dep, exes, new_run_dir(out_dir, spec_stem(dep)), updates=rounds,
                    timeout_ms=timeout_ms, deadline_s=deadline_s)
     try:
-        oracle, refusal = evaluate(dep, n), ""
+        oracle, refusal = driver.oracle(dep, n), ""
     except Refusal as exc:
         oracle, refusal = None, f"{exc.code}: {exc.detail}"
     return compare(plan, run, oracle, n, spec, refusal)

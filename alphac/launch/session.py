@@ -27,18 +27,18 @@ def root() -> Path:
 def deployment(spec: str):
     """The deployment of a spec file, loaded once."""
     if spec not in _deps:
-        from alphac.check import load_deployment
+        from alphac import driver
 
-        _deps[spec] = load_deployment(spec)
+        _deps[spec] = driver.deployment(spec)
     return _deps[spec]
 
 
 def plan(key: str, dep):
     """The plan of `dep`, cached under `key` (a name for the variant: spec plus changes)."""
     if key not in _plans:
-        from alphac.plan import plan as make_plan
+        from alphac import driver
 
-        _plans[key] = make_plan(dep)
+        _plans[key] = driver.plan(dep)
     return _plans[key]
 
 

@@ -6,12 +6,22 @@ from __future__ import annotations
 import json
 import sys
 
+import click
+
+from alphac import driver
+
+
+@click.command("inspect")
+@click.argument("executable", type=str)
+@click.option("--json", "as_json", is_flag=True, help="As JSON.")
+def command(executable: str, as_json: bool) -> None:
+    """Show the plan, contract and target embedded in a built executable."""
+    sys.exit(run(executable, as_json))
+
 
 def summary(path: str) -> dict:
     """The embedded metadata plus `machine`, `linking`, `static` and `size`; TargetError."""
-    from alphac.codegen.metadata import describe
-
-    info = describe(path)
+    info = driver.describe(path)
     out = dict(info["metadata"])
     out.update({
         "executable": str(path),
@@ -48,11 +58,9 @@ def render(s: dict) -> str:
 
 
 def run(executable: str, as_json: bool) -> int:
-    from alphac.targets.target import TargetError
-
     try:
         s = summary(executable)
-    except TargetError as exc:
+    except driver.TargetError as exc:
         print(f"alphac: error[{exc.code}]: {exc.message}", file=sys.stderr)
         return 1
     if as_json:

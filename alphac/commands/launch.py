@@ -2,7 +2,8 @@
 
 Prints the table (owner, role, target, version, digest, oracle) or, with --json, the keys of
 `alphac oracle --json` plus `match` per owner and at the top. Exit 0 only if every owner
-matched; a failed owner's stderr is shown on stderr.
+matched; a failed owner's stderr is shown on stderr. The spec is loaded through
+alphac.driver; running the owners is alphac.launch's (which builds through the driver).
 """
 
 from __future__ import annotations
@@ -10,11 +11,27 @@ from __future__ import annotations
 import json
 import sys
 
+import click
+
+from alphac import driver
 from alphac.diagnostics import CompileError, render_all
-from alphac.launch.launcher import LaunchError, LaunchReport, launch
 
 
-def table(report: LaunchReport) -> str:
+@click.command("launch")
+@click.argument("spec", type=str)
+@click.option("--rounds", type=click.IntRange(min=0), default=None,
+              help="Number of updates (default: the deployment's).")
+@click.option("--json", "as_json", is_flag=True, help="The result table as JSON.")
+@click.option("-o", "--output", "out_dir", default="out", show_default=True,
+              help="Directory for executables and results.")
+@click.option("--timeout", type=float, default=120.0, show_default=True,
+              help="Seconds before every owner is stopped.")
+def command(spec: str, rounds: int | None, as_json: bool, out_dir: str, timeout: float) -> None:
+    """Build if needed, run every owner on 127.0.0.1, compare each with the oracle."""
+    sys.exit(run(spec, rounds, as_json, out_dir, timeout))
+
+
+def table(report) -> str:
     head = ("owner", "role", "target", "version", "digest", "oracle")
     rows = [head]
     for r in report.rows:
@@ -26,7 +43,8 @@ def table(report: LaunchReport) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)
 
 
-def print_failures(report: LaunchReport, err=sys.stderr) -> None:
+def print_failures(report, err=None) -> None:
+    err = sys.stderr if err is None else err
     for line in report.failures:
         code, msg = line.split(": ", 1)
         print(f"alphac: error[{code}]: {msg}", file=err)
@@ -44,16 +62,16 @@ def print_diagnostics(exc: CompileError) -> None:
 
 def load(spec: str):
     """The spec's deployment; located diagnostics (and None) if it does not check."""
-    from alphac.check import load_deployment
-
     try:
-        return load_deployment(spec)
+        return driver.deployment(spec)
     except CompileError as exc:
         print_diagnostics(exc)
         return None
 
 
 def run(spec: str, rounds: int | None, as_json: bool, out_dir: str, timeout: float) -> int:
+    from alphac.launch.launcher import LaunchError, launch
+
     dep = load(spec)
     if dep is None:
         return 1

@@ -6,7 +6,21 @@ from __future__ import annotations
 import sys
 import time
 
+import click
+
+from alphac import driver
 from alphac.diagnostics import CompileError, render_all
+
+
+@click.command("build")
+@click.argument("spec", type=str)
+@click.option("--role", help="The role to build (see `alphac plan`); alone: on every target it is placed on.")
+@click.option("--target", help="The target: x86_64 or aarch64; alone: every role placed on it.")
+@click.option("--all", "build_all", is_flag=True, help="Build every (role, target) the placement needs.")
+@click.option("-o", "--output", "out_dir", default="out", show_default=True, help="Output directory.")
+def command(spec: str, role: str | None, target: str | None, build_all: bool, out_dir: str) -> None:
+    """Compile SPEC into native executables, one per role and target."""
+    sys.exit(run(spec, role, target, build_all, out_dir))
 
 
 def needed_pairs(dep) -> list[tuple[str, str]]:
@@ -23,17 +37,15 @@ def needed_pairs(dep) -> list[tuple[str, str]]:
 
 def select_pairs(dep, role: str | None, target: str | None, build_all: bool) -> list[tuple[str, str]]:
     """The pairs a command line asks for; TargetError for an unknown role or target."""
-    from alphac.targets.registry import buildable
-    from alphac.targets.target import TargetError, target_names
-
     roles = [r.name for r in dep.roles]
     if role is not None and role not in roles:
-        raise TargetError("unknown-role", f"unknown role {role!r}; roles: {', '.join(roles)}")
-    if target is not None and target not in buildable():
-        code = "target-not-buildable" if target in target_names() else "unknown-target"
-        raise TargetError(code, f"unknown target {target!r}; targets: {', '.join(buildable())}"
-                          if code == "unknown-target" else
-                          f"target {target!r} cannot be built yet; targets: {', '.join(buildable())}")
+        raise driver.TargetError("unknown-role", f"unknown role {role!r}; roles: {', '.join(roles)}")
+    buildable = driver.buildable_targets()
+    if target is not None and target not in buildable:
+        code = "target-not-buildable" if target in driver.target_names() else "unknown-target"
+        raise driver.TargetError(code, f"unknown target {target!r}; targets: {', '.join(buildable)}"
+                                 if code == "unknown-target" else
+                                 f"target {target!r} cannot be built yet; targets: {', '.join(buildable)}")
     if build_all:
         return needed_pairs(dep)
     if role is not None and target is not None:
@@ -54,22 +66,16 @@ def print_diagnostics(exc: CompileError) -> None:
 def load_plan(spec: str):
     """The checked deployment's plan, or None after printing why not."""
     try:
-        from alphac.check import load_deployment
-        from alphac.plan import plan
+        return driver.plan(driver.deployment(spec))
     except ImportError as exc:
         _error("build-usage", f"a stage is missing from this installation ({exc})")
         return None
-    try:
-        return plan(load_deployment(spec))
     except CompileError as exc:
         print_diagnostics(exc)
         return None
 
 
 def run(spec: str, role: str | None, target: str | None, build_all: bool, out_dir: str) -> int:
-    from alphac.codegen.metadata import describe
-    from alphac.targets.target import TargetError
-
     if not build_all and role is None and target is None:
         _error("build-usage", "give --role ROLE and/or --target TARGET, or --all")
         return 2
@@ -81,13 +87,8 @@ def run(spec: str, role: str | None, target: str | None, build_all: bool, out_di
         return 1
     try:
         pairs = select_pairs(the_plan.deployment, role, target, build_all)
-    except TargetError as exc:
+    except driver.TargetError as exc:
         _error(exc.code, exc.message)
-        return 1
-    try:
-        from alphac.codegen.build import build_executable
-    except ImportError as exc:
-        _error("build-usage", f"code generation is missing from this installation ({exc})")
         return 1
     if not pairs:
         _error("role-not-placed", f"no owner of role {role!r} is placed on any target"
@@ -97,8 +98,8 @@ def run(spec: str, role: str | None, target: str | None, build_all: bool, out_di
     try:
         for r, t in pairs:
             t0 = time.perf_counter()
-            exe = build_executable(the_plan, r, t, out_dir)
-            info = describe(exe)
+            exe = driver.build(the_plan, r, t, out_dir)
+            info = driver.describe(exe)
             linking = "static" if info["static"] else "dynamic"
             print(f"built {exe}  ({t}, {linking}, {info['size']} bytes, "
                   f"{time.perf_counter() - t0:.2f} s)")
@@ -108,6 +109,9 @@ def run(spec: str, role: str | None, target: str | None, build_all: bool, out_di
     except KeyboardInterrupt:
         print("alphac: interrupted", file=sys.stderr)
         return 130
+    except ImportError as exc:
+        _error("build-usage", f"code generation is missing from this installation ({exc})")
+        return 1
     except OSError as exc:  # the output directory cannot be made or written
         _error("io-error", f"{exc.filename or out_dir}: {exc.strerror or exc}")
         return 1

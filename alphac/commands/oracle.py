@@ -13,26 +13,38 @@ from __future__ import annotations
 import json
 import sys
 
+import click
+
+from alphac import driver
 from alphac.diagnostics import CompileError, render_all
-from alphac.oracle.driver import OracleResult, evaluate
-from alphac.oracle.refusal import Refusal
-from alphac.oracle.words import hex_word
 
 WORDS_PER_LINE = 4
+
+
+@click.command("oracle")
+@click.argument("spec", type=str)
+@click.option("--rounds", type=click.IntRange(min=0), default=None,
+              help="Number of updates (default: the deployment's).")
+@click.option("--json", "as_json", is_flag=True, help="Per-owner words as JSON (keys in the README).")
+def command(spec: str, rounds: int | None, as_json: bool) -> None:
+    """Evaluate SPEC's deployment with the independent binary64 oracle."""
+    sys.exit(run(spec, rounds, as_json))
 
 
 def protocol_hex(dep) -> str | None:
     """`alphac plan`'s protocol identity of `dep` as 16 hex digits; None when the deployment
     cannot be planned (`alphac plan` prints why)."""
-    from alphac.plan import plan
-
     try:
-        return plan(dep).protocol_hex
+        return driver.plan(dep).protocol_hex
     except CompileError:
         return None
 
 
-def as_json(spec: str, result: OracleResult, protocol: str | None = None) -> dict:
+def hex_word(w: int) -> str:
+    return f"{int(w):016x}"
+
+
+def as_json(spec: str, result, protocol: str | None = None) -> dict:
     return {
         "spec": spec,
         "deployment": result.deployment,
@@ -60,7 +72,7 @@ def _word_lines(name: str, words: tuple[int, ...]) -> list[str]:
     return out
 
 
-def as_table(spec: str, result: OracleResult) -> str:
+def as_table(spec: str, result) -> str:
     lines = [f"oracle: {result.deployment} ({spec}) after {result.rounds} updates"]
     for o in result.owners:
         lines.append(f"owner {o.owner}  role {o.role}  target {o.target}  "
@@ -71,16 +83,14 @@ def as_table(spec: str, result: OracleResult) -> str:
 
 
 def run(spec: str, rounds: int | None, as_json_flag: bool) -> int:
-    from alphac.check import load_deployment
-
     try:
-        dep = load_deployment(spec)
+        dep = driver.deployment(spec)
     except CompileError as err:
         print(render_all(err.diagnostics), file=sys.stderr)
         return 1
     try:
-        result = evaluate(dep, rounds)
-    except Refusal as r:
+        result = driver.oracle(dep, rounds)
+    except driver.Refusal as r:
         print(r.line(), file=sys.stderr)
         return 1
     if as_json_flag:

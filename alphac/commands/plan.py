@@ -1,19 +1,34 @@
-"""`alphac plan SPEC [--json | --dot]`."""
+"""`alphac plan SPEC [--json | --dot]`: the plan as text, as JSON (alphac.plan.render) or
+the combine tree as Graphviz dot."""
 
 from __future__ import annotations
 
 import json
 import sys
 
+import click
+
+from alphac import driver
 from alphac.diagnostics import CompileError, sources_of
 
 
+@click.command("plan")
+@click.argument("spec", type=str)
+@click.option("--json", "as_json", is_flag=True, help="The plan as JSON (keys documented in the README).")
+@click.option("--dot", "as_dot", is_flag=True, help="The combine tree as Graphviz dot.")
+def command(spec: str, as_json: bool, as_dot: bool) -> None:
+    """Plan SPEC's deployment: combine tree, phases, each owner's protocol and bytes."""
+    if as_json and as_dot:
+        click.echo("alphac: error: --json and --dot exclude each other", err=True)
+        sys.exit(2)
+    sys.exit(run(spec, as_json, as_dot))
+
+
 def run(spec: str, as_json: bool = False, as_dot: bool = False) -> int:
-    from alphac.plan.planner import plan_spec
     from alphac.plan.render import plan_dot, plan_json, plan_text
 
     try:
-        p = plan_spec(spec)
+        p = driver.plan(driver.deployment(spec))
     except CompileError as err:
         cache = sources_of(err.diagnostics)
         if as_json:

@@ -1,0 +1,145 @@
+"""The stages, one function each: what the commands, the launcher and the demo call.
+
+    load(path) -> CheckedSpec                       parse, check, lower; CompileError
+    deployment(path) -> Deployment                  the file's one deployment; CompileError
+    check(path) -> CheckResult                      the checker, then the planner on every
+                                                    deployment: all diagnostics at once
+    plan(dep) -> Plan                               CompileError
+    build(plan, role, target, out_dir) -> Path      {out_dir}/{spec}-{role}-{target};
+                                                    TargetError, RuntimeUnsupported, CompileError
+    oracle(dep, rounds=None) -> OracleResult        Refusal
+    describe(exe) -> dict                           an executable's .alphac record and ELF
+                                                    facts; TargetError
+    buildable_targets(), target_names()             the targets known and those buildable
+
+The driver owns which stage runs after which and what each one is handed; it prints
+nothing and parses no command line (alphac.commands does both). Stages are imported when
+first used, so a command loads only the stages it runs. `CompileError`, `TargetError` and
+`Refusal` (the oracle's) are the errors a caller catches.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from alphac.diagnostics import CompileError, Diagnostic, SourceCache
+from alphac.targets.target import TargetError
+
+if TYPE_CHECKING:
+    from alphac.ir.nodes import CheckedSpec, Deployment
+    from alphac.oracle import OracleResult
+    from alphac.plan import Plan
+
+__all__ = ["CheckResult", "CompileError", "Refusal", "TargetError", "buildable_targets", "build",
+           "check", "deployment", "describe", "load", "oracle", "plan", "target_names"]
+
+
+def __getattr__(name: str):
+    # The oracle's refusal, without loading the oracle for commands that never run it.
+    if name == "Refusal":
+        from alphac.oracle.refusal import Refusal
+
+        return Refusal
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def load(path: str) -> "CheckedSpec":
+    """The checked spec of `path`; CompileError holding every checker diagnostic."""
+    from alphac.check import load_spec
+
+    return load_spec(path)
+
+
+def deployment(path: str) -> "Deployment":
+    """The single deployment of `path`; CompileError (no-deployment if none or several)."""
+    from alphac.check import load_deployment
+
+    return load_deployment(path)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """What `check` found: the checked spec (None when the checker refused the file), every
+    diagnostic of the checker or else of the planner, and the source texts to render them."""
+
+    spec: "CheckedSpec | None"
+    diagnostics: tuple[Diagnostic, ...]
+    sources: SourceCache
+
+    @property
+    def ok(self) -> bool:
+        return self.spec is not None and not self.diagnostics
+
+
+def check(path: str) -> CheckResult:
+    """Check `path`, then plan each of its deployments, so that what only the planner can
+    see (tree coverage, separability, contracts, shard maps) is reported here too. Planner
+    diagnostics come only once the checker has none, in deployment order."""
+    from alphac.check import check_file
+
+    spec, diagnostics, sources = check_file(path)
+    if spec is None:
+        return CheckResult(None, tuple(diagnostics), sources)
+    found: list[Diagnostic] = []
+    for dep in spec.deployments:
+        try:
+            plan(dep)
+        except CompileError as err:
+            found.extend(err.diagnostics)
+    for d in found:  # spans in files the checker did not read (IR built by hand)
+        if sources.line(d.span.file, d.span.line) is None:
+            _add_source(sources, d.span.file)
+    return CheckResult(spec, tuple(found), sources)
+
+
+def _add_source(sources: SourceCache, name: str) -> None:
+    try:
+        with open(name, encoding="utf-8") as fh:
+            sources.add(name, fh.read())
+    except (OSError, UnicodeDecodeError, ValueError):
+        pass
+
+
+def plan(dep: "Deployment") -> "Plan":
+    """The plan of one deployment; CompileError carrying every planner diagnostic."""
+    from alphac.plan import plan as make_plan
+
+    return make_plan(dep)
+
+
+def build(plan: "Plan", role: str, target: str, out_dir: "str | os.PathLike") -> Path:
+    """Build the executable of `role` on `target` into `out_dir`; its path."""
+    from alphac.codegen.build import build_executable
+
+    return Path(build_executable(plan, role, target, out_dir))
+
+
+def oracle(dep: "Deployment", rounds: int | None = None) -> "OracleResult":
+    """The independent binary64 evaluation of `rounds` updates (default: the deployment's)."""
+    from alphac.oracle import evaluate
+
+    return evaluate(dep, rounds)
+
+
+def describe(exe: "str | os.PathLike") -> dict:
+    """An executable's embedded record plus machine, elf_type, static and size."""
+    from alphac.targets.elf import describe as describe_elf
+
+    return describe_elf(exe)
+
+
+def buildable_targets() -> tuple[str, ...]:
+    """The targets executables can be built for today, sorted."""
+    from alphac.targets.registry import buildable
+
+    return buildable()
+
+
+def target_names() -> tuple[str, ...]:
+    """Every described target (targets/*.toml), buildable or not."""
+    from alphac.targets.target import target_names as names
+
+    return names()

@@ -1,0 +1,64 @@
+"""Reading a built executable: its `.alphac` section and what the ELF header says.
+
+    describe(path) -> {metadata, machine, elf_type, static, size}     TargetError
+    read_metadata(path) -> dict                                       TargetError
+
+The section holds the plan, contract and target of one (role, target) executable as sorted
+UTF-8 JSON (written by alphac.codegen.metadata), a record of format FORMAT. Errors:
+`io-error`, `not-an-alphac-executable` (not ELF, or no section), `bad-metadata` (not JSON,
+or not a format FORMAT record).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from alphac.targets.target import TargetError
+
+SECTION = ".alphac"
+FORMAT = 1
+
+
+def describe(path: "str | os.PathLike") -> dict:
+    """The embedded metadata plus what the ELF file itself says: machine (the e_machine
+    name), elf_type, static (no PT_INTERP segment) and size in bytes."""
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+        with p.open("rb") as f:
+            try:
+                elf = ELFFile(f)
+                machine = elf["e_machine"]
+                elf_type = elf["e_type"]
+                interp = any(seg["p_type"] == "PT_INTERP" for seg in elf.iter_segments())
+                section = elf.get_section_by_name(SECTION)
+                raw = section.data() if section is not None else None
+            except (ELFError, ValueError, KeyError) as exc:
+                raise TargetError("not-an-alphac-executable", f"{p}: not an ELF file ({exc})") from None
+    except OSError as exc:
+        raise TargetError("io-error", f"{p}: {exc.strerror or exc}") from None
+    if raw is None:
+        raise TargetError("not-an-alphac-executable", f"{p}: no {SECTION} section")
+    try:
+        meta = json.loads(raw.rstrip(b"\0").decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise TargetError("bad-metadata", f"{p}: {SECTION} is not JSON ({exc})") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise TargetError("bad-metadata", f"{p}: {SECTION} has no format {FORMAT} record")
+    return {
+        "metadata": meta,
+        "machine": machine,
+        "elf_type": elf_type,
+        "static": not interp,
+        "size": size,
+    }
+
+
+def read_metadata(path: "str | os.PathLike") -> dict:
+    """The embedded JSON record of an executable."""
+    return describe(path)["metadata"]
