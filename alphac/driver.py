@@ -5,8 +5,12 @@
     check(path) -> CheckResult                      the checker, then the planner on every
                                                     deployment: all diagnostics at once
     plan(dep) -> Plan                               CompileError
-    build(plan, role, target, out_dir) -> Path      {out_dir}/{spec}-{role}-{target};
-                                                    TargetError, RuntimeUnsupported, CompileError
+    image(plan, role, target) -> RoleImage          the plan as plain data for one executable;
+                                                    ImageError
+    build(plan, role, target, out_dir) -> Path      {out_dir}/{spec}-{role}-{target}: the
+                                                    image's kernels (llvmlite) and the C
+                                                    runtime, linked; TargetError, ImageError,
+                                                    CompileError
     oracle(dep, rounds=None) -> OracleResult        Refusal
     describe(exe) -> dict                           an executable's .alphac record and ELF
                                                     facts; TargetError
@@ -29,12 +33,14 @@ from alphac.diagnostics import CompileError, Diagnostic, SourceCache
 from alphac.targets.target import TargetError
 
 if TYPE_CHECKING:
+    from alphac.image import RoleImage
     from alphac.ir.nodes import CheckedSpec, Deployment
     from alphac.oracle import OracleResult
     from alphac.plan import Plan
 
 __all__ = ["CheckResult", "CompileError", "Refusal", "TargetError", "buildable_targets", "build",
-           "check", "deployment", "describe", "load", "oracle", "plan", "target_names"]
+           "check", "deployment", "describe", "executable_name", "image", "load", "oracle", "plan",
+           "target_names"]
 
 
 def __getattr__(name: str):
@@ -110,11 +116,38 @@ def plan(dep: "Deployment") -> "Plan":
     return make_plan(dep)
 
 
-def build(plan: "Plan", role: str, target: str, out_dir: "str | os.PathLike") -> Path:
-    """Build the executable of `role` on `target` into `out_dir`; its path."""
-    from alphac.codegen.build import build_executable
+def image(plan: "Plan", role: str, target: str) -> "RoleImage":
+    """What the executable of `role` on `target` embeds; ImageError."""
+    from alphac.image import build_image
 
-    return Path(build_executable(plan, role, target, out_dir))
+    return build_image(plan, role, target)
+
+
+def executable_name(plan: "Plan", role: str, target: str) -> str:
+    source = plan.deployment.source_file or plan.deployment.name
+    return f"{Path(source).stem}-{role}-{target}"
+
+
+def build(plan: "Plan", role: str, target: str, out_dir: "str | os.PathLike") -> Path:
+    """Build the executable of `role` on `target` into `out_dir`; its path. The kernel
+    module (programs, arithmetic, image, record) is compiled by llvmlite, the runtime by the
+    target's C compiler (cached), and both are linked under fixed names, so builds are
+    byte-reproducible; the executable appears under its name only once whole."""
+    from alphac.codegen.module import kernel_module
+    from alphac.image.metadata import metadata_for
+    from alphac.targets import compile_object, link_bytes, load_target, runtime_object
+
+    the_image = image(plan, role, target)
+    meta = metadata_for(plan, role, target, load_target(target).triple)
+    obj = compile_object(kernel_module(the_image, meta), target)
+    runtime = runtime_object(target)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    exe = out / executable_name(plan, role, target)
+    partial = exe.with_name(exe.name + ".partial")
+    link_bytes(obj, target, partial, extra=(runtime,))
+    os.replace(partial, exe)
+    return exe
 
 
 def oracle(dep: "Deployment", rounds: int | None = None) -> "OracleResult":

@@ -47,7 +47,7 @@ def small_deployment(topology=None, placement=("x86_64", "aarch64", "x86_64", "a
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    from alphac.codegen.build import build_executable
+    from alphac.driver import build as build_executable
     from alphac.plan import plan
 
     out = tmp_path_factory.mktemp("inspect")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from alphac.codegen.build import build_executable
+from alphac.driver import build as build_executable
 from alphac.launch import session
 from alphac.launch.launcher import new_run_dir, run_plan
 from alphac.launch.results import OwnerResult, ResultError, encode_result, parse_result

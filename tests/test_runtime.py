@@ -206,7 +206,7 @@ def test_owner_without_samples_everywhere_refuses_the_mean(work):
 # ----------------------------------------------------------------------------- builds and tables
 
 def test_builds_are_reproducible(tmp_path):
-    from alphac.codegen.build import build_executable
+    from alphac.driver import build as build_executable
 
     p = plan_of(STAR_PLAIN)
     targets = ["x86_64"] + (["aarch64"] if HAVE_AARCH64 else [])

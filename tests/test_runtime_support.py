@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from alphac.codegen.build import build_executable
+from alphac.driver import build as build_executable
 from alphac.ir import nodes as n
 from alphac.plan.protocol import build_tree, postorder
 

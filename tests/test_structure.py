@@ -11,9 +11,9 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "alphac"
 
-# Lowest first: a stage may import itself and the stages before it. `wire` and `image` are
-# allowed before they exist; `runtime` holds the runtime's C sources (package data).
-ORDER = ["codes", "wire", "diagnostics", "ir", "syntax", "check", "plan", "oracle", "image",
+# Lowest first: a stage may import itself and the stages before it. `resources` finds the
+# package's data files; `runtime` holds the runtime's C sources (package data).
+ORDER = ["codes", "wire", "resources", "diagnostics", "ir", "syntax", "check", "plan", "oracle", "image",
          "codegen", "runtime", "targets", "driver", "launch", "commands", "demo", "__main__"]
 RANK = {stage: i for i, stage in enumerate(ORDER)}
 ROOT = "alphac"  # the package itself (its version): below every stage, imports nothing
@@ -24,14 +24,8 @@ ROOT = "alphac"  # the package itself (its version): below every stage, imports 
 APART = {("oracle", "plan"), ("targets", "codegen")}
 
 # Imports against the order or APART that are still in the tree while they are being taken
-# out; each applies only to the importing modules named.
-KNOWN = {
-    # the oracle still takes its combine-tree helpers from plan.protocol
-    ("oracle", "plan"): ("alphac.oracle.combine", "alphac.oracle.driver"),
-    # the builder compiles and links through targets, and the record it embeds names the
-    # target's triple; both go when the build is assembled by the driver
-    ("codegen", "targets"): ("alphac.codegen.build", "alphac.codegen.metadata"),
-}
+# out; each applies only to the importing modules named. (None at present.)
+KNOWN: dict[tuple[str, str], tuple[str, ...]] = {}
 
 # What a command may import: the driver, diagnostics, the plan's renderers, and launch
 # (which runs the owners and itself builds through the driver).

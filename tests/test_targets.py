@@ -77,10 +77,10 @@ def test_malformed_target_files(tmp_path, monkeypatch):
         parse_target('name = "t"\ntriple = ', "t.toml")
     assert err.value.code == "bad-target-file"
     with pytest.raises(TargetError) as err:
-        parse_target('name="t"\ntriple="x"\ncpu=""\nfeatures=""\nmachine="m"\nlinker="cc"\n', "t.toml")
+        parse_target('name="t"\ntriple="x"\ncpu=""\nfeatures=""\nmachine="m"\nlinker="cc"\ncc=["cc"]\n', "t.toml")
     assert err.value.message == "t.toml: linker must be a list of strings"
     (tmp_path / "odd.toml").write_text(
-        'name="even"\ntriple="x"\ncpu=""\nfeatures=""\nmachine="m"\nlinker=["cc"]\n')
+        'name="even"\ntriple="x"\ncpu=""\nfeatures=""\nmachine="m"\nlinker=["cc"]\ncc=["cc"]\n')
     monkeypatch.setenv("ALPHAC_TARGETS", str(tmp_path))
     with pytest.raises(TargetError) as err:
         load_target("odd")

@@ -4,7 +4,7 @@
     read_metadata(path) -> dict                                       TargetError
 
 The section holds the plan, contract and target of one (role, target) executable as sorted
-UTF-8 JSON (written by alphac.codegen.metadata), a record of format FORMAT. Errors:
+UTF-8 JSON (alphac.image.metadata), a record of format FORMAT. Errors:
 `io-error`, `not-an-alphac-executable` (not ELF, or no section), `bad-metadata` (not JSON,
 or not a format FORMAT record).
 """
@@ -15,10 +15,8 @@ import json
 import os
 from pathlib import Path
 
+from alphac.image.metadata import FORMAT, SECTION
 from alphac.targets.target import TargetError
-
-SECTION = ".alphac"
-FORMAT = 1
 
 
 def describe(path: "str | os.PathLike") -> dict:

@@ -1,0 +1,55 @@
+"""The `.alphac` record of an executable: its plan, contract and target as sorted UTF-8 JSON
+(format FORMAT, in the ELF section SECTION). Built here from the plan; embedded by
+alphac.codegen.metadata, read back by alphac.targets.elf."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+SECTION = ".alphac"
+FORMAT = 1
+
+
+def topology_tag(topology) -> str:
+    from alphac.ir import nodes as n
+
+    if isinstance(topology, n.Star):
+        return "star"
+    if isinstance(topology, n.Hierarchy):
+        return f"hierarchy:{topology.fanout}"
+    return "explicit"
+
+
+def metadata_for(plan, role: str, target: str, triple: str) -> dict:
+    """What one (role, target) executable records about itself (`triple`: the target's)."""
+    dep = plan.deployment
+    members = next((list(r.owners) for r in dep.roles if r.name == role), [])
+    contract = plan.contract
+    source = dep.source_file or dep.name
+    return {
+        "format": FORMAT,
+        "spec": Path(source).stem,
+        "deployment": dep.name,
+        "role": role,
+        "role_owners": members,
+        "target": target,
+        "triple": triple,
+        "owners": dep.owners,
+        "topology": topology_tag(dep.topology),
+        "protocol": plan.protocol_hex,
+        "contract": {
+            **contract.profile_data(),
+            "relation": contract.relation,
+            "order_digest": contract.order_digest,
+            "operations": len(contract.ops),
+        },
+        "placement": list(dep.placement),
+        "updates": dep.updates,
+        "learner": {"k": dep.learner.k, "m": dep.learner.m, "s": dep.learner.s},
+    }
+
+
+def encode(meta: dict) -> bytes:
+    """Canonical bytes: sorted keys, no spaces, so equal metadata gives equal executables."""
+    return json.dumps(meta, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
