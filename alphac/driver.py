@@ -128,24 +128,35 @@ def executable_name(plan: "Plan", role: str, target: str) -> str:
     return f"{Path(source).stem}-{role}-{target}"
 
 
-def build(plan: "Plan", role: str, target: str, out_dir: "str | os.PathLike") -> Path:
+def build(plan: "Plan", role: str, target: str, out_dir: "str | os.PathLike",
+          shared: bool = False) -> Path:
     """Build the executable of `role` on `target` into `out_dir`; its path. The kernel
     module (programs, arithmetic, image, record) is compiled by llvmlite, the runtime by the
     target's C compiler (cached), and both are linked under fixed names, so builds are
-    byte-reproducible; the executable appears under its name only once whole."""
+    byte-reproducible; the executable appears under its name only once whole.
+
+    With `shared`, the same objects (the runtime compiled as position-independent code)
+    become `lib{spec}-{role}-{target}.so` instead, a library whose runtime functions can
+    be called in-process (tests/runtime)."""
     from alphac.codegen.module import kernel_module
     from alphac.image.metadata import metadata_for
     from alphac.targets import compile_object, link_bytes, load_target, runtime_object
 
+    the_target = load_target(target)
     the_image = image(plan, role, target)
-    meta = metadata_for(plan, role, target, load_target(target).triple)
+    meta = metadata_for(plan, role, target, the_target.triple)
     obj = compile_object(kernel_module(the_image, meta), target)
-    runtime = runtime_object(target)
+    runtime = runtime_object(target, pic=shared)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    exe = out / executable_name(plan, role, target)
+    name = executable_name(plan, role, target)
+    exe = out / (f"lib{name}.so" if shared else name)
     partial = exe.with_name(exe.name + ".partial")
-    link_bytes(obj, target, partial, extra=(runtime,))
+    if shared:
+        from dataclasses import replace
+
+        the_target = replace(the_target, linker=(*the_target.cc, "-shared", "-o", "{exe}", "{objs}"))
+    link_bytes(obj, the_target, partial, extra=(runtime,))
     os.replace(partial, exe)
     return exe
 

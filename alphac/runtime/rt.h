@@ -148,4 +148,9 @@ int rt_write_output(struct rt *rt);
 /* -- main.c ---------------------------------------------------------------------------- */
 int rt_main(struct rt *rt, int argc, char **argv);
 
+/* -- embed.c --------------------------------------------------------------------------- */
+struct rt *rt_new(void);
+const char *rt_message(const struct rt *rt);
+void rt_attach(struct rt *rt, int64_t peer, int fd, int accept);
+
 #endif

@@ -1,0 +1,97 @@
+"""The C role runtime in-process: the worker role of specs/lsq_plain_star.alpha (4 owners,
+k = 2) built as a host shared library (kernels, image and runtime, as in the executable),
+driven through ctypes with socketpairs and temporary files; no processes."""
+
+from __future__ import annotations
+
+import ctypes
+import socket
+from pathlib import Path
+
+import pytest
+
+from alphac import driver
+from alphac.image.cheader import runtime_codes
+
+SPECS = Path(__file__).resolve().parents[2] / "specs"
+SPEC = SPECS / "lsq_plain_star.alpha"
+ROLE = "worker"  # owners 1, 2, 3
+
+
+class Runtime:
+    """One loaded library and the calls tests make into it."""
+
+    def __init__(self, path: Path, plan):
+        self.lib = ctypes.CDLL(str(path))
+        self.plan = plan
+        self.protocol = plan.protocol_id
+        lib = self.lib
+        p, i64, u64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint64
+        sig = {
+            "rt_new": (p, []),
+            "rt_message": (ctypes.c_char_p, [p]),
+            "rt_attach": (None, [p, i64, ctypes.c_int, ctypes.c_int]),
+            "rt_parse_args": (ctypes.c_int, [p, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]),
+            "rt_select_owner": (ctypes.c_int, [p]),
+            "rt_read_peers": (ctypes.c_int, [p]),
+            "rt_parse_endpoint": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t,
+                                                 ctypes.POINTER(ctypes.c_int)]),
+            "rt_fnv": (u64, [p, i64, u64]),
+            "rt_lanes": (None, [p, i64, i64, p]),
+            "rt_checksum": (u64, [p, p, i64]),
+            "rt_send_frame": (ctypes.c_int, [p, i64, u64, u64, u64, p, i64, ctypes.c_int]),
+            "rt_recv_frame": (ctypes.c_int, [p, ctypes.c_int, i64, u64, u64, u64, p, i64, p,
+                                             ctypes.POINTER(i64)]),
+            "rt_publish": (ctypes.c_int, [p, ctypes.c_char_p, ctypes.POINTER(p),
+                                          ctypes.POINTER(ctypes.c_size_t), ctypes.c_int]),
+            "rt_alloc": (ctypes.c_int, [p]),
+            "rt_write_output": (ctypes.c_int, [p]),
+            "rt_refuse_if_exists": (ctypes.c_int, [p, ctypes.c_char_p]),
+            "rt_sockopts": (None, [p, ctypes.c_int]),
+        }
+        for name, (res, args) in sig.items():
+            fn = getattr(lib, name)
+            fn.restype, fn.argtypes = res, args
+
+    @staticmethod
+    def code(rc: int) -> str:
+        """The refusal code of a return value (0: ok)."""
+        return "ok" if rc == 0 else runtime_codes()[rc - 1]
+
+    def new(self):
+        rt = self.lib.rt_new()
+        assert rt
+        return rt
+
+    def message(self, rt) -> str:
+        return self.lib.rt_message(rt).decode()
+
+    def parse(self, rt, *args: str) -> int:
+        argv = (ctypes.c_char_p * (len(args) + 2))(b"exe", *(a.encode() for a in args), None)
+        return self.lib.rt_parse_args(rt, len(args) + 1, argv)
+
+    def owner(self, owner: int, peers: str = "peers", out: str = "out", *extra: str):
+        """A runtime parsed as `--owner OWNER --peers PEERS --out OUT` and placed in its role."""
+        rt = self.new()
+        assert self.parse(rt, "--owner", str(owner), "--peers", peers, "--out", out, *extra) == 0
+        assert self.lib.rt_select_owner(rt) == 0, self.message(rt)
+        return rt
+
+    def result(self, rt, rc: int) -> tuple[str, str]:
+        return self.code(rc), (self.message(rt) if rc else "")
+
+
+@pytest.fixture(scope="session")
+def rtlib(tmp_path_factory) -> Runtime:
+    plan = driver.plan(driver.deployment(str(SPEC)))
+    out = tmp_path_factory.mktemp("rtlib")
+    return Runtime(driver.build(plan, ROLE, "x86_64", out, shared=True), plan)
+
+
+@pytest.fixture
+def pair():
+    """A connected socketpair: (the runtime's end as an fd, the test's socket)."""
+    a, b = socket.socketpair()
+    yield a.fileno(), b
+    a.close()
+    b.close()
