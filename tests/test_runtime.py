@@ -72,6 +72,17 @@ def test_mixed_x86_64_and_aarch64_owners_match(work):
     _check_outputs(MIXED, run)
 
 
+@pytest.mark.skipif(not HAVE_AARCH64, reason="qemu-aarch64 / aarch64-linux-gnu-gcc missing")
+def test_peers_by_host_name_and_ipv6_match(work):
+    """Owner 0 listens on [::1] (its children connect over IPv6), owner 1 on `localhost`
+    (resolved by getaddrinfo, also inside the static AArch64 executables under qemu)."""
+    exes = build(MIXED, work / "bin")
+    run = Run(MIXED, exes, run_dir(work, "hosts"), extra=("--timeout-ms", "20000"),
+              hosts=["[::1]", "localhost", "127.0.0.1", "[::1]"])
+    assert run.finish(60) == {o: (0, "") for o in range(4)}
+    _check_outputs(MIXED, run)
+
+
 def test_ten_owners_star_and_hierarchy_run_their_own_order(work):
     shares = (1, 2, 3, 0, 1, 2, 3, 1, 2, 1)
     outs = {}
@@ -104,6 +115,14 @@ def test_help_prints_usage_and_exits_zero(work):
     assert done.stdout.startswith("usage: EXE --owner I --peers FILE --out PATH")
     assert "role coordinator (owners 0)" in done.stdout
     assert f"protocol {plan_of(STAR_PLAIN).protocol_hex}" in done.stdout
+
+
+def test_version_names_the_build_and_exits_zero(work):
+    done, _ = _one(STAR_PLAIN, work, "version", ["--version"])
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == (f"rt_star_plain-coordinator-x86_64: deployment run_rt_star_plain, role "
+                           f"coordinator of 4 owners, target x86_64, protocol "
+                           f"{plan_of(STAR_PLAIN).protocol_hex}, wire format 2\n")
 
 
 @pytest.mark.parametrize("argv", [

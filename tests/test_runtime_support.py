@@ -170,8 +170,9 @@ def free_ports(count: int) -> list[int]:
             s.close()
 
 
-def write_peers(path: Path, ports) -> Path:
-    path.write_text("".join(f"{o} 127.0.0.1:{p}\n" for o, p in enumerate(ports)))
+def write_peers(path: Path, ports, hosts=None) -> Path:
+    hosts = hosts or ["127.0.0.1"] * len(ports)
+    path.write_text("".join(f"{o} {h}:{p}\n" for o, (h, p) in enumerate(zip(hosts, ports))))
     return path
 
 
@@ -185,12 +186,12 @@ def owner_command(dep, exes, owner: int, peers: Path, out: Path, *extra: str) ->
 class Run:
     """Owners started as processes; always reaped (killed if still running) by `finish`."""
 
-    def __init__(self, dep, exes, work: Path, owners=None, extra=(), ports=None):
+    def __init__(self, dep, exes, work: Path, owners=None, extra=(), ports=None, hosts=None):
         self.dep = dep
         self.work = work
         work.mkdir(parents=True, exist_ok=True)
         self.ports = ports or free_ports(dep.owners)
-        self.peers = write_peers(work / "peers", self.ports)
+        self.peers = write_peers(work / "peers", self.ports, hosts)
         self.outs = {o: work / f"owner{o}.out" for o in range(dep.owners)}
         self.procs = {}
         for o in (range(dep.owners) if owners is None else owners):
