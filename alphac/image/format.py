@@ -19,7 +19,6 @@ FIELDS = (
     "output_format",    # wire.OUTPUT_REPLICATED or wire.OUTPUT_OWNED
     "part_parameters", "part_state", "part_gradients",
     "w",                # optimizer-state words per coordinate
-    "block_words",      # coordinates per ownership block (block b belongs to owner b mod n)
     "leaves",           # leaves of the combine tree
     "max_payload",      # the largest frame payload the protocol sends
     "role_size",        # owners of this role
@@ -36,6 +35,7 @@ SECTIONS = (
     "sample_row", "share",
     "reg_start", "reg_count", "reg_words",
     "held_start", "held_count", "held_state",
+    "run_start", "run_count", "runs",  # per owner (all n): its coordinates as (start, step, count)
     "repl_state", "leaf_order", "leaf_pos", "coord_off",
     "samples", "initial", "initial_state",
     "text",             # NUL-terminated strings; its count is in bytes

@@ -1,6 +1,7 @@
 """`build_image(plan, role, target)`: what one role executable needs from the plan, as plain
 data — each owner's op table with the steps its frames carry, peers, samples and register
-sizes, the owner layout's word lists, the initial words, the programs and the texts the
+sizes, the plan's owner layout (every owner's coordinates as runs, the state words each
+holds, the per-coordinate state offsets), the initial words, the programs and the texts the
 executable prints. The kernels (alphac.codegen) and the C runtime read nothing else.
 
 Steps: an owner numbers its ops 0, 1, ... over `update_ops` then `finish_ops`; a frame
@@ -71,6 +72,7 @@ class RoleImage:
     partitioning: ir.Partitioning
     update_layout: object | None  # separable.layout_of for an owned update kernel, else None
     owners: tuple[OwnerImage, ...]  # the role's owners, in role order
+    runs: tuple[tuple[tuple[int, int, int], ...], ...]  # every owner's coordinates, as runs
     tag_words: int
     leaf_order: tuple[int, ...]
     coord_off: np.ndarray           # state offset of block b's word for coordinate i, at b*k + i
@@ -109,7 +111,7 @@ class RoleImage:
             "output_format": wire.OUTPUT_OWNED if self.owned else wire.OUTPUT_REPLICATED,
             "part_parameters": int(part.parameters), "part_state": int(part.optimizer_state),
             "part_gradients": int(part.gradients), "w": part.words_per_coordinate,
-            "block_words": 1, "leaves": len(self.leaf_order), "max_payload": self.max_payload,
+            "leaves": len(self.leaf_order), "max_payload": self.max_payload,
             "role_size": len(self.owners), "digest_params": int(not part.parameters),
             "digest_state_all": int(self.repl_state is None),
             "str_usage": string(self.usage), "str_version": string(self.version),
@@ -129,6 +131,7 @@ class RoleImage:
         peer_starts, peer_list = flat(o.peers for o in self.owners)
         reg_starts, reg_words = flat(o.reg_words for o in self.owners)
         held_starts, held = flat(o.held_state or () for o in self.owners)
+        run_starts, runs = flat([w for run in r for w in run] for r in self.runs)
         sections = {
             "role_owners": [o.owner for o in self.owners],
             "op_start": [s // OP_WORDS for s in op_starts], "ops": ops,
@@ -143,6 +146,8 @@ class RoleImage:
             "held_start": held_starts,
             "held_count": [self.m if o.held_state is None else len(o.held_state) for o in self.owners],
             "held_state": held,
+            "run_start": [s // 3 for s in run_starts], "run_count": [len(r) for r in self.runs],
+            "runs": runs,
             "repl_state": self.repl_state or (), "leaf_order": self.leaf_order, "leaf_pos": pos,
             "coord_off": self.coord_off, "samples": self.samples, "initial": self.initial,
             "initial_state": self.initial_state, "text": bytes(text),
@@ -172,24 +177,6 @@ def op_steps(protocols: tuple[OwnerProtocol, ...]) -> dict[int, tuple[int, ...]]
                 steps.append(i)
         out[proto.owner] = tuple(steps)
     return out
-
-
-# -- the owner layout's word lists (coordinate i belongs to owner i mod n) ------------------
-
-def coordinate_offsets(k: int, m: int, w: int, shared) -> list[int]:
-    """State offset of block b's word for coordinate i, at index b*k + i: the (b*k + i)-th
-    state word not declared shared."""
-    shared = set(shared)
-    return [j for j in range(m) if j not in shared][:w * k]
-
-
-def held_state(k: int, m: int, n: int, part, owner: int) -> tuple[int, ...] | None:
-    """The state offsets `owner` holds, ascending; None when it holds all m."""
-    if not part.optimizer_state:
-        return None
-    per = coordinate_offsets(k, m, part.words_per_coordinate, part.shared_state)
-    mine = [off for pos, off in enumerate(per) if (pos % k) % n == owner]
-    return tuple(sorted(set(mine) | set(part.shared_state)))
 
 
 def usage_text(dep, role: str, target: str, role_owners, protocol_hex: str) -> str:
@@ -228,6 +215,7 @@ def build_image(plan, role: str, target: str) -> RoleImage:
                                  "which the runtime does not execute")
         if part.any and not p.register_words:
             raise ImageError("build-failed", f"owner {p.owner}'s partitioned protocol has no register sizes")
+    layout = plan.layout
     steps = op_steps(protocols)
     shares = learner.samples.shares
     owners, row = [], 0
@@ -235,15 +223,15 @@ def build_image(plan, role: str, target: str) -> RoleImage:
         proto = protocols[o]
         ops = tuple(op.words() + (step,) for op, step in zip(proto.update_ops + proto.finish_ops, steps[o]))
         regs = proto.register_words or (k + 1,) * register_count(proto)
+        held = tuple(int(j) for j in layout.state_held(o)) if layout.optimizer_state else None
         owners.append(OwnerImage(o, ops, len(proto.update_ops), len(proto.finish_ops), peers(proto),
-                                 row, shares[o], tuple(regs), held_state(k, m, n, part, o)))
+                                 row, shares[o], tuple(regs), held))
         row += shares[o]
     rows = [learner.samples.owner_rows(o) for o in role_v.owners]
     samples = (np.concatenate([np.asarray(r, dtype=np.uint64).reshape(-1) for r in rows])
                if rows else np.zeros(0, dtype=np.uint64))
-    coord_off = np.asarray(coordinate_offsets(k, m, part.words_per_coordinate, part.shared_state)
-                           if part.any else (), dtype=np.uint64)
-    repl = tuple(sorted(set(part.shared_state))) if part.optimizer_state else None
+    coord_off = np.asarray(layout.coordinate_state_offsets() if part.any else (), dtype=np.uint64)
+    repl = tuple(int(j) for j in layout.replicated_state()) if layout.optimizer_state else None
     spec = Path(dep.source_file or dep.name).stem
     version = (f"{spec}-{role}-{target}: deployment {dep.name}, role {role} of {n} owners, "
                f"target {target}, protocol {plan.protocol_hex}, wire format {wire.WIRE_FORMAT}\n")
@@ -252,7 +240,8 @@ def build_image(plan, role: str, target: str) -> RoleImage:
         n=n, k=k, s=s, m=m, updates=dep.updates, rate=learner.rate,
         contribution=learner.contribution, update=learner.update, partitioning=part,
         update_layout=separable.layout_of(learner, part) if part.any else None,
-        owners=tuple(owners), tag_words=TAG_WORDS if part.any else 0,
+        owners=tuple(owners), runs=tuple(layout.coordinate_runs(o) for o in range(n)),
+        tag_words=TAG_WORDS if part.any else 0,
         leaf_order=tuple(leaves(plan.tree)), coord_off=coord_off, repl_state=repl,
         samples=samples, initial=learner.initial.as_array(),
         initial_state=learner.initial_state.as_array(),

@@ -1,7 +1,7 @@
 /* The op interpreter: one owner's op table (alphac/plan/protocol.py OP_KINDS), once per
    update and once for the finish, over registers sized by the image. It serves replicated
-   and partitioned plans alike; every float operation is a kernel call. Coordinate i belongs
-   to owner i mod n (ownership blocks of one word; rt_alloc refuses any other). */
+   and partitioned plans alike; every float operation is a kernel call. Which coordinates an
+   owner holds is the image's: the plan's owner layout as (start, step, count) runs. */
 #include "rt.h"
 
 #include <stdlib.h>
@@ -14,9 +14,37 @@ static int64_t words(struct rt *rt, int64_t r) { return (int64_t)rt->reg_words[r
 static int64_t frame_len(struct rt *rt, int64_t r) {
     return words(rt, r) + (int64_t)img_field(rt, IMG_TAG_WORDS);
 }
-static int64_t owned_count(struct rt *rt, int64_t t) {
-    return t < rt->k ? (rt->k - t + rt->n - 1) / rt->n : 0;
+/* The coordinates of owner t, ascending: `for (j = 0; next_coord(&it, &i); j++)`. */
+struct coords {
+    const uint64_t *run, *end;
+    int64_t c;
+};
+static struct coords coords_of(const struct rt *rt, int64_t t) {
+    const uint64_t *run = img_sec(rt, SEC_RUNS) + 3 * img_sec(rt, SEC_RUN_START)[t];
+    return (struct coords){run, run + 3 * img_sec(rt, SEC_RUN_COUNT)[t], 0};
 }
+static int next_coord(struct coords *it, int64_t *i) {
+    while (it->run < it->end && it->c >= (int64_t)it->run[2]) {
+        it->run += 3;
+        it->c = 0;
+    }
+    if (it->run >= it->end) return 0;
+    *i = (int64_t)it->run[0] + it->c++ * (int64_t)it->run[1];
+    return 1;
+}
+int64_t rt_owned_count(const struct rt *rt, int64_t t) {
+    int64_t count = 0;
+    struct coords it = coords_of(rt, t);
+    for (; it.run < it.end; it.run += 3) count += (int64_t)it.run[2];
+    return count;
+}
+int64_t rt_coordinates(const struct rt *rt, int64_t t, uint64_t *out) {
+    struct coords it = coords_of(rt, t);
+    int64_t j = 0, i;
+    for (; next_coord(&it, &i); j++) out[j] = (uint64_t)i;
+    return j;
+}
+
 static int has(uint64_t mask, uint64_t region) { return (mask & region) != 0; }
 static int64_t per_coordinate(struct rt *rt, uint64_t mask) {
     return has(mask, REGION_PARAMETERS) + (has(mask, REGION_STATE) ? (int64_t)img_field(rt, IMG_W) : 0);
@@ -24,9 +52,6 @@ static int64_t per_coordinate(struct rt *rt, uint64_t mask) {
 
 int rt_alloc(struct rt *rt) {
     int rc;
-    if (img_field(rt, IMG_BLOCK_WORDS) != 1)
-        return rt_fail(rt, RT_CORRUPT_EXECUTABLE, "ownership blocks of %llu words are not executed",
-                       (unsigned long long)img_field(rt, IMG_BLOCK_WORDS));
     int64_t k = rt->k, m = rt->m, tags = (int64_t)img_field(rt, IMG_TAG_WORDS);
     rt->nregs = img_mine(rt, SEC_REG_COUNT);
     rt->reg_words = img_sec(rt, SEC_REG_WORDS) + img_mine(rt, SEC_REG_START);
@@ -134,20 +159,25 @@ static int op_update_owned(struct rt *rt, int64_t a, uint64_t u) {
                        "is still held at the update of version %llu", (long long)rt->owner,
                        (long long)rt->replica_version, (unsigned long long)u);
     uint64_t *p = reg(rt, a) + H, count = p[words(rt, a) - 1];
-    int64_t i = alphac_mean_owned(rt->mean, p, (int64_t)count, rt->owner, rt->n, owned_count(rt, rt->owner),
-                                  (int64_t)img_field(rt, IMG_PART_GRADIENTS));
-    if (i >= 0) return mean_refused(rt, i, u, count);
+    int sliced = (int)img_field(rt, IMG_PART_GRADIENTS);
+    struct coords it = coords_of(rt, rt->owner);
+    for (int64_t at = 0; it.run < it.end; at += (int64_t)it.run[2], it.run += 3) {
+        int64_t i = alphac_mean_owned(rt->mean, p, (int64_t)count, (int64_t)it.run[0], (int64_t)it.run[1],
+                                      (int64_t)it.run[2], sliced ? at : -1);
+        if (i >= 0) return mean_refused(rt, i, u, count);
+    }
     alphac_update_owner = rt->owner;
     return run_update(rt, rt->mean, u);
 }
 
 /* -- partitioned ops: selection, never arithmetic ------------------------------------------ */
 
-/* dst <- a's sums at coordinate owner t's coordinates (t, t + n, ...), then a's count */
+/* dst <- a's sums at coordinate owner t's coordinates, then a's count */
 static void op_slice(struct rt *rt, uint64_t *dst, const uint64_t *a, int64_t t) {
-    int64_t cnt = owned_count(rt, t);
-    for (int64_t j = 0; j < cnt; j++) dst[H + j] = a[H + t + j * rt->n];
-    dst[H + cnt] = a[H + rt->k];
+    struct coords it = coords_of(rt, t);
+    int64_t j = 0, i;
+    for (; next_coord(&it, &i); j++) dst[H + j] = a[H + i];
+    dst[H + j] = a[H + rt->k];
 }
 
 /* dst <- this owner's words of the regions in mask, by coordinate (the parameter, then its
@@ -155,9 +185,10 @@ static void op_slice(struct rt *rt, uint64_t *dst, const uint64_t *a, int64_t t)
 static void op_offer(struct rt *rt, int64_t dst, uint64_t mask) {
     uint64_t *d = reg(rt, dst) + H;
     const uint64_t *coord_off = img_sec(rt, SEC_COORD_OFF);
-    int64_t per = per_coordinate(rt, mask), w = (int64_t)img_field(rt, IMG_W), me = rt->owner;
-    for (int64_t j = 0; j < owned_count(rt, me); j++) {
-        int64_t i = me + j * rt->n, at = j * per;
+    int64_t per = per_coordinate(rt, mask), w = (int64_t)img_field(rt, IMG_W), me = rt->owner, i;
+    struct coords it = coords_of(rt, me);
+    for (int64_t j = 0; next_coord(&it, &i); j++) {
+        int64_t at = j * per;
         if (has(mask, REGION_PARAMETERS)) d[at++] = rt->params[i];
         if (has(mask, REGION_STATE))
             for (int64_t b = 0; b < w; b++) d[at + b] = rt->state[coord_off[b * rt->k + i]];
@@ -207,16 +238,15 @@ static int op_install(struct rt *rt, int64_t a, uint64_t mask, uint64_t *params,
     const uint64_t *coord_off = img_sec(rt, SEC_COORD_OFF);
     TRY(check_tags(rt, (int64_t)x[wa], (int64_t)x[wa + 1], 0, leaves, "an assembled vector", u));
     int64_t per = per_coordinate(rt, mask), w = (int64_t)img_field(rt, IMG_W), need = 0;
-    for (int64_t li = 0; li < leaves; li++) need += owned_count(rt, (int64_t)order[li]) * per;
+    for (int64_t li = 0; li < leaves; li++) need += rt_owned_count(rt, (int64_t)order[li]) * per;
     if (need != wa)
         return rt_fail(rt, RT_DATA_PARALLEL_ASSEMBLY_COVERAGE, "owner %lld: an assembled vector at update %llu "
                        "holds %lld words, its owners' coordinates %lld", (long long)rt->owner,
                        (unsigned long long)u, (long long)wa, (long long)need);
-    int64_t at = 0;
+    int64_t at = 0, i;
     for (int64_t li = 0; li < leaves; li++) {
-        int64_t o = (int64_t)order[li];
-        for (int64_t j = 0; j < owned_count(rt, o); j++) {
-            int64_t i = o + j * rt->n;
+        struct coords it = coords_of(rt, (int64_t)order[li]);
+        while (next_coord(&it, &i)) {
             if (has(mask, REGION_PARAMETERS)) params[i] = x[at++];
             if (has(mask, REGION_STATE))
                 for (int64_t b = 0; b < w; b++) rt->state[coord_off[b * rt->k + i]] = x[at++];

@@ -61,10 +61,9 @@ int rt_write_output(struct rt *rt) {
         size_t sizes[3] = {sizeof head, (size_t)k * 8, (size_t)m * 8};
         return rt_publish(rt, rt->out_path, bufs, sizes, 3);
     }
-    int64_t n = rt->n, me = rt->owner;
+    int64_t me = rt->owner;
     int partitioned = (int)img_field(rt, IMG_PART_PARAMETERS);
-    int64_t kp = partitioned ? (me < k ? (k - me + n - 1) / n : 0) : k;
-    int64_t p0 = partitioned ? me : 0, pstep = partitioned ? n : 1;
+    int64_t kp = partitioned ? rt_owned_count(rt, me) : k;
     int64_t mp = img_mine(rt, SEC_HELD_COUNT);
     const uint64_t *held = img_sec(rt, SEC_HELD_STATE) + img_mine(rt, SEC_HELD_START);
     int all_state = !img_field(rt, IMG_PART_STATE);
@@ -76,10 +75,10 @@ int rt_write_output(struct rt *rt) {
                         (uint64_t)k, (uint64_t)m, (uint64_t)kp, (uint64_t)mp};
     memcpy(buf, head, sizeof head);
     uint64_t *pos = buf + 9, *words = buf + 9 + kp + mp;
+    if (partitioned) rt_coordinates(rt, me, pos);
     for (int64_t j = 0; j < kp; j++) {
-        int64_t i = p0 + j * pstep;
-        pos[j] = (uint64_t)i;
-        words[j] = rt->params[i];
+        if (!partitioned) pos[j] = (uint64_t)j;
+        words[j] = rt->params[pos[j]];
     }
     for (int64_t j = 0; j < mp; j++) {
         uint64_t off = all_state ? (uint64_t)j : held[j];

@@ -87,7 +87,7 @@ extern int64_t alphac_add_range(void *dst, const void *a, const void *b, int64_t
 extern int64_t alphac_first_nonfinite(const void *p, int64_t lo, int64_t hi);
 extern int64_t alphac_mean(void *g, int64_t count, int64_t k);
 extern int64_t alphac_mean_owned(void *mean, const void *src, int64_t count, int64_t first,
-                                 int64_t step, int64_t cnt, int64_t sliced);
+                                 int64_t step, int64_t cnt, int64_t slice_at);
 
 /* -- the role image -------------------------------------------------------------------- */
 static inline uint64_t img_field(const struct rt *rt, int field) { return rt->img[field]; }
@@ -136,6 +136,8 @@ void rt_close_all(struct rt *rt);
 
 /* -- ops.c ----------------------------------------------------------------------------- */
 int rt_alloc(struct rt *rt);
+int64_t rt_owned_count(const struct rt *rt, int64_t t);  /* coordinates owner t holds */
+int64_t rt_coordinates(const struct rt *rt, int64_t t, uint64_t *out); /* them, ascending */
 int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t version);
 int rt_run(struct rt *rt);
 void rt_digest(struct rt *rt);
