@@ -8,14 +8,10 @@
    the image is corrupt. */
 struct rt *rt_new(void) {
     struct rt *rt = calloc(1, sizeof *rt);
-    if (!rt || rt_init(rt, alphac_image) != RT_OK) {
+    if (!rt || rt_init(rt, alphac_image) != RT_OK || rt_alloc_peers(rt) != RT_OK) {
         free(rt);
         return NULL;
     }
-    rt->fds = malloc(sizeof(int) * (size_t)(rt->n > 0 ? rt->n : 1));
-    rt->accept_from = calloc((size_t)(rt->n > 0 ? rt->n : 1), 1);
-    if (!rt->fds || !rt->accept_from) return NULL;
-    for (int64_t j = 0; j < rt->n; j++) rt->fds[j] = -1;
     return rt;
 }
 

@@ -3,7 +3,6 @@
 #include "rt.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 
 int rt_main(struct rt *rt, int argc, char **argv) {
     TRY(rt_init(rt, alphac_image));
@@ -11,12 +10,7 @@ int rt_main(struct rt *rt, int argc, char **argv) {
     TRY(rt_select_owner(rt));
     TRY(rt_refuse_if_exists(rt, rt->out_path));
     TRY(rt_read_peers(rt));
-    int rc;
-    rt->fds = rt_alloc_words(rt, (rt->n * (int64_t)sizeof(int) + 7) / 8, &rc);
-    TRY(rc);
-    for (int64_t j = 0; j < rt->n; j++) rt->fds[j] = -1;
-    rt->accept_from = rt_alloc_words(rt, (rt->n + 7) / 8, &rc);
-    TRY(rc);
+    TRY(rt_alloc_peers(rt));
     TRY(rt_alloc(rt));
     TRY(rt_connect(rt));
     TRY(rt_run(rt));

@@ -147,6 +147,16 @@ int rt_connect(struct rt *rt) {
     return RT_OK;
 }
 
+/* No connection yet (-1 for every owner) and no hello expected. */
+int rt_alloc_peers(struct rt *rt) {
+    int rc;
+    rt->fds = rt_alloc_words(rt, (rt->n * (int64_t)sizeof(int) + 7) / 8, &rc);
+    TRY(rc);
+    for (int64_t j = 0; j < rt->n; j++) rt->fds[j] = -1;
+    rt->accept_from = rt_alloc_words(rt, (rt->n + 7) / 8, &rc);
+    return rc;
+}
+
 void rt_close_all(struct rt *rt) {
     for (int64_t j = 0; rt->fds && j < rt->n; j++)
         if (rt->fds[j] >= 0) {

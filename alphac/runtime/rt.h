@@ -131,6 +131,7 @@ int rt_write_all(struct rt *rt, int fd, const void *buf, size_t n, int64_t peer)
 int rt_read_hashed(struct rt *rt, int fd, uint64_t *buf, size_t nbytes, int64_t peer,
                    uint64_t lanes[LANES], int64_t words, const struct arrival *add);
 void rt_sockopts(struct rt *rt, int fd);
+int rt_alloc_peers(struct rt *rt);
 int rt_connect(struct rt *rt);
 void rt_close_all(struct rt *rt);
 
