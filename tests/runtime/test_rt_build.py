@@ -1,0 +1,43 @@
+"""Compiling the C runtime: one cached object per target, compiler and sources; a missing
+or failing compiler is a one-line TOOLING error."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from alphac.targets import TargetError, load_target
+from alphac.targets.runtime import runtime_object, sources
+
+
+def test_the_object_is_compiled_once_and_reused(tmp_path, monkeypatch):
+    monkeypatch.setenv("ALPHAC_CACHE", str(tmp_path))
+    t = load_target("x86_64")
+    first = runtime_object(t)
+    stamp = first.stat().st_mtime_ns
+    assert runtime_object(t) == first and first.stat().st_mtime_ns == stamp
+    assert [p.name for p in tmp_path.iterdir()] == [first.name]
+    # other flags, another object (the shared-library variant is position-independent)
+    assert runtime_object(t, pic=True) != first
+    assert runtime_object(replace(t, cflags=("-DALPHAC_EXTRA=1",))) != first
+
+
+def test_the_sources_include_the_generated_header():
+    files = sources()
+    assert {"rt.h", "main.c", "ops.c", "alphac_gen.h"} <= set(files)
+    assert b"#define FRAME_MAGIC UINT64_C(0x31454d4152464c41)" in files["alphac_gen.h"]
+
+
+def test_a_missing_compiler_and_a_failing_one_are_refused_by_code(tmp_path, monkeypatch):
+    monkeypatch.setenv("ALPHAC_CACHE", str(tmp_path))
+    t = load_target("x86_64")
+    with pytest.raises(TargetError) as err:
+        runtime_object(replace(t, cc=("alphac-no-such-cc",)))
+    assert (err.value.code, err.value.message) == (
+        "compiler-missing", "alphac-no-such-cc: not found (the C compiler of the role runtime)")
+    with pytest.raises(TargetError) as err:
+        runtime_object(replace(t, cflags=("-fno-such-option",)))
+    assert err.value.code == "compile-failed"
+    assert err.value.message.startswith("cc exited 1: ")
+    assert list(tmp_path.iterdir()) == []  # nothing half-built is cached
