@@ -5,6 +5,7 @@
    in a row is hashed once (rt->sent_buf). */
 #include "rt.h"
 
+#include <errno.h>
 #include <string.h>
 
 static inline uint64_t fold(uint64_t h, uint64_t w) { return (h ^ w) * FNV_PRIME; }
@@ -76,6 +77,32 @@ int rt_send_frame(struct rt *rt, int64_t peer, uint64_t kind, uint64_t version, 
     if (reuse) {
         rt->sent_buf = buf;
         rt->sent_hash = ph;
+    }
+    return RT_OK;
+}
+
+/* Like rt_read_all, folding the first `words` words into the payload lanes as they arrive
+   (a large payload is hashed while the rest of it is still in flight) and, with `add`,
+   adding each arrived word j < add->words in the kernel (dst[j] = a[j] + b[j], one of a, b
+   being buf) while it is still in cache, OR-ing the non-finite flag into rt->added_bad. */
+int rt_read_hashed(struct rt *rt, int fd, uint64_t *buf, size_t nbytes, int64_t peer,
+                   uint64_t lanes[LANES], int64_t words, const struct arrival *add) {
+    int64_t folded = 0;
+    for (size_t done = 0; done < nbytes;) {
+        ssize_t r = recv(fd, (char *)buf + done, nbytes - done, 0);
+        if (r <= 0) {
+            if (r != 0 && errno == EINTR) continue;
+            return rt_io_failed(rt, r, peer, "reading from");
+        }
+        done += (size_t)r;
+        int64_t upto = (int64_t)(done / 8) < words ? (int64_t)(done / 8) : words;
+        rt_lanes(buf, folded, upto, lanes);
+        if (add) {
+            int64_t lo = folded < add->words ? folded : add->words;
+            int64_t hi = upto < add->words ? upto : add->words;
+            if (lo < hi) rt->added_bad |= (int)alphac_add_range(add->dst, add->a, add->b, lo, hi);
+        }
+        folded = upto;
     }
     return RT_OK;
 }

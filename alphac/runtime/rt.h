@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 
 #include "alphac_gen.h"
 
@@ -124,13 +125,16 @@ int rt_send_frame(struct rt *rt, int64_t peer, uint64_t kind, uint64_t version, 
 int rt_recv_frame(struct rt *rt, int fd, int64_t peer, uint64_t kind, uint64_t version,
                   uint64_t step, uint64_t *buf, int64_t len, const struct arrival *add,
                   int64_t *sender);
-
-/* -- net.c ----------------------------------------------------------------------------- */
-int rt_read_all(struct rt *rt, int fd, void *buf, size_t n, int64_t peer);
-int rt_write_all(struct rt *rt, int fd, const void *buf, size_t n, int64_t peer);
 int rt_read_hashed(struct rt *rt, int fd, uint64_t *buf, size_t nbytes, int64_t peer,
                    uint64_t lanes[LANES], int64_t words, const struct arrival *add);
+
+/* -- io.c ------------------------------------------------------------------------------ */
+int rt_io_failed(struct rt *rt, ssize_t r, int64_t peer, const char *verb);
+int rt_read_all(struct rt *rt, int fd, void *buf, size_t n, int64_t peer);
+int rt_write_all(struct rt *rt, int fd, const void *buf, size_t n, int64_t peer);
 void rt_sockopts(struct rt *rt, int fd);
+
+/* -- connect.c ------------------------------------------------------------------------- */
 int rt_alloc_peers(struct rt *rt);
 int rt_connect(struct rt *rt);
 void rt_close_all(struct rt *rt);

@@ -1,80 +1,13 @@
-/* Sockets: whole-buffer reads and writes bounded by the socket timeouts, and connection
-   setup (the higher-indexed owner of a pair connects to the lower one and sends a hello). */
+/* Connection setup: the higher-indexed owner of each pair connects to the lower one and
+   sends a hello; the lower one accepts and reads it. */
 #include "rt.h"
 
 #include <errno.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <string.h>
-#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
-
-static int io_failed(struct rt *rt, ssize_t r, int64_t peer, const char *verb) {
-    long long me = (long long)rt->owner;
-    if (r == 0)
-        return rt_fail(rt, RT_PEER_CLOSED, "owner %lld: owner %lld closed the connection", me, (long long)peer);
-    if (errno == EAGAIN || errno == EWOULDBLOCK)
-        return rt_fail(rt, RT_PEER_TIMEOUT, "owner %lld: %s owner %lld took longer than %lld ms", me, verb,
-                       (long long)peer, (long long)rt->timeout_ms);
-    return rt_fail(rt, RT_PEER_CLOSED, "owner %lld: %s owner %lld failed (errno %d)", me, verb,
-                   (long long)peer, errno);
-}
-
-int rt_read_all(struct rt *rt, int fd, void *buf, size_t n, int64_t peer) {
-    for (size_t done = 0; done < n;) {
-        ssize_t r = recv(fd, (char *)buf + done, n - done, 0);
-        if (r > 0) done += (size_t)r;
-        else if (r != 0 && errno == EINTR) continue;
-        else return io_failed(rt, r, peer, "reading from");
-    }
-    return RT_OK;
-}
-
-int rt_write_all(struct rt *rt, int fd, const void *buf, size_t n, int64_t peer) {
-    for (size_t done = 0; done < n;) {
-        ssize_t r = send(fd, (const char *)buf + done, n - done, MSG_NOSIGNAL);
-        if (r > 0) done += (size_t)r;
-        else if (r < 0 && errno == EINTR) continue;
-        else return io_failed(rt, r < 0 ? r : -1, peer, "writing to");
-    }
-    return RT_OK;
-}
-
-/* Like rt_read_all, folding the first `words` words into the payload lanes as they arrive
-   (a large payload is hashed while the rest of it is still in flight) and, with `add`,
-   adding each arrived word j < add->words in the kernel (dst[j] = a[j] + b[j], one of a, b
-   being buf) while it is still in cache, OR-ing the non-finite flag into rt->added_bad. */
-int rt_read_hashed(struct rt *rt, int fd, uint64_t *buf, size_t nbytes, int64_t peer,
-                   uint64_t lanes[LANES], int64_t words, const struct arrival *add) {
-    int64_t folded = 0;
-    for (size_t done = 0; done < nbytes;) {
-        ssize_t r = recv(fd, (char *)buf + done, nbytes - done, 0);
-        if (r <= 0) {
-            if (r != 0 && errno == EINTR) continue;
-            return io_failed(rt, r, peer, "reading from");
-        }
-        done += (size_t)r;
-        int64_t upto = (int64_t)(done / 8) < words ? (int64_t)(done / 8) : words;
-        rt_lanes(buf, folded, upto, lanes);
-        if (add) {
-            int64_t lo = folded < add->words ? folded : add->words;
-            int64_t hi = upto < add->words ? upto : add->words;
-            if (lo < hi) rt->added_bad |= (int)alphac_add_range(add->dst, add->a, add->b, lo, hi);
-        }
-        folded = upto;
-    }
-    return RT_OK;
-}
-
-void rt_sockopts(struct rt *rt, int fd) {
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    struct timeval tv = {(time_t)(rt->timeout_ms / 1000), (suseconds_t)(rt->timeout_ms % 1000) * 1000};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-}
 
 static int64_t now_ms(void) {
     struct timespec ts;
