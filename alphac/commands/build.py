@@ -9,7 +9,10 @@ import time
 import click
 
 from alphac import driver
-from alphac.diagnostics import CompileError, render_all
+from alphac.commands.report import diagnostics as print_diagnostics
+from alphac.commands.report import error as _error
+from alphac.commands.report import stage_error
+from alphac.diagnostics import CompileError
 
 
 @click.command("build")
@@ -53,14 +56,6 @@ def select_pairs(dep, role: str | None, target: str | None, build_all: bool) -> 
     # one of the two given: every pair of the placement that matches it
     return [(r, t) for r, t in needed_pairs(dep)
             if (role is None or r == role) and (target is None or t == target)]
-
-
-def _error(code: str, message: str) -> None:
-    print(f"alphac: error[{code}]: {message}", file=sys.stderr)
-
-
-def print_diagnostics(exc: CompileError) -> None:
-    print(render_all(exc.diagnostics), file=sys.stderr)
 
 
 def load_plan(spec: str):
@@ -115,12 +110,8 @@ def run(spec: str, role: str | None, target: str | None, build_all: bool, out_di
     except OSError as exc:  # the output directory cannot be made or written
         _error("io-error", f"{exc.filename or out_dir}: {exc.strerror or exc}")
         return 1
-    except Exception as exc:  # a stage's one-line error (targets, runtime)
-        code = getattr(exc, "code", None)
-        if code is None:
-            raise
-        _error(code, getattr(exc, "message", str(exc)))
-        return 1
+    except Exception as exc:  # a stage's one-line error (targets, image)
+        return stage_error(exc)
     if len(pairs) > 1:
         print(f"built {len(pairs)} executables in {time.perf_counter() - start:.2f} s")
     return 0

@@ -9,6 +9,7 @@ import sys
 import click
 
 from alphac import driver
+from alphac.commands.report import stage_error
 
 
 @click.command("inspect")
@@ -61,8 +62,7 @@ def run(executable: str, as_json: bool) -> int:
     try:
         s = summary(executable)
     except driver.TargetError as exc:
-        print(f"alphac: error[{exc.code}]: {exc.message}", file=sys.stderr)
-        return 1
+        return stage_error(exc)
     if as_json:
         print(json.dumps(s, indent=2, sort_keys=True, ensure_ascii=False))
     else:

@@ -14,7 +14,9 @@ import sys
 import click
 
 from alphac import driver
-from alphac.diagnostics import CompileError, render_all
+from alphac.commands.report import diagnostics as print_diagnostics
+from alphac.commands.report import error, stage_error
+from alphac.diagnostics import CompileError
 
 
 @click.command("launch")
@@ -56,10 +58,6 @@ def print_failures(report, err=None) -> None:
         print(text.rstrip("\n"), file=err)
 
 
-def print_diagnostics(exc: CompileError) -> None:
-    print(render_all(exc.diagnostics), file=sys.stderr)
-
-
 def load(spec: str):
     """The spec's deployment; located diagnostics (and None) if it does not check."""
     try:
@@ -79,7 +77,7 @@ def run(spec: str, rounds: int | None, as_json: bool, out_dir: str, timeout: flo
         report = launch(dep, out_dir=out_dir, rounds=rounds, deadline_s=timeout, spec=spec,
                         log=lambda m: print(f"alphac: {m}", file=sys.stderr))
     except LaunchError as exc:
-        print(f"alphac: error[{exc.code}]: {exc.message}", file=sys.stderr)
+        error(exc.code, exc.message)
         return 1
     except CompileError as exc:
         print_diagnostics(exc)
@@ -88,11 +86,7 @@ def run(spec: str, rounds: int | None, as_json: bool, out_dir: str, timeout: flo
         print("alphac: interrupted; every owner was stopped", file=sys.stderr)
         return 130
     except Exception as exc:  # a stage's one-line error (build, targets)
-        code = getattr(exc, "code", None)
-        if code is None:
-            raise
-        print(f"alphac: error[{code}]: {getattr(exc, 'message', exc)}", file=sys.stderr)
-        return 1
+        return stage_error(exc)
     if as_json:
         print(json.dumps(report.as_json(), indent=2))
     else:
