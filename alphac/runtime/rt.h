@@ -42,6 +42,16 @@ struct endpoint {
     socklen_t addr_len;
 };
 
+struct rt_sha256 {
+    uint32_t h[8];
+    uint64_t len;
+    unsigned char buf[64];
+    size_t used;
+};
+struct rt_hmac {
+    struct rt_sha256 inner, outer;
+};
+
 /* What the on-arrival add of a receive does: dst[j] = a[j] + b[j] for j < words. */
 struct arrival {
     uint64_t *dst;
@@ -106,6 +116,16 @@ static inline int64_t img_mine(const struct rt *rt, int s) { return (int64_t)img
 int rt_fail(struct rt *rt, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 const char *rt_code_name(int code);
 void *rt_alloc_words(struct rt *rt, int64_t words, int *rc);
+
+/* -- sha256.c -------------------------------------------------------------------------- */
+void rt_sha256_init(struct rt_sha256 *s);
+void rt_sha256_update(struct rt_sha256 *s, const void *data, size_t n);
+void rt_sha256_final(struct rt_sha256 *s, unsigned char out[32]);
+void rt_hmac_init(struct rt_hmac *m, const unsigned char *key, size_t len);
+static inline void rt_hmac_update(struct rt_hmac *m, const void *data, size_t n) {
+    rt_sha256_update(&m->inner, data, n);
+}
+void rt_hmac_final(struct rt_hmac *m, unsigned char out[32]);
 
 /* -- cli.c ----------------------------------------------------------------------------- */
 int rt_init(struct rt *rt, const uint64_t *image);

@@ -48,6 +48,11 @@ class Runtime:
             "rt_write_output": (ctypes.c_int, [p]),
             "rt_refuse_if_exists": (ctypes.c_int, [p, ctypes.c_char_p]),
             "rt_sockopts": (None, [p, ctypes.c_int]),
+            "rt_sha256_init": (None, [p]),
+            "rt_sha256_update": (None, [p, ctypes.c_char_p, ctypes.c_size_t]),
+            "rt_sha256_final": (None, [p, p]),
+            "rt_hmac_init": (None, [p, ctypes.c_char_p, ctypes.c_size_t]),
+            "rt_hmac_final": (None, [p, p]),
         }
         for name, (res, args) in sig.items():
             fn = getattr(lib, name)
