@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from alphac.diagnostics import CompileError, Span
-from alphac.ir.nodes import Contract, ExplicitTree, Hierarchy, Profile, Star, TreeBranch, TreeLeaf
+from alphac.ir.nodes import Contract, ExplicitTree, Hierarchy, Profile, Star, TreeBranch, TreeLeaf, Words
 from alphac.plan import Delivery, compatible, plan, replicate_phase
 from alphac.plan.protocol import Op
 from test_plan_sim import simulate, tree_expr
@@ -295,12 +295,34 @@ def test_a_profile_the_targets_do_not_run_refuses():
 def test_protocol_identity_is_stable_and_covers_what_changes_the_messages():
     base = plan(deployment(4))
     assert base.protocol_hex == f"{base.protocol_id:016x}" and 0 <= base.protocol_id < 2 ** 64
-    # independent of samples, rate, placement, roles and spans
-    same = deployment(4, shares=(4, 0, 1, 1), placement=("aarch64",) * 4)
+    # independent of placement, roles and spans
+    same = deployment(4, placement=("aarch64",) * 4)
     assert plan(same).protocol_id == base.protocol_id
     for other in (deployment(5), deployment(4, Hierarchy(2)), deployment(4, kind="momentum"),
                   deployment(4, k=3), deployment(4, form="loop")):
         assert plan(other).protocol_id != base.protocol_id
+
+
+def test_protocol_identity_covers_the_data():
+    """Samples, shares, initial words, rate and update count determine the words, so an
+    executable built from other data has another identity (and refuses this one's hello)."""
+    import dataclasses
+
+    base = deployment(4)
+    learner = base.learner
+    rows = learner.samples.words.copy()
+    rows[0, 0] ^= 1
+    others = [
+        dataclasses.replace(base, learner=dataclasses.replace(
+            learner, samples=dataclasses.replace(learner.samples, words=rows))),
+        deployment(4, shares=(4, 0, 1, 1)),
+        dataclasses.replace(base, learner=dataclasses.replace(learner, rate=learner.rate ^ 1)),
+        dataclasses.replace(base, learner=dataclasses.replace(
+            learner, initial=Words(tuple(w ^ 1 for w in learner.initial.as_tuple())))),
+        dataclasses.replace(base, updates=base.updates + 1),
+    ]
+    ids = {plan(d).protocol_id for d in others}
+    assert len(ids) == len(others) and plan(base).protocol_id not in ids
 
 
 def test_protocol_identity_covers_the_wire_format(monkeypatch):

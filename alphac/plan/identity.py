@@ -1,18 +1,45 @@
-"""The protocol identity: a stable 64-bit hash of plan, topology and contract.
+"""The protocol identity: a stable 64-bit hash of everything that determines the words.
 
 Frames and checkpoints carry it; two executables interoperate only if their identities are
 equal. It is the first 8 bytes (big-endian) of the sha256 of a canonical JSON document, so
-it is the same on every run and every machine. Samples, initial words, the rate, roles,
-placement, update count and checkpoint policy do not take part: they change neither the
-messages nor the order of any operation. The wire format version does.
+it is the same on every run and every machine. It covers the programs, contract, tree and
+partitioning, the wire format version, and a sha256 of the data: the samples with their
+shares, the initial parameter and state words, the rate and the update count. So an
+executable built from other data refuses the hello of one built from this data. Roles,
+placement and the checkpoint policy do not take part: they change neither the messages nor
+any word.
 """
 
 from __future__ import annotations
+
+import hashlib
+
+import numpy as np
 
 from alphac.ir import nodes as ir
 from alphac.plan.canon import canonical_json, flat, sha256_hex, tree_table
 from alphac.plan.contract import PROFILE_FIELDS
 from alphac.plan.protocol import WIRE_FORMAT
+
+
+def data_digest(dep: ir.Deployment) -> str:
+    """sha256 (hex) of the words the learner starts from and reads: the sample matrix
+    (little-endian u64, owner then sample order) with its shares, the initial parameters,
+    the initial state, the rate and the update count."""
+    learner = dep.learner
+    h = hashlib.sha256(b"alphac-data-1\0")
+
+    def words(a) -> None:
+        arr = np.ascontiguousarray(np.asarray(a, dtype=np.uint64), dtype="<u8").reshape(-1)
+        h.update(len(arr).to_bytes(8, "little"))
+        h.update(memoryview(arr).cast("B"))
+
+    words(learner.samples.shares)
+    words(learner.samples.words)
+    words(learner.initial.as_array())
+    words(learner.initial_state.as_array())
+    words([learner.rate, dep.updates])
+    return h.hexdigest()
 
 
 def identity_document(dep: ir.Deployment, nodes) -> dict:
@@ -32,6 +59,7 @@ def identity_document(dep: ir.Deployment, nodes) -> dict:
         "topology": topology,
         "tree": tree_table(nodes),
         "learner": {"k": learner.k, "s": learner.s, "m": learner.m},
+        "data": data_digest(dep),
         "programs": {"contribution": flat(learner.contribution), "update": flat(learner.update)},
         "contract": {"profile": {f: getattr(dep.contract.profile, f) for f in PROFILE_FIELDS},
                      "relation": dep.contract.relation},
