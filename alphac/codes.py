@@ -126,6 +126,11 @@ RUNTIME = {
     "frame-length": "a frame's payload length differs from the expected one",
     "frame-oversized": "a frame's payload length exceeds the largest this protocol allows",
     "frame-checksum": "a frame's checksum word does not match its header and payload",
+    "frame-auth": "a frame's HMAC-SHA-256 tag does not verify under the run's key (forged, replayed "
+                  "or another key), or one side of a connection authenticates and the other not",
+    "frame-count": "a combined value carries another sample count than the plan declares beneath it",
+    "key-file": "the --key file is missing, unreadable, not private to its owner (mode 0600) "
+                "or not 32 to 4096 bytes",
     "peer-closed": "a peer closed its connection (or it failed) before the protocol finished",
     "peer-timeout": "a socket read or write to a peer did not complete within the timeout",
     "connect-timeout": "a peer could not be connected, or did not connect, within the deadline",
@@ -137,7 +142,8 @@ RUNTIME = {
     "data-parallel-replica-version": "a contribution reads a read replica of another version than the update's",
     "data-parallel-replica-retained": "the version would advance while the read replica is still held",
     "owner-not-in-role": "the executable was started as an owner outside its role",
-    "output-exists": "the output path exists already; results are never overwritten",
+    "output-exists": "the output path, its staged PATH.tmp or the commit record exists already; "
+                     "results are never overwritten",
     # io-error (listed under SYNTAX) also names a file or socket the executable cannot use
     "usage": "the command line or the peers file is malformed",
     "corrupt-executable": "the executable's embedded op table holds an op kind it cannot run",
@@ -165,6 +171,7 @@ TOOLING = {
     "launch-timeout": "owners were still running at the launch deadline and were killed",
     "oracle-mismatch": "an owner's final words or version differ from the oracle's",
     "bad-output": "an owner exited 0 but its output file is missing or malformed",
+    "run-not-committed": "the run ended without the root's commit record: no owner's output is published",
 }
 
 CATALOGUE: dict[str, str] = {}

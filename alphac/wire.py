@@ -11,15 +11,29 @@ from __future__ import annotations
 # The frame layout and checksum version. It is part of the protocol identity, so executables
 # built for different wire formats refuse each other's hello as `frame-protocol` instead of
 # failing later on a checksum.
-WIRE_FORMAT = 2
+WIRE_FORMAT = 3
 
 FRAME_MAGIC = 0x31454D4152464C41  # "ALFRAME1" read as a little-endian word
+# an authenticated frame ("ALFRAMEA"): after the checksum, TAG_WORDS words of HMAC-SHA-256
+FRAME_MAGIC_AUTH = 0x41454D4152464C41
+TAG_WORDS = 4
 # header words, in order (all u64 little-endian)
 HEADER = ("magic", "protocol", "sender", "receiver", "version", "step", "kind", "length")
 HEADER_WORDS = len(HEADER)
 
-# frame kinds (header word `kind`)
+# frame kinds (header word `kind`): "digest" carries "prepared" (the replica digest and the
+# output digests of a subtree), "publish" the commit verdict
 KINDS = {"hello": 1, "combine": 2, "digest": 3, "publish": 4}
+
+# a hello's payload: the run's update count, then a 128-bit nonce of the connection
+HELLO_WORDS = 3
+# "prepared" from a subtree of c owners: the replica digest, c, then c entries of the owner
+# and the sha256 of its staged output (4 words, the digest's bytes in order)
+PREPARED_ENTRY_WORDS = 5
+
+
+def prepared_words(owners: int) -> int:
+    return 2 + PREPARED_ENTRY_WORDS * owners
 
 # the checksum: FNV-1a steps on whole words, the payload in LANES independent lanes
 FNV_OFFSET = 0xCBF29CE484222325
@@ -33,7 +47,10 @@ SEND_CHUNK_WORDS = 1 << 15
 # `frame-oversized` is decided before the payload is read, `frame-checksum` after.
 FRAME_CHECKS = ("frame-magic", "frame-protocol", "frame-sender", "frame-receiver",
                 "frame-version", "frame-step", "frame-kind", "frame-oversized",
-                "frame-length", "frame-checksum")
+                "frame-length", "frame-checksum", "frame-auth")
+# `frame-auth` also refuses, at the magic word, a frame with no tag in an authenticated run
+# and a tagged frame in a run without a key. After the checks, a receive of a sum refuses
+# `frame-count` when its count is not the plan's.
 
 # output files (docs/runtime.md, "Output file")
 OUTPUT_MAGIC = 0x3154554F41484C41  # "ALHAOUT1"

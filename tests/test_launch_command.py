@@ -38,18 +38,40 @@ from alphac.launch.results import OwnerResult, encode_result
 ap = argparse.ArgumentParser()
 ap.add_argument('--owner', type=int); ap.add_argument('--peers'); ap.add_argument('--out')
 ap.add_argument('--updates', type=int, default=5); ap.add_argument('--timeout-ms', type=int)
+ap.add_argument('--key')
 a = ap.parse_args()
 peers = open(a.peers).read().split()
 assert len(peers) % 2 == 0, peers
+n = len(peers) // 2
+{COMMIT}
 {body}
 """)
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
     return path
 
 
+# The root of a stand-in run (owner 0 of a star) commits it as the real one does, once every
+# owner's output is there: a record naming each output's sha256 (alphac/launch/commit.py).
+COMMIT = """
+import hashlib, os
+def commit(names=None):
+    if a.owner != 0:
+        return
+    outs = [os.path.join(os.path.dirname(a.out), f'owner-{i}.out') for i in range(n)]
+    end = time.time() + 1.5
+    while names is None and not all(map(os.path.exists, outs)) and time.time() < end:
+        time.sleep(0.01)
+    sha = names or [hashlib.sha256(open(o, 'rb').read()).hexdigest() for o in outs if os.path.exists(o)]
+    if len(sha) < n:
+        return
+    lines = ['alphac-commit 1', 'protocol 0000000000000abc', f'updates {a.updates}', f'owners {n}']
+    open(a.out + '.commit', 'w').write('\\n'.join(lines + [f'owner {i} {h}' for i, h in enumerate(sha)]) + '\\n')
+"""
+
 WRITE = ("r = OwnerResult(a.owner, a.updates, 0xabc, {p}, {s})\n"
          "open(a.out + '.tmp', 'wb').write(encode_result(r))\n"
-         "import os; os.rename(a.out + '.tmp', a.out)\n")
+         "import os; os.rename(a.out + '.tmp', a.out)\n"
+         "commit()\n")
 
 
 def _oracle(n, version=5):
@@ -66,7 +88,8 @@ def test_every_owner_matching(tmp_path):
     dep = _dep()
     good = _script(tmp_path / "good", WRITE.format(p=PARAMS, s=STATE))
     exes = {("coordinator", "x86_64"): good, ("worker", "x86_64"): good}
-    run = run_plan(dep, exes, new_run_dir(tmp_path, "fake"), deadline_s=20)
+    run = run_plan(dep, exes, new_run_dir(tmp_path, "fake"), deadline_s=20, root=0)
+    assert run.committed
     rep = compare(SimpleNamespace(deployment=dep, protocol_hex="0000000000000abc"), run,
                   _oracle(3), 5)
     assert rep.match and rep.failures == ()
@@ -86,33 +109,46 @@ def test_every_owner_matching(tmp_path):
     json.dumps(j)
 
 
-def test_refusal_mismatch_and_timeout_each_reported(tmp_path):
+def test_refusal_and_timeout_each_reported_and_nothing_published(tmp_path):
     dep = _dep()
     refuse = _script(tmp_path / "refuse",
                      "if a.owner == 1:\n"
                      "    print('refused: frame-checksum: from owner 2', file=sys.stderr); sys.exit(1)\n"
                      "if a.owner == 2:\n    time.sleep(60)\n"
-                     + WRITE.format(p=(PARAMS[0], PARAMS[1] + 1), s=STATE))
-    exes = [refuse] * 3
-    run = run_plan(dep, exes, new_run_dir(tmp_path, "fake"), deadline_s=3)
+                     + WRITE.format(p=PARAMS, s=STATE))
+    run = run_plan(dep, [refuse] * 3, new_run_dir(tmp_path, "fake"), deadline_s=3, root=0)
+    assert not run.committed and run.outputs == {}
     rep = compare(SimpleNamespace(deployment=dep, protocol_hex="0"), run, _oracle(3), 5)
     assert not rep.match
     codes = [r.why.split(":", 1)[0] for r in rep.rows]
-    assert codes == ["oracle-mismatch", "owner-failed", "launch-timeout"]
-    assert rep.rows[0].why.endswith("params[1] = 4000000000000001, the oracle has 4000000000000000")
+    assert codes == ["run-not-committed", "owner-failed", "launch-timeout"]
     assert "refused: frame-checksum: from owner 2" in rep.rows[1].why
     assert rep.stderr[1].strip() == "refused: frame-checksum: from owner 2"
     assert table(rep).splitlines()[3].split()[-1] == "launch-timeout"
 
 
-def test_version_mismatch_and_missing_output(tmp_path):
+def test_a_committed_mismatch_is_reported_word_for_word(tmp_path):
+    dep = _dep()
+    wrong = _script(tmp_path / "wrong", WRITE.format(p=(PARAMS[0], PARAMS[1] + 1), s=STATE))
+    run = run_plan(dep, [wrong] * 3, new_run_dir(tmp_path, "fake"), deadline_s=20, root=0)
+    rep = compare(SimpleNamespace(deployment=dep, protocol_hex="0"), run, _oracle(3), 5)
+    assert [r.why.split(":", 1)[0] for r in rep.rows] == ["oracle-mismatch"] * 3
+    assert rep.rows[0].why.endswith("params[1] = 4000000000000001, the oracle has 4000000000000000")
+
+
+def test_version_mismatch_and_a_committed_output_that_is_gone(tmp_path):
     dep = _dep(2)
-    stale = _script(tmp_path / "v", WRITE.format(p=PARAMS, s=STATE).replace("a.updates", "4"))
+    # owner 0 writes version 4 and commits the run naming a digest for owner 1, which
+    # writes nothing
+    stale = _script(tmp_path / "v", WRITE.format(p=PARAMS, s=STATE).replace("a.updates,", "4,")
+                    .replace("commit()", "commit([hashlib.sha256(open(a.out, 'rb').read()).hexdigest(), "
+                                         "'1' * 64])"))
     silent = _script(tmp_path / "s", "pass")
-    run = run_plan(dep, [stale, silent], new_run_dir(tmp_path, "fake"), deadline_s=20)
+    run = run_plan(dep, [stale, silent], new_run_dir(tmp_path, "fake"), deadline_s=20, root=0)
+    assert run.committed
     rep = compare(SimpleNamespace(deployment=dep, protocol_hex="0"), run, _oracle(2), 5)
     assert rep.rows[0].why == "oracle-mismatch: owner 0 (coordinator on x86_64): version 4, the oracle has 5"
-    assert rep.rows[1].why.startswith("bad-output: owner 1: ")
+    assert rep.rows[1].why == "bad-output: owner 1: committed, but its output is gone"
 
 
 def test_failures_printed_one_line_each_then_the_owner_stderr(tmp_path):
@@ -123,7 +159,7 @@ def test_failures_printed_one_line_each_then_the_owner_stderr(tmp_path):
     dep = _dep(2)
     refuse = _script(tmp_path / "r", "print('refused: peer-closed: owner 1: x', file=sys.stderr)\n"
                                      "sys.exit(1)")
-    run = run_plan(dep, [refuse, refuse], new_run_dir(tmp_path, "fake"), deadline_s=20)
+    run = run_plan(dep, [refuse, refuse], new_run_dir(tmp_path, "fake"), deadline_s=20, root=0)
     rep = compare(SimpleNamespace(deployment=dep, protocol_hex="0"), run, _oracle(2), 5)
     err = io.StringIO()
     print_failures(rep, err)
@@ -145,7 +181,7 @@ def test_an_owner_that_cannot_start_stops_the_others(tmp_path):
     dep = _dep(2)
     sleeper = _script(tmp_path / "z", "time.sleep(60)")
     with pytest.raises(LaunchError) as e:
-        run_plan(dep, [sleeper, tmp_path / "absent"], new_run_dir(tmp_path, "fake"), deadline_s=20)
+        run_plan(dep, [sleeper, tmp_path / "absent"], new_run_dir(tmp_path, "fake"), deadline_s=20, root=0)
     assert e.value.code == "owner-failed"
     assert "absent" in e.value.message
     target = str(tmp_path / "z").encode()

@@ -44,12 +44,35 @@ def test_magic_spells_alframe1():
 
 
 def test_hello_encodes_to_exact_words():
-    f = frames.hello(0x1234, sender=1, receiver=0)
+    f = frames.hello(0x1234, sender=1, receiver=0, updates=5, nonce=(7, 9))
     data = f.encode()
-    assert len(data) == (8 + 0 + 1) * 8
-    words = struct.unpack("<9Q", data)
-    assert words[:8] == (frames.MAGIC, 0x1234, 1, 0, 0, 0, frames.HELLO, 0)
-    assert words[8] == reference_checksum(words[:8], []) == 0xB73387A34CDC75E8
+    assert len(data) == (8 + 3 + 1) * 8
+    words = struct.unpack("<12Q", data)
+    assert words[:11] == (frames.MAGIC, 0x1234, 1, 0, 0, 0, frames.HELLO, 3, 5, 7, 9)
+    assert words[11] == reference_checksum(words[:8], [5, 7, 9])
+    # without a payload the checksum is the folded lane seeds and header (a fixed vector)
+    empty = frames.Frame(0x1234, 1, 0, 0, 0, frames.HELLO).encode()
+    assert struct.unpack("<9Q", empty)[8] == reference_checksum(struct.unpack("<9Q", empty)[:8], []) \
+        == 0xB73387A34CDC75E8
+
+
+def test_an_authenticated_frame_carries_the_tag_of_its_sequence_number():
+    import hashlib
+    import hmac
+
+    key = bytes(range(32))
+    f = frames.Frame(0x1234, 1, 0, 2, 3, frames.COMBINE, (10, 20, 1))
+    data = f.encode(key=key, seq=4)
+    words = struct.unpack(f"<{len(data) // 8}Q", data)
+    assert words[0] == frames.MAGIC_AUTH and len(words) == 8 + 3 + 1 + frames.TAG_WORDS
+    mac = hmac.new(key, struct.pack("<Q", 4) + data[:-32], hashlib.sha256).digest()
+    assert data[-32:] == mac
+    back, used = frames.decode(data, key=key, seq=4)
+    assert used == len(data) and back.payload == (10, 20, 1)
+    for key2, seq2, code in ((bytes(32), 4, "frame-auth"), (key, 5, "frame-auth"), (None, 0, "frame-auth")):
+        with pytest.raises(frames.FrameError) as err:
+            frames.decode(data, key=key2, seq=seq2)
+        assert err.value.code == code
 
 
 def test_combine_frame_round_trips():

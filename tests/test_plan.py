@@ -200,7 +200,8 @@ def test_star_protocols_are_exact():
         Op("send", peer=1, a=6), Op("update", a=6))
     assert p.owners[2].protocol.update_ops == (
         Op("local", dst=0), Op("send", peer=0, a=0), Op("recv", peer=0, dst=1), Op("update", a=1))
-    assert p.owners[2].protocol.finish_ops == (Op("digest-send", peer=0), Op("publish-recv", peer=0))
+    assert p.owners[2].protocol.finish_ops == (Op("stage"), Op("digest-send", peer=0),
+                                               Op("publish-recv", peer=0), Op("finalize"))
     assert [(o.role, o.target) for o in p.owners] == [
         ("coordinator", "x86_64"), ("worker", "aarch64"), ("worker", "x86_64"), ("worker", "aarch64")]
 

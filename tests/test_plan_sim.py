@@ -44,6 +44,8 @@ def simulate(protocols: tuple[OwnerProtocol, ...], words: dict | None = None) ->
             out[o]["released"] = True
         elif op.kind == "install":
             out[o]["installed"] = (r[op.a], op.b)
+        elif op.kind in ("stage", "commit", "finalize"):
+            out[o].setdefault("publication", []).append(op.kind)
         else:
             raise AssertionError(f"unknown local op {op.kind}")
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from alphac.launch import frames, session
+from alphac.launch.commit import resolve
 from alphac.launch.frames import Frame
 from alphac.launch.launcher import new_run_dir, owner_exes, runner_for
 from alphac.launch.runner import free_ports, owner_argv, run_owners, write_peers, OwnerCommand
@@ -64,20 +65,19 @@ class PlayedPeer:
         self.k = self.dep.learner.k
         self.pid = self.plan.protocol_id
 
-    def connect(self) -> socket.socket:
+    def connect(self) -> frames.Connection:
         deadline = time.monotonic() + 10
         while True:
             try:
                 s = socket.create_connection(("127.0.0.1", self.ports[0]), timeout=5)
-                s.sendall(frames.hello(self.pid, 1, 0).encode())
-                return s
+                return frames.Connection(s, self.pid, 1, 0, self.dep.updates)
             except OSError:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.02)
 
     def combine(self, version: int, **kw) -> Frame:
-        payload = frames.combine_payload([0] * self.k, 2)
+        payload = frames.combine_payload([0] * self.k, self.dep.learner.samples.shares[1])
         return Frame(self.pid, 1, 0, version, self.send_step, frames.COMBINE, payload, **kw)
 
 
@@ -101,7 +101,7 @@ def _play(tmp_key, act):
     res = run_owners(peer.cmds, 30, peer.run_dir)
     th.join()
     assert "error" not in box, box.get("error")
-    box["sock"].close()
+    box["sock"].sock.close()
     assert not res.timed_out
     assert sorted(p.name for p in peer.run_dir.glob("owner-*.out*")) == []
     assert all(oc.returncode == 1 for oc in res.outcomes), [oc.stderr for oc in res.outcomes]
@@ -111,7 +111,7 @@ def _play(tmp_key, act):
 def test_bad_checksum_frame_refused():
     def act(peer, s):
         f = peer.combine(0)
-        s.sendall(dataclasses.replace(f, checksum=f.correct_checksum() ^ 1).encode())
+        s.send(dataclasses.replace(f, checksum=f.correct_checksum() ^ 1))
         time.sleep(0.5)
 
     oc = _play("bad-checksum", act)
@@ -121,7 +121,7 @@ def test_bad_checksum_frame_refused():
 def test_oversized_frame_refused_before_its_payload():
     def act(peer, s):
         # only the header goes out: the owner must refuse without waiting for 2**40 words
-        s.sendall(peer.combine(0).encode(length=1 << 40)[:64])
+        s.send(None, raw=peer.combine(0).encode(length=1 << 40)[:64])
         time.sleep(0.5)
 
     oc = _play("oversized", act)
@@ -130,10 +130,10 @@ def test_oversized_frame_refused_before_its_payload():
 
 def test_stale_version_frame_refused():
     def act(peer, s):
-        s.sendall(peer.combine(0).encode())  # update 0, played correctly
-        back = frames.read_frame(s)          # the replicated total of update 0
+        s.send(peer.combine(0))  # update 0, played correctly
+        back = s.recv()          # the replicated total of update 0
         assert (back.kind, back.version, back.receiver) == (frames.COMBINE, 0, 1)
-        s.sendall(peer.combine(0).encode())  # update 1, sent as version 0 again
+        s.send(peer.combine(0))  # update 1, sent as version 0 again
         time.sleep(0.5)
 
     oc = _play("stale-version", act)
@@ -185,6 +185,10 @@ def test_killed_owner_makes_the_others_refuse_within_their_deadline():
         text = (run_dir / f"owner-{o}.stderr").read_text()
         code = text.split("refused: ", 1)[1].split(":", 1)[0] if "refused: " in text else text
         assert code in ("peer-closed", "peer-timeout"), (o, text)
+    # the killed owner could not remove its staged output: settling the run does
+    assert sorted(p.name for p in run_dir.glob("owner-*.out*")) == ["owner-2.out.tmp"]
+    res = resolve({o: run_dir / f"owner-{o}.out" for o in range(dep.owners)}, 0)
+    assert not res.committed and [p.name for p in res.removed] == ["owner-2.out.tmp"]
     assert sorted(p.name for p in run_dir.glob("owner-*.out*")) == []
 
 
@@ -200,7 +204,7 @@ def test_killed_owner_makes_the_others_refuse_within_their_deadline():
 ])
 def test_each_wrong_header_field_refused_by_its_code(code, mutate):
     def act(peer, s):
-        s.sendall(mutate(peer.combine(0)).encode())
+        s.send(mutate(peer.combine(0)))
         time.sleep(0.5)
 
     oc = _play(code, act)

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from alphac.image.image import op_steps
+from alphac.launch.commit import resolve
 from alphac.ir import nodes as n
 from test_runtime_support import (
     HAVE_AARCH64, OUT_MAGIC, Run, build, deployment, owner_command, plan_of, read_output, reference,
@@ -122,7 +123,7 @@ def test_version_names_the_build_and_exits_zero(work):
     assert (done.returncode, done.stderr) == (0, "")
     assert done.stdout == (f"rt_star_plain-coordinator-x86_64: deployment run_rt_star_plain, role "
                            f"coordinator of 4 owners, target x86_64, protocol "
-                           f"{plan_of(STAR_PLAIN).protocol_hex}, wire format 2\n")
+                           f"{plan_of(STAR_PLAIN).protocol_hex}, wire format 3\n")
 
 
 @pytest.mark.parametrize("argv", [
@@ -171,10 +172,16 @@ def test_an_output_created_while_the_owner_runs_is_never_overwritten(work):
         cmd = owner_command(STAR_PLAIN, exes, o, run.peers, run.outs[o], "--timeout-ms", "20000")
         run.procs[o] = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     res = run.finish(60)
+    # the run committed (every owner had staged its output); owner 0 alone cannot link its
+    # output over the file that appeared, and says its staged words stay
     assert res[0][0] == 1 and refusal_code(res[0][1]) == "output-exists"
+    assert res[0][1].endswith("; the run is committed: its staged output stays for the launcher to "
+                              "finalize\n")
     assert run.outs[0].read_bytes() == b"keep"
-    assert not run.outs[0].with_name(run.outs[0].name + ".tmp").exists()
     assert all(res[o] == (0, "") for o in range(1, STAR_PLAIN.owners))
+    settled = resolve(run.outs, 0)
+    assert settled.committed and list(settled.errors) == [0]
+    assert run.outs[0].read_bytes() == b"keep"
 
 
 @pytest.mark.parametrize("text,code,status", [

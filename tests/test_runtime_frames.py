@@ -47,9 +47,12 @@ def _hub(work, name, *extra):
 
 
 PID = plan_of(PAIR).protocol_id
-# owner 1's ops: local (0), send (1), recv (2), update (3); finish: digest-send (4), publish-recv (5)
+# owner 1's ops: local (0), send (1), recv (2), update (3); finish: stage (4), digest-send
+# (5: "prepared"), publish-recv (6), finalize (7)
 SEND_STEP = 1
-DIGEST_STEP = 4
+DIGEST_STEP = 5
+UPDATES = 2  # the hub's --updates
+MAX_PAYLOAD = 7  # the hub's largest frame: "prepared" from one owner (2 + 5 words)
 
 
 def _value(version=0, **changes) -> fr.Frame:
@@ -57,9 +60,14 @@ def _value(version=0, **changes) -> fr.Frame:
     return fr.Frame(**{**f.__dict__, **changes})
 
 
-def _play_update(sock, version):
-    sock.sendall(_value(version).encode())
-    total = fr.read_frame(sock)
+def _join(sock) -> fr.Connection:
+    """Connect to the hub as owner 1: hello, and the hub's reply."""
+    return fr.Connection(sock, PID, 1, 0, UPDATES)
+
+
+def _play_update(conn, version):
+    conn.send(_value(version))
+    total = conn.recv()
     assert (total.kind, total.version, total.sender, total.receiver) == (fr.COMBINE, version, 0, 1)
     return total
 
@@ -79,8 +87,7 @@ def test_defective_combine_frame_refuses_by_code(work, defect, code):
     hub = _hub(work, f"defect_{code}")
     sock = _connect(hub.ports[0])
     try:
-        sock.sendall(fr.hello(PID, 1, 0).encode())
-        sock.sendall(_value(**defect).encode())
+        _join(sock).send(_value(**defect))
         res = hub.finish(10)
     finally:
         sock.close()
@@ -94,16 +101,16 @@ def test_oversized_frame_refuses_before_its_payload_arrives(work):
     hub = _hub(work, "oversized")
     sock = _connect(hub.ports[0])
     try:
-        sock.sendall(fr.hello(PID, 1, 0).encode())
+        conn = _join(sock)
         # a header claiming 2**40 words, and no payload at all: the owner must not wait for it
-        sock.sendall(struct.pack("<8Q", fr.MAGIC, PID, 1, 0, 0, SEND_STEP, fr.COMBINE, 1 << 40))
+        conn.send(None, raw=struct.pack("<8Q", fr.MAGIC, PID, 1, 0, 0, SEND_STEP, fr.COMBINE, 1 << 40))
         t0 = time.monotonic()
         res = hub.finish(10)
         elapsed = time.monotonic() - t0
     finally:
         sock.close()
     assert res[0] == (1, f"refused: frame-oversized: owner 0: frame from owner 1: 1099511627776 "
-                         f"payload words, this protocol allows at most {K + 1}\n")
+                         f"payload words, this protocol allows at most {MAX_PAYLOAD}\n")
     assert elapsed < 2.0  # well under the 3 s read timeout
 
 
@@ -111,9 +118,9 @@ def test_stale_version_refuses(work):
     hub = _hub(work, "stale")
     sock = _connect(hub.ports[0])
     try:
-        sock.sendall(fr.hello(PID, 1, 0).encode())
-        _play_update(sock, 0)
-        sock.sendall(_value(version=0).encode())  # update 1 expected
+        conn = _join(sock)
+        _play_update(conn, 0)
+        conn.send(_value(version=0))  # update 1 expected
         res = hub.finish(10)
     finally:
         sock.close()
@@ -125,7 +132,7 @@ def test_wrong_hello_protocol_refuses(work):
     hub = _hub(work, "hello")
     sock = _connect(hub.ports[0])
     try:
-        sock.sendall(fr.hello(PID ^ 0xFF, 1, 0).encode())
+        sock.sendall(fr.hello(PID ^ 0xFF, 1, 0, UPDATES).encode())
         res = hub.finish(10)
     finally:
         sock.close()
@@ -140,7 +147,7 @@ def test_hello_with_bad_magic_names_the_claimed_sender(work):
     hub = _hub(work, "hello_magic")
     sock = _connect(hub.ports[0])
     try:
-        sock.sendall(fr.Frame(PID, 1, 0, 0, 0, fr.HELLO, magic=0x55).encode())
+        sock.sendall(fr.Frame(PID, 1, 0, 0, 0, fr.HELLO, (UPDATES, 0, 0), magic=0x55).encode())
         res = hub.finish(10)
     finally:
         sock.close()
@@ -152,10 +159,11 @@ def test_diverging_replica_refuses_and_publishes_nothing(work):
     hub = _hub(work, "diverge")
     sock = _connect(hub.ports[0])
     try:
-        sock.sendall(fr.hello(PID, 1, 0).encode())
-        _play_update(sock, 0)
-        _play_update(sock, 1)
-        sock.sendall(fr.Frame(PID, 1, 0, 2, DIGEST_STEP, fr.DIGEST, (0x0123456789ABCDEF,)).encode())
+        conn = _join(sock)
+        _play_update(conn, 0)
+        _play_update(conn, 1)
+        conn.send(fr.Frame(PID, 1, 0, 2, DIGEST_STEP, fr.DIGEST,
+                           fr.prepared_payload(0x0123456789ABCDEF, [(1, bytes(32))])))
         res = hub.finish(10)
     finally:
         sock.close()
@@ -171,9 +179,9 @@ def test_matching_digest_publishes(work):
     hub = _hub(work, "agree")
     sock = _connect(hub.ports[0])
     try:
-        sock.sendall(fr.hello(PID, 1, 0).encode())
-        _play_update(sock, 0)
-        _play_update(sock, 1)
+        conn = _join(sock)
+        _play_update(conn, 0)
+        _play_update(conn, 1)
         # learn owner 0's digest by asking it to compare with a wrong one is not possible;
         # instead compute it: owner 0 publishes only if this digest equals its own
         from test_runtime_support import _run, value
@@ -192,14 +200,20 @@ def test_matching_digest_publishes(work):
             _run(L.update, slots)
             params = slots[:K]
         digest = fr.state_digest([word(p) for p in params], [])
-        sock.sendall(fr.Frame(PID, 1, 0, 2, DIGEST_STEP, fr.DIGEST, (digest,)).encode())
-        verdict = fr.read_frame(sock)
+        conn.send(fr.Frame(PID, 1, 0, 2, DIGEST_STEP, fr.DIGEST,
+                           fr.prepared_payload(digest, [(1, bytes(range(32)))])))
+        verdict = conn.recv()
         res = hub.finish(10)
     finally:
         sock.close()
     assert res[0] == (0, "")
     assert (verdict.kind, verdict.version, verdict.payload) == (fr.PUBLISH, 2, ())
     assert hub.outs[0].exists()
+    # the hub committed the run, naming owner 1's output by the digest it was told
+    from alphac.launch.commit import read_commit
+
+    record = read_commit(f"{hub.outs[0]}.commit")
+    assert record.digests[1] == bytes(range(32)).hex() and record.protocol == PID
 
 
 def test_peer_built_for_the_other_topology_refuses(work):
@@ -247,7 +261,7 @@ def test_silent_peer_times_out(work, target):
               extra=("--timeout-ms", "500", "--updates", "2"))
     sock = _connect(hub.ports[0])
     try:
-        sock.sendall(fr.hello(plan_of(dep).protocol_id, 1, 0).encode())
+        fr.Connection(sock, plan_of(dep).protocol_id, 1, 0, UPDATES)
         t0 = time.monotonic()
         res = hub.finish(10)
         elapsed = time.monotonic() - t0
@@ -272,7 +286,7 @@ def test_hello_from_an_owner_that_does_not_connect_here_refuses(work):
     hub = _hub(work, "hello_sender")
     sock = _connect(hub.ports[0])
     try:
-        sock.sendall(fr.hello(PID, 0, 0).encode())  # owner 0 is the hub itself
+        sock.sendall(fr.hello(PID, 0, 0, UPDATES).encode())  # owner 0 is the hub itself
         res = hub.finish(10)
     finally:
         sock.close()
@@ -297,11 +311,11 @@ def test_added_on_arrival_refuses_in_the_order_of_receive_then_combine(work, cor
     hub = _hub(work, f"nan_{corrupt}")
     sock = _connect(hub.ports[0])
     try:
-        sock.sendall(fr.hello(PID, 1, 0).encode())
+        conn = _join(sock)
         f = _nan_value()
         if corrupt:
             f = _nan_value(checksum=f.correct_checksum() ^ 1)
-        sock.sendall(f.encode())
+        conn.send(f)
         res = hub.finish(10)
     finally:
         sock.close()

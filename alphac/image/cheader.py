@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from alphac import codes, wire
 from alphac.image import format as fmt
-from alphac.image.image import OP_WORDS
+from alphac.image.image import NO_EXPECT, OP_WORDS
 from alphac.plan import protocol
 
 HEADER_NAME = "alphac_gen.h"
@@ -34,6 +34,10 @@ def runtime_header() -> str:
 
     define("WIRE_FORMAT", wire.WIRE_FORMAT)
     define("FRAME_MAGIC", wire.FRAME_MAGIC, u64=True)
+    define("FRAME_MAGIC_AUTH", wire.FRAME_MAGIC_AUTH, u64=True)
+    define("TAG_WORDS", wire.TAG_WORDS)
+    define("HELLO_WORDS", wire.HELLO_WORDS)
+    define("PREPARED_ENTRY_WORDS", wire.PREPARED_ENTRY_WORDS)
     define("HEADER_WORDS", wire.HEADER_WORDS)
     for i, name in enumerate(wire.HEADER):
         define(f"H_{_c(name)}", i)
@@ -53,6 +57,7 @@ def runtime_header() -> str:
     define("EXIT_USAGE", wire.EXIT_USAGE)
     out.append("")
     define("OP_WORDS", OP_WORDS)
+    define("NO_EXPECT", NO_EXPECT, u64=True)
     for kind, code in protocol.OP_CODE.items():
         define(f"OP_{_c(kind)}", code)
     define("OP_KINDS", len(protocol.OP_KINDS))

@@ -22,6 +22,7 @@ FIELDS = (
     "leaves",           # leaves of the combine tree
     "max_payload",      # the largest frame payload the protocol sends
     "role_size",        # owners of this role
+    "root",             # the owner at the root of the combine tree (it commits the run)
     "digest_params",    # 1: the replica digest covers the parameters
     "digest_state_all",  # 1: ... and all state words (else the `repl_state` offsets)
     "str_usage", "str_version", "str_role", "str_deployment", "str_owners",  # text offsets

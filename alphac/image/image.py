@@ -7,6 +7,11 @@ executable prints. The kernels (alphac.codegen) and the C runtime read nothing e
 Steps: an owner numbers its ops 0, 1, ... over `update_ops` then `finish_ops`; a frame
 carries its sender's op index, and a receive op carries the index of the matching send
 (the j-th send of a kind from p to q matches the j-th receive of that kind at q from p).
+
+Expect: a receive of a sum carries the sample count the plan declares beneath it (the sum
+of the shares of the leaves whose contributions it holds; the receiver refuses another
+count as `frame-count`), a receive of "prepared" the number of owners whose output digests
+it carries (the sender's subtree); other ops NO_EXPECT.
 """
 
 from __future__ import annotations
@@ -20,12 +25,14 @@ from alphac import wire
 from alphac.image import format as fmt
 from alphac.ir import nodes as ir
 from alphac.plan import separable
-from alphac.plan.protocol import OwnerProtocol, leaves, peers, register_count
+from alphac.plan.protocol import OP_CODE, OwnerProtocol, leaves, peers, register_count
 
-OP_WORDS = 6  # kind, peer, dst, a, b, step
+OP_WORDS = 7  # kind, peer, dst, a, b, step, expect
 TAG_WORDS = 2  # a partitioned register's payload ends with the leaf range [lo, hi) it covers
+NO_EXPECT = 2**64 - 1  # an op's `expect` word when there is nothing to check
 
 _MATCH = {"recv": "send", "digest-recv": "digest-send", "publish-recv": "publish-send"}
+_DIGEST_RECV = OP_CODE["digest-recv"]
 
 
 class ImageError(Exception):
@@ -74,6 +81,7 @@ class RoleImage:
     owners: tuple[OwnerImage, ...]  # the role's owners, in role order
     runs: tuple[tuple[tuple[int, int, int], ...], ...]  # every owner's coordinates, as runs
     tag_words: int
+    root: int                       # the owner at the combine tree's root, which commits a run
     leaf_order: tuple[int, ...]
     coord_off: np.ndarray           # state offset of block b's word for coordinate i, at b*k + i
     repl_state: tuple[int, ...] | None  # state offsets every owner holds alike; None: all m
@@ -89,7 +97,11 @@ class RoleImage:
 
     @property
     def max_payload(self) -> int:
-        return max([w for o in self.owners for w in o.reg_words] + [1]) + self.tag_words
+        """The longest frame payload of the protocol: a register, a hello, or "prepared"."""
+        regs = max([w for o in self.owners for w in o.reg_words] + [1]) + self.tag_words
+        prepared = max([wire.prepared_words(op[6]) for o in self.owners for op in o.ops
+                        if op[0] == _DIGEST_RECV] + [wire.prepared_words(1)])
+        return max(regs, wire.HELLO_WORDS, prepared)
 
     def encode(self) -> bytes:
         """The bytes the executable embeds as `alphac_image` (layout: alphac.image.format)."""
@@ -112,7 +124,8 @@ class RoleImage:
             "part_parameters": int(part.parameters), "part_state": int(part.optimizer_state),
             "part_gradients": int(part.gradients), "w": part.words_per_coordinate,
             "leaves": len(self.leaf_order), "max_payload": self.max_payload,
-            "role_size": len(self.owners), "digest_params": int(not part.parameters),
+            "role_size": len(self.owners), "root": self.root,
+            "digest_params": int(not part.parameters),
             "digest_state_all": int(self.repl_state is None),
             "str_usage": string(self.usage), "str_version": string(self.version),
             "str_role": string(self.role), "str_deployment": string(self.deployment),
@@ -179,18 +192,82 @@ def op_steps(protocols: tuple[OwnerProtocol, ...]) -> dict[int, tuple[int, ...]]
     return out
 
 
+def expected_counts(protocols: tuple[OwnerProtocol, ...], shares, steps) -> dict[tuple[int, int], int]:
+    """The sample count beneath the value each receive of a sum gets, keyed (owner, op
+    index): the protocol run symbolically, every owner in its op order, a receive waiting
+    for the matching send (found by its step) to be reached. Registers of assembled words
+    (offer, select) hold no count."""
+    counts: list[dict[int, int | None]] = [{} for _ in protocols]
+    sent: dict[tuple[int, int], int | None] = {}
+    waiting: dict[tuple[int, int], int] = {}
+    pos = [0] * len(protocols)
+    out: dict[tuple[int, int], int] = {}
+    ready = list(range(len(protocols)))
+    while ready:
+        o = ready.pop()
+        ops, c = protocols[o].update_ops, counts[o]
+        while pos[o] < len(ops):
+            i, op = pos[o], ops[pos[o]]
+            if op.kind == "recv":
+                key = (op.peer, steps[o][i])
+                if key not in sent:
+                    waiting[key] = o
+                    break
+                c[op.dst] = sent[key]
+                if sent[key] is not None:
+                    out[(o, i)] = sent[key]
+            elif op.kind == "send":
+                sent[(o, i)] = c.get(op.a)
+                if (o, i) in waiting:
+                    ready.append(waiting.pop((o, i)))
+            elif op.kind == "local":
+                c[op.dst] = shares[o]
+            elif op.kind == "combine":
+                a, b = c.get(op.a), c.get(op.b)
+                c[op.dst] = None if a is None or b is None else a + b
+            elif op.kind == "slice":
+                c[op.dst] = c.get(op.a)
+            elif op.kind in ("offer", "select"):
+                c[op.dst] = None
+            pos[o] += 1
+    return out
+
+
+def prepared_owners(protocols: tuple[OwnerProtocol, ...]) -> dict[int, int]:
+    """For every owner, how many owners' output digests its "prepared" message carries: its
+    own and those of every owner whose "prepared" it receives, transitively."""
+    children = {p.owner: [op.peer for op in p.finish_ops if op.kind == "digest-recv"] for p in protocols}
+    size: dict[int, int] = {}
+    for start in children:
+        stack = [start]
+        while stack:
+            o = stack[-1]
+            pending = [c for c in children[o] if c not in size]
+            if pending:
+                stack.extend(pending)
+                continue
+            stack.pop()
+            size[o] = 1 + sum(size[c] for c in children[o])
+    return size
+
+
 def usage_text(dep, role: str, target: str, role_owners, protocol_hex: str) -> str:
     owners = ", ".join(str(o) for o in role_owners)
     return (
-        "usage: EXE --owner I --peers FILE --out PATH [--updates N] [--timeout-ms MS] [--help] [--version]\n"
+        "usage: EXE --owner I --peers FILE --out PATH [--updates N] [--timeout-ms MS]\n"
+        "           [--key FILE] [--listen-any] [--help] [--version]\n"
         f"  deployment {dep.name}, role {role} (owners {owners}) of {dep.owners}, "
         f"target {target}, protocol {protocol_hex}\n"
         "  --owner I        this process's owner index (must belong to the role)\n"
         "  --peers FILE     one line per owner: 'OWNER HOST:PORT' (IPv4, [IPv6] or a host name)\n"
-        "  --out PATH       where the final words are written (never overwritten)\n"
+        "  --out PATH       where the final words are written (never overwritten); PATH.tmp is\n"
+        "                   staged from the start, and the root commits the run in PATH.commit\n"
         f"  --updates N      number of updates (default {dep.updates})\n"
         f"  --timeout-ms MS  bound on connecting and on every socket read/write "
         f"(default {wire.DEFAULT_TIMEOUT_MS})\n"
+        "  --key FILE       authenticate every frame with HMAC-SHA-256 under this key (a file of\n"
+        "                   32 to 4096 bytes, mode 0600); every owner of a run needs the same key\n"
+        "  --listen-any     allow the peers file to name the wildcard address for this owner\n"
         "  --version        what this executable was built for\n"
         "  exit 0: output written; 1: refused (stderr: 'refused: CODE: detail'); 2: usage\n")
 
@@ -198,8 +275,6 @@ def usage_text(dep, role: str, target: str, role_owners, protocol_hex: str) -> s
 def build_image(plan, role: str, target: str) -> RoleImage:
     """The image of `role`'s executable for `target`; ImageError if the plan needs an op
     the runtime does not execute or has no such role."""
-    from alphac.plan.protocol import OP_CODE
-
     dep = plan.deployment
     learner = dep.learner
     k, s, m, n = learner.k, learner.s, learner.m, dep.owners
@@ -218,10 +293,18 @@ def build_image(plan, role: str, target: str) -> RoleImage:
     layout = plan.layout
     steps = op_steps(protocols)
     shares = learner.samples.shares
+    counts = expected_counts(protocols, shares, steps)
+    prepared = prepared_owners(protocols)
     owners, row = [], 0
     for o in role_v.owners:
         proto = protocols[o]
-        ops = tuple(op.words() + (step,) for op, step in zip(proto.update_ops + proto.finish_ops, steps[o]))
+        ops = []
+        for i, (op, step) in enumerate(zip(proto.update_ops + proto.finish_ops, steps[o])):
+            expect = counts.get((o, i), NO_EXPECT)
+            if op.kind == "digest-recv":
+                expect = prepared[op.peer]
+            ops.append(op.words() + (step, expect))
+        ops = tuple(ops)
         regs = proto.register_words or (k + 1,) * register_count(proto)
         held = tuple(int(j) for j in layout.state_held(o)) if layout.optimizer_state else None
         owners.append(OwnerImage(o, ops, len(proto.update_ops), len(proto.finish_ops), peers(proto),
@@ -241,7 +324,7 @@ def build_image(plan, role: str, target: str) -> RoleImage:
         contribution=learner.contribution, update=learner.update, partitioning=part,
         update_layout=separable.layout_of(learner, part) if part.any else None,
         owners=tuple(owners), runs=tuple(layout.coordinate_runs(o) for o in range(n)),
-        tag_words=TAG_WORDS if part.any else 0,
+        tag_words=TAG_WORDS if part.any else 0, root=plan.tree.owner,
         leaf_order=tuple(leaves(plan.tree)), coord_off=coord_off, repl_state=repl,
         samples=samples, initial=learner.initial.as_array(),
         initial_state=learner.initial_state.as_array(),

@@ -10,6 +10,8 @@ header words folded on top (`frame_checksum`).
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import socket
 import struct
 from dataclasses import dataclass
@@ -17,6 +19,8 @@ from dataclasses import dataclass
 from alphac import wire
 
 MAGIC = wire.FRAME_MAGIC
+MAGIC_AUTH = wire.FRAME_MAGIC_AUTH
+TAG_WORDS = wire.TAG_WORDS
 HEADER_WORDS = wire.HEADER_WORDS
 MASK = (1 << 64) - 1
 FNV_OFFSET = wire.FNV_OFFSET
@@ -103,9 +107,31 @@ class Frame:
         check = self.checksum if self.checksum is not None else frame_checksum(head, self.payload)
         return head + tuple(self.payload) + (check,)
 
-    def encode(self, length: int | None = None) -> bytes:
-        ws = [w & MASK for w in self.words(length)]
+    def encode(self, length: int | None = None, key: bytes | None = None, seq: int = 0) -> bytes:
+        """The bytes on the wire; with `key`, an authenticated frame (magic ALFRAMEA unless
+        another was set, and the tag of the seq-th frame after the checksum)."""
+        frame = self
+        if key is not None and self.magic == MAGIC:
+            frame = Frame(**{**self.__dict__, "magic": MAGIC_AUTH})
+        ws = [w & MASK for w in frame.words(length)]
+        if key is not None:
+            ws += frame_tag(key, seq, ws)
         return struct.pack(f"<{len(ws)}Q", *ws)
+
+
+def frame_tag(key: bytes, seq: int, words) -> tuple[int, ...]:
+    """The HMAC-SHA-256 tag of a frame (header through checksum) sent as the seq-th frame
+    of its direction of a connection, as TAG_WORDS words (docs/security.md)."""
+    data = struct.pack(f"<Q{len(words)}Q", seq, *[w & MASK for w in words])
+    return struct.unpack("<4Q", hmac.new(key, data, hashlib.sha256).digest())
+
+
+def session_key(key: bytes, protocol: int, connector: int, acceptor: int, connector_nonce,
+                acceptor_nonce) -> bytes:
+    """A connection's key once both hellos are through."""
+    data = b"alphac-session-1" + struct.pack("<7Q", protocol, connector, acceptor, *connector_nonce,
+                                             *acceptor_nonce)
+    return hmac.new(key, data, hashlib.sha256).digest()
 
 
 def combine_payload(sum_words, count: int) -> tuple[int, ...]:
@@ -113,32 +139,55 @@ def combine_payload(sum_words, count: int) -> tuple[int, ...]:
     return tuple(int(w) & MASK for w in sum_words) + (int(count),)
 
 
-def hello(protocol: int, sender: int, receiver: int, version: int = 0) -> Frame:
-    return Frame(protocol, sender, receiver, version, 0, HELLO)
+def hello(protocol: int, sender: int, receiver: int, updates: int, nonce=(0, 0), version: int = 0) -> Frame:
+    """A hello: the run's update count and the sender's nonce of the connection."""
+    return Frame(protocol, sender, receiver, version, 0, HELLO, (updates, *nonce))
 
 
-def decode(data: bytes, max_payload: int | None = None) -> tuple[Frame, int]:
+def prepared_payload(digest: int, entries) -> tuple[int, ...]:
+    """"prepared": the replica digest, then (owner, sha256 of its output as 32 bytes) for
+    every owner of the sender's subtree."""
+    words = [digest, len(entries)]
+    for owner, sha in entries:
+        words += [owner, *struct.unpack("<4Q", sha)]
+    return tuple(words)
+
+
+def _check_magic(magic: int, key: bytes | None) -> None:
+    want, other = (MAGIC_AUTH, MAGIC) if key is not None else (MAGIC, MAGIC_AUTH)
+    if magic == other:
+        raise FrameError("frame-auth", "no authentication tag" if key is not None else
+                         "an authenticated frame, and no key")
+    if magic != want:
+        raise FrameError("frame-magic", f"magic {magic:#018x}")
+
+
+def decode(data: bytes, max_payload: int | None = None, key: bytes | None = None,
+           seq: int = 0) -> tuple[Frame, int]:
     """Decode one frame from the start of `data`; returns it and the bytes it used.
 
-    Checks magic, length bound and checksum (those need no context); protocol, sender,
-    receiver, version and step are the receiver's to judge.
+    Checks magic, length bound, checksum and (with `key`, as the seq-th frame received on
+    its connection) the tag: those need no context; protocol, sender, receiver, version and
+    step are the receiver's to judge.
     """
     if len(data) < HEADER_WORDS * 8:
         raise FrameError("peer-closed", f"{len(data)} bytes, short of a frame header")
     head = struct.unpack_from(f"<{HEADER_WORDS}Q", data, 0)
-    if head[0] != MAGIC:
-        raise FrameError("frame-magic", f"magic {head[0]:#018x}")
+    _check_magic(head[0], key)
     n = head[7]
     if max_payload is not None and n > max_payload:
         raise FrameError("frame-oversized", f"{n} payload words, at most {max_payload}")
-    total = (HEADER_WORDS + n + 1) * 8
+    tags = TAG_WORDS if key is not None else 0
+    total = (HEADER_WORDS + n + 1 + tags) * 8
     if len(data) < total:
         raise FrameError("peer-closed", f"{len(data)} bytes, short of a {total}-byte frame")
-    body = struct.unpack_from(f"<{n + 1}Q", data, HEADER_WORDS * 8)
+    body = struct.unpack_from(f"<{n + 1 + tags}Q", data, HEADER_WORDS * 8)
     payload, check = tuple(body[:n]), body[n]
     want = frame_checksum(head, payload)
     if check != want:
         raise FrameError("frame-checksum", f"checksum {check:#018x}, computed {want:#018x}")
+    if key is not None and tuple(body[n + 1:]) != frame_tag(key, seq, head + payload + (check,)):
+        raise FrameError("frame-auth", f"the tag of frame {seq} does not verify")
     frame = Frame(protocol=head[1], sender=head[2], receiver=head[3], version=head[4],
                   step=head[5], kind=head[6], payload=payload, magic=head[0], checksum=check)
     return frame, total
@@ -155,13 +204,43 @@ def recv_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-def read_frame(sock: socket.socket, max_payload: int | None = None) -> Frame:
-    """Read one whole frame from a socket, checking magic, bound and checksum."""
+def read_frame(sock: socket.socket, max_payload: int | None = None, key: bytes | None = None,
+               seq: int = 0) -> Frame:
+    """Read one whole frame from a socket, checking magic, bound, checksum and tag."""
     head_bytes = recv_exact(sock, HEADER_WORDS * 8)
     head = struct.unpack("<8Q", head_bytes)
-    if head[0] != MAGIC:
-        raise FrameError("frame-magic", f"magic {head[0]:#018x}")
+    _check_magic(head[0], key)
     if max_payload is not None and head[7] > max_payload:
         raise FrameError("frame-oversized", f"{head[7]} payload words, at most {max_payload}")
-    rest = recv_exact(sock, (head[7] + 1) * 8)
-    return decode(head_bytes + rest, max_payload)[0]
+    rest = recv_exact(sock, (head[7] + 1 + (TAG_WORDS if key is not None else 0)) * 8)
+    return decode(head_bytes + rest, max_payload, key, seq)[0]
+
+
+class Connection:
+    """One connection to a real owner, played from Python (a peer in tests and tools): the
+    connecting side's hello and the owner's reply, then frames with their sequence numbers
+    and, with the run's `key`, the session key the executables derive."""
+
+    def __init__(self, sock: socket.socket, protocol: int, me: int, peer: int, updates: int,
+                 key: bytes | None = None, nonce=(0x1111, 0x2222)):
+        self.sock, self.protocol, self.me, self.peer = sock, protocol, me, peer
+        self.run_key, self.key = key, key
+        self.sent = self.received = 0
+        nonce = nonce if key is not None else (0, 0)
+        self.send(hello(protocol, me, peer, updates, nonce))
+        reply = self.recv()
+        if key is not None:
+            self.key = session_key(key, protocol, me, peer, nonce, reply.payload[1:3])
+        self.reply = reply
+
+    def send(self, frame: Frame, length: int | None = None, raw: bytes | None = None) -> None:
+        """Send `frame` (or, with `raw`, exactly those bytes, still counting a frame)."""
+        key = self.run_key if self.sent == 0 else self.key
+        self.sock.sendall(raw if raw is not None else frame.encode(length, key, self.sent))
+        self.sent += 1
+
+    def recv(self, max_payload: int | None = None) -> Frame:
+        key = self.run_key if self.received == 0 else self.key
+        frame = read_frame(self.sock, max_payload, key, self.received)
+        self.received += 1
+        return frame

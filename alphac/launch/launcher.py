@@ -14,12 +14,14 @@ target's runner (qemu-aarch64); results go to a fresh run directory every time.
 from __future__ import annotations
 
 import hashlib
+import os
 import struct
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from alphac.launch.commit import Resolution, resolve
 from alphac.launch.results import OwnerResult, ResultError, read_result
 from alphac.launch.runner import (OwnerCommand, RunResult, free_ports, owner_argv, run_owners,
                                   write_peers)
@@ -94,6 +96,11 @@ class PlanRun:
     result: RunResult
     outputs: dict[int, OwnerResult] = field(default_factory=dict)
     output_errors: dict[int, str] = field(default_factory=dict)
+    resolution: Resolution | None = None  # what the commit record decided
+
+    @property
+    def committed(self) -> bool:
+        return self.resolution is not None and self.resolution.committed
 
 
 def new_run_dir(out_dir: str | Path, stem: str) -> Path:
@@ -106,37 +113,62 @@ def owner_exes(dep, exes: Mapping[tuple[str, str], Path]) -> list[Path]:
     return [exes[(dep.role_of(o).name, dep.placement[o])] for o in range(dep.owners)]
 
 
+KEY_BYTES = 32
+
+
+def write_key(path: Path) -> Path:
+    """A fresh run key: KEY_BYTES random bytes in a new file only its owner can read."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(os.urandom(KEY_BYTES))
+    return path
+
+
 def run_plan(dep, exes: Mapping[tuple[str, str], Path] | list[Path], run_dir: str | Path,
              updates: int | None = None, timeout_ms: int | None = None,
              deadline_s: float = 120.0, owners: list[int] | None = None,
              extra_argv: Mapping[int, tuple[str, ...]] | None = None,
-             ports: list[int] | None = None) -> PlanRun:
+             ports: list[int] | None = None, authenticate: bool = True,
+             root: int | None = None) -> PlanRun:
     """Start owners (all, or `owners`) of `dep` from `exes` ({(role, target): exe}, or one
-    exe per owner), wait up to `deadline_s`, kill and reap what is left, read outputs."""
+    exe per owner), wait up to `deadline_s`, kill and reap what is left, then settle the run
+    by its commit record (`root`: the owner at the tree's root, default the plan's) and read
+    the committed outputs. With `authenticate`, every owner gets the run's fresh key file
+    (`run.key` in the run directory), so every frame carries an HMAC-SHA-256 tag."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     per_owner = exes if isinstance(exes, list) else owner_exes(dep, exes)
     ports = ports if ports is not None else free_ports(dep.owners)
     peers = write_peers(run_dir / f"{spec_stem(dep)}.peers", ports)
+    key = write_key(run_dir / "run.key") if authenticate else None
     cmds = []
+    outs = {o: run_dir / f"owner-{o}.out" for o in range(dep.owners)}
     for o in (owners if owners is not None else range(dep.owners)):
         target = dep.placement[o]
-        out = run_dir / f"owner-{o}.out"
-        argv = owner_argv(per_owner[o], o, peers, out, runner_for(target), updates, timeout_ms)
+        argv = owner_argv(per_owner[o], o, peers, outs[o], runner_for(target), updates, timeout_ms)
+        if key is not None:
+            argv += ("--key", str(key))
         argv += tuple((extra_argv or {}).get(o, ()))
-        cmds.append(OwnerCommand(o, argv, out, f"{dep.role_of(o).name}/{target}"))
+        cmds.append(OwnerCommand(o, argv, outs[o], f"{dep.role_of(o).name}/{target}"))
     try:
         result = run_owners(cmds, deadline_s, run_dir)
     except OSError as exc:
         raise LaunchError("owner-failed", f"cannot start an owner: {exc}") from None
     run = PlanRun(run_dir, peers, result)
-    for oc in result.outcomes:
-        if not oc.ok:
-            continue
-        try:
-            run.outputs[oc.owner] = read_result(oc.out)
-        except (OSError, ResultError) as exc:
-            run.output_errors[oc.owner] = str(exc)
+    if root is None:
+        from alphac import driver
+
+        root = driver.plan(dep).tree.owner
+    run.resolution = resolve(outs, root)
+    run.output_errors.update(run.resolution.errors)
+    if run.committed:
+        for o, out in outs.items():
+            if o in run.output_errors:
+                continue
+            try:
+                run.outputs[o] = read_result(out)
+            except (OSError, ResultError) as exc:
+                run.output_errors[o] = str(exc)
     return run
 
 
@@ -233,7 +265,10 @@ def compare(plan, run: PlanRun, oracle, rounds: int, spec: str = "",
         if res is None:
             if oc.timed_out:
                 why = f"launch-timeout: owner {o} ({role} on {target}) still running at the deadline"
-            elif oc.ok:
+            elif oc.ok and not run.committed:
+                why = (f"run-not-committed: owner {o} ({role} on {target}) exited 0, but the run has "
+                       "no commit record: nothing is published")
+            elif oc.ok or o in run.output_errors:
                 why = f"bad-output: owner {o}: {run.output_errors.get(o, 'no output')}"
             else:
                 line = oc.refusal() or (oc.stderr.strip().splitlines() or ["no message"])[-1]
@@ -282,7 +317,7 @@ def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
         # name before the launcher has to kill them
         timeout_ms = max(1000, min(30000, int(deadline_s * 1000 / 3)))
     run = run_plan(dep, exes, new_run_dir(out_dir, spec_stem(dep)), updates=rounds,
-                   timeout_ms=timeout_ms, deadline_s=deadline_s)
+                   timeout_ms=timeout_ms, deadline_s=deadline_s, root=plan.tree.owner)
     try:
         oracle, refusal = driver.oracle(dep, n), ""
     except Refusal as exc:

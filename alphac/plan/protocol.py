@@ -34,6 +34,11 @@ OP_KINDS = (
     "replica-release",  # clear the read replica before the update (the version may then advance)
     "update-owned",  # apply the update to this owner's coordinates and the shared words, reading
                      # the mean of register a (all coordinates, or this owner's slice)
+    # -- publication of a run (finish ops; docs/runtime.md "Publication") --
+    "stage",        # write this owner's output to its staged file (created before the first
+                    # update), fsync it, and keep its sha256 for the prepare message
+    "commit",       # the root alone: every owner prepared; make the run's commit record durable
+    "finalize",     # the run is committed: link the staged output to its final path
 )
 
 # Region masks of `offer` and `install`.
@@ -227,8 +232,12 @@ def project(root: TreeNode, n: int, partitioning=None, k: int = 0,
 
 
 def _finish_ops(root: TreeNode, n: int, nodes: list[TreeNode]) -> list[tuple[Op, ...]]:
-    """Replica comparison up the reduce edges (each child owner once), verdict back down."""
-    fin: list[list[Op]] = [[] for _ in range(n)]
+    """The publication of a run, a two-phase commit along the reduce edges (each child owner
+    once): every owner stages its output; "prepared" goes up with the replica digest and the
+    subtree's output digests (`digest-send`/`digest-recv`, which compare the digests); the
+    root commits; the verdict comes back down (`publish-send`/`publish-recv`); every owner
+    finalizes its output."""
+    fin: list[list[Op]] = [[Op("stage")] for _ in range(n)]
     up = []
     seen = set()
     for t in reduce_edges(root, nodes):
@@ -238,9 +247,12 @@ def _finish_ops(root: TreeNode, n: int, nodes: list[TreeNode]) -> list[tuple[Op,
     for t in up:
         fin[t.sender].append(Op("digest-send", peer=t.receiver))
         fin[t.receiver].append(Op("digest-recv", peer=t.sender))
+    fin[root.owner].append(Op("commit"))
     for t in reversed(up):
         fin[t.receiver].append(Op("publish-send", peer=t.sender))
         fin[t.sender].append(Op("publish-recv", peer=t.receiver))
+    for f in fin:
+        f.append(Op("finalize"))
     return [tuple(f) for f in fin]
 
 

@@ -39,7 +39,7 @@ static int parse_num(struct rt *rt, const char *text, const char *flag, int64_t 
     return RT_OK;
 }
 
-enum { O_OWNER = 1, O_PEERS, O_OUT, O_UPDATES, O_TIMEOUT, O_HELP, O_VERSION };
+enum { O_OWNER = 1, O_PEERS, O_OUT, O_UPDATES, O_TIMEOUT, O_KEY, O_LISTEN_ANY, O_HELP, O_VERSION };
 
 static const struct option options[] = {
     {"owner", required_argument, NULL, O_OWNER},
@@ -47,6 +47,8 @@ static const struct option options[] = {
     {"out", required_argument, NULL, O_OUT},
     {"updates", required_argument, NULL, O_UPDATES},
     {"timeout-ms", required_argument, NULL, O_TIMEOUT},
+    {"key", required_argument, NULL, O_KEY},
+    {"listen-any", no_argument, NULL, O_LISTEN_ANY},
     {"help", no_argument, NULL, O_HELP},
     {"version", no_argument, NULL, O_VERSION},
     {NULL, 0, NULL, 0},
@@ -72,6 +74,8 @@ int rt_parse_args(struct rt *rt, int argc, char **argv) {
             if (rt->timeout_ms < 1 || rt->timeout_ms > MAX_TIMEOUT_MS)
                 return rt_fail(rt, RT_USAGE, "--timeout-ms must be in 1..%d", MAX_TIMEOUT_MS);
             break;
+        case O_KEY: rt->key_path = optarg; break;
+        case O_LISTEN_ANY: rt->listen_any = 1; break;
         case O_HELP: fputs(img_text(rt, IMG_STR_USAGE), stdout); fflush(stdout); return RT_DONE;
         case O_VERSION: fputs(img_text(rt, IMG_STR_VERSION), stdout); fflush(stdout); return RT_DONE;
         case ':': return rt_fail(rt, RT_USAGE, "'%s' is an option with a value (try --help)", arg);

@@ -1,5 +1,5 @@
 /* Connection setup: the higher-indexed owner of each pair connects to the lower one and
-   sends a hello; the lower one accepts and reads it. */
+   sends a hello; the lower one accepts, reads it and replies with its own. */
 #include "rt.h"
 
 #include <errno.h>
@@ -9,18 +9,71 @@
 #include <time.h>
 #include <unistd.h>
 
-static int64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+/* The hello payload: this run's update count and this owner's nonce of the connection. */
+static int send_hello(struct rt *rt, int64_t peer) {
+    uint64_t *p = rt->small + HEADER_WORDS;
+    p[0] = (uint64_t)rt->updates;
+    if (rt->key) {
+        TRY(rt_nonce(rt, rt->sessions[peer].nonce));
+        p[1] = rt->sessions[peer].nonce[0];
+        p[2] = rt->sessions[peer].nonce[1];
+    } else {
+        p[1] = p[2] = 0;
+    }
+    return rt_send_frame(rt, peer, KIND_HELLO, 0, 0, rt->small, HELLO_WORDS, 0);
 }
 
-/* Listen if a higher owner talks to this one; connect (retrying every 10 ms until the
-   deadline) to every lower peer in ascending order and send hello; accept and check
-   every higher peer's hello, whose sender word identifies the connection. */
-int rt_connect(struct rt *rt) {
+/* A received hello (in rt->small) from `sender`: its update count must be this owner's. */
+static int check_hello(struct rt *rt, int64_t sender) {
+    const uint64_t *p = rt->small + HEADER_WORDS;
+    if (p[0] != (uint64_t)rt->updates)
+        return rt_fail(rt, RT_FRAME_PROTOCOL, "owner %lld: owner %lld runs %llu updates, this owner %lld "
+                       "(another --updates)", (long long)rt->owner, (long long)sender,
+                       (unsigned long long)p[0], (long long)rt->updates);
+    return RT_OK;
+}
+
+/* In an authenticated run, once both hellos of a connection are through, its session key
+   from both nonces (`accepted`: this owner accepted the connection). */
+static void derive(struct rt *rt, int64_t sender, const uint64_t theirs[2], int accepted) {
+    if (!rt->key) return;
+    const uint64_t *mine = rt->sessions[sender].nonce;
+    if (accepted)
+        rt_session_key(rt, sender, theirs, mine, sender, rt->owner);
+    else
+        rt_session_key(rt, sender, mine, theirs, rt->owner, sender);
+}
+
+/* connect(2) to `e` within the phase's deadline, retrying every 10 ms while it is refused. */
+static int dial(struct rt *rt, int64_t p, int *out) {
+    struct endpoint *e = &rt->ep[p];
+    for (;;) {
+        int fd = socket(e->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) return rt_fail(rt, RT_IO_ERROR, "owner %lld: no socket (%s)", (long long)rt->owner, strerror(errno));
+        int err = connect(fd, (struct sockaddr *)&e->addr, e->addr_len) == 0 ? 0 : errno;
+        if (err == EINPROGRESS) {
+            int64_t left = rt->deadline_ms - rt_now_ms();
+            struct pollfd pfd = {fd, POLLOUT, 0};
+            socklen_t len = sizeof err;
+            err = poll(&pfd, 1, left > 0 ? (int)left : 0) == 1 &&
+                          getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 ? err : ETIMEDOUT;
+        }
+        if (err == 0) {
+            *out = fd;
+            return RT_OK;
+        }
+        close(fd);
+        if (rt_now_ms() >= rt->deadline_ms)
+            return rt_fail(rt, RT_CONNECT_TIMEOUT, "owner %lld could not connect to owner %lld (port %d) "
+                           "within %lld ms", (long long)rt->owner, (long long)p, e->port,
+                           (long long)rt->timeout_ms);
+        struct timespec pause = {0, 10 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+    }
+}
+
+static int setup(struct rt *rt) {
     long long me = (long long)rt->owner;
-    int64_t deadline = now_ms() + rt->timeout_ms;
     const uint64_t *peers = img_sec(rt, SEC_PEERS) + img_mine(rt, SEC_PEER_START);
     int64_t count = img_mine(rt, SEC_PEER_COUNT), nacc = 0;
     for (int64_t j = 0; j < count; j++)
@@ -32,61 +85,70 @@ int rt_connect(struct rt *rt) {
     if (nacc > 0) {
         struct endpoint *e = &rt->ep[rt->owner];
         int one = 1;
-        lfd = socket(e->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        lfd = socket(e->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (lfd >= 0) setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
         if (lfd < 0 || bind(lfd, (struct sockaddr *)&e->addr, e->addr_len) != 0 ||
             listen(lfd, rt->n > 128 ? (int)rt->n : 128) != 0) /* the hub of a large star */
             return rt_fail(rt, RT_IO_ERROR, "owner %lld cannot listen on %s port %d (errno %d: %s)", me,
                            e->host, e->port, errno, strerror(errno));
-        rt_sockopts(rt, lfd); /* SO_RCVTIMEO bounds accept(2) too */
     }
     for (int64_t j = 0; j < count; j++) {
-        int64_t p = (int64_t)peers[j];
+        int64_t p = (int64_t)peers[j], sender;
         if (p >= rt->owner) continue; /* higher peers connect here; a slice names this owner */
-        struct endpoint *e = &rt->ep[p];
-        int fd;
-        for (;;) {
-            fd = socket(e->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-            if (fd >= 0 && connect(fd, (struct sockaddr *)&e->addr, e->addr_len) == 0) break;
-            if (fd >= 0) close(fd);
-            if (now_ms() >= deadline)
-                return rt_fail(rt, RT_CONNECT_TIMEOUT, "owner %lld could not connect to owner %lld (port %d) "
-                               "within %lld ms", me, (long long)p, e->port, (long long)rt->timeout_ms);
-            struct timespec pause = {0, 10 * 1000 * 1000};
-            nanosleep(&pause, NULL);
-        }
-        rt_sockopts(rt, fd);
-        rt->fds[p] = fd;
-        TRY(rt_send_frame(rt, p, KIND_HELLO, 0, 0, rt->small, 0, 0));
+        TRY(dial(rt, p, &rt->fds[p]));
+        rt_sockopts(rt, rt->fds[p]);
+        TRY(send_hello(rt, p));
+        TRY(rt_recv_frame(rt, rt->fds[p], p, KIND_HELLO, 0, 0, rt->small, HELLO_WORDS, NULL, &sender));
+        TRY(check_hello(rt, p));
+        derive(rt, p, rt->small + HEADER_WORDS + 1, 0);
     }
     for (int64_t j = 0; j < nacc; j++) {
-        int64_t left = deadline - now_ms();
+        int64_t left = rt->deadline_ms - rt_now_ms();
         struct pollfd pfd = {lfd, POLLIN, 0};
         if (poll(&pfd, 1, left < 0 ? 0 : (int)left) <= 0)
             return rt_fail(rt, RT_CONNECT_TIMEOUT, "owner %lld: %lld of %lld peers did not connect within %lld ms",
                            me, (long long)(nacc - j), (long long)nacc, (long long)rt->timeout_ms);
-        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) return rt_fail(rt, RT_IO_ERROR, "owner %lld: accepting a peer's connection failed", me);
         rt_sockopts(rt, fd);
         int64_t sender;
-        int rc = rt_recv_frame(rt, fd, -1, KIND_HELLO, 0, 0, rt->small, 0, NULL, &sender);
+        int rc = rt_recv_frame(rt, fd, -1, KIND_HELLO, 0, 0, rt->small, HELLO_WORDS, NULL, &sender);
         if (rc) {
             close(fd);
             return rc;
         }
         rt->fds[sender] = fd;
+        uint64_t theirs[2] = {rt->small[HEADER_WORDS + 1], rt->small[HEADER_WORDS + 2]};
+        TRY(check_hello(rt, sender));
+        TRY(send_hello(rt, sender));
+        derive(rt, sender, theirs, 1);
     }
     if (lfd >= 0) close(lfd);
     return RT_OK;
 }
 
-/* No connection yet (-1 for every owner) and no hello expected. */
+/* Listen if a higher owner talks to this one; connect (retrying every 10 ms) to every lower
+   peer in ascending order, send hello and read its reply; accept every higher peer, read
+   its hello (whose sender word identifies the connection) and reply. One deadline bounds
+   the whole phase. */
+int rt_connect(struct rt *rt) {
+    rt->in_connect = 1;
+    rt->deadline_ms = rt_now_ms() + rt->timeout_ms;
+    int rc = setup(rt);
+    rt->in_connect = 0;
+    return rc;
+}
+
+/* No connection yet (-1 for every owner), no hello expected, and the buffer of the
+   hello, "prepared" and verdict frames. */
 int rt_alloc_peers(struct rt *rt) {
     int rc;
     rt->fds = rt_alloc_words(rt, (rt->n * (int64_t)sizeof(int) + 7) / 8, &rc);
     TRY(rc);
     for (int64_t j = 0; j < rt->n; j++) rt->fds[j] = -1;
     rt->accept_from = rt_alloc_words(rt, (rt->n + 7) / 8, &rc);
+    TRY(rc);
+    rt->small = rt_alloc_words(rt, HEADER_WORDS + (int64_t)img_field(rt, IMG_MAX_PAYLOAD) + 1 + TAG_WORDS, &rc);
     return rc;
 }
 

@@ -17,6 +17,9 @@ struct rt *rt_new(void) {
 
 const char *rt_message(const struct rt *rt) { return rt->msg; }
 
+/* This owner's staged output. */
+struct staged *rt_output(struct rt *rt) { return &rt->out; }
+
 /* Attach `fd` as the connection to `peer` (-1: none), or expect its hello (accept). */
 void rt_attach(struct rt *rt, int64_t peer, int fd, int accept) {
     rt->fds[peer] = fd;

@@ -5,7 +5,6 @@
    in a row is hashed once (rt->sent_buf). */
 #include "rt.h"
 
-#include <errno.h>
 #include <string.h>
 
 static inline uint64_t fold(uint64_t h, uint64_t w) { return (h ^ w) * FNV_PRIME; }
@@ -42,12 +41,21 @@ uint64_t rt_checksum(const uint64_t *header, const uint64_t *payload, int64_t n)
     return rt_fnv(header, HEADER_WORDS, rt_fnv(lanes, LANES, FNV_OFFSET));
 }
 
+/* In an authenticated run, the frame's tag after its checksum (buf has room for it). */
+static void tag(struct rt *rt, int64_t peer, uint64_t *buf, int64_t len) {
+    if (rt->key) rt_frame_tag(rt, peer, rt->sessions[peer].sent++, buf, HEADER_WORDS + len + 1,
+                              buf + HEADER_WORDS + len + 1);
+}
+
 int rt_send_frame(struct rt *rt, int64_t peer, uint64_t kind, uint64_t version, uint64_t step,
                   uint64_t *buf, int64_t len, int reuse) {
-    const uint64_t head[HEADER_WORDS] = {FRAME_MAGIC, rt->protocol, (uint64_t)rt->owner, (uint64_t)peer,
-                                         version, step, kind, (uint64_t)len};
+    const uint64_t head[HEADER_WORDS] = {rt->key ? FRAME_MAGIC_AUTH : FRAME_MAGIC, rt->protocol,
+                                         (uint64_t)rt->owner, (uint64_t)peer, version, step, kind,
+                                         (uint64_t)len};
     memcpy(buf, head, sizeof head);
+    rt_start_io(rt);
     int fd = rt->fds[peer];
+    int64_t tags = rt->key ? TAG_WORDS : 0;
     uint64_t *payload = buf + HEADER_WORDS, ph;
     uint64_t lanes[LANES];
     lanes_init(lanes);
@@ -60,7 +68,8 @@ int rt_send_frame(struct rt *rt, int64_t peer, uint64_t kind, uint64_t version, 
             ph = rt_fnv(lanes, LANES, FNV_OFFSET);
         }
         payload[len] = rt_fnv(buf, HEADER_WORDS, ph);
-        TRY(rt_write_all(rt, fd, buf, (size_t)(HEADER_WORDS + len + 1) * 8, peer));
+        tag(rt, peer, buf, len);
+        TRY(rt_write_all(rt, fd, buf, (size_t)(HEADER_WORDS + len + 1 + tags) * 8, peer));
     } else {
         /* hash and send in chunks: the receiver reads (and hashes) one chunk while this owner
            hashes the next; the header goes with the first chunk, the checksum last */
@@ -72,7 +81,8 @@ int rt_send_frame(struct rt *rt, int64_t peer, uint64_t kind, uint64_t version, 
         }
         ph = rt_fnv(lanes, LANES, FNV_OFFSET);
         payload[len] = rt_fnv(buf, HEADER_WORDS, ph);
-        TRY(rt_write_all(rt, fd, payload + len, 8, peer));
+        tag(rt, peer, buf, len);
+        TRY(rt_write_all(rt, fd, payload + len, (size_t)(1 + tags) * 8, peer));
     }
     if (reuse) {
         rt->sent_buf = buf;
@@ -88,13 +98,9 @@ int rt_send_frame(struct rt *rt, int64_t peer, uint64_t kind, uint64_t version, 
 int rt_read_hashed(struct rt *rt, int fd, uint64_t *buf, size_t nbytes, int64_t peer,
                    uint64_t lanes[LANES], int64_t words, const struct arrival *add) {
     int64_t folded = 0;
-    for (size_t done = 0; done < nbytes;) {
-        ssize_t r = recv(fd, (char *)buf + done, nbytes - done, 0);
-        if (r <= 0) {
-            if (r != 0 && errno == EINTR) continue;
-            return rt_io_failed(rt, r, peer, "reading from");
-        }
-        done += (size_t)r;
+    for (size_t done = 0, got; done < nbytes;) {
+        TRY(rt_receive(rt, fd, (char *)buf + done, nbytes - done, peer, &got));
+        done += got;
         int64_t upto = (int64_t)(done / 8) < words ? (int64_t)(done / 8) : words;
         rt_lanes(buf, folded, upto, lanes);
         if (add) {
@@ -109,21 +115,27 @@ int rt_read_hashed(struct rt *rt, int fd, uint64_t *buf, size_t nbytes, int64_t 
 
 #define WHO "owner %lld: frame from owner %lld"
 
-/* Read a frame into buf, checking (in the order of alphac.wire.FRAME_CHECKS) magic,
-   protocol, sender (peer; or, for peer -1, a hello from an owner still expected to
-   connect), receiver, version, step, kind, length (oversized before the payload is read)
-   and checksum. With `add`, the payload is added as it arrives (rt_read_hashed); those sums
+/* Read a frame into buf, checking (in the order of alphac.wire.FRAME_CHECKS) magic (an
+   untagged frame in an authenticated run, or a tagged one in a run without a key, is
+   frame-auth), protocol, sender (peer; or, for peer -1, a hello from an owner still
+   expected to connect), receiver, version, step, kind, length (oversized before the payload
+   is read), checksum and, when keyed, the tag. With `add`, the payload is added as it arrives (rt_read_hashed); those sums
    are used only if the checksum holds, since a failing check refuses here. */
 int rt_recv_frame(struct rt *rt, int fd, int64_t peer, uint64_t kind, uint64_t version,
                   uint64_t step, uint64_t *buf, int64_t len, const struct arrival *add,
                   int64_t *sender) {
+    rt_start_io(rt);
     TRY(rt_read_all(rt, fd, buf, HEADER_WORDS * 8, peer));
     const uint64_t *f = buf;
     long long me = (long long)rt->owner;
     int hello = peer < 0;
     long long claimed = hello ? (long long)f[H_SENDER] : (long long)peer;
     unsigned long long from = f[H_SENDER];
-    if (f[H_MAGIC] != FRAME_MAGIC)
+    if (f[H_MAGIC] == (rt->key ? FRAME_MAGIC : FRAME_MAGIC_AUTH))
+        return rt_fail(rt, RT_FRAME_AUTH, rt->key ? WHO ": no authentication tag (the peer runs without a key)"
+                                                  : WHO ": authenticated, and this owner runs without --key",
+                       me, claimed);
+    if (f[H_MAGIC] != (rt->key ? FRAME_MAGIC_AUTH : FRAME_MAGIC))
         return rt_fail(rt, RT_FRAME_MAGIC, WHO ": magic 0x%016llx, expected 0x%016llx", me, claimed,
                        (unsigned long long)f[H_MAGIC], (unsigned long long)FRAME_MAGIC);
     if (f[H_PROTOCOL] != rt->protocol)
@@ -162,12 +174,25 @@ int rt_recv_frame(struct rt *rt, int fd, int64_t peer, uint64_t kind, uint64_t v
     lanes_init(lanes);
     rt->added_bad = 0;
     uint64_t *payload = buf + HEADER_WORDS;
-    TRY(rt_read_hashed(rt, fd, payload, (size_t)(len + 1) * 8, (int64_t)from, lanes, len, add));
+    int64_t tags = rt->key ? TAG_WORDS : 0;
+    TRY(rt_read_hashed(rt, fd, payload, (size_t)(len + 1 + tags) * 8, (int64_t)from, lanes, len, add));
     uint64_t ph = rt_fnv(lanes, LANES, FNV_OFFSET);
     uint64_t h = rt_fnv(buf, HEADER_WORDS, ph);
     if (payload[len] != h)
         return rt_fail(rt, RT_FRAME_CHECKSUM, WHO ": checksum 0x%016llx, computed 0x%016llx", me,
                        (long long)from, (unsigned long long)payload[len], (unsigned long long)h);
+    if (rt->key) {
+        uint64_t want[TAG_WORDS];
+        uint64_t seq = rt->sessions[from].received;
+        rt_frame_tag(rt, (int64_t)from, seq, buf, HEADER_WORDS + len + 1, want);
+        uint64_t diff = 0; /* compared in constant time */
+        for (int j = 0; j < TAG_WORDS; j++) diff |= want[j] ^ payload[len + 1 + j];
+        if (diff != 0)
+            return rt_fail(rt, RT_FRAME_AUTH, WHO ": the authentication tag of frame %llu does not verify "
+                           "(another key, or a forged or replayed frame)", me, (long long)from,
+                           (unsigned long long)seq);
+        rt->sessions[from].received++;
+    }
     /* A combine value received intact is what this owner may send on next (a hierarchy's
        inner owner forwards the total down): keep its payload hash, unless the add on
        arrival wrote into buf itself. */

@@ -1,5 +1,6 @@
-/* main: the command line, this owner, a refusal if its output already exists, the peers
-   file, the connections, every update, the replica comparison, then the output. */
+/* main: the command line, this owner, the key, the peers file, the staged output, the
+   connections, every update, then the publication of the run (stage, prepare, commit,
+   finalize). A refusal removes what this owner staged unless the run may be committed. */
 #include "rt.h"
 
 #include <stdio.h>
@@ -8,21 +9,27 @@ int rt_main(struct rt *rt, int argc, char **argv) {
     TRY(rt_init(rt, alphac_image));
     TRY(rt_parse_args(rt, argc, argv));
     TRY(rt_select_owner(rt));
-    TRY(rt_refuse_if_exists(rt, rt->out_path));
+    TRY(rt_open_outputs(rt)); /* before any work: a refused location costs nothing */
+    if (rt->key_path) TRY(rt_read_key(rt));
     TRY(rt_read_peers(rt));
     TRY(rt_alloc_peers(rt));
     TRY(rt_alloc(rt));
     TRY(rt_connect(rt));
     TRY(rt_run(rt));
     rt_close_all(rt);
-    return rt_write_output(rt);
+    return RT_OK;
 }
 
 int main(int argc, char **argv) {
     static struct rt rt;
     int rc = rt_main(&rt, argc, argv);
-    if (rc == RT_DONE) return EXIT_OK;
-    if (rc == RT_OK) return EXIT_OK;
-    fprintf(stderr, "refused: %s: %s\n", rt_code_name(rc), rt.msg);
+    if (rc == RT_DONE || rc == RT_OK) return EXIT_OK;
+    rt_abandon(&rt);
+    const char *kept = "";
+    if (rt.committed && !rt.finalized)
+        kept = "; the run is committed: its staged output stays for the launcher to finalize";
+    else if (rt.prepared && !rt.committed)
+        kept = "; the staged output stays until the run's commit record decides";
+    fprintf(stderr, "refused: %s: %s%s\n", rt_code_name(rc), rt.msg, kept);
     return rc == RT_USAGE ? EXIT_USAGE : EXIT_REFUSED;
 }

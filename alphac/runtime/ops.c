@@ -60,7 +60,7 @@ int rt_alloc(struct rt *rt) {
     int64_t at = 0;
     for (int64_t r = 0; r < rt->nregs; r++) {
         rt->reg_off[r] = at;
-        at += H + words(rt, r) + tags + 1;
+        at += H + words(rt, r) + tags + 1 + TAG_WORDS; /* room for an authentication tag */
     }
     /* zeroed: the tag words of sum registers travel in frames too */
     rt->regs = rt_alloc_words(rt, at, &rc);
@@ -72,6 +72,8 @@ int rt_alloc(struct rt *rt) {
     memcpy(rt->params, img_sec(rt, SEC_INITIAL), (size_t)k * 8);
     memcpy(rt->state, img_sec(rt, SEC_INITIAL_STATE), (size_t)m * 8);
     rt->cbuf = rt_alloc_words(rt, k, &rc);
+    TRY(rc);
+    rt->entries = rt_alloc_words(rt, rt->n * PREPARED_ENTRY_WORDS, &rc);
     TRY(rc);
     if (img_field(rt, IMG_OUTPUT_FORMAT) == OUTPUT_OWNED) {
         rt->replica = rt_alloc_words(rt, k, &rc);
@@ -338,6 +340,11 @@ int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
             }
             TRY(rt_recv_frame(rt, fd, peer, KIND_COMBINE, v, step, reg(rt, dst), frame_len(rt, dst),
                               fuse ? &add : NULL, NULL));
+            uint64_t count = reg(rt, dst)[H + words(rt, dst) - 1];
+            if ((uint64_t)op[6] != NO_EXPECT && count != (uint64_t)op[6])
+                return rt_fail(rt, RT_FRAME_COUNT, "owner %lld: frame from owner %lld: %llu samples, the plan "
+                               "declares %llu beneath this value", me, (long long)peer,
+                               (unsigned long long)count, (unsigned long long)op[6]);
             rt->added = fuse;
             break;
         }
@@ -346,23 +353,52 @@ int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
             rt->added = 0;
             break;
         case OP_UPDATE: TRY(op_update(rt, reg(rt, a), v)); break;
-        case OP_DIGEST_SEND:
-            rt->small[H] = rt->digest;
-            TRY(rt_send_frame(rt, peer, KIND_DIGEST, v, step, rt->small, 1, 0));
+        case OP_DIGEST_SEND: { /* "prepared": the digest, then this subtree's output digests */
+            uint64_t *p = rt->small + H;
+            p[0] = rt->digest;
+            p[1] = (uint64_t)(rt->nentries + 1);
+            p[2] = (uint64_t)rt->owner;
+            memcpy(p + 3, rt->out_digest, 32);
+            memcpy(p + 2 + PREPARED_ENTRY_WORDS, rt->entries, (size_t)rt->nentries * PREPARED_ENTRY_WORDS * 8);
+            TRY(rt_send_frame(rt, peer, KIND_DIGEST, v, step, rt->small, (int64_t)(2 + p[1] * PREPARED_ENTRY_WORDS), 0));
+            rt->prepared = 1;
             break;
+        }
         case OP_DIGEST_RECV: {
-            TRY(rt_recv_frame(rt, fd, peer, KIND_DIGEST, v, step, rt->small, 1, NULL, NULL));
-            uint64_t theirs = rt->small[H];
-            if (theirs != rt->digest)
+            int64_t owners = op[6];
+            TRY(rt_recv_frame(rt, fd, peer, KIND_DIGEST, v, step, rt->small, 2 + owners * PREPARED_ENTRY_WORDS,
+                              NULL, NULL));
+            const uint64_t *p = rt->small + H;
+            if (p[0] != rt->digest)
                 return rt_fail(rt, RT_REPLICA_DIVERGENCE, "owner %lld's %s 0x%016llx differs from owner %lld's "
                                "0x%016llx after %llu updates", (long long)peer,
                                owned ? "digest of the replicated words" : "state digest",
-                               (unsigned long long)theirs, me, (unsigned long long)rt->digest,
+                               (unsigned long long)p[0], me, (unsigned long long)rt->digest,
                                (unsigned long long)v);
+            if ((int64_t)p[1] != owners || rt->nentries + owners > rt->n)
+                return rt_fail(rt, RT_FRAME_COUNT, "owner %lld: owner %lld prepared %llu owners, the plan has "
+                               "%lld beneath it", me, (long long)peer, (unsigned long long)p[1], (long long)owners);
+            memcpy(rt->entries + rt->nentries * PREPARED_ENTRY_WORDS, p + 2,
+                   (size_t)owners * PREPARED_ENTRY_WORDS * 8);
+            rt->nentries += owners;
             break;
         }
         case OP_PUBLISH_SEND: TRY(rt_send_frame(rt, peer, KIND_PUBLISH, v, step, rt->small, 0, 0)); break;
-        case OP_PUBLISH_RECV: TRY(rt_recv_frame(rt, fd, peer, KIND_PUBLISH, v, step, rt->small, 0, NULL, NULL)); break;
+        case OP_PUBLISH_RECV:
+            TRY(rt_recv_frame(rt, fd, peer, KIND_PUBLISH, v, step, rt->small, 0, NULL, NULL));
+            rt->committed = 1;
+            break;
+        case OP_STAGE: TRY(rt_stage_output(rt)); break;
+        case OP_COMMIT: /* the root's own entry, then the record */
+            rt->entries[rt->nentries * PREPARED_ENTRY_WORDS] = (uint64_t)rt->owner;
+            memcpy(rt->entries + rt->nentries * PREPARED_ENTRY_WORDS + 1, rt->out_digest, 32);
+            rt->nentries++;
+            TRY(rt_write_commit(rt));
+            break;
+        case OP_FINALIZE:
+            TRY(rt_stage_publish(rt, &rt->out));
+            rt->finalized = 1;
+            break;
         case OP_SLICE: op_slice(rt, reg(rt, dst), reg(rt, a), peer); break;
         case OP_OFFER: op_offer(rt, dst, (uint64_t)a); break;
         case OP_SELECT: TRY(op_select(rt, dst, a, b, v)); break;

@@ -1,65 +1,127 @@
-/* Publication: PATH.tmp written, fsynced, then linked to PATH (link(2) fails when PATH
-   exists, so a result is never overwritten, even one another process created meanwhile),
-   and PATH.tmp removed. The words are those of the output formats in docs/runtime.md. */
+/* Publication of a run (docs/runtime.md "Publication"): every output is staged in PATH.tmp,
+   created O_CREAT|O_EXCL|O_NOFOLLOW (mode 0600) before the first update, so a planted file
+   or link, a shared --out, or an unwritable directory is refused before any work; it is
+   written and fsynced after the last update, and linked to PATH only once the root's commit
+   record (PATH.commit of the root's output) is durable. link(2) never overwrites. */
 #include "rt.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int rt_refuse_if_exists(struct rt *rt, const char *path) {
-    if (access(path, F_OK) == 0)
+    struct stat st;
+    if (lstat(path, &st) == 0) /* a dangling link counts: link(2) would not replace it */
         return rt_fail(rt, RT_OUTPUT_EXISTS, "'%s' exists; results are never overwritten", path);
     return RT_OK;
+}
+
+static char *joined(const char *a, const char *b) {
+    size_t n = strlen(a) + strlen(b) + 1;
+    char *s = malloc(n);
+    if (s) snprintf(s, n, "%s%s", a, b);
+    return s;
+}
+
+/* Stage `path` + suffix: refuse if it or its .tmp exists; create the .tmp, private. */
+int rt_stage_create(struct rt *rt, struct staged *s, const char *path, const char *suffix) {
+    s->fd = -1;
+    s->path = joined(path, suffix);
+    s->tmp = s->path ? joined(s->path, ".tmp") : NULL;
+    if (!s->tmp) return rt_fail(rt, RT_IO_ERROR, "out of memory");
+    TRY(rt_refuse_if_exists(rt, s->path));
+    s->fd = open(s->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    s->created = s->fd >= 0;
+    if (s->fd >= 0) return RT_OK;
+    if (errno == EEXIST)
+        return rt_fail(rt, RT_OUTPUT_EXISTS, "'%s' exists (a file or link planted there, or another owner "
+                       "staging the same output); nothing was written", s->tmp);
+    return rt_fail(rt, RT_IO_ERROR, "cannot create '%s' (%s)", s->tmp, strerror(errno));
 }
 
 static int write_fd(int fd, const void *buf, size_t n) {
     for (size_t done = 0; done < n;) {
         ssize_t r = write(fd, (const char *)buf + done, n - done);
+        if (r < 0 && errno == EINTR) continue;
         if (r <= 0) return -1;
         done += (size_t)r;
     }
     return 0;
 }
 
-int rt_publish(struct rt *rt, const char *path, const void *const *bufs, const size_t *sizes, int count) {
-    size_t len = strlen(path) + 5;
-    char *tmp = malloc(len);
-    if (!tmp) return rt_fail(rt, RT_IO_ERROR, "cannot allocate %zu bytes", len);
-    snprintf(tmp, len, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        int rc = rt_fail(rt, RT_IO_ERROR, "cannot create '%s'", tmp);
-        free(tmp);
-        return rc;
+/* Write the pieces into the staged file and fsync it; their sha256 in `digest`. */
+int rt_stage_write(struct rt *rt, struct staged *s, const void *const *bufs, const size_t *sizes, int count,
+                   unsigned char digest[32]) {
+    struct rt_sha256 h;
+    rt_sha256_init(&h);
+    for (int i = 0; i < count; i++) {
+        if (write_fd(s->fd, bufs[i], sizes[i]) != 0)
+            return rt_fail(rt, RT_IO_ERROR, "writing '%s' failed (%s)", s->tmp, strerror(errno));
+        rt_sha256_update(&h, bufs[i], sizes[i]);
     }
-    int rc = RT_OK;
-    for (int i = 0; i < count && rc == RT_OK; i++)
-        if (write_fd(fd, bufs[i], sizes[i]) != 0) rc = rt_fail(rt, RT_IO_ERROR, "writing '%s' failed", tmp);
-    if (rc == RT_OK && fsync(fd) != 0) rc = rt_fail(rt, RT_IO_ERROR, "flushing '%s' failed", tmp);
-    if (close(fd) != 0 && rc == RT_OK) rc = rt_fail(rt, RT_IO_ERROR, "flushing '%s' failed", tmp);
-    if (rc == RT_OK && link(tmp, path) != 0) {
-        rc = rt_refuse_if_exists(rt, path);
-        if (rc == RT_OK) rc = rt_fail(rt, RT_IO_ERROR, "cannot publish '%s'", path);
-    }
-    unlink(tmp);
-    free(tmp);
+    if (fsync(s->fd) != 0) return rt_fail(rt, RT_IO_ERROR, "flushing '%s' failed (%s)", s->tmp, strerror(errno));
+    rt_sha256_final(&h, digest);
+    return RT_OK;
+}
+
+/* fsync the directory holding `path`, so a link or unlink in it is durable. */
+static int sync_dir(const char *path) {
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    int fd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    int rc = fd >= 0 && fsync(fd) == 0 ? 0 : -1;
+    if (fd >= 0) close(fd);
+    free(dir);
     return rc;
 }
 
-/* Format 1 (every word of the learner) or, for a partitioned learner, format 2 (the words
-   this owner holds, after their positions). */
-int rt_write_output(struct rt *rt) {
-    TRY(rt_refuse_if_exists(rt, rt->out_path));
+/* Link the staged file to its final path (never over an existing one), remove the .tmp and
+   make both durable. */
+int rt_stage_publish(struct rt *rt, struct staged *s) {
+    if (s->fd >= 0 && close(s->fd) != 0) {
+        s->fd = -1;
+        return rt_fail(rt, RT_IO_ERROR, "flushing '%s' failed (%s)", s->tmp, strerror(errno));
+    }
+    s->fd = -1;
+    if (link(s->tmp, s->path) != 0) {
+        TRY(rt_refuse_if_exists(rt, s->path));
+        return rt_fail(rt, RT_IO_ERROR, "cannot publish '%s' (%s)", s->path, strerror(errno));
+    }
+    unlink(s->tmp);
+    s->created = 0;
+    if (sync_dir(s->path) != 0) return rt_fail(rt, RT_IO_ERROR, "cannot make '%s' durable", s->path);
+    return RT_OK;
+}
+
+void rt_stage_discard(struct staged *s) {
+    if (s->fd >= 0) close(s->fd);
+    if (s->created) unlink(s->tmp);
+    s->fd = -1;
+    s->created = 0;
+}
+
+/* Before the first update: the output (and, at the root, the commit record) staged. */
+int rt_open_outputs(struct rt *rt) {
+    rt->out.fd = rt->commit.fd = -1;
+    TRY(rt_stage_create(rt, &rt->out, rt->out_path, ""));
+    if (rt->owner == (int64_t)img_field(rt, IMG_ROOT)) TRY(rt_stage_create(rt, &rt->commit, rt->out_path, ".commit"));
+    return RT_OK;
+}
+
+/* The "stage" op: format 1 (every word of the learner) or, for a partitioned learner,
+   format 2 (the words this owner holds, after their positions), staged and fsynced. */
+int rt_stage_output(struct rt *rt) {
     int64_t k = rt->k, m = rt->m;
     if (img_field(rt, IMG_OUTPUT_FORMAT) == OUTPUT_REPLICATED) {
         uint64_t head[7] = {OUTPUT_MAGIC, OUTPUT_REPLICATED, (uint64_t)rt->owner, (uint64_t)rt->updates,
                             rt->protocol, (uint64_t)k, (uint64_t)m};
         const void *bufs[3] = {head, rt->params, rt->state};
         size_t sizes[3] = {sizeof head, (size_t)k * 8, (size_t)m * 8};
-        return rt_publish(rt, rt->out_path, bufs, sizes, 3);
+        return rt_stage_write(rt, &rt->out, bufs, sizes, 3, rt->out_digest);
     }
     int64_t me = rt->owner;
     int partitioned = (int)img_field(rt, IMG_PART_PARAMETERS);
@@ -87,7 +149,48 @@ int rt_write_output(struct rt *rt) {
     }
     const void *bufs[1] = {buf};
     size_t sizes[1] = {(size_t)total * 8};
-    rc = rt_publish(rt, rt->out_path, bufs, sizes, 1);
+    rc = rt_stage_write(rt, &rt->out, bufs, sizes, 1, rt->out_digest);
     free(buf);
     return rc;
+}
+
+/* The "commit" op at the root: the record naming every owner's output digest (from the
+   "prepared" messages), written, fsynced and linked; from here on the run is published. */
+int rt_write_commit(struct rt *rt) {
+    size_t cap = 256 + (size_t)rt->nentries * 96, at = 0;
+    char *text = malloc(cap);
+    if (!text) return rt_fail(rt, RT_IO_ERROR, "out of memory");
+    at += (size_t)snprintf(text + at, cap - at, "alphac-commit 1\nprotocol %016llx\nupdates %lld\nowners %lld\n",
+                           (unsigned long long)rt->protocol, (long long)rt->updates, (long long)rt->n);
+    /* entries arrive in tree order; the record lists them by owner */
+    for (int64_t o = 0; o < rt->n; o++)
+        for (int64_t e = 0; e < rt->nentries; e++) {
+            const uint64_t *w = rt->entries + e * PREPARED_ENTRY_WORDS;
+            if ((int64_t)w[0] != o) continue;
+            const unsigned char *d = (const unsigned char *)(w + 1);
+            at += (size_t)snprintf(text + at, cap - at, "owner %lld ", (long long)o);
+            for (int b = 0; b < 32; b++) at += (size_t)snprintf(text + at, cap - at, "%02x", d[b]);
+            at += (size_t)snprintf(text + at, cap - at, "\n");
+        }
+    unsigned char digest[32];
+    const void *bufs[1] = {text};
+    size_t sizes[1] = {at};
+    int rc = rt_stage_write(rt, &rt->commit, bufs, sizes, 1, digest);
+    free(text);
+    TRY(rc);
+    TRY(rt_stage_publish(rt, &rt->commit));
+    rt->committed = 1;
+    return RT_OK;
+}
+
+/* A refused run: staged files go unless this owner has prepared (the root's commit record,
+   which it cannot see, decides) or the run is committed. */
+void rt_abandon(struct rt *rt) {
+    if (rt->prepared || rt->committed) {
+        if (rt->out.fd >= 0) close(rt->out.fd);
+        rt->out.fd = -1;
+        return;
+    }
+    rt_stage_discard(&rt->out);
+    rt_stage_discard(&rt->commit);
 }

@@ -4,7 +4,9 @@
 #include "rt.h"
 
 #include <ctype.h>
+#include <arpa/inet.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,6 +120,15 @@ int rt_read_peers(struct rt *rt) {
     TRY(rc);
     /* every owner this one talks to, and itself, need an endpoint */
     TRY(resolve(rt, rt->owner));
+    const struct endpoint *me = &rt->ep[rt->owner];
+    int any = (me->addr.ss_family == AF_INET &&
+               ((const struct sockaddr_in *)&me->addr)->sin_addr.s_addr == htonl(INADDR_ANY)) ||
+              (me->addr.ss_family == AF_INET6 &&
+               IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)&me->addr)->sin6_addr));
+    if (any && !rt->listen_any)
+        return rt_fail(rt, RT_USAGE, "peers file '%s' line %lld names the wildcard address '%s' for owner %lld; "
+                       "an owner listens only on its own address (--listen-any to listen on every interface)",
+                       rt->peers_path, (long long)me->line, me->host, (long long)rt->owner);
     const uint64_t *peers = img_sec(rt, SEC_PEERS) + img_mine(rt, SEC_PEER_START);
     for (int64_t j = 0; j < img_mine(rt, SEC_PEER_COUNT); j++) TRY(resolve(rt, (int64_t)peers[j]));
     return RT_OK;

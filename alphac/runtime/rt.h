@@ -59,12 +59,34 @@ struct arrival {
     int64_t words;
 };
 
+/* A file written under `tmp` (created O_EXCL|O_NOFOLLOW before the first update) and
+   linked to `path` only once the run is committed. */
+struct staged {
+    char *path, *tmp;
+    int fd;
+    int created; /* the .tmp is this owner's (created, not yet linked): it removes it on refusal */
+};
+
+/* One connection's authentication: the session key (the run's key until both hellos are
+   through) and the sequence number of the next frame each way. */
+struct session {
+    unsigned char key[32];
+    uint64_t sent, received;
+    uint64_t nonce[2]; /* this owner's half of the connection's nonce */
+};
+
 struct rt {
     const uint64_t *img;
     int64_t owner, pos, n, k, m, s;
     uint64_t protocol;
     int64_t updates, timeout_ms;
-    const char *peers_path, *out_path;
+    int64_t deadline_ms;   /* of the socket I/O under way: one frame, or the whole connect phase */
+    int in_connect;
+    const char *peers_path, *out_path, *key_path;
+    int listen_any;
+    unsigned char *key;    /* NULL: frames are not authenticated */
+    size_t key_len;
+    struct session *sessions; /* n, when keyed */
     struct endpoint *ep;        /* n */
     int *fds;                   /* n: the connection to each peer, -1 if none */
     unsigned char *accept_from; /* n: 1 for the higher peers that connect here */
@@ -75,12 +97,18 @@ struct rt {
     int64_t nregs;
     uint64_t rate;
     uint64_t digest;
-    uint64_t small[HEADER_WORDS + 4]; /* hello, digest and publish frames */
+    uint64_t *small;                  /* hello, prepared and publish frames (max payload) */
     int added, added_bad;             /* the last receive added on arrival; it saw a bad word */
     const uint64_t *sent_buf;         /* the register whose payload hash sent_hash is */
     uint64_t sent_hash;
     int replica_held;
     int64_t replica_version;
+    /* publication: the staged output (and, at the root, the commit record) */
+    struct staged out, commit;
+    unsigned char out_digest[32];      /* sha256 of the staged output's bytes */
+    uint64_t *entries;                 /* (owner, 4 digest words) of this owner's subtree */
+    int64_t nentries;
+    int prepared, committed, finalized;
     int code;
     char msg[1024];
 };
@@ -127,6 +155,14 @@ static inline void rt_hmac_update(struct rt_hmac *m, const void *data, size_t n)
 }
 void rt_hmac_final(struct rt_hmac *m, unsigned char out[32]);
 
+/* -- auth.c ---------------------------------------------------------------------------- */
+int rt_read_key(struct rt *rt);
+int rt_nonce(struct rt *rt, uint64_t out[2]);
+void rt_session_key(struct rt *rt, int64_t peer, const uint64_t connector_nonce[2],
+                    const uint64_t acceptor_nonce[2], int64_t connector, int64_t acceptor);
+void rt_frame_tag(const struct rt *rt, int64_t peer, uint64_t seq, const uint64_t *frame, int64_t words,
+                  uint64_t tag[TAG_WORDS]);
+
 /* -- cli.c ----------------------------------------------------------------------------- */
 int rt_init(struct rt *rt, const uint64_t *image);
 int rt_parse_args(struct rt *rt, int argc, char **argv);
@@ -149,7 +185,10 @@ int rt_read_hashed(struct rt *rt, int fd, uint64_t *buf, size_t nbytes, int64_t 
                    uint64_t lanes[LANES], int64_t words, const struct arrival *add);
 
 /* -- io.c ------------------------------------------------------------------------------ */
+int64_t rt_now_ms(void);
+void rt_start_io(struct rt *rt);
 int rt_io_failed(struct rt *rt, ssize_t r, int64_t peer, const char *verb);
+int rt_receive(struct rt *rt, int fd, char *buf, size_t n, int64_t peer, size_t *got);
 int rt_read_all(struct rt *rt, int fd, void *buf, size_t n, int64_t peer);
 int rt_write_all(struct rt *rt, int fd, const void *buf, size_t n, int64_t peer);
 void rt_sockopts(struct rt *rt, int fd);
@@ -169,14 +208,22 @@ void rt_digest(struct rt *rt);
 
 /* -- output.c -------------------------------------------------------------------------- */
 int rt_refuse_if_exists(struct rt *rt, const char *path);
-int rt_publish(struct rt *rt, const char *path, const void *const *bufs, const size_t *sizes, int count);
-int rt_write_output(struct rt *rt);
+int rt_stage_create(struct rt *rt, struct staged *s, const char *path, const char *suffix);
+int rt_stage_write(struct rt *rt, struct staged *s, const void *const *bufs, const size_t *sizes, int count,
+                   unsigned char digest[32]);
+int rt_stage_publish(struct rt *rt, struct staged *s);
+void rt_stage_discard(struct staged *s);
+int rt_open_outputs(struct rt *rt);
+int rt_stage_output(struct rt *rt);
+int rt_write_commit(struct rt *rt);
+void rt_abandon(struct rt *rt);
 
 /* -- main.c ---------------------------------------------------------------------------- */
 int rt_main(struct rt *rt, int argc, char **argv);
 
 /* -- embed.c --------------------------------------------------------------------------- */
 struct rt *rt_new(void);
+struct staged *rt_output(struct rt *rt);
 const char *rt_message(const struct rt *rt);
 void rt_attach(struct rt *rt, int64_t peer, int fd, int accept);
 

@@ -42,10 +42,16 @@ class Runtime:
             "rt_send_frame": (ctypes.c_int, [p, i64, u64, u64, u64, p, i64, ctypes.c_int]),
             "rt_recv_frame": (ctypes.c_int, [p, ctypes.c_int, i64, u64, u64, u64, p, i64, p,
                                              ctypes.POINTER(i64)]),
-            "rt_publish": (ctypes.c_int, [p, ctypes.c_char_p, ctypes.POINTER(p),
-                                          ctypes.POINTER(ctypes.c_size_t), ctypes.c_int]),
+            "rt_stage_create": (ctypes.c_int, [p, p, ctypes.c_char_p, ctypes.c_char_p]),
+            "rt_stage_write": (ctypes.c_int, [p, p, ctypes.POINTER(p), ctypes.POINTER(ctypes.c_size_t),
+                                              ctypes.c_int, p]),
+            "rt_stage_publish": (ctypes.c_int, [p, p]),
+            "rt_stage_discard": (None, [p]),
+            "rt_open_outputs": (ctypes.c_int, [p]),
+            "rt_stage_output": (ctypes.c_int, [p]),
+            "rt_output": (p, [p]),
+            "rt_read_key": (ctypes.c_int, [p]),
             "rt_alloc": (ctypes.c_int, [p]),
-            "rt_write_output": (ctypes.c_int, [p]),
             "rt_refuse_if_exists": (ctypes.c_int, [p, ctypes.c_char_p]),
             "rt_sockopts": (None, [p, ctypes.c_int]),
             "rt_sha256_init": (None, [p]),
@@ -84,6 +90,10 @@ class Runtime:
 
     def result(self, rt, rc: int) -> tuple[str, str]:
         return self.code(rc), (self.message(rt) if rc else "")
+
+    @property
+    def max_payload(self) -> int:
+        return driver.image(self.plan, ROLE, "x86_64").max_payload
 
 
 @pytest.fixture(scope="session")

@@ -124,7 +124,10 @@ def defects(rtlib):
     }
 
 
-@pytest.mark.parametrize("code", [c for c in wire.FRAME_CHECKS if c != "frame-oversized"])
+UNKEYED = [c for c in wire.FRAME_CHECKS if c != "frame-auth"]  # tags: test_rt_auth.py
+
+
+@pytest.mark.parametrize("code", [c for c in UNKEYED if c != "frame-oversized"])
 def test_each_defect_is_refused_by_its_code_and_message(rtlib, pair, code):
     change, message = defects(rtlib)[code]
     frame = _good(rtlib, **change)
@@ -139,10 +142,10 @@ def test_an_oversized_frame_is_refused_before_its_payload_arrives(rtlib, pair):
     head = _good(rtlib).header(1 << 40)
     (got, msg), _, _, _ = _recv(rtlib, pair, struct.pack("<8Q", *head))
     assert (got, msg) == ("frame-oversized", WHO + f"{1 << 40} payload words, this protocol allows "
-                                                   f"at most {LEN}")
+                                                   f"at most {rtlib.max_payload}")
 
 
-@pytest.mark.parametrize("first,second", list(zip(wire.FRAME_CHECKS, wire.FRAME_CHECKS[1:])))
+@pytest.mark.parametrize("first,second", list(zip(UNKEYED, UNKEYED[1:])))
 def test_checks_run_in_the_order_of_the_wire_table(rtlib, pair, first, second):
     table = defects(rtlib)
     table["frame-oversized"] = (dict(), None)
@@ -180,11 +183,12 @@ def _hello(rtlib, pair, sender: int, expect=(3,), connected=(), **changes):
         rtlib.lib.rt_attach(rt, p, -1, 1)
     for p in connected:
         rtlib.lib.rt_attach(rt, p, 99, 1)
-    f = fr.Frame(**{**fr.hello(rtlib.protocol, sender, 1).__dict__, **changes})
+    f = fr.Frame(**{**fr.hello(rtlib.protocol, sender, 1, 5).__dict__, **changes})
     sock.sendall(f.encode())
-    buf = np.zeros(wire.HEADER_WORDS + 1, dtype=np.uint64)
+    buf = np.zeros(wire.HEADER_WORDS + wire.HELLO_WORDS + 1, dtype=np.uint64)
     who = ctypes.c_int64(-9)
-    rc = rtlib.lib.rt_recv_frame(rt, fd, -1, fr.HELLO, 0, 0, ptr(buf), 0, None, ctypes.byref(who))
+    rc = rtlib.lib.rt_recv_frame(rt, fd, -1, fr.HELLO, 0, 0, ptr(buf), wire.HELLO_WORDS, None,
+                                 ctypes.byref(who))
     return rtlib.result(rt, rc), who.value
 
 
