@@ -71,7 +71,7 @@ def check_topology(n: int, topology: Topology, span: Span, bag: DiagnosticBag) -
 
 
 def check_explicit(n: int, tree: ExplicitTree, fallback: Span, bag: DiagnosticBag) -> TreeShape | None:
-    before = len(bag.items)
+    before = bag.count
     tspan = _span_of(tree, fallback)
     nodes = postorder(tree.root)
     if tree.coverage not in ("members", "group"):
@@ -134,7 +134,7 @@ def check_explicit(n: int, tree: ExplicitTree, fallback: Span, bag: DiagnosticBa
                   [f"members without a leaf: {owner_list(sorted(set(missing)))}"])
 
     # Ordered members fix the leaf order.
-    if tree.coverage == "members" and len(bag.items) == before:
+    if tree.coverage == "members" and bag.count == before:
         order = [x.owner for x in leaf_nodes]
         if order != members:
             at = next(i for i, (a, b) in enumerate(zip(order, members)) if a != b)
@@ -179,7 +179,7 @@ def check_explicit(n: int, tree: ExplicitTree, fallback: Span, bag: DiagnosticBa
                   [f"owners that would never receive the mean: {owner_list(spared)}",
                    "declare CombineReplicateAll; gradient partitioning derives one CombineDeliverTo "
                    "per coordinate owner itself"])
-    if len(bag.items) != before:
+    if bag.count != before:
         return None
     return shape_of(tree.root, nodes)
 
