@@ -184,6 +184,15 @@ class DiagnosticBag:
         self._kept[code] = self._kept.get(code, 0) + 1
         return True
 
+    def skip(self, code: str) -> bool:
+        """Count a diagnostic of `code` without making it when it would not be kept anyway;
+        True if so. For loops that may report very many: `if not bag.skip(code):
+        bag.error(code, ...)` formats no message that nobody will see."""
+        if self._kept.get(code, 0) >= MAX_PER_CODE or len(self.items) >= MAX_KEPT:
+            self.items.suppressed[code] = self.items.suppressed.get(code, 0) + 1
+            return True
+        return False
+
     def add(self, d: Diagnostic) -> None:
         if self._keeps(d.code):
             self.items.append(d)

@@ -286,6 +286,13 @@ class Lowering:
         roles = []
         holder: dict[int, str] = {}
         first: dict[str, VString] = {}
+        if len(v.items) > MAX_OWNERS:
+            self.bag.error("role-coverage", f"the deployment lists {len(v.items)} roles; at most "
+                           f"{MAX_OWNERS}, the most owners a deployment may have", v.span)
+            return ()
+        # Owners are looked at one by one up to twice the owner count over all roles (a sound
+        # deployment lists each owner once); past that, a role is refused as a whole.
+        budget, unknown = 2 * owners, False
         for r in v.items:
             name_v = r.fields["roleName"]
             name = name_v.s
@@ -306,21 +313,31 @@ class Lowering:
                                f"more than the deployment's {owners}; every owner holds exactly "
                                "one role", listed.span)
                 items = ()
+                unknown = True  # who it meant to hold is not looked at
+            elif len(items) > budget:
+                self.bag.error("role-coverage", f"with role {name}, the roles list more than "
+                               f"{2 * owners} owners in all; the deployment has {owners}, and "
+                               "every owner holds exactly one role", listed.span)
+                items = ()
+                unknown = True
+            budget -= len(items)
             for n in items:
                 if n.n >= owners:
-                    self.bag.error("role-owner-out-of-range",
-                                   f"role {name} names owner {n.n}; owners are 0 .. {owners - 1}",
-                                   n.span)
+                    if not self.bag.skip("role-owner-out-of-range"):
+                        self.bag.error("role-owner-out-of-range", f"role {name} names owner "
+                                       f"{n.n}; owners are 0 .. {owners - 1}", n.span)
                     continue
                 if n.n in holder:
-                    self.bag.error("role-coverage", f"owner {n.n} is in role {holder[n.n]} and "
-                                   f"in role {name}; every owner holds exactly one role", n.span)
+                    if not self.bag.skip("role-coverage"):
+                        self.bag.error("role-coverage", f"owner {n.n} is in role {holder[n.n]} "
+                                       f"and in role {name}; every owner holds exactly one role",
+                                       n.span)
                     continue
                 holder[n.n] = name
                 members.append(n.n)
             roles.append(ir.Role(name, tuple(members), r.span))
         missing = [o for o in range(owners) if o not in holder]
-        if missing and owners:
+        if missing and owners and not unknown:
             shown = ", ".join(map(str, missing[:8])) + (", ..." if len(missing) > 8 else "")
             self.bag.error("role-coverage", f"owner{'s' if len(missing) > 1 else ''} {shown} "
                            "hold no role; every owner holds exactly one role", v.span)
@@ -331,6 +348,8 @@ class Lowering:
         lowercase word, unique within the deployment."""
         name = v.s
         if len(name) > MAX_ROLE_NAME or not ROLE_NAME.fullmatch(name):
+            if self.bag.skip("role-name-invalid"):
+                return
             why = (f"has {len(name)} characters; at most {MAX_ROLE_NAME}" if len(name) > MAX_ROLE_NAME
                    else "is not a lowercase letter followed by lowercase letters, digits, '_' or '-'")
             self.bag.error("role-name-invalid", f"role name {_quoted(name)} {why}", v.span,
@@ -338,6 +357,8 @@ class Lowering:
                             "{spec}-{role}-{target}"])
             return
         if name in first:
+            if self.bag.skip("role-name-duplicate"):
+                return
             self.bag.error("role-name-duplicate", f"two roles are named {_quoted(name)}", v.span,
                            [f"the first role named {_quoted(name)} is at {first[name].span}",
                             "every role of a deployment has its own name"])
