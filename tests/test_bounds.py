@@ -346,3 +346,21 @@ def test_checking_32_mib_of_samples_costs_about_the_file(tmp_path):
     # the bench (bench/bench_load.py) measures 64 MiB; the bound is the same
     got = bench_load.measure(tmp_path, 32)
     assert got["ratio"] < 1.3, got
+
+
+def test_a_combine_tree_of_65536_foreign_leaves_is_refused_in_bounded_work():
+    from alphac.diagnostics import Span
+    from alphac.plan.tree import check_explicit
+
+    n = 65536
+    node: ir.TreeNode = ir.TreeLeaf(n)
+    for o in range(n + 1, 2 * n):
+        node = ir.TreeBranch(n, node, ir.TreeLeaf(o))
+    tree = ir.ExplicitTree(node, "members", tuple(range(n)), Span("t.alpha", 1, 1))
+    bag = DiagnosticBag()
+    start = time.monotonic()
+    assert check_explicit(n, tree, Span("t.alpha", 1, 1), bag) is None
+    assert time.monotonic() - start < LIMIT_S
+    assert len(bag.items) <= MAX_KEPT and bag.count == n + 1 + (n - 1)
+    assert {d.code for d in bag.items} == {"combine-leaf-foreign", "combine-leaf-missing",
+                                           "combine-branch-owner"}

@@ -116,12 +116,18 @@ def check_explicit(n: int, tree: ExplicitTree, fallback: Span, bag: DiagnosticBa
             dup_leaves.append(leaf)
         else:
             first_leaf[leaf.owner] = leaf
+    members_note = None  # made once: it lists up to NOTE_LIMIT of n owners
     for leaf in foreign_leaves:
+        if bag.skip("combine-leaf-foreign"):
+            continue
+        if members_note is None:
+            members_note = f"members: {owner_list(sorted(seen_member & set(range(n))))}"
         bag.error("combine-leaf-foreign",
                   f"leaf for owner {leaf.owner} is not a member of the combine's coverage",
-                  _span_of(leaf, tspan),
-                  [f"members: {owner_list(sorted(seen_member & set(range(n))))}"])
+                  _span_of(leaf, tspan), [members_note])
     for leaf in dup_leaves:
+        if bag.skip("combine-leaf-duplicated"):
+            continue
         first = first_leaf[leaf.owner]
         notes = [f"owner {leaf.owner}'s contribution would be combined twice"]
         if first.span.line > 0:
@@ -160,6 +166,8 @@ def check_explicit(n: int, tree: ExplicitTree, fallback: Span, bag: DiagnosticBa
         span_of[id(node)] = (lo, hi)
         at = position.get(node.owner, ())
         if not (0 <= node.owner < n and any(lo <= p < hi for p in at)):
+            if bag.skip("combine-branch-owner"):
+                continue
             shown = [leaf_nodes[i].owner for i in range(lo, min(hi, lo + NOTE_LIMIT))]
             more = f" and {hi - lo - len(shown)} more" if hi - lo > len(shown) else ""
             bag.error("combine-branch-owner",
