@@ -40,7 +40,7 @@ CHECK = {
     "inexact-conversion": "f64(n) of a Nat that binary64 cannot hold exactly",
     "word-out-of-range": "a raw word does not fit in 64 bits",
     "load-file": "a word file is missing or unreadable, or is neither raw binary64 nor a 1-D "
-                 "or 2-D float64 .npy",
+                 "or 2-D row-major float64 .npy whose header agrees with the file's size",
     # learner and programs
     "length-mismatch": "the initial parameters do not hold k words (a loaded 2-D array: one "
                        "row of k)",
@@ -55,11 +55,13 @@ CHECK = {
     "sample-file": "a sample file is missing or unreadable",
     "sample-shares": "the shares of loaded samples do not add up to the rows in the file",
     # deployment structure
-    "owner-count": "the deployment's owner count is zero or disagrees with the learner's samples",
-    "invalid-fanout": "a hierarchy's fan-out is zero",
+    "owner-count": "the deployment's owner count is zero, above 65536, or disagrees with the "
+                   "learner's samples",
+    "invalid-fanout": "a hierarchy's fan-out is zero or larger than the deployment's owner count",
     "placement-length": "the placement does not name one target per owner",
     "role-owner-out-of-range": "a role names an owner outside 0 .. owners-1",
-    "role-coverage": "an owner holds no role, or more than one",
+    "role-coverage": "an owner holds no role, or more than one (a role lists more owners than "
+                     "the deployment has)",
     "role-name-invalid": "a role name is not [a-z][a-z0-9_-]* of at most 64 characters "
                          "(executables are named after their role)",
     "role-name-duplicate": "two roles of one deployment have the same name",

@@ -87,33 +87,129 @@ def sources_of(diagnostics) -> SourceCache:
     return cache
 
 
-def render_all(diagnostics) -> str:
-    """Every diagnostic rendered with its source line and caret, in order."""
+def render_all(diagnostics, suppressed=None) -> str:
+    """Every diagnostic rendered with its source line and caret, in order, then the line
+    saying how many more were not kept (`suppressed`, by default the list's own)."""
     cache = sources_of(diagnostics)
-    return "\n".join(d.render(cache) for d in diagnostics)
+    lines = [d.render(cache) for d in diagnostics]
+    note = suppressed_note(getattr(diagnostics, "suppressed", {}) if suppressed is None else suppressed)
+    if note:
+        lines.append(note)
+    return "\n".join(lines)
+
+
+# How many diagnostics a bag keeps: at most MAX_PER_CODE of one code and MAX_KEPT in all.
+# The rest are only counted (`Diagnostics.suppressed`), so that a spec with a million
+# faults costs neither a million diagnostics' memory nor their output.
+MAX_PER_CODE = 20
+MAX_KEPT = 200
+
+
+def suppressed_note(suppressed: dict) -> str | None:
+    """The line that ends a capped report: `note: 1048556 more diagnostics not shown
+    (role-owner-out-of-range: 1048556); at most 20 of one code and 200 in all are listed`,
+    codes by count, most first. None when nothing was suppressed."""
+    total = sum(suppressed.values())
+    if not total:
+        return None
+    codes = ", ".join(f"{code}: {n}" for code, n in
+                      sorted(suppressed.items(), key=lambda item: (-item[1], item[0])))
+    return (f"note: {total} more diagnostic{'' if total == 1 else 's'} not shown ({codes}); "
+            f"at most {MAX_PER_CODE} of one code and {MAX_KEPT} in all are listed")
+
+
+class Diagnostics(list):
+    """The diagnostics a bag kept, in order, plus `suppressed`: how many more of each code
+    were reported beyond the caps."""
+
+    def __init__(self, items=(), suppressed: dict | None = None):
+        super().__init__(items)
+        self.suppressed: dict[str, int] = dict(suppressed or {})
+
+    @property
+    def total(self) -> int:
+        """Every diagnostic reported, kept or not."""
+        return len(self) + sum(self.suppressed.values())
+
+    def note(self) -> str | None:
+        return suppressed_note(self.suppressed)
 
 
 class CompileError(Exception):
-    """Raised to abort a stage; carries every diagnostic collected so far."""
+    """Raised to abort a stage; carries every diagnostic collected so far (capped as a bag
+    caps them; `diagnostics.suppressed` counts the rest)."""
 
     def __init__(self, diagnostics: list[Diagnostic] | Diagnostic):
         if isinstance(diagnostics, Diagnostic):
             diagnostics = [diagnostics]
-        self.diagnostics = list(diagnostics)
+        bag = DiagnosticBag()
+        bag.extend(diagnostics)
+        self.diagnostics = bag.items
         super().__init__("; ".join(f"{d.code}: {d.message}" for d in self.diagnostics))
+
+    @property
+    def suppressed(self) -> dict[str, int]:
+        return self.diagnostics.suppressed
 
 
 @dataclass
 class DiagnosticBag:
-    """Collects every problem of a stage; `raise_if_any` fails once with all of them."""
+    """Collects every problem of a stage; `raise_if_any` fails once with all of them.
 
-    items: list[Diagnostic] = field(default_factory=list)
+    It keeps at most MAX_PER_CODE diagnostics of one code and MAX_KEPT in all; the others
+    are counted in `items.suppressed`. `count` is every diagnostic reported, kept or not:
+    compare it before and after a step to learn whether the step reported anything."""
+
+    items: Diagnostics = field(default_factory=Diagnostics)
+    _kept: dict = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.items, Diagnostics):
+            self.items = Diagnostics(self.items)
+        for d in self.items:
+            self._kept[d.code] = self._kept.get(d.code, 0) + 1
+
+    @property
+    def count(self) -> int:
+        return self.items.total
+
+    @property
+    def suppressed(self) -> dict[str, int]:
+        return self.items.suppressed
+
+    def _keeps(self, code: str) -> bool:
+        if self._kept.get(code, 0) >= MAX_PER_CODE or len(self.items) >= MAX_KEPT:
+            self.items.suppressed[code] = self.items.suppressed.get(code, 0) + 1
+            return False
+        self._kept[code] = self._kept.get(code, 0) + 1
+        return True
+
+    def skip(self, code: str) -> bool:
+        """Count a diagnostic of `code` without making it when it would not be kept anyway;
+        True if so. For loops that may report very many: `if not bag.skip(code):
+        bag.error(code, ...)` formats no message that nobody will see."""
+        if self._kept.get(code, 0) >= MAX_PER_CODE or len(self.items) >= MAX_KEPT:
+            self.items.suppressed[code] = self.items.suppressed.get(code, 0) + 1
+            return True
+        return False
+
+    def add(self, d: Diagnostic) -> None:
+        if self._keeps(d.code):
+            self.items.append(d)
+
+    def extend(self, diagnostics) -> None:
+        """Add diagnostics of another stage or bag, and what it counted without keeping."""
+        for d in diagnostics:
+            self.add(d)
+        for code, n in getattr(diagnostics, "suppressed", {}).items():
+            self.items.suppressed[code] = self.items.suppressed.get(code, 0) + n
 
     def error(self, code: str, message: str, span: Span = NO_SPAN, notes=()) -> None:
         from alphac.codes import CATALOGUE
 
         assert code in CATALOGUE, f"diagnostic code {code!r} is not in the catalogue"
-        self.items.append(Diagnostic(code, message, span, tuple(notes)))
+        if self._keeps(code):
+            self.items.append(Diagnostic(code, message, span, tuple(notes)))
 
     def raise_if_any(self) -> None:
         if self.items:

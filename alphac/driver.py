@@ -25,11 +25,11 @@ first used, so a command loads only the stages it runs. `CompileError`, `TargetE
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from alphac.diagnostics import CompileError, Diagnostic, SourceCache
+from alphac.diagnostics import CompileError, Diagnostic, DiagnosticBag, SourceCache
 from alphac.targets.target import TargetError
 
 if TYPE_CHECKING:
@@ -68,12 +68,15 @@ def deployment(path: str) -> "Deployment":
 
 @dataclass(frozen=True)
 class CheckResult:
-    """What `check` found: the checked spec (None when the checker refused the file), every
-    diagnostic of the checker or else of the planner, and the source texts to render them."""
+    """What `check` found: the checked spec (None when the checker refused the file), the
+    diagnostics of the checker or else of the planner (capped: at most MAX_PER_CODE of one
+    code, MAX_KEPT in all, alphac.diagnostics), the source texts to render them, and how
+    many more of each code were found than kept."""
 
     spec: "CheckedSpec | None"
     diagnostics: tuple[Diagnostic, ...]
     sources: SourceCache
+    suppressed: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -88,17 +91,18 @@ def check(path: str) -> CheckResult:
 
     spec, diagnostics, sources = check_file(path)
     if spec is None:
-        return CheckResult(None, tuple(diagnostics), sources)
-    found: list[Diagnostic] = []
+        return CheckResult(None, tuple(diagnostics), sources,
+                           dict(getattr(diagnostics, "suppressed", {})))
+    found = DiagnosticBag()
     for dep in spec.deployments:
         try:
             plan(dep)
         except CompileError as err:
             found.extend(err.diagnostics)
-    for d in found:  # spans in files the checker did not read (IR built by hand)
+    for d in found.items:  # spans in files the checker did not read (IR built by hand)
         if sources.line(d.span.file, d.span.line) is None:
             _add_source(sources, d.span.file)
-    return CheckResult(spec, tuple(found), sources)
+    return CheckResult(spec, tuple(found.items), sources, dict(found.suppressed))
 
 
 def _add_source(sources: SourceCache, name: str) -> None:

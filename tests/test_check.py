@@ -330,9 +330,16 @@ def test_a_flat_sample_array_is_still_cut_into_rows_of_s(tmp_path):
     np.save(tmp_path / "s.npy", rows.reshape(-1))
     learners = load_spec(str(_sample_spec(tmp_path, "s.npy"))).learners
     assert learners[0].samples.words.tolist() == rows.view("<u8").tolist()
+
+
+
+def test_a_fortran_order_array_is_refused_not_transposed(tmp_path):
+    # its words would have to be copied into row order; the file is mapped as it is
+    rows = np.array([[1.5, -2.25, 3.0], [1e-3, 1e3, 0.1], [7.0, 8.0, 9.0]])
     np.save(tmp_path / "f.npy", np.asfortranarray(rows))
-    learners = load_spec(str(_sample_spec(tmp_path, "f.npy"))).learners
-    assert learners[0].samples.words.tolist() == rows.view("<u8").tolist()
+    diagnostics = _diagnostics(_sample_spec(tmp_path, "f.npy"))
+    assert {d.code for d in diagnostics} == {"sample-file"}
+    assert "column by column (Fortran order)" in diagnostics[0].message
 
 
 def test_uint64_npy_files_are_refused(tmp_path):

@@ -14,11 +14,11 @@ import numpy as np
 
 from alphac.check import words as W
 from alphac.check.programs import Layout, ProgramLowering, Region
-from alphac.check.values import Evaluator, VList, VNat, VObj, VProgram, VRows, VString, VWords, whole
+from alphac.check.values import (MAX_OWNERS, Evaluator, NatRange, VList, VNat, VObj, VProgram, VRows,
+                                 VString, VWords, nats, whole)
 from alphac.ir import nodes as ir
 
 LEARNER = "Learning.DataParallel.DataParallelSystem"
-MAX_OWNERS = 1 << 16
 DEPLOYMENT = "Learning.Deployment.Deployment"
 ROLE_NAME = re.compile(r"[a-z][a-z0-9_-]*")
 MAX_ROLE_NAME = 64
@@ -50,7 +50,7 @@ class Lowering:
         s = width.n if isinstance(width, VNat) else None
         initial, state = f.get("dataParallelInitial"), f.get("dataParallelInitialState")
         m = len(state.data) if isinstance(state, VWords) else None
-        before = len(self.bag.items)
+        before = self.bag.count
         if k is not None and isinstance(initial, VWords) and initial.shape \
                 and initial.shape[1] != k:
             self.bag.error("length-mismatch", f"{initial.source} holds a "
@@ -86,7 +86,7 @@ class Lowering:
                     0, k + m), declared_bad[1])
         if s is not None and f.get("dataParallelSamples") is not None:
             samples = self._samples(f["dataParallelSamples"], s)
-        if (len(self.bag.items) != before or not obj.complete or contribution is None
+        if (self.bag.count != before or not obj.complete or contribution is None
                 or update is None or samples is None):
             return None
         learner = ir.Learner(obj.name or "learner", k, s, m, contribution, update,
@@ -106,6 +106,11 @@ class Lowering:
         return ProgramLowering(self.ev, prog, layout).lower()
 
     def _samples(self, v, s: int) -> ir.Samples | None:
+        listed = len(v.shares) if isinstance(v, VRows) else len(v.items)
+        if listed > MAX_OWNERS:  # refused before any owner's samples are looked at
+            self.bag.error("owner-count", f"the learner lists samples for {listed} owners; a "
+                           f"deployment has at most {MAX_OWNERS}", v.span)
+            return None
         if isinstance(v, VRows):
             return self._loaded_samples(v, s)
         rows: list[np.ndarray] = []
@@ -164,7 +169,7 @@ class Lowering:
         """The IR of a deployment object, or None; like `learner`, checks every well-formed
         part even when others failed."""
         f = obj.fields
-        before = len(self.bag.items)
+        before = self.bag.count
         lv = f.get("deploymentLearner")
         learner = self.learner(lv) if isinstance(lv, VObj) else None
         ov = f.get("deploymentOwners")
@@ -188,14 +193,23 @@ class Lowering:
         roles = self._roles(roles_v, owners) if owners is not None and whole(roles_v) else None
         placement_v = f.get("deploymentPlacement")
         placement = None
-        if whole(placement_v):
-            placement = tuple(TARGETS[t.ctor] for t in placement_v.items)
-            if owners is not None and len(placement) != owners:
+        if isinstance(placement_v, VList):
+            # measured before it is looked at target by target
+            length = len(placement_v.items)
+            if owners is not None and length != owners:
                 self.bag.error("placement-length", f"the placement names "
-                               f"{_count(len(placement), 'target')} for {owners} owners",
+                               f"{_count(length, 'target')} for {owners} owners",
                                placement_v.span)
-        if (len(self.bag.items) != before or not obj.complete or learner is None
-                or roles is None or placement is None or None in parts.values()):
+            elif owners is None and length > MAX_OWNERS:
+                self.bag.error("placement-length", f"the placement names "
+                               f"{_count(length, 'target')}; a deployment has at most "
+                               f"{MAX_OWNERS} owners", placement_v.span)
+            elif whole(placement_v):
+                placement = tuple(TARGETS[t.ctor] for t in placement_v.items)
+        fanout_bound = self._fanout_bound(f.get("deploymentTopology"), owners)
+        if (self.bag.count != before or not obj.complete or learner is None
+                or roles is None or placement is None or None in parts.values()
+                or not fanout_bound):
             return None
         return ir.Deployment(obj.name or "deployment", learner, owners,
                              parts["deploymentTopology"], parts["deploymentPartitioning"],
@@ -220,7 +234,27 @@ class Lowering:
         deliver = combine.fields["orderedCombineDelivery"]
         target = (deliver.fields["combineDeliveryTarget"].n
                   if deliver.ctor == "CombineDeliverTo" else None)
-        return ir.ExplicitTree(root, kind, tuple(n.n for n in members.items), t.span, target)
+        return ir.ExplicitTree(root, kind, nats(members), t.span, target)
+
+    def _fanout_bound(self, t, owners: int | None) -> bool:
+        """A hierarchy's fan-out is at most the owner count (a fan-out of owners - 1 already
+        makes every owner but 0 a child of 0): the planner's and the oracle's walks over an
+        owner's children then stay within the owners."""
+        if not (isinstance(t, VObj) and t.ctor == "DataParallelHierarchy"):
+            return True
+        fv = t.fields.get("dataParallelFanout")
+        if not isinstance(fv, VNat):
+            return True
+        limit = owners if owners is not None else MAX_OWNERS
+        if fv.n <= limit:
+            return True
+        bound = (f"the deployment's {owners} owners" if owners is not None
+                 else f"{MAX_OWNERS}, the most owners a deployment may have")
+        self.bag.error("invalid-fanout", f"a hierarchy's fan-out is at most its owner count; "
+                       f"{fv.n} is more than {bound}", fv.span,
+                       ["each owner i combines the subtrees of owners f*i+1 .. f*i+f; a fan-out of "
+                        "owners - 1 already makes every other owner a child of owner 0"])
+        return False
 
     def _tree(self, node: VObj) -> ir.TreeNode:
         # Iterative: a declared tree may be as deep as its owner count.
@@ -246,32 +280,64 @@ class Lowering:
         f = p.fields
         return ir.Partitioning(f["partitionOptimizerState"].b, f["partitionParameters"].b,
                                f["partitionGradients"].b, f["partitionWordsPerCoordinate"].n,
-                               tuple(n.n for n in f["partitionSharedState"].items), p.span)
+                               nats(f["partitionSharedState"]), p.span)
 
     def _roles(self, v: VList, owners: int) -> tuple[ir.Role, ...]:
         roles = []
         holder: dict[int, str] = {}
         first: dict[str, VString] = {}
+        if len(v.items) > MAX_OWNERS:
+            self.bag.error("role-coverage", f"the deployment lists {len(v.items)} roles; at most "
+                           f"{MAX_OWNERS}, the most owners a deployment may have", v.span)
+            return ()
+        # Owners are looked at one by one up to twice the owner count over all roles (a sound
+        # deployment lists each owner once); past that, a role is refused as a whole.
+        budget, unknown = 2 * owners, False
         for r in v.items:
             name_v = r.fields["roleName"]
             name = name_v.s
             self._role_name(name_v, first)
             members = []
-            for n in r.fields["roleOwners"].items:
+            listed = r.fields["roleOwners"]
+            items = listed.items
+            if isinstance(items, NatRange) and items.hi > owners:
+                # one diagnostic for the part of a range beyond the owners, never one per owner
+                a, b = max(items.lo, owners), items.hi - 1
+                shown = f"owner {a}" if a == b else f"owners {a} .. {b}"
+                self.bag.error("role-owner-out-of-range",
+                               f"role {name} names {shown}; owners are 0 .. {owners - 1}",
+                               listed.span)
+                items = NatRange(items.lo, owners, items.span)
+            elif len(items) > owners:
+                self.bag.error("role-coverage", f"role {name} lists {_count(len(items), 'owner')}, "
+                               f"more than the deployment's {owners}; every owner holds exactly "
+                               "one role", listed.span)
+                items = ()
+                unknown = True  # who it meant to hold is not looked at
+            elif len(items) > budget:
+                self.bag.error("role-coverage", f"with role {name}, the roles list more than "
+                               f"{2 * owners} owners in all; the deployment has {owners}, and "
+                               "every owner holds exactly one role", listed.span)
+                items = ()
+                unknown = True
+            budget -= len(items)
+            for n in items:
                 if n.n >= owners:
-                    self.bag.error("role-owner-out-of-range",
-                                   f"role {name} names owner {n.n}; owners are 0 .. {owners - 1}",
-                                   n.span)
+                    if not self.bag.skip("role-owner-out-of-range"):
+                        self.bag.error("role-owner-out-of-range", f"role {name} names owner "
+                                       f"{n.n}; owners are 0 .. {owners - 1}", n.span)
                     continue
                 if n.n in holder:
-                    self.bag.error("role-coverage", f"owner {n.n} is in role {holder[n.n]} and "
-                                   f"in role {name}; every owner holds exactly one role", n.span)
+                    if not self.bag.skip("role-coverage"):
+                        self.bag.error("role-coverage", f"owner {n.n} is in role {holder[n.n]} "
+                                       f"and in role {name}; every owner holds exactly one role",
+                                       n.span)
                     continue
                 holder[n.n] = name
                 members.append(n.n)
             roles.append(ir.Role(name, tuple(members), r.span))
         missing = [o for o in range(owners) if o not in holder]
-        if missing and owners:
+        if missing and owners and not unknown:
             shown = ", ".join(map(str, missing[:8])) + (", ..." if len(missing) > 8 else "")
             self.bag.error("role-coverage", f"owner{'s' if len(missing) > 1 else ''} {shown} "
                            "hold no role; every owner holds exactly one role", v.span)
@@ -282,6 +348,8 @@ class Lowering:
         lowercase word, unique within the deployment."""
         name = v.s
         if len(name) > MAX_ROLE_NAME or not ROLE_NAME.fullmatch(name):
+            if self.bag.skip("role-name-invalid"):
+                return
             why = (f"has {len(name)} characters; at most {MAX_ROLE_NAME}" if len(name) > MAX_ROLE_NAME
                    else "is not a lowercase letter followed by lowercase letters, digits, '_' or '-'")
             self.bag.error("role-name-invalid", f"role name {_quoted(name)} {why}", v.span,
@@ -289,6 +357,8 @@ class Lowering:
                             "{spec}-{role}-{target}"])
             return
         if name in first:
+            if self.bag.skip("role-name-duplicate"):
+                return
             self.bag.error("role-name-duplicate", f"two roles are named {_quoted(name)}", v.span,
                            [f"the first role named {_quoted(name)} is at {first[name].span}",
                             "every role of a deployment has its own name"])

@@ -86,7 +86,7 @@ class World:
             self.sources.add(path, text)
             return parse_text(path, text)
         except CompileError as exc:
-            self.bag.items.extend(exc.diagnostics)
+            self.bag.extend(exc.diagnostics)
             return None
 
     def load_root(self, path: str) -> ModuleInfo | None:

@@ -7,6 +7,7 @@ that owns them fixes their slot counts and sample width (see lower.py).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +23,7 @@ LIST, PA = "Std.Core.StdList", "Std.Core.PointwiseAssignment"
 UNIVERSE = "Type"
 MAX_NAT = 1 << 62
 MAX_ITEMS = 1 << 20  # the most items a list of anything but words may hold
+MAX_OWNERS = 1 << 16  # the most owners a deployment may have (docs/language.md)
 
 
 class _Any:
@@ -86,10 +88,61 @@ class VString:
     span: Span = NO_SPAN
 
 
+class NatRange(Sequence):
+    """The items of a Nat range `[lo .. hi]`, made on demand: a range is measured by its
+    bounds (against an owner count, say) without being expanded element by element."""
+
+    __slots__ = ("lo", "hi", "span")
+
+    def __init__(self, lo: int, hi: int, span: Span = NO_SPAN):
+        self.lo, self.hi, self.span = lo, max(hi, lo), span
+
+    def __len__(self) -> int:
+        return self.hi - self.lo
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return tuple(VNat(n, self.span) for n in range(self.lo, self.hi)[i])
+        return VNat(range(self.lo, self.hi)[i], self.span)
+
+    def __iter__(self):
+        return (VNat(n, self.span) for n in range(self.lo, self.hi))
+
+
+class Repeated(Sequence):
+    """The items of `repeat N of e`: one value, N times, without N references."""
+
+    __slots__ = ("item", "count")
+
+    def __init__(self, item, count: int):
+        self.item, self.count = item, count
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return (self.item,) * len(range(self.count)[i])
+        range(self.count)[i]  # IndexError outside
+        return self.item
+
+    def __iter__(self):
+        return (self.item for _ in range(self.count))
+
+
 @dataclass(eq=False)
 class VList:
-    items: tuple
+    items: Sequence  # a tuple, a NatRange or a Repeated
     span: Span = NO_SPAN
+
+
+def nats(v: VList) -> tuple[int, ...]:
+    """The numbers of a list of Nat, without making a value per element where it can."""
+    if isinstance(v.items, NatRange):
+        return tuple(range(v.items.lo, v.items.hi))
+    if isinstance(v.items, Repeated):
+        return (v.items.item.n,) * v.items.count
+    return tuple(n.n for n in v.items)
 
 
 @dataclass(eq=False)
@@ -130,7 +183,10 @@ def whole(v) -> bool:
                 return False
             stack.extend(x.fields.values())
         elif isinstance(x, VList):
-            stack.extend(x.items)
+            if isinstance(x.items, Repeated):
+                stack.append(x.items.item)
+            elif not isinstance(x.items, NatRange):  # Nats only
+                stack.extend(x.items)
         elif x is None:
             return False
     return True
@@ -442,7 +498,7 @@ class Evaluator:
             if hi.n - lo.n > MAX_ITEMS:
                 self.bag.error("size-limit", f"a list of Nat holds at most {MAX_ITEMS} items", e.span)
                 return None
-            return VList(tuple(VNat(n, e.span) for n in range(lo.n, hi.n)), e.span)
+            return VList(NatRange(lo.n, hi.n, e.span), e.span)
         if isinstance(e, ast.Repeat):
             count = self.nat_const(info, e.count)
             if not isinstance(count, int):
@@ -457,7 +513,7 @@ class Evaluator:
                     return None
                 return VWords(np.full(count, w, dtype=np.uint64), e.span)
             item = self.check(info, e.item, elem)
-            return None if item is None else VList((item,) * count, e.span)
+            return None if item is None else VList(Repeated(item, count), e.span)
         if isinstance(e, ast.Load):
             path = str(Path(info.file).parent / e.path)
             if e.shares is not None:
@@ -470,7 +526,7 @@ class Evaluator:
                 shares = self.check(info, e.shares, list_of(Ty(NAT)))
                 if shares is None:
                     return None
-                return VRows(path, tuple(s.n for s in shares.items), e.span)
+                return VRows(path, nats(shares), e.span)
             if not is_words:
                 self.bag.error("type-mismatch", f"`load` gives a list of StdU64, but {ty} is "
                                "expected here", e.span)

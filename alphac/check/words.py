@@ -97,7 +97,13 @@ def apply(op: str, *words: int) -> int:
 def load_words(path: str) -> np.ndarray:
     """A word file as little-endian uint64 words, in the file's shape: a `.npy` of float64
     (its shape kept, so that callers can check rows against a width) or raw little-endian
-    binary64 (1-D). Raises WordError(load-file)."""
+    binary64 (1-D). Raises WordError(load-file).
+
+    The file is memory-mapped and its words are a read-only view of the mapping, never a
+    copy (but for a big-endian `.npy`, whose words are swapped once): loading costs about
+    the file's size. A `.npy` header is read and checked against the file's size before
+    anything is mapped, so a header claiming more words than the file holds is refused
+    without allocating them."""
     try:
         if os.path.isdir(path):
             raise WordError("load-file", f"{path} is a directory")
@@ -108,27 +114,68 @@ def load_words(path: str) -> np.ndarray:
         if size > MAX_WORDS * 8 + 4096:
             raise WordError("load-file", f"{path} has {size} bytes; at most {MAX_WORDS} words load")
         if path.endswith(".npy"):
-            try:
-                array = np.load(path, allow_pickle=False, mmap_mode=None)
-            except (ValueError, EOFError) as exc:
-                raise WordError("load-file", f"{path} is not a readable .npy file ({exc})") from None
-            if array.dtype.kind == "f" and array.dtype.itemsize == 8:
-                shape = array.shape
-                flat = np.ascontiguousarray(array.astype("<f8", copy=False)).reshape(-1)
-                return flat.view("<u8").astype(np.uint64).reshape(shape)
-            if array.dtype.kind == "u" and array.dtype.itemsize == 8:
-                # uint64 is ambiguous (integers to convert, or bit patterns?); refused rather
-                # than guessed. Raw words load from a raw file or as word(...) literals.
-                raise WordError("load-file", f"{path} holds uint64; a .npy of words holds float64 "
-                                "(raw words load from a raw little-endian file)")
-            raise WordError("load-file", f"{path} holds {array.dtype}; a .npy of words holds float64")
+            shape, dtype, offset = _npy_header(path, size)
+            return _mapped(path, dtype, shape, offset)
         if size % 8:
             raise WordError("load-file", f"{path} has {size} bytes, not a whole number of 8-byte words")
-        return np.fromfile(path, dtype="<u8").astype(np.uint64)
+        return _mapped(path, np.dtype("<u8"), (size // 8,), 0)
     except FileNotFoundError:
         raise WordError("load-file", f"{path} does not exist") from None
     except OSError as exc:
         raise WordError("load-file", f"{path} cannot be read: {exc.strerror or exc}") from None
+
+
+def _npy_header(path: str, size: int) -> tuple[tuple[int, ...], np.dtype, int]:
+    """(shape, word dtype, data offset) of a `.npy` file of float64 whose header agrees
+    with the file's size; WordError(load-file) otherwise. Reads the header only."""
+    fmt = np.lib.format
+    with open(path, "rb") as fh:
+        try:
+            version = fmt.read_magic(fh)
+            if version == (1, 0):
+                shape, fortran, dtype = fmt.read_array_header_1_0(fh)
+            elif version == (2, 0):
+                shape, fortran, dtype = fmt.read_array_header_2_0(fh)
+            else:
+                raise WordError("load-file", f"{path} is a .npy file of format version "
+                                f"{version[0]}.{version[1]}; versions 1.0 and 2.0 load")
+        except (ValueError, EOFError, SyntaxError, TypeError) as exc:
+            raise WordError("load-file", f"{path} is not a readable .npy file ({exc})") from None
+        offset = fh.tell()
+    if dtype.hasobject:
+        raise WordError("load-file", f"{path} holds Python objects ({dtype}); a .npy of words "
+                        "holds float64")
+    if dtype.kind == "u" and dtype.itemsize == 8:
+        # uint64 is ambiguous (integers to convert, or bit patterns?); refused rather than
+        # guessed. Raw words load from a raw file or as word(...) literals.
+        raise WordError("load-file", f"{path} holds uint64; a .npy of words holds float64 "
+                        "(raw words load from a raw little-endian file)")
+    if not (dtype.kind == "f" and dtype.itemsize == 8 and dtype.fields is None):
+        raise WordError("load-file", f"{path} holds {dtype}; a .npy of words holds float64")
+    count = math.prod(shape)
+    claimed = offset + count * dtype.itemsize
+    if claimed != size:
+        raise WordError("load-file", f"{path} has {size} bytes, but its header describes a "
+                        f"{shape_text(shape)} float64 array: {claimed} bytes ({offset} of header, "
+                        f"{count * dtype.itemsize} of words)")
+    if count > MAX_WORDS:
+        raise WordError("load-file", f"{path} holds {count} words; at most {MAX_WORDS} words load")
+    if fortran and len(shape) > 1:
+        raise WordError("load-file", f"{path} stores its {shape_text(shape)} array column by "
+                        "column (Fortran order); words load row by row from a C-order array "
+                        "(np.save(path, np.ascontiguousarray(a)))")
+    # the same bytes as words: uint64 of the file's byte order
+    return tuple(shape), np.dtype("u8").newbyteorder(dtype.byteorder), offset
+
+
+def _mapped(path: str, dtype: np.dtype, shape: tuple[int, ...], offset: int) -> np.ndarray:
+    """The words at `offset` of `path`, read-only and memory-mapped; native uint64."""
+    if math.prod(shape) == 0:
+        return np.zeros(shape, dtype=np.uint64)
+    words = np.asarray(np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape, order="C"))
+    if not dtype.isnative:
+        words = words.astype(np.uint64)  # a big-endian file: its words swapped, once
+    return words
 
 
 def shape_text(shape: tuple) -> str:
@@ -136,7 +183,16 @@ def shape_text(shape: tuple) -> str:
     return " x ".join(str(d) for d in shape) if shape else "0-dimensional"
 
 
+SCAN_WORDS = 1 << 16  # words tested at a time: the scan's scratch stays small
+
+
 def first_non_finite(words: np.ndarray) -> int:
-    """The index of the first non-finite word, or -1."""
-    bad = np.flatnonzero((words & np.uint64(EXP_MASK)) == np.uint64(EXP_MASK))
-    return int(bad[0]) if bad.size else -1
+    """The index of the first non-finite word (in row order), or -1. Scans in chunks, so
+    that a file's words are never doubled by a mask of their size."""
+    flat = words.reshape(-1)
+    mask = np.uint64(EXP_MASK)
+    for start in range(0, flat.size, SCAN_WORDS):
+        bad = np.flatnonzero((flat[start:start + SCAN_WORDS] & mask) == mask)
+        if bad.size:
+            return start + int(bad[0])
+    return -1

@@ -1,7 +1,10 @@
 """`alphac check SPEC [--json]`: one `ok` line and exit 0, or every diagnostic and exit 1.
 
 The diagnostics are the checker's and, when it has none, the planner's for every
-deployment of the file (alphac.driver.check).
+deployment of the file (alphac.driver.check), capped (at most 20 of one code, 200 in all)
+and followed by one `note: N more diagnostics not shown (...)` line when some were not kept;
+`--json` lists the kept ones and counts the rest in `suppressed` (by code in
+`suppressed_codes`).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import sys
 import click
 
 from alphac import driver
+from alphac.diagnostics import suppressed_note
 
 
 @click.command("check")
@@ -32,7 +36,9 @@ def run(spec: str, as_json: bool) -> int:
     checked = result.spec if result.ok else None
     if as_json:
         payload = {"ok": result.ok, "file": spec,
-                   "diagnostics": [d.as_json() for d in result.diagnostics]}
+                   "diagnostics": [d.as_json() for d in result.diagnostics],
+                   "suppressed": sum(result.suppressed.values()),
+                   "suppressed_codes": dict(sorted(result.suppressed.items()))}
         if checked is not None:
             payload.update(module=checked.module, families=len(checked.families),
                            learners=[l.name for l in checked.learners],
@@ -42,6 +48,9 @@ def run(spec: str, as_json: bool) -> int:
     if checked is None:
         for d in result.diagnostics:
             print(d.render(result.sources), file=sys.stderr)
+        note = suppressed_note(result.suppressed)
+        if note:
+            print(note, file=sys.stderr)
         return 1
     n = len(checked.families)
     print(f"ok: {spec}: {n} famil{'y' if n == 1 else 'ies'}, {_count(len(checked.learners), 'learner')}, "

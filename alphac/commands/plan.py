@@ -33,10 +33,14 @@ def run(spec: str, as_json: bool = False, as_dot: bool = False) -> int:
         cache = sources_of(err.diagnostics)
         if as_json:
             print(json.dumps({"ok": False, "file": spec,
-                              "diagnostics": [d.as_json() for d in err.diagnostics]}, indent=2))
+                              "diagnostics": [d.as_json() for d in err.diagnostics],
+                              "suppressed": sum(err.suppressed.values()),
+                              "suppressed_codes": dict(sorted(err.suppressed.items()))}, indent=2))
         else:
             for d in err.diagnostics:
                 print(d.render(cache), file=sys.stderr)
+            if err.diagnostics.note():
+                print(err.diagnostics.note(), file=sys.stderr)
         return 1
     except Exception as exc:  # a planner bug must still end in one line, never a traceback
         print(f"alphac: error: internal error while planning {spec}: {type(exc).__name__}: {exc}",

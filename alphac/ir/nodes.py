@@ -168,7 +168,7 @@ class Words:
             (self.as_array() == other.as_array()).all())
 
     def __hash__(self) -> int:
-        return hash(self.as_array().tobytes())
+        return hash(_digest(self.as_array()))
 
 
 @dataclass(frozen=True, eq=False)
@@ -192,7 +192,17 @@ class Samples:
                 and bool((self.words == other.words).all()))
 
     def __hash__(self) -> int:
-        return hash((self.width, self.shares, self.words.tobytes()))
+        return hash((self.width, self.shares, _digest(self.words)))
+
+
+def _digest(words) -> bytes:
+    """A digest of a word array read in place (the words may be a file's mapping: no copy)."""
+    import hashlib
+
+    import numpy as np
+
+    return hashlib.blake2b(memoryview(np.ascontiguousarray(words, dtype=np.uint64)).cast("B"),
+                           digest_size=16).digest()
 
 
 # ----------------------------------------------------------------------------- learner

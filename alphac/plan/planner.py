@@ -126,7 +126,7 @@ def _plan(dep: ir.Deployment) -> Plan:
     if claimed and n >= 1:
         maps = learner_shard_maps(dep, layout=layout)
         for shard_map in maps:
-            bag.items.extend(check_shard_map(shard_map, pspan))
+            bag.extend(check_shard_map(shard_map, pspan))
     bag.raise_if_any()
     assert shape is not None
 

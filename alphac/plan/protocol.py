@@ -61,8 +61,10 @@ class Op:
 
 
 def hierarchy_children(owner: int, n: int, fanout: int) -> tuple[int, ...]:
+    """Owner `owner`'s children f*i+1 .. f*i+f that lie below n: a range cut at n, so that a
+    fan-out far above the owner count costs nothing."""
     first = fanout * owner + 1
-    return tuple(c for c in range(first, first + fanout) if c < n)
+    return tuple(range(first, min(first + fanout, n)))
 
 
 def build_tree(n: int, topology: Topology) -> TreeNode:

@@ -71,7 +71,7 @@ def check_topology(n: int, topology: Topology, span: Span, bag: DiagnosticBag) -
 
 
 def check_explicit(n: int, tree: ExplicitTree, fallback: Span, bag: DiagnosticBag) -> TreeShape | None:
-    before = len(bag.items)
+    before = bag.count
     tspan = _span_of(tree, fallback)
     nodes = postorder(tree.root)
     if tree.coverage not in ("members", "group"):
@@ -116,12 +116,18 @@ def check_explicit(n: int, tree: ExplicitTree, fallback: Span, bag: DiagnosticBa
             dup_leaves.append(leaf)
         else:
             first_leaf[leaf.owner] = leaf
+    members_note = None  # made once: it lists up to NOTE_LIMIT of n owners
     for leaf in foreign_leaves:
+        if bag.skip("combine-leaf-foreign"):
+            continue
+        if members_note is None:
+            members_note = f"members: {owner_list(sorted(seen_member & set(range(n))))}"
         bag.error("combine-leaf-foreign",
                   f"leaf for owner {leaf.owner} is not a member of the combine's coverage",
-                  _span_of(leaf, tspan),
-                  [f"members: {owner_list(sorted(seen_member & set(range(n))))}"])
+                  _span_of(leaf, tspan), [members_note])
     for leaf in dup_leaves:
+        if bag.skip("combine-leaf-duplicated"):
+            continue
         first = first_leaf[leaf.owner]
         notes = [f"owner {leaf.owner}'s contribution would be combined twice"]
         if first.span.line > 0:
@@ -134,7 +140,7 @@ def check_explicit(n: int, tree: ExplicitTree, fallback: Span, bag: DiagnosticBa
                   [f"members without a leaf: {owner_list(sorted(set(missing)))}"])
 
     # Ordered members fix the leaf order.
-    if tree.coverage == "members" and len(bag.items) == before:
+    if tree.coverage == "members" and bag.count == before:
         order = [x.owner for x in leaf_nodes]
         if order != members:
             at = next(i for i, (a, b) in enumerate(zip(order, members)) if a != b)
@@ -160,6 +166,8 @@ def check_explicit(n: int, tree: ExplicitTree, fallback: Span, bag: DiagnosticBa
         span_of[id(node)] = (lo, hi)
         at = position.get(node.owner, ())
         if not (0 <= node.owner < n and any(lo <= p < hi for p in at)):
+            if bag.skip("combine-branch-owner"):
+                continue
             shown = [leaf_nodes[i].owner for i in range(lo, min(hi, lo + NOTE_LIMIT))]
             more = f" and {hi - lo - len(shown)} more" if hi - lo > len(shown) else ""
             bag.error("combine-branch-owner",
@@ -179,7 +187,7 @@ def check_explicit(n: int, tree: ExplicitTree, fallback: Span, bag: DiagnosticBa
                   [f"owners that would never receive the mean: {owner_list(spared)}",
                    "declare CombineReplicateAll; gradient partitioning derives one CombineDeliverTo "
                    "per coordinate owner itself"])
-    if len(bag.items) != before:
+    if bag.count != before:
         return None
     return shape_of(tree.root, nodes)
 
