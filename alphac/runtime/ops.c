@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define H HEADER_WORDS
 
@@ -296,6 +297,22 @@ static int check_op(struct rt *rt, const int64_t *op) {
     return RT_OK;
 }
 
+/* Fault injection for the reliability trials (docs/runtime.md): with ALPHAC_DELAY_AT=KIND
+   (an op kind's code) and ALPHAC_DELAY_MS=MS in its environment, an owner sleeps MS before
+   every op of that kind, widening the window a kill may land in. */
+static void delay_before(int64_t kind) {
+    static int64_t at = -2, ms;
+    if (at == -2) {
+        const char *k = getenv("ALPHAC_DELAY_AT"), *d = getenv("ALPHAC_DELAY_MS");
+        at = k && d ? strtoll(k, NULL, 10) : -1;
+        ms = d ? strtoll(d, NULL, 10) : 0;
+    }
+    if (kind == at && ms > 0) {
+        struct timespec t = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+        nanosleep(&t, NULL);
+    }
+}
+
 int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
     const int64_t *ops = (const int64_t *)img_sec(rt, SEC_OPS) + (img_mine(rt, SEC_OP_START) + first) * OP_WORDS;
     int owned = img_field(rt, IMG_OUTPUT_FORMAT) == OUTPUT_OWNED;
@@ -305,6 +322,7 @@ int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
         int64_t kind = op[0], peer = op[1], dst = op[2], a = op[3], b = op[4];
         uint64_t step = (uint64_t)op[5];
         TRY(check_op(rt, op));
+        delay_before(kind);
         int fd = peer >= 0 && peer < rt->n ? rt->fds[peer] : -1;
         /* the payload hash kept for a register is valid until an op other than a send */
         if (kind != OP_SEND) rt->sent_buf = NULL;

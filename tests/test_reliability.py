@@ -1,0 +1,323 @@
+"""Reliability and security of a run, with real owners: peers without the key, built from
+other data, or lying about their counts are refused; a squatter on the hub's port makes no
+owner publish; planted, shared or unusable output locations are refused before the first
+update; a trickling peer is refused on time; and kill -9 of any owner at any moment leaves
+either every output committed or none (scripts/kill-trials runs many more)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from alphac.launch import frames as fr
+from alphac.launch import session
+from alphac.launch.commit import resolve, staged_path
+from alphac.launch.launcher import compare, new_run_dir, owner_exes, runner_for, write_key
+from alphac.launch.runner import free_ports, owner_argv, write_peers
+from alphac.plan.protocol import OP_CODE
+
+SPECS = Path(__file__).resolve().parents[1] / "specs"
+SPEC = f"{SPECS}/lsq_plain_star.alpha"
+
+
+def _star(placement=("x86_64",) * 4):
+    dep = session.deployment(SPEC)
+    return dataclasses.replace(dep, placement=tuple(placement))
+
+
+DEP = _star()
+KEY = "reliability_star"
+
+
+class Owners:
+    """Some or all owners of DEP started as processes in a fresh run directory."""
+
+    def __init__(self, name, owners=None, timeout_ms=2000, key=True, exes=None, outs=None, env=None,
+                 ports=None):
+        self.dep = DEP
+        self.plan = session.plan(KEY, DEP)
+        exes = exes or owner_exes(DEP, session.built(KEY, DEP))
+        self.dir = new_run_dir(session.root(), name)
+        self.ports = ports or free_ports(DEP.owners)
+        self.peers = write_peers(self.dir / "peers", self.ports)
+        self.key = write_key(self.dir / "run.key") if key else None
+        self.outs = outs or {o: self.dir / f"owner-{o}.out" for o in range(DEP.owners)}
+        self.procs = {}
+        for o in (range(DEP.owners) if owners is None else owners):
+            argv = owner_argv(exes[o], o, self.peers, self.outs[o], runner_for(DEP.placement[o]), None,
+                              timeout_ms) + (("--key", str(self.key)) if key else ())
+            err = open(self.dir / f"owner-{o}.stderr", "wb")
+            self.procs[o] = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err,
+                                             env={**os.environ, **(env or {}).get(o, {})},
+                                             start_new_session=True)
+
+    def wait(self, limit_s=10.0) -> dict[int, tuple[int, str]]:
+        end = time.monotonic() + limit_s
+        out = {}
+        for o, p in self.procs.items():
+            try:
+                rc = p.wait(timeout=max(0.01, end - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+                rc = None
+            out[o] = (rc, (self.dir / f"owner-{o}.stderr").read_text())
+        return out
+
+    def settle(self):
+        return resolve(self.outs, self.plan.tree.owner)
+
+    def published(self) -> list[str]:
+        return sorted(p.name for p in self.dir.iterdir() if p.name.startswith("owner-")
+                      and not p.name.endswith(".stderr"))
+
+
+def _code(err: str) -> str:
+    return err.split("refused: ", 1)[1].split(":", 1)[0] if "refused: " in err else err
+
+
+def _connect(port: int) -> socket.socket:
+    end = time.monotonic() + 10
+    while True:
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return s
+        except OSError:
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.01)
+
+
+PID = session.plan(KEY, DEP).protocol_id
+SEND_STEP = 1  # a worker's ops: local (0), send (1), ...
+
+
+def _value(count=2) -> fr.Frame:
+    return fr.Frame(PID, 1, 0, 0, SEND_STEP, fr.COMBINE, fr.combine_payload([0, 0], count))
+
+
+# -- injection -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("peer_key", [os.urandom(32), None])
+def test_a_peer_without_the_key_cannot_get_a_contribution_accepted(peer_key):
+    """The peer knows the protocol identity (it is public) but not the run's key."""
+    run = Owners("nokey", owners=[0, 2, 3])
+    sock = _connect(run.ports[0])
+    try:
+        sock.sendall(fr.hello(PID, 1, 0, DEP.updates, (1, 2)).encode(key=peer_key))
+        try:
+            sock.sendall(_value().encode(key=peer_key, seq=1))
+        except OSError:  # the hub may have refused the hello already
+            pass
+        res = run.wait()
+    finally:
+        sock.close()
+    assert _code(res[0][1]) == "frame-auth", res[0]
+    assert all(rc == 1 for rc, _ in res.values()), res
+    assert not run.settle().committed and run.published() == []
+
+
+def test_a_worker_built_from_other_samples_refuses_at_hello():
+    learner = DEP.learner
+    rows = learner.samples.words.copy()
+    rows[0, 0] ^= 1
+    other = dataclasses.replace(DEP, learner=dataclasses.replace(
+        learner, samples=dataclasses.replace(learner.samples, words=rows)))
+    exes = owner_exes(DEP, session.built(KEY, DEP))
+    exes[2] = owner_exes(other, session.built("reliability_other_samples", other))[2]
+    run = Owners("other-samples", exes=exes)
+    res = run.wait()
+    assert _code(res[0][1]) == "frame-protocol" or _code(res[2][1]) == "frame-protocol", res
+    assert all(rc == 1 for rc, _ in res.values()), res
+    assert not run.settle().committed and run.published() == []
+
+
+@pytest.mark.parametrize("count", [2**64 - 1, 10**6, 0])
+def test_a_count_other_than_the_declared_share_is_refused(count):
+    run = Owners(f"count-{count}", owners=[0, 2, 3])
+    sock = _connect(run.ports[0])
+    try:
+        conn = fr.Connection(sock, PID, 1, 0, DEP.updates, key=run.key.read_bytes())
+        conn.send(_value(count))
+        res = run.wait()
+    finally:
+        sock.close()
+    share = DEP.learner.samples.shares[1]
+    assert res[0] == (1, f"refused: frame-count: owner 0: frame from owner 1: {count} samples, the plan "
+                         f"declares {share} beneath this value\n")
+    assert not run.settle().committed and run.published() == []
+
+
+def test_a_squatter_on_the_hubs_port_makes_no_owner_publish():
+    """A process holding the hub's port first answers the workers' hellos: without the key it
+    cannot tag its frames, so every worker refuses, and the real hub cannot listen."""
+    ports = free_ports(DEP.owners)
+    squat = socket.socket()
+    squat.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    squat.bind(("127.0.0.1", ports[0]))
+    squat.listen(8)
+    squat.settimeout(5)
+    run = None
+    conns = []
+    try:
+        run = Owners("squatter", ports=ports)
+        for _ in range(3):
+            try:
+                c, _ = squat.accept()
+            except socket.timeout:
+                break
+            conns.append(c)
+            reply = fr.hello(PID, 0, 9, DEP.updates, (5, 6))
+            c.sendall(fr.Frame(**{**reply.__dict__, "receiver": 1}).encode(key=os.urandom(32)))
+        res = run.wait()
+    finally:
+        for c in conns:
+            c.close()
+        squat.close()
+    assert _code(res[0][1]) == "io-error", res[0]
+    assert [_code(res[o][1]) for o in (1, 2, 3)].count("frame-auth") >= 1, res
+    assert all(rc == 1 for rc, _ in res.values()), res
+    assert not run.settle().committed and run.published() == []
+
+
+# -- output locations ---------------------------------------------------------------------------
+
+def test_a_link_planted_at_a_staged_path_is_refused_before_the_first_update(tmp_path):
+    precious = tmp_path / "precious"
+    precious.write_bytes(b"precious")
+    outs = {o: tmp_path / f"o{o}" for o in range(DEP.owners)}
+    staged_path(outs[2]).symlink_to(precious)
+    t0 = time.monotonic()
+    run = Owners("planted", outs=outs)
+    res = run.wait()
+    assert res[2] == (1, f"refused: output-exists: '{outs[2]}.tmp' exists (a file or link planted there, or "
+                         "another owner staging the same output); nothing was written\n")
+    assert run.procs[2].returncode == 1 and time.monotonic() - t0 < 5
+    assert all(rc == 1 for rc, _ in res.values()), res
+    assert precious.read_bytes() == b"precious" and staged_path(outs[2]).is_symlink()
+    assert not run.settle().committed
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o2.tmp", "precious"]
+
+
+def test_two_owners_given_the_same_output_leave_nothing(tmp_path):
+    outs = {o: tmp_path / f"o{o}" for o in range(DEP.owners)}
+    outs[2] = outs[1]
+    run = Owners("shared", outs=outs)
+    res = run.wait()
+    assert sorted(_code(res[o][1]) for o in (1, 2))[0] == "output-exists", res
+    assert all(rc == 1 for rc, _ in res.values()), res
+    assert not run.settle().committed and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("where", ["missing", "unwritable"])
+def test_an_unusable_output_directory_is_refused_before_the_first_update(tmp_path, where):
+    outs = {o: tmp_path / f"o{o}" for o in range(DEP.owners)}
+    bad = tmp_path / "bad"
+    if where == "unwritable":
+        bad.mkdir()
+        bad.chmod(0o500)
+        if os.access(bad, os.W_OK):  # root writes anywhere: a file in place of the directory
+            bad.chmod(0o700)
+            bad.rmdir()
+            bad.write_bytes(b"")
+    outs[3] = bad / "o3"
+    run = Owners(f"dir-{where}", outs=outs)
+    res = run.wait()
+    assert res[3][0] == 1 and res[3][1].startswith(f"refused: io-error: cannot create '{outs[3]}.tmp' ("), res[3]
+    assert all(rc == 1 for rc, _ in res.values()), res
+    assert not run.settle().committed
+    assert sorted(p.name for p in tmp_path.iterdir()) == ([] if where == "missing" else ["bad"])
+
+
+# -- deadlines -------------------------------------------------------------------------------
+
+def test_a_trickling_peer_is_refused_within_the_deadline():
+    run = Owners("trickle", owners=[0, 2, 3], timeout_ms=300, key=False)
+    sock = _connect(run.ports[0])
+    try:
+        fr.Connection(sock, PID, 1, 0, DEP.updates)
+        data = _value().encode()
+        t0 = time.monotonic()
+        for byte in data:  # one byte every 50 ms: each read succeeds, the frame never completes
+            if run.procs[0].poll() is not None:
+                break
+            try:
+                sock.sendall(bytes([byte]))
+            except OSError:
+                break
+            time.sleep(0.05)
+        res = run.wait()
+        elapsed = time.monotonic() - t0
+    finally:
+        sock.close()
+    assert res[0] == (1, "refused: peer-timeout: owner 0: reading from owner 1 took longer than 300 ms\n")
+    assert elapsed < 1.5
+
+
+# -- kill trials ---------------------------------------------------------------------------------
+
+# Where an owner may be made to linger, so that a kill lands in that window: before the
+# root commits (every owner has prepared), before an owner finalizes, before "prepared".
+WINDOWS = ("commit", "finalize", "digest-send", "stage", "publish-recv")
+
+
+def kill_trial(seed: int, name: str = "kill") -> str:
+    """One trial: every owner started, one of them killed with SIGKILL after a random delay
+    (an owner lingering 200 ms before one of WINDOWS), then the run settled. Returns
+    "committed" or "none"; raises AssertionError if any invariant fails."""
+    rng = random.Random(seed)
+    victim = rng.randrange(DEP.owners)
+    window = rng.choice(WINDOWS)
+    slow = 0 if window == "commit" else rng.randrange(DEP.owners)
+    env = {slow: {"ALPHAC_DELAY_AT": str(OP_CODE[window]), "ALPHAC_DELAY_MS": "200"}}
+    run = Owners(f"{name}-{seed}", env=env, timeout_ms=1500)
+    time.sleep(rng.uniform(0.0, 0.15))
+    if run.procs[victim].poll() is None:
+        os.killpg(run.procs[victim].pid, signal.SIGKILL)
+    t0 = time.monotonic()
+    res = run.wait(limit_s=8)
+    assert all(rc is not None for rc, _ in res.values()), f"seed {seed}: an owner outlived its deadline"
+    assert time.monotonic() - t0 < 5, f"seed {seed}: survivors took too long"
+    settled = run.settle()
+    left = sorted(p.name for p in run.dir.iterdir() if p.name.endswith(".tmp"))
+    assert left == [], f"seed {seed}: staged files outlived the run: {left}"
+    outs = [p for p in run.outs.values() if p.exists()]
+    if settled.committed:
+        assert settled.errors == {}, (seed, settled.errors)
+        assert len(outs) == DEP.owners, seed
+        from alphac.launch.launcher import PlanRun
+        from alphac.launch.results import read_result
+        from alphac.launch.runner import OwnerOutcome, RunResult
+
+        plan_run = PlanRun(run.dir, run.peers, RunResult(tuple(
+            OwnerOutcome(o, "", (), run.outs[o], 0) for o in range(DEP.owners)), False, 0.0))
+        plan_run.resolution = settled
+        plan_run.outputs = {o: read_result(run.outs[o]) for o in range(DEP.owners)}
+        from alphac.oracle import evaluate
+
+        report = compare(run.plan, plan_run, evaluate(DEP), DEP.updates)
+        assert report.match, (seed, report.failures)
+        return "committed"
+    assert outs == [], f"seed {seed}: outputs without a commit record: {outs}"
+    assert rc_refused(res, victim), (seed, res)
+    return "none"
+
+
+def rc_refused(res, victim) -> bool:
+    """Every survivor exited 1 with a refusal, or 0 (it had finalized before the kill)."""
+    return all(rc in (0, 1) for o, (rc, _) in res.items() if o != victim)
+
+
+def test_kill_trials_leave_every_output_committed_or_none():
+    outcomes = [kill_trial(seed) for seed in range(50)]
+    # the trials must reach both sides of the commit point
+    assert outcomes.count("committed") >= 3 and outcomes.count("none") >= 3, outcomes
