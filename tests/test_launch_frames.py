@@ -65,7 +65,10 @@ def test_an_authenticated_frame_carries_the_tag_of_its_sequence_number():
     data = f.encode(key=key, seq=4)
     words = struct.unpack(f"<{len(data) // 8}Q", data)
     assert words[0] == frames.MAGIC_AUTH and len(words) == 8 + 3 + 1 + frames.TAG_WORDS
-    mac = hmac.new(key, struct.pack("<Q", 4) + data[:-32], hashlib.sha256).digest()
+    # over seq, the header, the payload's SHA-256 and the checksum
+    body = data[:-32]
+    mac = hmac.new(key, struct.pack("<Q", 4) + body[:64] + hashlib.sha256(body[64:-8]).digest()
+                   + body[-8:], hashlib.sha256).digest()
     assert data[-32:] == mac
     back, used = frames.decode(data, key=key, seq=4)
     assert used == len(data) and back.payload == (10, 20, 1)

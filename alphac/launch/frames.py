@@ -120,9 +120,13 @@ class Frame:
 
 
 def frame_tag(key: bytes, seq: int, words) -> tuple[int, ...]:
-    """The HMAC-SHA-256 tag of a frame (header through checksum) sent as the seq-th frame
-    of its direction of a connection, as TAG_WORDS words (docs/security.md)."""
-    data = struct.pack(f"<Q{len(words)}Q", seq, *[w & MASK for w in words])
+    """The HMAC-SHA-256 tag of a frame (its words, header through checksum) sent as the
+    seq-th frame of its direction of a connection, as TAG_WORDS words: over seq, the header,
+    the SHA-256 of the payload's bytes, and the checksum (docs/security.md)."""
+    words = [w & MASK for w in words]
+    payload = struct.pack(f"<{len(words) - HEADER_WORDS - 1}Q", *words[HEADER_WORDS:-1])
+    data = (struct.pack(f"<Q{HEADER_WORDS}Q", seq, *words[:HEADER_WORDS])
+            + hashlib.sha256(payload).digest() + struct.pack("<Q", words[-1]))
     return struct.unpack("<4Q", hmac.new(key, data, hashlib.sha256).digest())
 
 

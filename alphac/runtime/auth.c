@@ -1,9 +1,10 @@
 /* Authenticated frames (--key FILE): the run's key, each connection's nonces and session
    key, and the HMAC-SHA-256 tag of a frame (docs/security.md).
 
-   tag = HMAC-SHA-256(session key, seq as 8 little-endian bytes || the frame's words from its
-   header through its checksum), where seq counts the frames sent on that connection in that
-   direction from 0. Hellos are tagged under the run's key; after both hellos the session
+   tag = HMAC-SHA-256(session key, seq as 8 little-endian bytes || the 8 header words ||
+   SHA-256 of the payload's bytes || the checksum word), where seq counts the frames sent on
+   that connection in that direction from 0. (Hashing the payload first lets a payload sent
+   to several peers, or forwarded, be hashed once.) Hellos are tagged under the run's key; after both hellos the session
    key is HMAC-SHA-256(run key, "alphac-session-1" || protocol || connector || acceptor ||
    the connector's nonce || the acceptor's nonce), all words little-endian. */
 #include "rt.h"
@@ -77,14 +78,23 @@ void rt_session_key(struct rt *rt, int64_t peer, const uint64_t connector_nonce[
     rt_hmac_final(&m, rt->sessions[peer].key);
 }
 
-void rt_frame_tag(const struct rt *rt, int64_t peer, uint64_t seq, const uint64_t *frame, int64_t words,
-                  uint64_t tag[TAG_WORDS]) {
+void rt_payload_digest(const uint64_t *payload, int64_t len, unsigned char out[32]) {
+    struct rt_sha256 s;
+    rt_sha256_init(&s);
+    rt_sha256_update(&s, payload, (size_t)len * 8);
+    rt_sha256_final(&s, out);
+}
+
+void rt_frame_tag(const struct rt *rt, int64_t peer, uint64_t seq, const uint64_t *frame,
+                  const unsigned char payload_digest[32], uint64_t tag[TAG_WORDS]) {
     struct rt_hmac m;
     if (seq == 0) /* a hello: the run's key */
         rt_hmac_init(&m, rt->key, rt->key_len);
     else
         rt_hmac_init(&m, rt->sessions[peer].key, 32);
     hmac_words(&m, &seq, 1);
-    hmac_words(&m, frame, (size_t)words);
+    hmac_words(&m, frame, HEADER_WORDS);
+    rt_hmac_update(&m, payload_digest, 32);
+    hmac_words(&m, frame + HEADER_WORDS + frame[H_LENGTH], 1);
     rt_hmac_final(&m, (unsigned char *)tag);
 }

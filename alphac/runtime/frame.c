@@ -41,10 +41,12 @@ uint64_t rt_checksum(const uint64_t *header, const uint64_t *payload, int64_t n)
     return rt_fnv(header, HEADER_WORDS, rt_fnv(lanes, LANES, FNV_OFFSET));
 }
 
-/* In an authenticated run, the frame's tag after its checksum (buf has room for it). */
-static void tag(struct rt *rt, int64_t peer, uint64_t *buf, int64_t len) {
-    if (rt->key) rt_frame_tag(rt, peer, rt->sessions[peer].sent++, buf, HEADER_WORDS + len + 1,
-                              buf + HEADER_WORDS + len + 1);
+/* In an authenticated run, the frame's tag after its checksum (buf has room for it); the
+   payload's SHA-256 is rt->sent_sha when `hit` (the same register, sent again). */
+static void tag(struct rt *rt, int64_t peer, uint64_t *buf, int64_t len, int hit) {
+    if (!rt->key) return;
+    if (!hit) rt_payload_digest(buf + HEADER_WORDS, len, rt->sent_sha);
+    rt_frame_tag(rt, peer, rt->sessions[peer].sent++, buf, rt->sent_sha, buf + HEADER_WORDS + len + 1);
 }
 
 int rt_send_frame(struct rt *rt, int64_t peer, uint64_t kind, uint64_t version, uint64_t step,
@@ -68,7 +70,7 @@ int rt_send_frame(struct rt *rt, int64_t peer, uint64_t kind, uint64_t version, 
             ph = rt_fnv(lanes, LANES, FNV_OFFSET);
         }
         payload[len] = rt_fnv(buf, HEADER_WORDS, ph);
-        tag(rt, peer, buf, len);
+        tag(rt, peer, buf, len, hit);
         TRY(rt_write_all(rt, fd, buf, (size_t)(HEADER_WORDS + len + 1 + tags) * 8, peer));
     } else {
         /* hash and send in chunks: the receiver reads (and hashes) one chunk while this owner
@@ -81,7 +83,7 @@ int rt_send_frame(struct rt *rt, int64_t peer, uint64_t kind, uint64_t version, 
         }
         ph = rt_fnv(lanes, LANES, FNV_OFFSET);
         payload[len] = rt_fnv(buf, HEADER_WORDS, ph);
-        tag(rt, peer, buf, len);
+        tag(rt, peer, buf, len, 0);
         TRY(rt_write_all(rt, fd, payload + len, (size_t)(1 + tags) * 8, peer));
     }
     if (reuse) {
@@ -181,10 +183,12 @@ int rt_recv_frame(struct rt *rt, int fd, int64_t peer, uint64_t kind, uint64_t v
     if (payload[len] != h)
         return rt_fail(rt, RT_FRAME_CHECKSUM, WHO ": checksum 0x%016llx, computed 0x%016llx", me,
                        (long long)from, (unsigned long long)payload[len], (unsigned long long)h);
+    unsigned char sha[32];
     if (rt->key) {
         uint64_t want[TAG_WORDS];
         uint64_t seq = rt->sessions[from].received;
-        rt_frame_tag(rt, (int64_t)from, seq, buf, HEADER_WORDS + len + 1, want);
+        rt_payload_digest(payload, len, sha);
+        rt_frame_tag(rt, (int64_t)from, seq, buf, sha, want);
         uint64_t diff = 0; /* compared in constant time */
         for (int j = 0; j < TAG_WORDS; j++) diff |= want[j] ^ payload[len + 1 + j];
         if (diff != 0)
@@ -199,6 +203,7 @@ int rt_recv_frame(struct rt *rt, int fd, int64_t peer, uint64_t kind, uint64_t v
     if (kind == KIND_COMBINE && !(add && add->dst == payload)) {
         rt->sent_buf = buf;
         rt->sent_hash = ph;
+        if (rt->key) memcpy(rt->sent_sha, sha, 32);
     }
     if (sender) *sender = (int64_t)from;
     return RT_OK;

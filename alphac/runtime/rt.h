@@ -101,6 +101,7 @@ struct rt {
     int added, added_bad;             /* the last receive added on arrival; it saw a bad word */
     const uint64_t *sent_buf;         /* the register whose payload hash sent_hash is */
     uint64_t sent_hash;
+    unsigned char sent_sha[32];       /* ... and, in an authenticated run, its payload's SHA-256 */
     int replica_held;
     int64_t replica_version;
     /* publication: the staged output (and, at the root, the commit record) */
@@ -160,8 +161,9 @@ int rt_read_key(struct rt *rt);
 int rt_nonce(struct rt *rt, uint64_t out[2]);
 void rt_session_key(struct rt *rt, int64_t peer, const uint64_t connector_nonce[2],
                     const uint64_t acceptor_nonce[2], int64_t connector, int64_t acceptor);
-void rt_frame_tag(const struct rt *rt, int64_t peer, uint64_t seq, const uint64_t *frame, int64_t words,
-                  uint64_t tag[TAG_WORDS]);
+void rt_payload_digest(const uint64_t *payload, int64_t len, unsigned char out[32]);
+void rt_frame_tag(const struct rt *rt, int64_t peer, uint64_t seq, const uint64_t *frame,
+                  const unsigned char payload_digest[32], uint64_t tag[TAG_WORDS]);
 
 /* -- cli.c ----------------------------------------------------------------------------- */
 int rt_init(struct rt *rt, const uint64_t *image);

@@ -1,8 +1,21 @@
 /* SHA-256 (FIPS 180-4) and HMAC-SHA-256 (RFC 2104), for authenticated frames, output
-   digests and commit records. Integer arithmetic only. */
+   digests and commit records. Integer arithmetic only. The compression function uses the
+   processor's SHA instructions where it has them (x86-64 SHA-NI, AArch64 SHA2; detected at
+   run time, 5-10x faster), else portable C; all three give the same digests. */
 #include "rt.h"
 
 #include <string.h>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#include <sys/auxv.h>
+#ifndef HWCAP_SHA2
+#define HWCAP_SHA2 (1 << 6)
+#endif
+#endif
 
 static const uint32_t K[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
@@ -16,6 +29,10 @@ static const uint32_t K[64] = {
 };
 
 static inline uint32_t ror(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+
+void rt_sha256_portable(uint32_t h[8], const unsigned char *p, size_t blocks);
+void rt_sha256_native(uint32_t h[8], const unsigned char *p, size_t blocks);
+int rt_sha256_has_native(void);
 
 static void block(uint32_t h[8], const unsigned char *p) {
     uint32_t w[64], a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], k = h[7];
@@ -34,6 +51,91 @@ static void block(uint32_t h[8], const unsigned char *p) {
     h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += k;
 }
 
+void rt_sha256_portable(uint32_t h[8], const unsigned char *p, size_t blocks) {
+    for (; blocks; blocks--, p += 64) block(h, p);
+}
+
+#if defined(__x86_64__)
+int rt_sha256_has_native(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_SSSE3) || !(c & bit_SSE4_1)) return 0;
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_SHA);
+}
+
+/* Four rounds of SHA-NI: the state (ABEF, CDGH) advanced by message words w + K. */
+#define ROUNDS4(w, i)                                                              \
+    do {                                                                           \
+        __m128i t_ = _mm_add_epi32((w), _mm_loadu_si128((const __m128i *)&K[4 * (i)])); \
+        cdgh = _mm_sha256rnds2_epu32(cdgh, abef, t_);                              \
+        abef = _mm_sha256rnds2_epu32(abef, cdgh, _mm_shuffle_epi32(t_, 0x0E));     \
+    } while (0)
+
+__attribute__((target("sha,sse4.1,ssse3")))
+void rt_sha256_native(uint32_t h[8], const unsigned char *p, size_t blocks) {
+    const __m128i swap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
+    __m128i t = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)&h[0]), 0xB1); /* CDAB */
+    __m128i cdgh = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)&h[4]), 0x1B); /* EFGH */
+    __m128i abef = _mm_alignr_epi8(t, cdgh, 8);
+    cdgh = _mm_blend_epi16(cdgh, t, 0xF0);
+    for (; blocks; blocks--, p += 64) {
+        __m128i abef0 = abef, cdgh0 = cdgh, w[4];
+        for (int j = 0; j < 4; j++) {
+            w[j] = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 16 * j)), swap);
+            ROUNDS4(w[j], j);
+        }
+        for (int j = 4; j < 16; j++) { /* W[4j..4j+3] from the four vectors before */
+            __m128i x = _mm_add_epi32(_mm_sha256msg1_epu32(w[j & 3], w[(j + 1) & 3]),
+                                      _mm_alignr_epi8(w[(j + 3) & 3], w[(j + 2) & 3], 4));
+            w[j & 3] = _mm_sha256msg2_epu32(x, w[(j + 3) & 3]);
+            ROUNDS4(w[j & 3], j);
+        }
+        abef = _mm_add_epi32(abef, abef0);
+        cdgh = _mm_add_epi32(cdgh, cdgh0);
+    }
+    t = _mm_shuffle_epi32(abef, 0x1B);      /* FEBA */
+    cdgh = _mm_shuffle_epi32(cdgh, 0xB1);   /* DCHG */
+    _mm_storeu_si128((__m128i *)&h[0], _mm_blend_epi16(t, cdgh, 0xF0)); /* DCBA */
+    _mm_storeu_si128((__m128i *)&h[4], _mm_alignr_epi8(cdgh, t, 8));    /* HGFE */
+}
+#elif defined(__aarch64__)
+int rt_sha256_has_native(void) { return (getauxval(AT_HWCAP) & HWCAP_SHA2) != 0; }
+
+__attribute__((target("+crypto")))
+void rt_sha256_native(uint32_t h[8], const unsigned char *p, size_t blocks) {
+    uint32x4_t abcd = vld1q_u32(h), efgh = vld1q_u32(h + 4);
+    for (; blocks; blocks--, p += 64) {
+        uint32x4_t abcd0 = abcd, efgh0 = efgh, w[4];
+        for (int j = 0; j < 16; j++) {
+            if (j < 4)
+                w[j] = vreinterpretq_u32_u8(vrev32q_u8(vld1q_u8(p + 16 * j)));
+            else
+                w[j & 3] = vsha256su1q_u32(vsha256su0q_u32(w[j & 3], w[(j + 1) & 3]), w[(j + 2) & 3],
+                                           w[(j + 3) & 3]);
+            uint32x4_t t = vaddq_u32(w[j & 3], vld1q_u32(&K[4 * j])), prev = abcd;
+            abcd = vsha256hq_u32(abcd, efgh, t);
+            efgh = vsha256h2q_u32(efgh, prev, t);
+        }
+        abcd = vaddq_u32(abcd, abcd0);
+        efgh = vaddq_u32(efgh, efgh0);
+    }
+    vst1q_u32(h, abcd);
+    vst1q_u32(h + 4, efgh);
+}
+#else
+int rt_sha256_has_native(void) { return 0; }
+void rt_sha256_native(uint32_t h[8], const unsigned char *p, size_t blocks) { rt_sha256_portable(h, p, blocks); }
+#endif
+
+/* The compression function for this processor, chosen once. */
+static void compress(uint32_t h[8], const unsigned char *p, size_t blocks) {
+    static int native = -1;
+    if (native < 0) native = rt_sha256_has_native();
+    if (native)
+        rt_sha256_native(h, p, blocks);
+    else
+        rt_sha256_portable(h, p, blocks);
+}
+
 void rt_sha256_init(struct rt_sha256 *s) {
     static const uint32_t iv[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                                    0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
@@ -50,10 +152,11 @@ void rt_sha256_update(struct rt_sha256 *s, const void *data, size_t n) {
         memcpy(s->buf + s->used, p, take);
         s->used += take, p += take, n -= take;
         if (s->used < 64) return;
-        block(s->h, s->buf);
+        compress(s->h, s->buf, 1);
         s->used = 0;
     }
-    for (; n >= 64; p += 64, n -= 64) block(s->h, p);
+    compress(s->h, p, n / 64);
+    p += n / 64 * 64, n %= 64;
     memcpy(s->buf, p, n);
     s->used = n;
 }

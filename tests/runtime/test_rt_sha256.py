@@ -46,3 +46,22 @@ def test_hmac_equals_the_hmac_module(rtlib, key_len):
     rtlib.lib.rt_sha256_update(ctypes.byref(m.inner), msg[5:], len(msg) - 5)
     rtlib.lib.rt_hmac_final(ctypes.byref(m), out)
     assert bytes(out) == hmac.new(key, msg, hashlib.sha256).digest()
+
+
+@pytest.mark.parametrize("blocks", [1, 2, 7, 64])
+def test_the_processors_sha_instructions_and_portable_c_agree(rtlib, blocks):
+    """The compression function the runtime picks at run time against the portable one; on a
+    processor without SHA instructions both are the portable one."""
+    import os
+
+    lib = rtlib.lib
+    for name in ("rt_sha256_portable", "rt_sha256_native"):
+        getattr(lib, name).argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
+    data = os.urandom(64 * blocks)
+    states = []
+    for name in ("rt_sha256_portable", "rt_sha256_native"):
+        h = (ctypes.c_uint32 * 8)(0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c,
+                                  0x1f83d9ab, 0x5be0cd19)
+        getattr(lib, name)(h, data, blocks)
+        states.append(list(h))
+    assert states[0] == states[1]
