@@ -86,7 +86,13 @@ def runtime_object(target: Target, pic: bool = False) -> Path:
         _run([*target.cc, *flags, "-c", *units], tmp)
         _run([*target.cc, "-r", "-nostdlib", "-o", OBJECT, *(u[:-2] + ".o" for u in units)], tmp)
         # another build may finish the same object meanwhile: both have the same bytes
-        staged = Path(tempfile.mkstemp(prefix=out.name, dir=out.parent)[1])
-        shutil.copyfile(Path(tmp, OBJECT), staged)
-        os.replace(staged, out)
+        fd, staged_name = tempfile.mkstemp(prefix=out.name, dir=out.parent)
+        os.close(fd)
+        staged = Path(staged_name)
+        try:
+            shutil.copyfile(Path(tmp, OBJECT), staged)
+            os.replace(staged, out)
+        except BaseException:  # also an interrupt: no stray copy is left in the cache
+            staged.unlink(missing_ok=True)
+            raise
     return out
