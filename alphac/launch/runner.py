@@ -149,7 +149,7 @@ class _Interrupts:
             # also die with the launcher, see die_with_parent)
             return
         if self.forward:
-            _terminate_group_children()
+            _terminate_group_descendants()
         if self.hold:
             if self.pending is None:
                 self.pending = signum
@@ -167,23 +167,32 @@ def _replaceable(handler) -> bool:
     return handler in (signal.SIG_DFL, signal.default_int_handler)
 
 
-def _children() -> list[int]:
-    pids: list[int] = []
-    try:
-        for task in os.listdir("/proc/self/task"):
-            with open(f"/proc/self/task/{task}/children") as f:
-                pids += [int(x) for x in f.read().split()]
-    except OSError:
-        pass
-    return pids
+def _descendants() -> list[int]:
+    """Every process below this one, from /proc (children before their children)."""
+    below: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        below.setdefault(ppid, []).append(int(name))
+    found, todo = [], [os.getpid()]
+    while todo:
+        for pid in below.get(todo.pop(0), ()):
+            found.append(pid)
+            todo.append(pid)
+    return found
 
 
-def _terminate_group_children() -> None:
-    """SIGTERM to each child in our own process group: the build's `cc` or linker, which a
-    terminal's Ctrl-C or hangup would have reached too. Owners lead their own groups and
-    are left to the runner's cleanup."""
+def _terminate_group_descendants() -> None:
+    """SIGTERM to every process below this one in its own process group: a build's `cc`
+    and what it runs (cc1, as, collect2, ld), which a terminal's Ctrl-C or hangup would
+    have reached too. Owners lead their own groups and are left to the runner's cleanup."""
     group = os.getpgrp()
-    for pid in _children():
+    for pid in _descendants():
         try:
             if os.getpgid(pid) == group:
                 os.kill(pid, signal.SIGTERM)
@@ -199,10 +208,10 @@ def interruptible(forward: bool = False):
     restored afterwards, so library callers keep theirs. Nested uses share the outermost
     one; in another thread it does nothing (Python runs handlers in the main thread only).
     With `forward` (a command's own process, whose children are all its own), the signal
-    is also passed on, as SIGTERM, to the children in our process group (a build's `cc`
-    or linker), as a terminal passes Ctrl-C or a hangup to the whole group: they remove
-    their temporary files while subprocess waits for them (for a KeyboardInterrupt it
-    waits a moment before it kills).
+    is also passed on, as SIGTERM, to the processes below this one in its process group
+    (a build's `cc` and what it runs), as a terminal passes Ctrl-C or a hangup to the
+    whole group: they remove their temporary files while subprocess waits for them (for
+    a KeyboardInterrupt it waits a moment before it kills).
     Yields the shared state: `.fired` is the signal raised, or None."""
     st = _INTERRUPTS
     if threading.current_thread() is not threading.main_thread():

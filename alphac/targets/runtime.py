@@ -53,8 +53,12 @@ def compiler_version(cc: tuple[str, ...]) -> str:
 
 
 def _run(command: list[str], cwd: str) -> None:
+    # the compiler's own temporary files go to `cwd` too, a directory removed afterwards
+    # whatever happens, also when the build is interrupted
+    env = {**os.environ, "TMPDIR": cwd}
     try:
-        done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
+        done = subprocess.run(command, cwd=cwd, capture_output=True, text=True,
+                              timeout=COMPILE_TIMEOUT_S, env=env)
     except subprocess.TimeoutExpired:
         raise TargetError("compile-failed", f"{command[0]} ran longer than {COMPILE_TIMEOUT_S} s") from None
     if done.returncode != 0:
