@@ -34,7 +34,11 @@ def command(spec: str, role: str | None, target: str | None, build_all: bool, ou
 
     # this process is the command: a compiler it started gets SIGTERM too (see run)
     with interruptible(forward=True):
-        sys.exit(run(spec, role, target, build_all, out_dir))
+        try:
+            status = run(spec, role, target, build_all, out_dir)
+        except KeyboardInterrupt as exc:  # before or after run's own handling
+            status = interrupted(exc)
+    sys.exit(status)
 
 
 def needed_pairs(dep) -> list[tuple[str, str]]:

@@ -44,7 +44,11 @@ def command(spec: str, rounds: int | None, as_json: bool, out_dir: str, timeout:
 
     # this process is the command: a compiler it started gets SIGTERM too (see run)
     with interruptible(forward=True):
-        sys.exit(run(spec, rounds, as_json, out_dir, timeout))
+        try:
+            status = run(spec, rounds, as_json, out_dir, timeout)
+        except KeyboardInterrupt as exc:  # before or after run's own handling
+            status = interrupted(exc, "; every owner was stopped")
+    sys.exit(status)
 
 
 def table(report) -> str:
