@@ -31,6 +31,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=120.0, help="launch deadline in seconds")
     args = ap.parse_args(argv)
 
+    from alphac.launch.runner import interrupt_signal, interrupt_status, interruptible
+
+    # Ctrl-C, SIGTERM and SIGHUP: every owner is stopped first, exit 128 + the signal (a
+    # build's compiler gets SIGTERM too when this is the process's command line)
+    with interruptible(forward=argv is None):
+        try:
+            return _demo(args)
+        except KeyboardInterrupt as exc:
+            import signal
+
+            name = signal.Signals(interrupt_signal(exc)).name
+            print(f"demo: interrupted by {name}; every owner was stopped", file=sys.stderr)
+            return interrupt_status(exc)
+
+
+def _demo(args) -> int:
     from alphac import driver
     from alphac.commands.launch import load, print_diagnostics, print_failures, table
     from alphac.diagnostics import CompileError

@@ -25,6 +25,8 @@ first used, so a command loads only the stages it runs. `CompileError`, `TargetE
 from __future__ import annotations
 
 import os
+import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -137,7 +139,11 @@ def build(plan: "Plan", role: str, target: str, out_dir: "str | os.PathLike",
     """Build the executable of `role` on `target` into `out_dir`; its path. The kernel
     module (programs, arithmetic, image, record) is compiled by llvmlite, the runtime by the
     target's C compiler (cached), and both are linked under fixed names, so builds are
-    byte-reproducible; the executable appears under its name only once whole.
+    byte-reproducible; the executable appears under its name only once whole. It is linked
+    in a private directory beside it (`.NAME.RANDOM.partial/`) and moved into place;
+    that directory is removed whatever happens (an error, Ctrl-C or another signal raised
+    as KeyboardInterrupt), so an interrupted build leaves no partial file, even from a
+    linker process that outlives the interrupt (its directory is gone).
 
     With `shared`, the same objects (the runtime compiled as position-independent code)
     become `lib{spec}-{role}-{target}.so` instead, a library whose runtime functions can
@@ -155,14 +161,29 @@ def build(plan: "Plan", role: str, target: str, out_dir: "str | os.PathLike",
     out.mkdir(parents=True, exist_ok=True)
     name = executable_name(plan, role, target)
     exe = out / (f"lib{name}.so" if shared else name)
-    partial = exe.with_name(exe.name + ".partial")
     if shared:
         from dataclasses import replace
 
         the_target = replace(the_target, linker=(*the_target.cc, "-shared", "-o", "{exe}", "{objs}"))
-    link_bytes(obj, the_target, partial, extra=(runtime,))
-    os.replace(partial, exe)
+    # named before it is made, so that an interrupt at any point finds it in `finally`
+    staging = out / f".{exe.name}.{os.urandom(8).hex()}.partial"
+    try:
+        os.mkdir(staging, 0o700)
+        partial = staging / exe.name
+        link_bytes(obj, the_target, partial, extra=(runtime,))
+        os.replace(partial, exe)
+    finally:
+        _remove_staging(staging)
     return exe
+
+
+def _remove_staging(staging: Path) -> None:
+    # a linker killed a moment ago may still be closing its output: retry briefly
+    for _ in range(20):
+        shutil.rmtree(staging, ignore_errors=True)
+        if not staging.exists():
+            return
+        time.sleep(0.05)
 
 
 def oracle(dep: "Deployment", rounds: int | None = None) -> "OracleResult":

@@ -11,11 +11,18 @@ import click
 from alphac import driver
 from alphac.commands.report import diagnostics as print_diagnostics
 from alphac.commands.report import error as _error
-from alphac.commands.report import stage_error
+from alphac.commands.report import interrupted, stage_error
 from alphac.diagnostics import CompileError
 
 
-@click.command("build")
+EPILOG = """\b
+Exit status: 0 when every executable was built, 1 for an error, 2 for a usage
+error. Ctrl-C (SIGINT), SIGTERM and SIGHUP stop the build in any phase and
+leave no partial executable behind; the status is 128 + the signal's number:
+130, 143, 129."""
+
+
+@click.command("build", epilog=EPILOG)
 @click.argument("spec", type=str)
 @click.option("--role", help="The role to build (see `alphac plan`); alone: on every target it is placed on.")
 @click.option("--target", help="The target: x86_64 or aarch64; alone: every role placed on it.")
@@ -23,7 +30,15 @@ from alphac.diagnostics import CompileError
 @click.option("-o", "--output", "out_dir", default="out", show_default=True, help="Output directory.")
 def command(spec: str, role: str | None, target: str | None, build_all: bool, out_dir: str) -> None:
     """Compile SPEC into native executables, one per role and target."""
-    sys.exit(run(spec, role, target, build_all, out_dir))
+    from alphac.launch.runner import interruptible
+
+    # this process is the command: a compiler it started gets SIGTERM too (see run)
+    with interruptible(forward=True):
+        try:
+            status = run(spec, role, target, build_all, out_dir)
+        except KeyboardInterrupt as exc:  # before or after run's own handling
+            status = interrupted(exc)
+    sys.exit(status)
 
 
 def needed_pairs(dep) -> list[tuple[str, str]]:
@@ -71,6 +86,25 @@ def load_plan(spec: str):
 
 
 def run(spec: str, role: str | None, target: str | None, build_all: bool, out_dir: str) -> int:
+    """The build with its exit status; SIGINT, SIGTERM and SIGHUP are handled like Ctrl-C
+    from the first step to the last, and the previous handlers restored afterwards."""
+    from alphac.launch.runner import Interrupted, interruptible
+
+    with interruptible() as interrupts:
+        try:
+            status = _run(spec, role, target, build_all, out_dir)
+        except KeyboardInterrupt as exc:
+            return interrupted(exc)
+        except Exception:
+            if interrupts.fired is None:
+                raise
+            status = 1
+        if interrupts.fired is not None:  # an interrupt that surfaced as another error
+            return interrupted(Interrupted(interrupts.fired))
+        return status
+
+
+def _run(spec: str, role: str | None, target: str | None, build_all: bool, out_dir: str) -> int:
     if not build_all and role is None and target is None:
         _error("build-usage", "give --role ROLE and/or --target TARGET, or --all")
         return 2
@@ -101,9 +135,6 @@ def run(spec: str, role: str | None, target: str | None, build_all: bool, out_di
     except CompileError as exc:
         print_diagnostics(exc)
         return 1
-    except KeyboardInterrupt:
-        print("alphac: interrupted", file=sys.stderr)
-        return 130
     except ImportError as exc:
         _error("build-usage", f"code generation is missing from this installation ({exc})")
         return 1

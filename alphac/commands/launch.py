@@ -4,6 +4,8 @@ Prints the table (owner, role, target, version, digest, oracle) or, with --json,
 `alphac oracle --json` plus `match` per owner and at the top. Exit 0 only if every owner
 matched; a failed owner's stderr is shown on stderr. The spec is loaded through
 alphac.driver; running the owners is alphac.launch's (which builds through the driver).
+Ctrl-C, SIGTERM and SIGHUP stop the launch in any phase, every owner first (exit 128 +
+the signal's number).
 """
 
 from __future__ import annotations
@@ -15,11 +17,19 @@ import click
 
 from alphac import driver
 from alphac.commands.report import diagnostics as print_diagnostics
-from alphac.commands.report import error, stage_error
+from alphac.commands.report import error, interrupted, stage_error
 from alphac.diagnostics import CompileError
 
 
-@click.command("launch")
+EPILOG = """\b
+Exit status: 0 when every owner matched the oracle, 1 otherwise, 2 for a usage
+error. Ctrl-C (SIGINT), SIGTERM and SIGHUP stop the launch in any phase
+(planning, building, running, comparing): every owner is killed and reaped, no
+partial executable is left, and the status is 128 + the signal's number: 130,
+143, 129. Owners also die with the launcher if it is killed (SIGKILL)."""
+
+
+@click.command("launch", epilog=EPILOG)
 @click.argument("spec", type=str)
 @click.option("--rounds", type=click.IntRange(min=0), default=None,
               help="Number of updates (default: the deployment's).")
@@ -30,7 +40,15 @@ from alphac.diagnostics import CompileError
               help="Seconds before every owner is stopped.")
 def command(spec: str, rounds: int | None, as_json: bool, out_dir: str, timeout: float) -> None:
     """Build if needed, run every owner on 127.0.0.1, compare each with the oracle."""
-    sys.exit(run(spec, rounds, as_json, out_dir, timeout))
+    from alphac.launch.runner import interruptible
+
+    # this process is the command: a compiler it started gets SIGTERM too (see run)
+    with interruptible(forward=True):
+        try:
+            status = run(spec, rounds, as_json, out_dir, timeout)
+        except KeyboardInterrupt as exc:  # before or after run's own handling
+            status = interrupted(exc, "; every owner was stopped")
+    sys.exit(status)
 
 
 def table(report) -> str:
@@ -68,6 +86,26 @@ def load(spec: str):
 
 
 def run(spec: str, rounds: int | None, as_json: bool, out_dir: str, timeout: float) -> int:
+    """The launch with its exit status; SIGINT, SIGTERM and SIGHUP are handled like Ctrl-C
+    from the first step to the last, and the previous handlers restored afterwards."""
+    from alphac.launch.runner import Interrupted, interruptible
+
+    stopped = "; every owner was stopped"
+    with interruptible() as interrupts:
+        try:
+            status = _run(spec, rounds, as_json, out_dir, timeout)
+        except KeyboardInterrupt as exc:
+            return interrupted(exc, stopped)
+        except Exception:
+            if interrupts.fired is None:
+                raise
+            status = 1
+        if interrupts.fired is not None:  # an interrupt that surfaced as another error
+            return interrupted(Interrupted(interrupts.fired), stopped)
+        return status
+
+
+def _run(spec: str, rounds: int | None, as_json: bool, out_dir: str, timeout: float) -> int:
     from alphac.launch.launcher import LaunchError, launch
 
     dep = load(spec)
@@ -82,9 +120,6 @@ def run(spec: str, rounds: int | None, as_json: bool, out_dir: str, timeout: flo
     except CompileError as exc:
         print_diagnostics(exc)
         return 1
-    except KeyboardInterrupt:
-        print("alphac: interrupted; every owner was stopped", file=sys.stderr)
-        return 130
     except Exception as exc:  # a stage's one-line error (build, targets)
         return stage_error(exc)
     if as_json:

@@ -25,6 +25,7 @@ from alphac.launch.commit import Resolution, resolve
 from alphac.launch.results import OwnerResult, ResultError, read_result
 from alphac.launch.runner import (OwnerCommand, RunResult, free_ports, owner_argv, run_owners,
                                   write_peers)
+from alphac.launch.runner import interruptible
 
 
 class LaunchError(Exception):
@@ -302,10 +303,13 @@ def compare(plan, run: PlanRun, oracle, rounds: int, spec: str = "",
                         oracle_refusal)
 
 
+@interruptible()
 def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
            deadline_s: float = 120.0, timeout_ms: int | None = None, spec: str = "",
            plan=None, log=None) -> LaunchReport:
-    """Plan, build what is missing, run every owner, evaluate the oracle, compare."""
+    """Plan, build what is missing, run every owner, evaluate the oracle, compare.
+    SIGINT, SIGTERM and SIGHUP raise runner.Interrupted in any of these steps, after every
+    owner is stopped (runner.interruptible; the previous handlers are restored)."""
     from alphac import driver
     from alphac.oracle import Refusal
 

@@ -2,12 +2,15 @@
 
 Owns: free loopback ports, the peers file, the command line of each owner (with the
 target's runner, e.g. `qemu-aarch64`, in front), one process group per owner, the overall
-deadline, and cleanup (kill and reap every child) on success, failure, timeout and Ctrl-C.
+deadline, and cleanup (kill and reap every child) on success, failure, timeout, Ctrl-C,
+SIGTERM and SIGHUP (`interruptible`). Every owner also gets a parent-death signal
+(`die_with_parent`), so that it is killed even when the launcher itself is killed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import socket
@@ -106,6 +109,194 @@ class RunResult:
         return not self.timed_out and all(o.ok for o in self.outcomes)
 
 
+# --- signals: SIGINT, SIGTERM and SIGHUP stop the launch the way Ctrl-C does ---------------
+
+INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT, SIGTERM or SIGHUP arrived while `interruptible` was in force."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = int(signum)
+
+
+def interrupt_signal(exc: BaseException | None) -> int:
+    """The signal behind an interrupt; a plain KeyboardInterrupt is SIGINT."""
+    return getattr(exc, "signum", int(signal.SIGINT))
+
+
+def interrupt_status(exc: BaseException | None) -> int:
+    """The exit status after an interrupt: 128 + the signal's number (130 for SIGINT, 143
+    for SIGTERM, 129 for SIGHUP), as a shell reports a command the signal killed."""
+    return 128 + interrupt_signal(exc)
+
+
+class _Interrupts:
+    """What the handlers of `interruptible` share (main thread only)."""
+
+    def __init__(self) -> None:
+        self.depth = 0          # nesting of `interruptible` in the main thread
+        self.fired: int | None = None  # the signal that was raised as Interrupted
+        self.hold = 0           # > 0: a signal now is raised when `held` ends
+        self.pending: int | None = None
+        self.forward = False    # pass SIGTERM on to children in our own process group
+
+    def handler(self, signum, frame) -> None:
+        if self.fired is not None:
+            # already unwinding: a second signal must not cut the cleanup short (owners
+            # also die with the launcher, see die_with_parent)
+            return
+        if self.forward:
+            _terminate_group_descendants()
+        if self.hold:
+            if self.pending is None:
+                self.pending = signum
+            return
+        self.fired = signum
+        raise Interrupted(signum)
+
+
+_INTERRUPTS = _Interrupts()
+
+
+def _replaceable(handler) -> bool:
+    # only the defaults are replaced: an ignored signal (nohup, a background job's SIGINT)
+    # stays ignored, and a handler the caller installed stays in charge
+    return handler in (signal.SIG_DFL, signal.default_int_handler)
+
+
+def _descendants() -> list[int]:
+    """Every process below this one, from /proc (children before their children)."""
+    below: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        below.setdefault(ppid, []).append(int(name))
+    found, todo = [], [os.getpid()]
+    while todo:
+        for pid in below.get(todo.pop(0), ()):
+            found.append(pid)
+            todo.append(pid)
+    return found
+
+
+def _terminate_group_descendants() -> None:
+    """SIGTERM to every process below this one in its own process group: a build's `cc`
+    and what it runs (cc1, as, collect2, ld), which a terminal's Ctrl-C or hangup would
+    have reached too. Owners lead their own groups and are left to the runner's cleanup."""
+    group = os.getpgrp()
+    for pid in _descendants():
+        try:
+            if os.getpgid(pid) == group:
+                os.kill(pid, signal.SIGTERM)
+        except OSError:
+            pass
+
+
+@contextlib.contextmanager
+def interruptible(forward: bool = False):
+    """While in force (in the main thread), SIGINT, SIGTERM and SIGHUP each raise
+    `Interrupted` (a KeyboardInterrupt) once, so `finally` clauses stop owners and remove
+    partial files; later signals are ignored until it ends. The previous handlers are
+    restored afterwards, so library callers keep theirs. Nested uses share the outermost
+    one; in another thread it does nothing (Python runs handlers in the main thread only).
+    With `forward` (a command's own process, whose children are all its own), the signal
+    is also passed on, as SIGTERM, to the processes below this one in its process group
+    (a build's `cc` and what it runs), as a terminal passes Ctrl-C or a hangup to the
+    whole group: they remove their temporary files while subprocess waits for them (for
+    a KeyboardInterrupt it waits a moment before it kills).
+    Yields the shared state: `.fired` is the signal raised, or None."""
+    st = _INTERRUPTS
+    if threading.current_thread() is not threading.main_thread():
+        yield _Interrupts()  # nothing fires here
+        return
+    if st.depth:
+        st.depth += 1
+        try:
+            yield st
+        finally:
+            st.depth -= 1
+        return
+    st.fired, st.pending, st.hold, st.forward = None, None, 0, forward
+    saved = {}
+    for sig in INTERRUPT_SIGNALS:
+        old = signal.getsignal(sig)
+        if _replaceable(old):
+            saved[sig] = old
+            signal.signal(sig, st.handler)
+    st.depth = 1
+    try:
+        yield st
+    finally:
+        st.depth, st.forward = 0, False
+        for sig, old in saved.items():
+            signal.signal(sig, old)
+
+
+@contextlib.contextmanager
+def _held():
+    """Signals that arrive inside are raised when it ends, not inside it (used while an
+    owner is started, so that none can be forked and then lost before it is recorded)."""
+    st = _INTERRUPTS
+    if threading.current_thread() is not threading.main_thread() or not st.depth:
+        yield
+        return
+    st.hold += 1
+    try:
+        yield
+    finally:
+        st.hold -= 1
+        if not st.hold and st.pending is not None and st.fired is None:
+            st.fired, st.pending = st.pending, None
+            raise Interrupted(st.fired)
+
+
+# --- parent-death signal --------------------------------------------------------------------
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_prctl = None
+
+
+def _libc_prctl():
+    global _prctl
+    if _prctl is None:
+        fn = ctypes.CDLL(None, use_errno=True).prctl
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
+                       ctypes.c_ulong]
+        _prctl = fn
+    return _prctl
+
+
+def die_with_parent(parent: int | None = None, sig: int = signal.SIGKILL):
+    """A `preexec_fn` for subprocess.Popen: the child asks the kernel (Linux
+    prctl(PR_SET_PDEATHSIG)) for `sig` when its parent dies, then checks that its parent is
+    still `parent` (default: the calling process) and kills itself if not, so a launcher
+    that dies between fork and prctl leaves nothing either. It runs between fork and exec,
+    so with a runner (`qemu-aarch64 EXE`) the signal is set on the runner's process.
+
+    The kernel sends the signal when the *thread* that forked exits. Popen forks from the
+    thread calling it, and `run_owners` starts, waits for and reaps its owners in that one
+    call, so that thread outlives every owner whichever thread it is."""
+    parent = os.getpid() if parent is None else parent
+    prctl = _libc_prctl()  # resolved before the fork: the child only calls it
+
+    def preexec() -> None:
+        if prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return preexec
+
+
 def _kill_group(proc: subprocess.Popen) -> None:
     # each owner leads its own session/group; killing the group also takes down anything a
     # runner (qemu-user) forked
@@ -119,30 +310,14 @@ def run_owners(commands: Sequence[OwnerCommand], deadline_s: float, log_dir: str
                poll_s: float = 0.01) -> RunResult:
     """Start every owner, wait until all exit or `deadline_s` passes, then kill and reap
     whatever is left. stderr goes to `log_dir/owner-I.stderr` (a file, not a pipe, so a
-    chatty owner can never block on a full pipe). Ctrl-C kills every owner, then re-raises.
+    chatty owner can never block on a full pipe). Ctrl-C, SIGTERM and SIGHUP kill every
+    owner, then `Interrupted` is raised again (see `interruptible`); an owner also dies when
+    the launcher does (`die_with_parent`). A failure to start an owner is an OSError.
     """
     log = Path(log_dir)
     log.mkdir(parents=True, exist_ok=True)
-    with _term_as_interrupt():
+    with interruptible():
         return _run_owners(commands, deadline_s, log, poll_s)
-
-
-@contextlib.contextmanager
-def _term_as_interrupt():
-    """SIGTERM to the launcher is handled like Ctrl-C, so its owners are killed too (the
-    owners live in their own sessions and would not see a signal sent to our group)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def raise_interrupt(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    old = signal.signal(signal.SIGTERM, raise_interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
 
 
 def _run_owners(commands, deadline_s: float, log: Path, poll_s: float) -> RunResult:
@@ -151,14 +326,19 @@ def _run_owners(commands, deadline_s: float, log: Path, poll_s: float) -> RunRes
     ended: dict[int, tuple[int | None, float]] = {}
     timed_out = False
     killed: list[int] = []
+    preexec = die_with_parent()
     try:
         for cmd in commands:
             err_path = log / f"owner-{cmd.owner}.stderr"
-            with open(err_path, "wb") as err:
-                p = subprocess.Popen(cmd.argv, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=err,
-                                     start_new_session=True)
-            procs.append((cmd, p, time.monotonic(), err_path))
+            # a signal while an owner is forked is raised once it is in `procs`
+            with _held(), open(err_path, "wb") as err:
+                try:
+                    p = subprocess.Popen(cmd.argv, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=err,
+                                         start_new_session=True, preexec_fn=preexec)
+                except subprocess.SubprocessError as exc:  # the preexec_fn failed
+                    raise OSError(f"{cmd.argv[0]}: {exc}") from None
+                procs.append((cmd, p, time.monotonic(), err_path))
         limit = start + deadline_s
         while len(ended) < len(procs):
             for cmd, p, t0, _ in procs:
@@ -174,8 +354,10 @@ def _run_owners(commands, deadline_s: float, log: Path, poll_s: float) -> RunRes
                 break
             time.sleep(poll_s)
     finally:
-        # also on Ctrl-C (KeyboardInterrupt propagates after this)
-        _cleanup(procs, ended, killed)
+        # also on Ctrl-C, SIGTERM, SIGHUP (Interrupted propagates after this); a signal
+        # during the cleanup itself is raised only once every owner is reaped
+        with _held():
+            _cleanup(procs, ended, killed)
     outcomes = []
     for cmd, p, t0, err_path in procs:
         # an owner that ended between the last poll and the cleanup keeps its exit status

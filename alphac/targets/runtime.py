@@ -53,8 +53,12 @@ def compiler_version(cc: tuple[str, ...]) -> str:
 
 
 def _run(command: list[str], cwd: str) -> None:
+    # the compiler's own temporary files go to `cwd` too, a directory removed afterwards
+    # whatever happens, also when the build is interrupted
+    env = {**os.environ, "TMPDIR": cwd}
     try:
-        done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
+        done = subprocess.run(command, cwd=cwd, capture_output=True, text=True,
+                              timeout=COMPILE_TIMEOUT_S, env=env)
     except subprocess.TimeoutExpired:
         raise TargetError("compile-failed", f"{command[0]} ran longer than {COMPILE_TIMEOUT_S} s") from None
     if done.returncode != 0:
@@ -86,7 +90,13 @@ def runtime_object(target: Target, pic: bool = False) -> Path:
         _run([*target.cc, *flags, "-c", *units], tmp)
         _run([*target.cc, "-r", "-nostdlib", "-o", OBJECT, *(u[:-2] + ".o" for u in units)], tmp)
         # another build may finish the same object meanwhile: both have the same bytes
-        staged = Path(tempfile.mkstemp(prefix=out.name, dir=out.parent)[1])
-        shutil.copyfile(Path(tmp, OBJECT), staged)
-        os.replace(staged, out)
+        fd, staged_name = tempfile.mkstemp(prefix=out.name, dir=out.parent)
+        os.close(fd)
+        staged = Path(staged_name)
+        try:
+            shutil.copyfile(Path(tmp, OBJECT), staged)
+            os.replace(staged, out)
+        except BaseException:  # also an interrupt: no stray copy is left in the cache
+            staged.unlink(missing_ok=True)
+            raise
     return out
