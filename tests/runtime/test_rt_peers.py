@@ -131,3 +131,16 @@ def test_an_owner_outside_the_role_is_refused(rtlib):
     assert rtlib.parse(rt, "--owner", "0", "--peers", "p", "--out", "o") == 0
     assert rtlib.result(rt, rtlib.lib.rt_select_owner(rt)) == (
         "owner-not-in-role", "owner 0 is not in role worker (owners 1, 2, 3) of deployment run")
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "[::]"])
+def test_the_wildcard_address_is_refused_unless_asked_for(rtlib, tmp_path, host):
+    path = tmp_path / "peers"
+    path.write_text(f"0 127.0.0.1:47000\n1 {host}:47001\n")
+    rt = rtlib.owner(1, str(path))
+    assert rtlib.result(rt, rtlib.lib.rt_read_peers(rt)) == (
+        "usage", f"peers file '{path}' line 2 names the wildcard address '{host[1:-1] if host[0] == '[' else host}' "
+                 "for owner 1; an owner listens only on its own address (--listen-any to listen on every "
+                 "interface)")
+    rt = rtlib.owner(1, str(path), "out", "--listen-any")
+    assert rtlib.result(rt, rtlib.lib.rt_read_peers(rt)) == ("ok", "")
