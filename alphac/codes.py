@@ -151,6 +151,18 @@ RUNTIME = {
     "corrupt-executable": "the executable's embedded op table holds an op kind it cannot run",
 }
 
+# -- checkpoints (alphac/checkpoint, the executables' restore, `alphac inspect CKPT`) ------
+CHECKPOINT = {
+    "checkpoint-manifest": "a checkpoint manifest is missing, truncated or malformed (or the path "
+                           "is not a published checkpoint)",
+    "checkpoint-hash-mismatch": "a manifest, shard or fragment does not have the sha256 its manifest names",
+    "checkpoint-shard-missing": "a shard or child manifest the checkpoint names is not there",
+    "checkpoint-learner-mismatch": "the checkpoint holds another learner (programs, k, m or s)",
+    "checkpoint-version": "parts of a checkpoint (manifests, shards) are of different versions or identities",
+    "checkpoint-exists": "the checkpoint of this version exists already (or its partial directory): "
+                         "checkpoints are never overwritten",
+}
+
 # -- build and launch (alphac/targets, alphac/launch) ---------------------------------------
 TOOLING = {
     # targets, build, inspect
@@ -177,7 +189,7 @@ TOOLING = {
 }
 
 CATALOGUE: dict[str, str] = {}
-for _section in (SYNTAX, CHECK, PLAN, ORACLE, RUNTIME, TOOLING):
+for _section in (SYNTAX, CHECK, PLAN, ORACLE, RUNTIME, CHECKPOINT, TOOLING):
     for _code, _text in _section.items():
         assert _code not in CATALOGUE, f"code {_code} listed twice"
         CATALOGUE[_code] = _text

@@ -1,0 +1,10 @@
+"""Checkpoints as data: the manifest format, its parsing and rendering, and verification of a
+checkpoint directory (docs/checkpoints.md). Independent of the planner: callers compute the
+learner, contract and layout lines they expect and compare them."""
+
+from alphac.checkpoint.manifest import (CheckpointError, FragmentEntry, Manifest, ShardEntry,
+                                        identity_of, logical_words, parse, read_manifest,
+                                        render, verify)
+
+__all__ = ["CheckpointError", "FragmentEntry", "Manifest", "ShardEntry", "identity_of",
+           "logical_words", "parse", "read_manifest", "render", "verify"]

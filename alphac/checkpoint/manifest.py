@@ -1,0 +1,306 @@
+"""The checkpoint manifest and shard files (docs/checkpoints.md): parse, render, verify.
+
+    parse(text, path) -> Manifest          CheckpointError (located: line, column)
+    read_manifest(ckpt_dir) -> Manifest    its manifest.txt, trailer hash checked
+    verify(ckpt_dir) -> Manifest           every hash, file, header, version and coverage
+    logical_words(ckpt_dir, manifest)      {region: uint64 words}, assembled by selection
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+HEAD = "alphac-checkpoint 1"
+ROOT_MANIFEST = "manifest.txt"
+SHARD_MAGIC = 0x54504B4341484C41  # "ALHACKPT"
+SHARD_FORMAT = 1
+REGIONS = {"parameters": 1, "state": 2}
+REGION_NAMES = {v: k for k, v in REGIONS.items()}
+Run = tuple[int, int, int]  # start, step, count
+
+
+class CheckpointError(Exception):
+    """A checkpoint that does not verify: a stable code, a message, and where (file, line,
+    column; line 0 for a file as a whole)."""
+
+    def __init__(self, code: str, message: str, path: str = "", line: int = 0, col: int = 1):
+        from alphac.codes import CATALOGUE
+
+        assert code in CATALOGUE, code
+        super().__init__(f"{code}: {message}")
+        self.code, self.message, self.path, self.line, self.col = code, message, path, line, col
+
+    def diagnostic(self):
+        from alphac.diagnostics import Diagnostic, Span
+
+        return Diagnostic(self.code, self.message, Span(self.path, max(self.line, 1), self.col))
+
+
+@dataclass(frozen=True)
+class ShardEntry:
+    owner: int
+    file: str
+    bytes: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class FragmentEntry:
+    owner: int
+    region: str
+    offset: int          # byte offset of its words in the shard file
+    words: int
+    runs: tuple[Run, ...]
+    sha256: str
+
+    def positions(self) -> np.ndarray:
+        parts = [s + st * np.arange(c, dtype=np.int64) for s, st, c in self.runs]
+        return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    path: str
+    version: int
+    identity: int
+    learner: str         # the line's text after "learner "
+    contract: str
+    layout: str
+    regions: dict[str, int]
+    owners: tuple[int, ...]
+    manifests: dict[int, tuple[str, str]]  # child owner -> (file, sha256)
+    shards: tuple[ShardEntry, ...]
+    fragments: tuple[FragmentEntry, ...]
+    resumed: tuple[str, int, str] | None   # (sha256, version, "same" | "new")
+    sha256: str          # the trailer: sha256 of every byte before it
+    line_of: dict[str, int] = field(default_factory=dict, compare=False)  # item -> line number
+
+
+def identity_of(learner: str, contract: str, layout: str) -> int:
+    """The checkpoint identity: 8 bytes of the sha256 of the canonical JSON of the lines."""
+    doc = json.dumps({"contract": contract, "layout": layout, "learner": learner}, sort_keys=True,
+                     separators=(",", ":"))
+    return int(hashlib.sha256(doc.encode()).hexdigest()[:16], 16)
+
+
+def runs_text(runs) -> str:
+    return ",".join(f"{s}+{st}x{c}" for s, st, c in runs) if runs else "-"
+
+
+def render(m: Manifest) -> str:
+    """The canonical text of `m` (its trailer recomputed)."""
+    lines = [HEAD, f"version {m.version}", f"identity {m.identity:016x}", f"learner {m.learner}",
+             f"contract {m.contract}", f"layout {m.layout}"]
+    lines += [f"region {name} {words}" for name, words in m.regions.items()]
+    lines.append("owners " + " ".join(str(o) for o in m.owners))
+    lines += [f"manifest {o} {f} {h}" for o, (f, h) in sorted(m.manifests.items())]
+    for s in m.shards:
+        lines.append(f"shard {s.owner} {s.file} {s.bytes} {s.sha256}")
+        lines += [f"fragment {f.owner} {f.region} {f.offset} {f.words} {runs_text(f.runs)} {f.sha256}"
+                  for f in m.fragments if f.owner == s.owner]
+    if m.resumed:
+        lines.append(f"resumed-from {m.resumed[0]} {m.resumed[1]} {m.resumed[2]}")
+    body = "".join(line + "\n" for line in lines)
+    return body + f"sha256 {hashlib.sha256(body.encode()).hexdigest()}\n"
+
+
+_HEX64 = r"[0-9a-f]{64}"
+_PATTERNS = {
+    "version": r"version (\d+)",
+    "identity": r"identity ([0-9a-f]{16})",
+    "learner": r"learner (contribution " + _HEX64 + r" update " + _HEX64 + r" k \d+ m \d+ s \d+)",
+    "contract": r"contract (\S+ \S+ \S+ \S+ \S+ " + _HEX64 + r" .+)",
+    "layout": r"layout (owners \d+ parameters (?:replicated|partitioned) state (?:replicated|partitioned) "
+              r"words-per-coordinate \d+ shared (?:-|\d+(?:,\d+)*))",
+    "region": r"region (parameters|state) (\d+)",
+    "owners": r"owners (\d+(?: \d+)*)",
+    "manifest": r"manifest (\d+) (manifest-\d+\.txt) (" + _HEX64 + ")",
+    "shard": r"shard (\d+) (shard-\d+\.bin) (\d+) (" + _HEX64 + ")",
+    "fragment": r"fragment (\d+) (parameters|state) (\d+) (\d+) (-|\d+\+\d+x\d+(?:,\d+\+\d+x\d+)*) (" + _HEX64 + ")",
+    "resumed-from": r"resumed-from (" + _HEX64 + r") (\d+) (same|new)",
+    "sha256": r"sha256 (" + _HEX64 + ")",
+}
+_ORDER = ("version", "identity", "learner", "contract", "layout")
+
+
+def _runs(text: str) -> tuple[Run, ...]:
+    if text == "-":
+        return ()
+    return tuple(tuple(int(x) for x in re.fullmatch(r"(\d+)\+(\d+)x(\d+)", r).groups()) for r in text.split(","))
+
+
+def parse(text: str, path: str = "manifest.txt") -> Manifest:
+    """A manifest from its text; CheckpointError(checkpoint-manifest) names the first line
+    that is out of place or malformed, (checkpoint-hash-mismatch) a wrong trailer."""
+    def bad(line_no: int, what: str, col: int = 1):
+        return CheckpointError("checkpoint-manifest", what, path, line_no, col)
+
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    else:
+        raise bad(len(lines), "the manifest is truncated (its last line has no end)")
+    if not lines or lines[0] != HEAD:
+        raise bad(1, f"expected {HEAD!r}, the first line of a checkpoint manifest")
+    got: dict = {"region": {}, "manifest": {}, "shard": [], "fragment": []}
+    line_of: dict[str, int] = {}
+    trailer = None
+    for no, line in enumerate(lines[1:], start=2):
+        key = line.split(" ", 1)[0]
+        pattern = _PATTERNS.get(key)
+        if pattern is None:
+            raise bad(no, f"unknown item {key!r}")
+        m = re.fullmatch(pattern, line)
+        if m is None:
+            raise bad(no, f"malformed {key!r} line")
+        if trailer is not None:
+            raise bad(no, "a line after the sha256 trailer")
+        g = m.groups()
+        if key in _ORDER or key in ("owners", "resumed-from"):
+            if key in got:
+                raise bad(no, f"{key!r} is given twice")
+            want = _ORDER.index(key) if key in _ORDER else None
+            if want is not None and [k for k in _ORDER if k in got] != list(_ORDER[:want]):
+                raise bad(no, f"{key!r} out of order: expected {' '.join(_ORDER)} first")
+            got[key] = g
+        elif key == "region":
+            got["region"][g[0]] = int(g[1])
+        elif key == "manifest":
+            got["manifest"][int(g[0])] = (g[1], g[2])
+        elif key == "shard":
+            got["shard"].append(ShardEntry(int(g[0]), g[1], int(g[2]), g[3]))
+        elif key == "fragment":
+            if not got["shard"] or got["shard"][-1].owner != int(g[0]):
+                raise bad(no, f"fragment of owner {g[0]} outside its shard's lines")
+            got["fragment"].append(FragmentEntry(int(g[0]), g[1], int(g[2]), int(g[3]), _runs(g[4]), g[5]))
+        elif key == "sha256":
+            trailer = g[0]
+            body = "".join(x + "\n" for x in lines[:no - 1])
+            if hashlib.sha256(body.encode()).hexdigest() != trailer:
+                raise CheckpointError("checkpoint-hash-mismatch", "the manifest's sha256 line does not "
+                                      "match its contents (a changed or truncated manifest)", path, no)
+        line_of.setdefault(key, no)
+    if trailer is None:
+        raise bad(len(lines), "the manifest is truncated (no sha256 line)")
+    for key in _ORDER + ("owners",):
+        if key not in got:
+            raise bad(len(lines), f"no {key!r} line")
+    resumed = got.get("resumed-from")
+    return Manifest(path, int(got["version"][0]), int(got["identity"][0], 16), got["learner"][0],
+                    got["contract"][0], got["layout"][0], got["region"],
+                    tuple(int(o) for o in got["owners"][0].split()), got["manifest"],
+                    tuple(got["shard"]), tuple(got["fragment"]),
+                    (resumed[0], int(resumed[1]), resumed[2]) if resumed else None, trailer, line_of)
+
+
+def read_manifest(ckpt_dir: str | Path, name: str = ROOT_MANIFEST) -> Manifest:
+    d = Path(ckpt_dir)
+    if d.name.startswith("ckpt-") and ".partial-" in d.name:
+        raise CheckpointError("checkpoint-manifest", f"{d} is a partial checkpoint, never loaded", str(d))
+    p = d / name
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise CheckpointError("checkpoint-shard-missing" if name != ROOT_MANIFEST else "checkpoint-manifest",
+                              f"{p} does not exist" + ("" if name != ROOT_MANIFEST else
+                                                       " (not a checkpoint directory)"), str(p)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CheckpointError("checkpoint-manifest", f"{p} cannot be read ({exc})", str(p)) from None
+    return parse(text, str(p))
+
+
+def _sha(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _read_shard(d: Path, s: ShardEntry, m: Manifest) -> bytes:
+    p = d / s.file
+    if not p.is_file():
+        raise CheckpointError("checkpoint-shard-missing", f"{p} is missing (owner {s.owner}'s shard)",
+                              m.path, m.line_of.get("shard", 0))
+    data = p.read_bytes()
+    if len(data) != s.bytes or hashlib.sha256(data).hexdigest() != s.sha256:
+        raise CheckpointError("checkpoint-hash-mismatch", f"{p}: its sha256 is not the manifest's", m.path,
+                              m.line_of.get("shard", 0))
+    head = struct.unpack_from("<6Q", data, 0) if len(data) >= 48 else (0,) * 6
+    if head[0] != SHARD_MAGIC or head[1] != SHARD_FORMAT or head[3] != s.owner:
+        raise CheckpointError("checkpoint-manifest", f"{p} is not owner {s.owner}'s shard", m.path)
+    if head[4] != m.version or head[2] != m.identity:
+        raise CheckpointError("checkpoint-version", f"{p} holds version {head[4]} of identity {head[2]:016x}, "
+                              f"the manifest version {m.version} of {m.identity:016x}", m.path)
+    return data
+
+
+def verify(ckpt_dir: str | Path) -> Manifest:
+    """Every check of a restore (docs/checkpoints.md), on the whole checkpoint: the root
+    manifest, every child manifest, every shard and fragment hash, headers, versions and the
+    coverage of each region. Returns the root manifest."""
+    d = Path(ckpt_dir)
+    root = read_manifest(d)
+    for owner, (name, sha) in sorted(root.manifests.items()):
+        p = d / name
+        if not p.is_file():
+            raise CheckpointError("checkpoint-shard-missing", f"{p} is missing (owner {owner}'s manifest)",
+                                  root.path, root.line_of.get("manifest", 0))
+        if _sha(p) != sha:
+            raise CheckpointError("checkpoint-hash-mismatch", f"{p}: its sha256 is not the manifest's",
+                                  root.path, root.line_of.get("manifest", 0))
+        child = read_manifest(d, name)
+        if child.version != root.version or child.identity != root.identity:
+            raise CheckpointError("checkpoint-version", f"{p} is version {child.version} of "
+                                  f"{child.identity:016x}, the root's {root.version} of {root.identity:016x}",
+                                  root.path, root.line_of.get("manifest", 0))
+    for s in root.shards:
+        data = _read_shard(d, s, root)
+        for f in (f for f in root.fragments if f.owner == s.owner):
+            words = data[f.offset:f.offset + 8 * f.words]
+            if len(words) != 8 * f.words or hashlib.sha256(words).hexdigest() != f.sha256:
+                raise CheckpointError("checkpoint-hash-mismatch", f"{d / s.file}: owner {f.owner}'s {f.region} "
+                                      "fragment does not match its sha256", root.path)
+    check_coverage(root)
+    return root
+
+
+def check_coverage(m: Manifest) -> None:
+    """Each region's fragments hold every word exactly once and nothing outside it."""
+    for region, domain in m.regions.items():
+        count = np.zeros(domain, dtype=np.int64)
+        for f in (f for f in m.fragments if f.region == region):
+            pos = f.positions()
+            if len(pos) != f.words:
+                raise CheckpointError("checkpoint-manifest", f"owner {f.owner}'s {region} fragment lists "
+                                      f"{len(pos)} positions for {f.words} words", m.path)
+            outside = pos[(pos < 0) | (pos >= domain)]
+            if len(outside):
+                raise CheckpointError("shard-coverage-outside", f"owner {f.owner}'s {region} fragment holds "
+                                      f"position {int(outside[0])} outside the region's {domain} words", m.path)
+            np.add.at(count, pos, 1)
+        if (count == 0).any():
+            raise CheckpointError("shard-coverage-missing", f"no fragment holds {int((count == 0).sum())} of the "
+                                  f"{domain} {region} words (first: {int(np.argmax(count == 0))})", m.path)
+        if (count > 1).any():
+            raise CheckpointError("shard-coverage-duplicated", f"{int((count > 1).sum())} {region} words are held "
+                                  f"by two fragments (first: {int(np.argmax(count > 1))})", m.path)
+
+
+def logical_words(ckpt_dir: str | Path, m: Manifest | None = None) -> dict[str, np.ndarray]:
+    """Every region's words, assembled from the fragments by selection (after `verify`)."""
+    d = Path(ckpt_dir)
+    m = m or verify(d)
+    out = {region: np.zeros(words, dtype=np.uint64) for region, words in m.regions.items()}
+    for s in m.shards:
+        data = (d / s.file).read_bytes()
+        for f in (f for f in m.fragments if f.owner == s.owner):
+            out[f.region][f.positions()] = np.frombuffer(data, dtype="<u8", count=f.words, offset=f.offset)
+    return out

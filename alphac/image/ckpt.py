@@ -1,0 +1,60 @@
+"""What a checkpoint of a plan says about its learner, contract and layout — the manifest's
+`learner`, `contract`, `layout` and `region` lines and the checkpoint identity
+(docs/checkpoints.md) — and each owner's fragments: its persistent, mutable fragments in
+the plan's shard maps. The executables write these lines and compare them on restore;
+`alphac check` compares them with a declared resume's checkpoint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from alphac.checkpoint.manifest import REGIONS, Run, identity_of
+from alphac.plan.canon import canonical_json, flat, sha256_hex
+
+
+@dataclass(frozen=True)
+class CheckpointLines:
+    learner: str
+    contract: str
+    layout: str
+    regions: dict[str, int]
+    identity: int
+
+    def contract_fields(self) -> list[str]:
+        """profile (4 fields), relation, order digest, topology."""
+        return self.contract.split(" ", 6)
+
+
+def program_sha(program) -> str:
+    return sha256_hex(canonical_json(flat(program)))
+
+
+def checkpoint_lines(plan) -> CheckpointLines:
+    dep = plan.deployment
+    learner, part, contract = dep.learner, dep.partitioning, plan.contract
+    learner_line = (f"contribution {program_sha(learner.contribution)} update {program_sha(learner.update)} "
+                    f"k {learner.k} m {learner.m} s {learner.s}")
+    profile = contract.profile_data()
+    contract_line = " ".join([profile["format"], profile["rounding"], profile["subnormals"],
+                              profile["exceptional"], contract.relation, contract.order_digest,
+                              contract.topology])
+    shared = ",".join(str(j) for j in part.shared_state) if part.shared_state else "-"
+    layout_line = (f"owners {dep.owners} parameters {'partitioned' if part.parameters else 'replicated'} "
+                   f"state {'partitioned' if part.optimizer_state else 'replicated'} "
+                   f"words-per-coordinate {part.words_per_coordinate} shared {shared}")
+    regions = {"parameters": learner.k, "state": learner.m}
+    return CheckpointLines(learner_line, contract_line, layout_line, regions,
+                           identity_of(learner_line, contract_line, layout_line))
+
+
+def owner_fragments(plan) -> dict[int, tuple[tuple[int, tuple[Run, ...]], ...]]:
+    """Every owner's checkpoint fragments: (region code, runs) of its persistent, mutable
+    fragments, parameters first (a region with no words has no fragment)."""
+    out: dict[int, list] = {o: [] for o in range(plan.deployment.owners)}
+    for shard_map in plan.shard_maps:
+        region = REGIONS[shard_map.region.field]
+        for f in shard_map.fragments:
+            if f.mutable and f.mirrors is None and f.lifetime == "persistent" and f.words:
+                out[f.owner].append((region, tuple(f.layout)))
+    return {o: tuple(sorted(frags, key=lambda x: x[0])) for o, frags in out.items()}
