@@ -22,11 +22,13 @@ HEADER = ("magic", "protocol", "sender", "receiver", "version", "step", "kind", 
 HEADER_WORDS = len(HEADER)
 
 # frame kinds (header word `kind`): "digest" carries "prepared" (the replica digest and the
-# output digests of a subtree), "publish" the commit verdict
-KINDS = {"hello": 1, "combine": 2, "digest": 3, "publish": 4}
+# output digests of a subtree), "publish" the commit verdict, "checkpoint" a subtree's
+# checkpoint digests (docs/checkpoints.md)
+KINDS = {"hello": 1, "combine": 2, "digest": 3, "publish": 4, "checkpoint": 5}
 
-# a hello's payload: the run's update count, then a 128-bit nonce of the connection
-HELLO_WORDS = 3
+# a hello's payload: the run's update count, the version it starts from (0, or the
+# version of the checkpoint it resumed), then a 128-bit nonce of the connection
+HELLO_WORDS = 4
 # "prepared" from a subtree of c owners: the replica digest, c, then c entries of the owner
 # and the sha256 of its staged output (4 words, the digest's bytes in order)
 PREPARED_ENTRY_WORDS = 5

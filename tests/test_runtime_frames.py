@@ -52,7 +52,7 @@ PID = plan_of(PAIR).protocol_id
 SEND_STEP = 1
 DIGEST_STEP = 5
 UPDATES = 2  # the hub's --updates
-MAX_PAYLOAD = 7  # the hub's largest frame: "prepared" from one owner (2 + 5 words)
+MAX_PAYLOAD = 9  # the hub's largest frame: a checkpoint report from one owner (3 + 6 words)
 
 
 def _value(version=0, **changes) -> fr.Frame:

@@ -36,16 +36,28 @@ partial executable is left, and the status is 128 + the signal's number: 130,
 @click.option("--json", "as_json", is_flag=True, help="The result table as JSON.")
 @click.option("-o", "--output", "out_dir", default="out", show_default=True,
               help="Directory for executables and results.")
+@click.option("--checkpoint-dir", type=click.Path(file_okay=False), default=None,
+              help="Where the deployment's checkpoints go (default: its checkpointDirectory).")
+@click.option("--resume", type=click.Path(exists=True, file_okay=False), default=None,
+              help="Restore every owner from this checkpoint directory (ckpt-<u>) first.")
+@click.option("--new-contract", is_flag=True,
+              help="With --resume: start a new contract on the checkpoint's state (another owner "
+                   "count or tree); without it the checkpoint's order of operations must be this one's.")
 @click.option("--timeout", type=float, default=120.0, show_default=True,
               help="Seconds before every owner is stopped.")
-def command(spec: str, rounds: int | None, as_json: bool, out_dir: str, timeout: float) -> None:
+def command(spec: str, rounds: int | None, as_json: bool, out_dir: str, checkpoint_dir: str | None,
+            resume: str | None, new_contract: bool, timeout: float) -> None:
     """Build if needed, run every owner on 127.0.0.1, compare each with the oracle."""
     from alphac.launch.runner import interruptible
 
+    if new_contract and resume is None:
+        error("usage", "--new-contract goes with --resume PATH")
+        sys.exit(2)
     # this process is the command: a compiler it started gets SIGTERM too (see run)
     with interruptible(forward=True):
         try:
-            status = run(spec, rounds, as_json, out_dir, timeout)
+            status = run(spec, rounds, as_json, out_dir, timeout, checkpoint_dir=checkpoint_dir,
+                         resume=resume, new_contract=new_contract)
         except KeyboardInterrupt as exc:  # before or after run's own handling
             status = interrupted(exc, "; every owner was stopped")
     sys.exit(status)
@@ -85,7 +97,7 @@ def load(spec: str):
         return None
 
 
-def run(spec: str, rounds: int | None, as_json: bool, out_dir: str, timeout: float) -> int:
+def run(spec: str, rounds: int | None, as_json: bool, out_dir: str, timeout: float, **options) -> int:
     """The launch with its exit status; SIGINT, SIGTERM and SIGHUP are handled like Ctrl-C
     from the first step to the last, and the previous handlers restored afterwards."""
     from alphac.launch.runner import Interrupted, interruptible
@@ -93,7 +105,7 @@ def run(spec: str, rounds: int | None, as_json: bool, out_dir: str, timeout: flo
     stopped = "; every owner was stopped"
     with interruptible() as interrupts:
         try:
-            status = _run(spec, rounds, as_json, out_dir, timeout)
+            status = _run(spec, rounds, as_json, out_dir, timeout, **options)
         except KeyboardInterrupt as exc:
             return interrupted(exc, stopped)
         except Exception:
@@ -105,7 +117,7 @@ def run(spec: str, rounds: int | None, as_json: bool, out_dir: str, timeout: flo
         return status
 
 
-def _run(spec: str, rounds: int | None, as_json: bool, out_dir: str, timeout: float) -> int:
+def _run(spec: str, rounds: int | None, as_json: bool, out_dir: str, timeout: float, **options) -> int:
     from alphac.launch.launcher import LaunchError, launch
 
     dep = load(spec)
@@ -113,7 +125,7 @@ def _run(spec: str, rounds: int | None, as_json: bool, out_dir: str, timeout: fl
         return 1
     try:
         report = launch(dep, out_dir=out_dir, rounds=rounds, deadline_s=timeout, spec=spec,
-                        log=lambda m: print(f"alphac: {m}", file=sys.stderr))
+                        log=lambda m: print(f"alphac: {m}", file=sys.stderr), **options)
     except LaunchError as exc:
         error(exc.code, exc.message)
         return 1

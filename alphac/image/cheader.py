@@ -15,9 +15,12 @@ HEADER_NAME = "alphac_gen.h"
 
 def runtime_codes() -> tuple[str, ...]:
     """The refusal codes an executable prints, in the order of their C enum (from 1): the
-    RUNTIME section, then the codes it shares with the input and planner sections."""
+    RUNTIME section, then the codes it shares with the input, planner and checkpoint
+    sections."""
     return tuple(codes.RUNTIME) + ("io-error", "data-parallel-assembly-overlap",
-                                   "data-parallel-assembly-coverage")
+                                   "data-parallel-assembly-coverage") + tuple(codes.CHECKPOINT) + (
+        "numerical-profile-mismatch", "numerical-order-mismatch", "shard-coverage-missing",
+        "shard-coverage-duplicated", "shard-coverage-outside")
 
 
 def _c(name: str) -> str:

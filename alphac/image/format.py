@@ -25,18 +25,27 @@ FIELDS = (
     "root",             # the owner at the root of the combine tree (it commits the run)
     "digest_params",    # 1: the replica digest covers the parameters
     "digest_state_all",  # 1: ... and all state words (else the `repl_state` offsets)
+    "ckpt_interval",    # checkpoint after every this many updates (0: never)
+    "ckpt_identity",    # the checkpoint identity (docs/checkpoints.md)
+    "run_id",           # the default run id (names a checkpoint's partial directory)
+    "resume_mode",      # a declared resume: 0 none, 1 the same contract, 2 a new contract
     "str_usage", "str_version", "str_role", "str_deployment", "str_owners",  # text offsets
+    "str_ckpt_learner", "str_ckpt_contract", "str_ckpt_layout",  # the manifest's lines
+    "str_ckpt_dir",     # the declared checkpoint directory ("" if none)
+    "str_resume",       # the declared resume's checkpoint ("" if none)
 )
 
 # sections, in word order; per-role-owner tables are indexed by the owner's position in
 # its role, flat lists by the `*_start` entry of that position
 SECTIONS = (
-    "role_owners", "op_start", "n_update", "n_finish", "ops",
+    "role_owners", "op_start", "n_update", "n_finish", "n_checkpoint", "ops",
     "peer_start", "peer_count", "peers",
     "sample_row", "share",
     "reg_start", "reg_count", "reg_words",
     "held_start", "held_count", "held_state",
     "run_start", "run_count", "runs",  # per owner (all n): its coordinates as (start, step, count)
+    "frag_start", "frag_count", "frags",  # per owner (all n): its checkpoint fragments, each
+                        # region, words, run count, then the runs (start, step, count)
     "repl_state", "leaf_order", "leaf_pos", "coord_off",
     "samples", "initial", "initial_state",
     "text",             # NUL-terminated strings; its count is in bytes

@@ -10,8 +10,9 @@ carries its sender's op index, and a receive op carries the index of the matchin
 
 Expect: a receive of a sum carries the sample count the plan declares beneath it (the sum
 of the shares of the leaves whose contributions it holds; the receiver refuses another
-count as `frame-count`), a receive of "prepared" the number of owners whose output digests
-it carries (the sender's subtree); other ops NO_EXPECT.
+count as `frame-count`), a send or receive of "prepared" the number of owners whose output
+digests it carries (the sender's subtree), of a checkpoint report its payload's words;
+other ops NO_EXPECT.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 
 from alphac import wire
 from alphac.image import format as fmt
+from alphac.image.ckpt import checkpoint_lines, owner_fragments
 from alphac.ir import nodes as ir
 from alphac.plan import separable
 from alphac.plan.protocol import OP_CODE, OwnerProtocol, leaves, peers, register_count
@@ -31,8 +33,10 @@ OP_WORDS = 7  # kind, peer, dst, a, b, step, expect
 TAG_WORDS = 2  # a partitioned register's payload ends with the leaf range [lo, hi) it covers
 NO_EXPECT = 2**64 - 1  # an op's `expect` word when there is nothing to check
 
-_MATCH = {"recv": "send", "digest-recv": "digest-send", "publish-recv": "publish-send"}
-_DIGEST_RECV = OP_CODE["digest-recv"]
+_MATCH = {"recv": "send", "digest-recv": "digest-send", "publish-recv": "publish-send",
+          "ckpt-recv": "ckpt-send"}
+_DIGEST = (OP_CODE["digest-recv"], OP_CODE["digest-send"])
+_CKPT = (OP_CODE["ckpt-recv"], OP_CODE["ckpt-send"])
 
 
 class ImageError(Exception):
@@ -51,9 +55,10 @@ class ImageError(Exception):
 @dataclass(frozen=True)
 class OwnerImage:
     owner: int
-    ops: tuple[tuple[int, ...], ...]  # OP_WORDS each: update ops, then finish ops
+    ops: tuple[tuple[int, ...], ...]  # OP_WORDS each: update, finish, then checkpoint ops
     n_update: int
     n_finish: int
+    n_checkpoint: int
     peers: tuple[int, ...]
     sample_row: int        # first row of this owner's samples in the image's sample table
     share: int
@@ -82,6 +87,12 @@ class RoleImage:
     runs: tuple[tuple[tuple[int, int, int], ...], ...]  # every owner's coordinates, as runs
     tag_words: int
     root: int                       # the owner at the combine tree's root, which commits a run
+    fragments: tuple                # every owner's checkpoint fragments ((region, runs), ...)
+    ckpt_interval: int
+    ckpt_dir: str
+    ckpt_lines: object              # alphac.image.ckpt.CheckpointLines
+    run_id: int
+    resume: tuple[str, int] | None  # a declared resume: (checkpoint path, 1 same / 2 new contract)
     leaf_order: tuple[int, ...]
     coord_off: np.ndarray           # state offset of block b's word for coordinate i, at b*k + i
     repl_state: tuple[int, ...] | None  # state offsets every owner holds alike; None: all m
@@ -100,8 +111,9 @@ class RoleImage:
         """The longest frame payload of the protocol: a register, a hello, or "prepared"."""
         regs = max([w for o in self.owners for w in o.reg_words] + [1]) + self.tag_words
         prepared = max([wire.prepared_words(op[6]) for o in self.owners for op in o.ops
-                        if op[0] == _DIGEST_RECV] + [wire.prepared_words(1)])
-        return max(regs, wire.HELLO_WORDS, prepared)
+                        if op[0] in _DIGEST] + [wire.prepared_words(1)])
+        ckpt = max([op[6] for o in self.owners for op in o.ops if op[0] in _CKPT] + [0])
+        return max(regs, wire.HELLO_WORDS, prepared, ckpt)
 
     def encode(self) -> bytes:
         """The bytes the executable embeds as `alphac_image` (layout: alphac.image.format)."""
@@ -130,6 +142,13 @@ class RoleImage:
             "str_usage": string(self.usage), "str_version": string(self.version),
             "str_role": string(self.role), "str_deployment": string(self.deployment),
             "str_owners": string(", ".join(str(o.owner) for o in self.owners)),
+            "ckpt_interval": self.ckpt_interval, "ckpt_identity": self.ckpt_lines.identity,
+            "run_id": self.run_id, "resume_mode": self.resume[1] if self.resume else 0,
+            "str_ckpt_learner": string(self.ckpt_lines.learner),
+            "str_ckpt_contract": string(self.ckpt_lines.contract),
+            "str_ckpt_layout": string(self.ckpt_lines.layout),
+            "str_ckpt_dir": string(self.ckpt_dir),
+            "str_resume": string(self.resume[0] if self.resume else ""),
         }
         mask = 2**64 - 1
 
@@ -145,11 +164,16 @@ class RoleImage:
         reg_starts, reg_words = flat(o.reg_words for o in self.owners)
         held_starts, held = flat(o.held_state or () for o in self.owners)
         run_starts, runs = flat([w for run in r for w in run] for r in self.runs)
+        frag_starts, frags = flat([w for region, fruns in f
+                                   for w in (region, sum(c for _, _, c in fruns), len(fruns),
+                                             *(x for run in fruns for x in run))]
+                                  for f in self.fragments)
         sections = {
             "role_owners": [o.owner for o in self.owners],
             "op_start": [s // OP_WORDS for s in op_starts], "ops": ops,
             "n_update": [o.n_update for o in self.owners],
             "n_finish": [o.n_finish for o in self.owners],
+            "n_checkpoint": [o.n_checkpoint for o in self.owners],
             "peer_start": peer_starts, "peer_count": [len(o.peers) for o in self.owners],
             "peers": peer_list,
             "sample_row": [o.sample_row for o in self.owners],
@@ -161,6 +185,7 @@ class RoleImage:
             "held_state": held,
             "run_start": [s // 3 for s in run_starts], "run_count": [len(r) for r in self.runs],
             "runs": runs,
+            "frag_start": frag_starts, "frag_count": [len(f) for f in self.fragments], "frags": frags,
             "repl_state": self.repl_state or (), "leaf_order": self.leaf_order, "leaf_pos": pos,
             "coord_off": self.coord_off, "samples": self.samples, "initial": self.initial,
             "initial_state": self.initial_state, "text": bytes(text),
@@ -173,14 +198,14 @@ def op_steps(protocols: tuple[OwnerProtocol, ...]) -> dict[int, tuple[int, ...]]
     the matching send at the peer; other ops: own index)."""
     sends: dict[tuple[int, int, str], list[int]] = {}
     for proto in protocols:
-        for i, op in enumerate(proto.update_ops + proto.finish_ops):
+        for i, op in enumerate(proto.update_ops + proto.finish_ops + proto.checkpoint_ops):
             if op.kind in _MATCH.values():
                 sends.setdefault((proto.owner, op.peer, op.kind), []).append(i)
     taken: dict[tuple[int, int, str], int] = {}
     out = {}
     for proto in protocols:
         steps = []
-        for i, op in enumerate(proto.update_ops + proto.finish_ops):
+        for i, op in enumerate(proto.update_ops + proto.finish_ops + proto.checkpoint_ops):
             if op.kind in _MATCH:
                 key = (op.peer, proto.owner, _MATCH[op.kind])
                 j = taken.get(key, 0)
@@ -233,6 +258,31 @@ def expected_counts(protocols: tuple[OwnerProtocol, ...], shares, steps) -> dict
     return out
 
 
+def subtrees(protocols: tuple[OwnerProtocol, ...]) -> dict[int, tuple[int, ...]]:
+    """For every owner, the owners whose "prepared" (and checkpoint digests) it reports: its
+    own and those of every owner it receives them from, transitively, ascending."""
+    children = {p.owner: [op.peer for op in p.finish_ops if op.kind == "digest-recv"] for p in protocols}
+    below: dict[int, tuple[int, ...]] = {}
+    for start in children:
+        stack = [start]
+        while stack:
+            o = stack[-1]
+            pending = [c for c in children[o] if c not in below]
+            if pending:
+                stack.extend(pending)
+                continue
+            stack.pop()
+            below[o] = tuple(sorted({o, *(x for c in children[o] for x in below[c])}))
+    return below
+
+
+def checkpoint_words(subtree: tuple[int, ...], fragments, inner: set[int]) -> int:
+    """The payload of a checkpoint report from `subtree`: the replica digest, the entry and
+    manifest counts, an entry per owner (owner, shard bytes, the shard's sha256, each
+    fragment's sha256) and one per owner with children (owner, its manifest's sha256)."""
+    return 3 + sum(6 + 4 * len(fragments[o]) for o in subtree) + 5 * sum(1 for o in subtree if o in inner)
+
+
 def prepared_owners(protocols: tuple[OwnerProtocol, ...]) -> dict[int, int]:
     """For every owner, how many owners' output digests its "prepared" message carries: its
     own and those of every owner whose "prepared" it receives, transitively."""
@@ -249,6 +299,31 @@ def prepared_owners(protocols: tuple[OwnerProtocol, ...]) -> dict[int, int]:
             stack.pop()
             size[o] = 1 + sum(size[c] for c in children[o])
     return size
+
+
+def checkpoint_dir(dep) -> str:
+    """The declared checkpoint directory, relative to the spec file's directory, made
+    absolute ("" when the deployment never checkpoints)."""
+    d = dep.checkpoint.directory
+    if not dep.checkpoint.every or not d:
+        return ""
+    base = Path(dep.source_file).parent if dep.source_file else Path(".")
+    return str((base / d).resolve())
+
+
+def declared_resume(dep) -> tuple[str, int] | None:
+    resume = getattr(dep, "resume", None)
+    if resume is None:
+        return None
+    return (str(Path(resume.path).resolve()), 1 if resume.mode == "same" else 2)
+
+
+def default_run_id(lines, dep) -> int:
+    """A run id for a run started without --run-id: the same for every owner of the run."""
+    import hashlib
+
+    h = hashlib.sha256(f"{lines.identity:016x} {dep.updates}".encode()).hexdigest()
+    return int(h[:16], 16)
 
 
 def usage_text(dep, role: str, target: str, role_owners, protocol_hex: str) -> str:
@@ -295,26 +370,37 @@ def build_image(plan, role: str, target: str) -> RoleImage:
     shares = learner.samples.shares
     counts = expected_counts(protocols, shares, steps)
     prepared = prepared_owners(protocols)
+    below = subtrees(protocols)
+    fragments = owner_fragments(plan)
+    inner = {p.owner for p in protocols if any(op.kind == "ckpt-manifest" for op in p.checkpoint_ops)}
     owners, row = [], 0
     for o in role_v.owners:
         proto = protocols[o]
         ops = []
-        for i, (op, step) in enumerate(zip(proto.update_ops + proto.finish_ops, steps[o])):
+        for i, (op, step) in enumerate(zip(proto.update_ops + proto.finish_ops + proto.checkpoint_ops,
+                                           steps[o])):
             expect = counts.get((o, i), NO_EXPECT)
             if op.kind == "digest-recv":
                 expect = prepared[op.peer]
+            elif op.kind == "digest-send":
+                expect = prepared[o]
+            elif op.kind == "ckpt-recv":
+                expect = checkpoint_words(below[op.peer], fragments, inner)
+            elif op.kind == "ckpt-send":
+                expect = checkpoint_words(below[o], fragments, inner)
             ops.append(op.words() + (step, expect))
         ops = tuple(ops)
         regs = proto.register_words or (k + 1,) * register_count(proto)
         held = tuple(int(j) for j in layout.state_held(o)) if layout.optimizer_state else None
-        owners.append(OwnerImage(o, ops, len(proto.update_ops), len(proto.finish_ops), peers(proto),
-                                 row, shares[o], tuple(regs), held))
+        owners.append(OwnerImage(o, ops, len(proto.update_ops), len(proto.finish_ops),
+                                 len(proto.checkpoint_ops), peers(proto), row, shares[o], tuple(regs), held))
         row += shares[o]
     rows = [learner.samples.owner_rows(o) for o in role_v.owners]
     samples = (np.concatenate([np.asarray(r, dtype=np.uint64).reshape(-1) for r in rows])
                if rows else np.zeros(0, dtype=np.uint64))
     coord_off = np.asarray(layout.coordinate_state_offsets() if part.any else (), dtype=np.uint64)
     repl = tuple(int(j) for j in layout.replicated_state()) if layout.optimizer_state else None
+    lines = checkpoint_lines(plan)
     spec = Path(dep.source_file or dep.name).stem
     version = (f"{spec}-{role}-{target}: deployment {dep.name}, role {role} of {n} owners, "
                f"target {target}, protocol {plan.protocol_hex}, wire format {wire.WIRE_FORMAT}\n")
@@ -325,6 +411,9 @@ def build_image(plan, role: str, target: str) -> RoleImage:
         update_layout=separable.layout_of(learner, part) if part.any else None,
         owners=tuple(owners), runs=tuple(layout.coordinate_runs(o) for o in range(n)),
         tag_words=TAG_WORDS if part.any else 0, root=plan.tree.owner,
+        fragments=tuple(fragments[o] for o in range(n)), ckpt_interval=dep.checkpoint.every,
+        ckpt_dir=checkpoint_dir(dep), ckpt_lines=lines, run_id=default_run_id(lines, dep),
+        resume=declared_resume(dep),
         leaf_order=tuple(leaves(plan.tree)), coord_off=coord_off, repl_state=repl,
         samples=samples, initial=learner.initial.as_array(),
         initial_state=learner.initial_state.as_array(),

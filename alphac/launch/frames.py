@@ -143,9 +143,11 @@ def combine_payload(sum_words, count: int) -> tuple[int, ...]:
     return tuple(int(w) & MASK for w in sum_words) + (int(count),)
 
 
-def hello(protocol: int, sender: int, receiver: int, updates: int, nonce=(0, 0), version: int = 0) -> Frame:
-    """A hello: the run's update count and the sender's nonce of the connection."""
-    return Frame(protocol, sender, receiver, version, 0, HELLO, (updates, *nonce))
+def hello(protocol: int, sender: int, receiver: int, updates: int, nonce=(0, 0), version: int = 0,
+          start: int = 0) -> Frame:
+    """A hello: the run's update count, the version it starts from, and the sender's nonce
+    of the connection."""
+    return Frame(protocol, sender, receiver, version, 0, HELLO, (updates, start, *nonce))
 
 
 def prepared_payload(digest: int, entries) -> tuple[int, ...]:
@@ -234,7 +236,7 @@ class Connection:
         self.send(hello(protocol, me, peer, updates, nonce))
         reply = self.recv()
         if key is not None:
-            self.key = session_key(key, protocol, me, peer, nonce, reply.payload[1:3])
+            self.key = session_key(key, protocol, me, peer, nonce, reply.payload[2:4])
         self.reply = reply
 
     def send(self, frame: Frame, length: int | None = None, raw: bytes | None = None) -> None:

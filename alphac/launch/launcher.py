@@ -303,27 +303,65 @@ def compare(plan, run: PlanRun, oracle, rounds: int, spec: str = "",
                         oracle_refusal)
 
 
+def resume_start(path: str | Path):
+    """Verify the checkpoint at `path` whole (every hash, header, version and coverage) and
+    return the oracle's starting point: (parameter words, state words, version)."""
+    from alphac.checkpoint import CheckpointError, logical_words, verify
+
+    try:
+        manifest = verify(path)
+        words = logical_words(path, manifest)
+    except CheckpointError as exc:
+        where = f"{exc.path}:{exc.line}: " if exc.line else ""
+        raise LaunchError(exc.code, f"{where}{exc.message}") from None
+    return words["parameters"], words["state"], manifest.version
+
+
+def run_arguments(checkpoint_dir=None, resume=None, new_contract: bool = False) -> tuple[str, ...]:
+    """What every owner of a run is given beside its own options: a fresh run id (naming
+    the run's partial checkpoint directories), where checkpoints go, what it resumes."""
+    import secrets
+
+    args = ["--run-id", secrets.token_hex(8)]
+    if checkpoint_dir is not None:
+        args += ["--checkpoint-dir", str(Path(checkpoint_dir).resolve())]
+    if resume is not None:
+        args += ["--resume", str(Path(resume).resolve())] + (["--new-contract"] if new_contract else [])
+    return tuple(args)
+
+
 @interruptible()
 def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
            deadline_s: float = 120.0, timeout_ms: int | None = None, spec: str = "",
-           plan=None, log=None) -> LaunchReport:
-    """Plan, build what is missing, run every owner, evaluate the oracle, compare.
-    SIGINT, SIGTERM and SIGHUP raise runner.Interrupted in any of these steps, after every
-    owner is stopped (runner.interruptible; the previous handlers are restored)."""
+           plan=None, log=None, checkpoint_dir=None, resume=None,
+           new_contract: bool = False) -> LaunchReport:
+    """Plan, build what is missing, run every owner, evaluate the oracle, compare. With
+    `resume` (or the spec's resume declaration) every owner restores the checkpoint at that
+    path, verified whole first, and the oracle continues from its words; `checkpoint_dir`
+    overrides where the deployment's checkpoints go. SIGINT, SIGTERM and SIGHUP raise
+    runner.Interrupted in any of these steps, after every owner is stopped
+    (runner.interruptible; the previous handlers are restored)."""
     from alphac import driver
     from alphac.oracle import Refusal
 
     plan = plan if plan is not None else driver.plan(dep)
     n = dep.updates if rounds is None else rounds
+    declared = getattr(dep, "resume", None)
+    if resume is None and declared is not None:
+        resume, new_contract = declared.path, declared.mode == "new"
+    start = resume_start(resume) if resume is not None else None
     exes = ensure_built(plan, out_dir, log=log)
     if timeout_ms is None:
         # socket and connect bounds well inside the launch deadline, so owners refuse by
         # name before the launcher has to kill them
         timeout_ms = max(1000, min(30000, int(deadline_s * 1000 / 3)))
+    args = run_arguments(checkpoint_dir, resume, new_contract)
     run = run_plan(dep, exes, new_run_dir(out_dir, spec_stem(dep)), updates=rounds,
-                   timeout_ms=timeout_ms, deadline_s=deadline_s, root=plan.tree.owner)
+                   timeout_ms=timeout_ms, deadline_s=deadline_s, root=plan.tree.owner,
+                   extra_argv={o: args for o in range(dep.owners)})
     try:
-        oracle, refusal = driver.oracle(dep, n), ""
+        oracle = driver.oracle(dep, n) if start is None else driver.oracle(dep, n, start=start)
+        refusal = ""
     except Refusal as exc:
         oracle, refusal = None, f"{exc.code}: {exc.detail}"
     return compare(plan, run, oracle, n, spec, refusal)

@@ -39,6 +39,12 @@ OP_KINDS = (
                     # update), fsync it, and keep its sha256 for the prepare message
     "commit",       # the root alone: every owner prepared; make the run's commit record durable
     "finalize",     # the run is committed: link the staged output to its final path
+    # -- a checkpoint (checkpoint ops, after every I-th update; docs/checkpoints.md) --
+    "ckpt-stage",   # write and fsync this owner's shard in the checkpoint's partial directory
+    "ckpt-send",    # the replica digest and the shard and manifest digests of this subtree, up
+    "ckpt-recv",    # ... received from a child: digests compared, entries kept
+    "ckpt-manifest",  # an owner with children: write and fsync the manifest of its subtree
+    "ckpt-publish",  # the root: fsync the directory, rename it to ckpt-<u>, fsync its parent
 )
 
 # Region masks of `offer` and `install`.
@@ -177,6 +183,8 @@ class OwnerProtocol:
     finish_ops: tuple[Op, ...]
     # words held by each register (partitioned protocols; empty: every register holds k + 1)
     register_words: tuple[int, ...] = ()
+    # once after every checkpointed update (the same for every checkpoint)
+    checkpoint_ops: tuple[Op, ...] = ()
 
 
 def project(root: TreeNode, n: int, partitioning=None, k: int = 0,
@@ -230,7 +238,8 @@ def project(root: TreeNode, n: int, partitioning=None, k: int = 0,
         if o in total:
             ops[o].append(Op("update", a=total[o]))
     fin = _finish_ops(root, n, nodes)
-    return tuple(OwnerProtocol(o, tuple(ops[o]), fin[o]) for o in range(n))
+    ckpt = _checkpoint_ops(root, n, nodes)
+    return tuple(OwnerProtocol(o, tuple(ops[o]), fin[o], (), ckpt[o]) for o in range(n))
 
 
 def _finish_ops(root: TreeNode, n: int, nodes: list[TreeNode]) -> list[tuple[Op, ...]]:
@@ -240,12 +249,7 @@ def _finish_ops(root: TreeNode, n: int, nodes: list[TreeNode]) -> list[tuple[Op,
     root commits; the verdict comes back down (`publish-send`/`publish-recv`); every owner
     finalizes its output."""
     fin: list[list[Op]] = [[Op("stage")] for _ in range(n)]
-    up = []
-    seen = set()
-    for t in reduce_edges(root, nodes):
-        if t.sender not in seen:
-            seen.add(t.sender)
-            up.append(t)
+    up = _up_edges(root, nodes)
     for t in up:
         fin[t.sender].append(Op("digest-send", peer=t.receiver))
         fin[t.receiver].append(Op("digest-recv", peer=t.sender))
@@ -256,6 +260,39 @@ def _finish_ops(root: TreeNode, n: int, nodes: list[TreeNode]) -> list[tuple[Op,
     for f in fin:
         f.append(Op("finalize"))
     return [tuple(f) for f in fin]
+
+
+def _up_edges(root: TreeNode, nodes: list[TreeNode]) -> list[Transfer]:
+    """The reduce edges, each child owner once, in the order they occur: the tree over
+    owners that publication and checkpoints report up."""
+    up, seen = [], set()
+    for t in reduce_edges(root, nodes):
+        if t.sender not in seen:
+            seen.add(t.sender)
+            up.append(t)
+    return up
+
+
+def _checkpoint_ops(root: TreeNode, n: int, nodes: list[TreeNode]) -> list[tuple[Op, ...]]:
+    """One checkpoint: every owner stages its shard; digests go up the same edges as
+    "prepared"; an owner with children writes its subtree's manifest before reporting up;
+    the root publishes the directory."""
+    ops: list[list[Op]] = [[Op("ckpt-stage")] for _ in range(n)]
+    up = _up_edges(root, nodes)
+    children: dict[int, list[int]] = {}
+    parent: dict[int, int] = {}
+    for t in up:
+        children.setdefault(t.receiver, []).append(t.sender)
+        parent[t.sender] = t.receiver
+    for t in up:  # children's edges come before their parent's: receives precede the send
+        if t.sender in children:
+            ops[t.sender].append(Op("ckpt-manifest"))
+        ops[t.sender].append(Op("ckpt-send", peer=t.receiver))
+        ops[t.receiver].append(Op("ckpt-recv", peer=t.sender))
+    if root.owner in children or n == 1:
+        ops[root.owner].append(Op("ckpt-manifest"))
+    ops[root.owner].append(Op("ckpt-publish"))
+    return [tuple(o) for o in ops]
 
 
 def register_count(proto: OwnerProtocol) -> int:
@@ -394,7 +431,8 @@ def project_partitioned(root: TreeNode, n: int, part, k: int,
         for o in owners:
             sch.emit(o, Op("install", a=held[o], b=mask))
     finish = _finish_ops(root, n, nodes)
-    return tuple(OwnerProtocol(o, tuple(sch.ops[o]), finish[o], tuple(sch.words[o]))
+    ckpt = _checkpoint_ops(root, n, nodes)
+    return tuple(OwnerProtocol(o, tuple(sch.ops[o]), finish[o], tuple(sch.words[o]), ckpt[o])
                  for o in range(n))
 
 

@@ -39,7 +39,10 @@ static int parse_num(struct rt *rt, const char *text, const char *flag, int64_t 
     return RT_OK;
 }
 
-enum { O_OWNER = 1, O_PEERS, O_OUT, O_UPDATES, O_TIMEOUT, O_KEY, O_LISTEN_ANY, O_HELP, O_VERSION };
+enum {
+    O_OWNER = 1, O_PEERS, O_OUT, O_UPDATES, O_TIMEOUT, O_KEY, O_LISTEN_ANY, O_CKPT_DIR, O_RESUME,
+    O_NEW_CONTRACT, O_RUN_ID, O_HELP, O_VERSION
+};
 
 static const struct option options[] = {
     {"owner", required_argument, NULL, O_OWNER},
@@ -49,6 +52,10 @@ static const struct option options[] = {
     {"timeout-ms", required_argument, NULL, O_TIMEOUT},
     {"key", required_argument, NULL, O_KEY},
     {"listen-any", no_argument, NULL, O_LISTEN_ANY},
+    {"checkpoint-dir", required_argument, NULL, O_CKPT_DIR},
+    {"resume", required_argument, NULL, O_RESUME},
+    {"new-contract", no_argument, NULL, O_NEW_CONTRACT},
+    {"run-id", required_argument, NULL, O_RUN_ID},
     {"help", no_argument, NULL, O_HELP},
     {"version", no_argument, NULL, O_VERSION},
     {NULL, 0, NULL, 0},
@@ -76,6 +83,17 @@ int rt_parse_args(struct rt *rt, int argc, char **argv) {
             break;
         case O_KEY: rt->key_path = optarg; break;
         case O_LISTEN_ANY: rt->listen_any = 1; break;
+        case O_CKPT_DIR: rt->ck.dir = optarg; break;
+        case O_RESUME: rt->ck.resume = optarg; break;
+        case O_NEW_CONTRACT: rt->ck.resume_mode = 2; break;
+        case O_RUN_ID: {
+            char *end = NULL;
+            errno = 0;
+            rt->ck.run_id = strtoull(optarg, &end, 16);
+            if (!*optarg || *end || errno || !rt->ck.run_id)
+                return rt_fail(rt, RT_USAGE, "--run-id needs a non-zero hexadecimal number, got '%s' (try --help)", optarg);
+            break;
+        }
         case O_HELP: fputs(img_text(rt, IMG_STR_USAGE), stdout); fflush(stdout); return RT_DONE;
         case O_VERSION: fputs(img_text(rt, IMG_STR_VERSION), stdout); fflush(stdout); return RT_DONE;
         case ':': return rt_fail(rt, RT_USAGE, "'%s' is an option with a value (try --help)", arg);
@@ -84,6 +102,14 @@ int rt_parse_args(struct rt *rt, int argc, char **argv) {
     }
     if (optind < argc)
         return rt_fail(rt, RT_USAGE, "unexpected argument '%s' (try --help)", argv[optind]);
+    /* a resume the spec declared, unless the command line names another */
+    if (!rt->ck.resume && *img_text(rt, IMG_STR_RESUME)) {
+        rt->ck.resume = img_text(rt, IMG_STR_RESUME);
+        if (!rt->ck.resume_mode) rt->ck.resume_mode = (int)img_field(rt, IMG_RESUME_MODE);
+    }
+    if (rt->ck.resume && !rt->ck.resume_mode) rt->ck.resume_mode = 1;
+    if (rt->ck.resume_mode == 2 && !rt->ck.resume)
+        return rt_fail(rt, RT_USAGE, "--new-contract goes with --resume PATH (try --help)");
     if (!seen_owner) return rt_fail(rt, RT_USAGE, "--owner is required (try --help)");
     if (!rt->peers_path) return rt_fail(rt, RT_USAGE, "--peers is required (try --help)");
     if (!rt->out_path) return rt_fail(rt, RT_USAGE, "--out is required (try --help)");

@@ -13,12 +13,13 @@
 static int send_hello(struct rt *rt, int64_t peer) {
     uint64_t *p = rt->small + HEADER_WORDS;
     p[0] = (uint64_t)rt->updates;
+    p[1] = (uint64_t)rt->start;
     if (rt->key) {
         TRY(rt_nonce(rt, rt->sessions[peer].nonce));
-        p[1] = rt->sessions[peer].nonce[0];
-        p[2] = rt->sessions[peer].nonce[1];
+        p[2] = rt->sessions[peer].nonce[0];
+        p[3] = rt->sessions[peer].nonce[1];
     } else {
-        p[1] = p[2] = 0;
+        p[2] = p[3] = 0;
     }
     return rt_send_frame(rt, peer, KIND_HELLO, 0, 0, rt->small, HELLO_WORDS, 0);
 }
@@ -30,6 +31,10 @@ static int check_hello(struct rt *rt, int64_t sender) {
         return rt_fail(rt, RT_FRAME_PROTOCOL, "owner %lld: owner %lld runs %llu updates, this owner %lld "
                        "(another --updates)", (long long)rt->owner, (long long)sender,
                        (unsigned long long)p[0], (long long)rt->updates);
+    if (p[1] != (uint64_t)rt->start)
+        return rt_fail(rt, RT_FRAME_PROTOCOL, "owner %lld: owner %lld starts from version %llu, this owner %lld "
+                       "(another --resume)", (long long)rt->owner, (long long)sender, (unsigned long long)p[1],
+                       (long long)rt->start);
     return RT_OK;
 }
 
@@ -100,7 +105,7 @@ static int setup(struct rt *rt) {
         TRY(send_hello(rt, p));
         TRY(rt_recv_frame(rt, rt->fds[p], p, KIND_HELLO, 0, 0, rt->small, HELLO_WORDS, NULL, &sender));
         TRY(check_hello(rt, p));
-        derive(rt, p, rt->small + HEADER_WORDS + 1, 0);
+        derive(rt, p, rt->small + HEADER_WORDS + 2, 0);
     }
     for (int64_t j = 0; j < nacc; j++) {
         int64_t left = rt->deadline_ms - rt_now_ms();
@@ -118,7 +123,7 @@ static int setup(struct rt *rt) {
             return rc;
         }
         rt->fds[sender] = fd;
-        uint64_t theirs[2] = {rt->small[HEADER_WORDS + 1], rt->small[HEADER_WORDS + 2]};
+        uint64_t theirs[2] = {rt->small[HEADER_WORDS + 2], rt->small[HEADER_WORDS + 3]};
         TRY(check_hello(rt, sender));
         TRY(send_hello(rt, sender));
         derive(rt, sender, theirs, 1);

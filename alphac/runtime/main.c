@@ -14,6 +14,8 @@ int rt_main(struct rt *rt, int argc, char **argv) {
     TRY(rt_read_peers(rt));
     TRY(rt_alloc_peers(rt));
     TRY(rt_alloc(rt));
+    if (rt->ck.resume) TRY(rt_restore(rt));
+    TRY(rt_ckpt_open(rt));
     TRY(rt_connect(rt));
     TRY(rt_run(rt));
     rt_close_all(rt);

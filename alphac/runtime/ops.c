@@ -291,7 +291,8 @@ static int check_op(struct rt *rt, const int64_t *op) {
         if (kind == OP_OFFER && j == 3) register_operand = 0; /* offer's a is a region mask */
         if (register_operand && op[j] >= rt->nregs) return corrupt(rt, "register", op[j]);
     }
-    int talks = kind == OP_SEND || kind == OP_RECV || (kind >= OP_DIGEST_SEND && kind <= OP_PUBLISH_RECV);
+    int talks = kind == OP_SEND || kind == OP_RECV || (kind >= OP_DIGEST_SEND && kind <= OP_PUBLISH_RECV) ||
+                kind == OP_CKPT_SEND || kind == OP_CKPT_RECV;
     if (talks && (peer < 0 || peer >= rt->n || rt->fds[peer] < 0)) return corrupt(rt, "peer", peer);
     if (kind == OP_SLICE && (peer < 0 || peer >= rt->n)) return corrupt(rt, "owner", peer);
     return RT_OK;
@@ -417,6 +418,11 @@ int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
             TRY(rt_stage_publish(rt, &rt->out));
             rt->finalized = 1;
             break;
+        case OP_CKPT_STAGE: TRY(rt_ckpt_stage(rt, v)); break;
+        case OP_CKPT_SEND: TRY(rt_ckpt_send(rt, peer, v, step)); break;
+        case OP_CKPT_RECV: TRY(rt_ckpt_recv(rt, fd, peer, v, step, op[6])); break;
+        case OP_CKPT_MANIFEST: TRY(rt_ckpt_manifest(rt, v)); break;
+        case OP_CKPT_PUBLISH: TRY(rt_ckpt_publish(rt, v)); break;
         case OP_SLICE: op_slice(rt, reg(rt, dst), reg(rt, a), peer); break;
         case OP_OFFER: op_offer(rt, dst, (uint64_t)a); break;
         case OP_SELECT: TRY(op_select(rt, dst, a, b, v)); break;
@@ -434,10 +440,16 @@ int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
     return RT_OK;
 }
 
-/* Every update, the digest, then the finish (replica comparison and the publish verdict). */
+/* Every update from the start version (0, or a resumed checkpoint's), a checkpoint after
+   every I-th, then the digest and the finish (replica comparison and publication). */
 int rt_run(struct rt *rt) {
-    int64_t n_update = img_mine(rt, SEC_N_UPDATE);
-    for (int64_t u = 0; u < rt->updates; u++) TRY(rt_run_ops(rt, 0, n_update, (uint64_t)u));
+    int64_t n_update = img_mine(rt, SEC_N_UPDATE), n_finish = img_mine(rt, SEC_N_FINISH);
+    int64_t every = rt->ck.interval;
+    for (int64_t u = rt->start; u < rt->updates; u++) {
+        TRY(rt_run_ops(rt, 0, n_update, (uint64_t)u));
+        if (every && (u + 1) % every == 0)
+            TRY(rt_run_ops(rt, n_update + n_finish, img_mine(rt, SEC_N_CHECKPOINT), (uint64_t)(u + 1)));
+    }
     rt_digest(rt);
-    return rt_run_ops(rt, n_update, img_mine(rt, SEC_N_FINISH), (uint64_t)rt->updates);
+    return rt_run_ops(rt, n_update, n_finish, (uint64_t)rt->updates);
 }

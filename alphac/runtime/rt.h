@@ -11,6 +11,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -75,11 +76,29 @@ struct session {
     uint64_t nonce[2]; /* this owner's half of the connection's nonce */
 };
 
+/* Checkpoints: where they go, this run's id, and what one checkpoint's reports collected. */
+struct ckpt {
+    const char *dir, *resume; /* --checkpoint-dir (or the image's), --resume (or the image's) */
+    char *partial;            /* the partial directory of the checkpoint being written */
+    uint64_t run_id, resumed_id;
+    int64_t interval;
+    uint64_t *entries;        /* (owner, shard bytes, shard sha256, fragment sha256s) per owner */
+    int64_t nentries, entry_words;
+    uint64_t *manifests;      /* (owner, manifest sha256) per owner below with a manifest */
+    int64_t nmanifests;
+    int resume_mode;          /* 0 none, 1 the same contract, 2 a new one */
+    int resumed;
+    char resumed_sha[65];
+    int64_t resumed_version;
+};
+
 struct rt {
     const uint64_t *img;
     int64_t owner, pos, n, k, m, s;
     uint64_t protocol;
     int64_t updates, timeout_ms;
+    int64_t start;         /* the version the run starts from: 0, or a resumed checkpoint's */
+    struct ckpt ck;
     int64_t deadline_ms;   /* of the socket I/O under way: one frame, or the whole connect phase */
     int in_connect;
     const char *peers_path, *out_path, *key_path;
@@ -207,6 +226,15 @@ int64_t rt_coordinates(const struct rt *rt, int64_t t, uint64_t *out); /* them, 
 int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t version);
 int rt_run(struct rt *rt);
 void rt_digest(struct rt *rt);
+
+/* -- ckpt.c, restore.c ------------------------------------------------------------------ */
+int rt_ckpt_open(struct rt *rt);
+int rt_ckpt_stage(struct rt *rt, uint64_t v);
+int rt_ckpt_send(struct rt *rt, int64_t peer, uint64_t v, uint64_t step);
+int rt_ckpt_recv(struct rt *rt, int fd, int64_t peer, uint64_t v, uint64_t step, int64_t len);
+int rt_ckpt_manifest(struct rt *rt, uint64_t v);
+int rt_ckpt_publish(struct rt *rt, uint64_t v);
+int rt_restore(struct rt *rt);
 
 /* -- output.c -------------------------------------------------------------------------- */
 int rt_refuse_if_exists(struct rt *rt, const char *path);

@@ -1,0 +1,285 @@
+/* Checkpoints (docs/checkpoints.md): each owner's shard, the digests going up the tree, the
+   manifest of each subtree, the root's atomic publication of the directory; and restore
+   from a checkpoint's path alone, every hash, header, version and coverage checked before
+   each owner selects the words it holds. */
+#include "rt.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SHARD_MAGIC UINT64_C(0x54504B4341484C41) /* "ALHACKPT" */
+#define SHARD_FORMAT 1
+#define ENTRY_WORDS(frags) (6 + 4 * (frags)) /* owner, bytes, file sha, a sha per fragment */
+
+static int64_t frag_count(const struct rt *rt, int64_t o) { return (int64_t)img_sec(rt, SEC_FRAG_COUNT)[o]; }
+static const uint64_t *frags_of(const struct rt *rt, int64_t o) {
+    return img_sec(rt, SEC_FRAGS) + img_sec(rt, SEC_FRAG_START)[o];
+}
+/* a fragment's descriptor: region, words, run count, runs; the next one after it */
+static const uint64_t *next_frag(const uint64_t *f) { return f + 3 + 3 * f[2]; }
+
+static void hex(const unsigned char *d, size_t n, char *out) {
+    for (size_t i = 0; i < n; i++) snprintf(out + 2 * i, 3, "%02x", d[i]);
+}
+
+static int fsync_path(struct rt *rt, const char *path) {
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int ok = fd >= 0 && fsync(fd) == 0;
+    if (fd >= 0) close(fd);
+    return ok ? RT_OK : rt_fail(rt, RT_IO_ERROR, "cannot make '%s' durable (%s)", path, strerror(errno));
+}
+
+static int write_file(struct rt *rt, const char *path, const void *data, size_t n) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return errno == EEXIST ? rt_fail(rt, RT_CHECKPOINT_EXISTS, "'%s' exists (a partial checkpoint of "
+                                         "another run with this run id: pass another --run-id, or remove it)", path)
+                               : rt_fail(rt, RT_IO_ERROR, "cannot create '%s' (%s)", path, strerror(errno));
+    const char *p = data;
+    int rc = RT_OK;
+    for (size_t done = 0; done < n && rc == RT_OK;) {
+        ssize_t r = write(fd, p + done, n - done);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) rc = rt_fail(rt, RT_IO_ERROR, "writing '%s' failed (%s)", path, strerror(errno));
+        else done += (size_t)r;
+    }
+    if (rc == RT_OK && fsync(fd) != 0) rc = rt_fail(rt, RT_IO_ERROR, "flushing '%s' failed (%s)", path, strerror(errno));
+    close(fd);
+    return rc;
+}
+
+static char *pathf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *pathf(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = NULL;
+    if (vasprintf(&s, fmt, ap) < 0) s = NULL;
+    va_end(ap);
+    return s;
+}
+
+/* Before any work: where checkpoints go, and no scheduled one exists already. */
+int rt_ckpt_open(struct rt *rt) {
+    struct ckpt *c = &rt->ck;
+    c->interval = (int64_t)img_field(rt, IMG_CKPT_INTERVAL);
+    if (!c->dir || !*c->dir) c->dir = img_text(rt, IMG_STR_CKPT_DIR);
+    if (!c->run_id) c->run_id = img_field(rt, IMG_RUN_ID) ^ c->resumed_id;
+    if (c->interval == 0) return RT_OK;
+    if (!*c->dir)
+        return rt_fail(rt, RT_USAGE, "this deployment checkpoints every %lld updates: give --checkpoint-dir DIR",
+                       (long long)c->interval);
+    if (mkdir(c->dir, 0755) != 0 && errno != EEXIST)
+        return rt_fail(rt, RT_IO_ERROR, "cannot make the checkpoint directory '%s' (%s)", c->dir, strerror(errno));
+    for (int64_t v = (rt->start / c->interval + 1) * c->interval; v <= rt->updates; v += c->interval) {
+        char *final = pathf("%s/ckpt-%lld", c->dir, (long long)v);
+        struct stat st;
+        int exists = final && lstat(final, &st) == 0;
+        int rc = exists ? rt_fail(rt, RT_CHECKPOINT_EXISTS, "'%s' exists; checkpoints are never overwritten", final)
+                        : RT_OK;
+        free(final);
+        TRY(rc);
+    }
+    int rc;
+    c->entries = rt_alloc_words(rt, rt->n * ENTRY_WORDS(0) + 4 * (int64_t)img_count(rt, SEC_FRAGS), &rc);
+    TRY(rc);
+    c->manifests = rt_alloc_words(rt, 5 * rt->n, &rc);
+    return rc;
+}
+
+/* -- writing ---------------------------------------------------------------------------- */
+
+static int64_t entry_words(const struct rt *rt, const uint64_t *e) { return ENTRY_WORDS(frag_count(rt, (int64_t)e[0])); }
+
+/* ckpt-stage: this owner's shard in the partial directory, and its entry. */
+int rt_ckpt_stage(struct rt *rt, uint64_t v) {
+    struct ckpt *c = &rt->ck;
+    free(c->partial);
+    c->partial = pathf("%s/ckpt-%llu.partial-%016llx", c->dir, (unsigned long long)v, (unsigned long long)c->run_id);
+    if (!c->partial) return rt_fail(rt, RT_IO_ERROR, "out of memory");
+    if (mkdir(c->partial, 0755) != 0 && errno != EEXIST)
+        return rt_fail(rt, RT_IO_ERROR, "cannot make '%s' (%s)", c->partial, strerror(errno));
+    int64_t nf = frag_count(rt, rt->owner), head = 6, words = 0;
+    const uint64_t *f = frags_of(rt, rt->owner);
+    for (int64_t j = 0; j < nf; j++, f = next_frag(f)) head += 3 + 3 * (int64_t)f[2], words += (int64_t)f[1];
+    int rc;
+    uint64_t *buf = rt_alloc_words(rt, head + words, &rc);
+    TRY(rc);
+    uint64_t *e = c->entries;
+    e[0] = (uint64_t)rt->owner;
+    e[1] = (uint64_t)(head + words) * 8;
+    uint64_t *h = buf, *w = buf + head;
+    h[0] = SHARD_MAGIC, h[1] = SHARD_FORMAT, h[2] = img_field(rt, IMG_CKPT_IDENTITY), h[3] = (uint64_t)rt->owner;
+    h[4] = v, h[5] = (uint64_t)nf;
+    h += 6;
+    f = frags_of(rt, rt->owner);
+    for (int64_t j = 0; j < nf; j++, f = next_frag(f)) {
+        memcpy(h, f, (3 + 3 * f[2]) * 8);
+        h += 3 + 3 * f[2];
+        const uint64_t *src = f[0] == 1 ? rt->params : rt->state, *start = w;
+        for (uint64_t r = 0; r < f[2]; r++)
+            for (uint64_t i = 0; i < f[5 + 3 * r]; i++) *w++ = src[f[3 + 3 * r] + i * f[4 + 3 * r]];
+        rt_payload_digest(start, w - start, (unsigned char *)(e + 6 + 4 * j));
+    }
+    rt_payload_digest(buf, head + words, (unsigned char *)(e + 2));
+    char *path = pathf("%s/shard-%lld.bin", c->partial, (long long)rt->owner);
+    rc = path ? write_file(rt, path, buf, (size_t)(head + words) * 8) : rt_fail(rt, RT_IO_ERROR, "out of memory");
+    free(path);
+    free(buf);
+    c->nentries = 1;
+    c->entry_words = ENTRY_WORDS(nf);
+    c->nmanifests = 0;
+    rt_digest(rt);
+    return rc;
+}
+
+/* ckpt-send: [digest, entries, manifests, the entries, the manifests] up to `peer`. */
+int rt_ckpt_send(struct rt *rt, int64_t peer, uint64_t v, uint64_t step) {
+    struct ckpt *c = &rt->ck;
+    uint64_t *p = rt->small + HEADER_WORDS;
+    p[0] = rt->digest, p[1] = (uint64_t)c->nentries, p[2] = (uint64_t)c->nmanifests;
+    memcpy(p + 3, c->entries, (size_t)c->entry_words * 8);
+    memcpy(p + 3 + c->entry_words, c->manifests, (size_t)c->nmanifests * 40);
+    return rt_send_frame(rt, peer, KIND_CHECKPOINT, v, step, rt->small, 3 + c->entry_words + 5 * c->nmanifests, 0);
+}
+
+int rt_ckpt_recv(struct rt *rt, int fd, int64_t peer, uint64_t v, uint64_t step, int64_t len) {
+    struct ckpt *c = &rt->ck;
+    TRY(rt_recv_frame(rt, fd, peer, KIND_CHECKPOINT, v, step, rt->small, len, NULL, NULL));
+    const uint64_t *p = rt->small + HEADER_WORDS;
+    if (p[0] != rt->digest)
+        return rt_fail(rt, RT_REPLICA_DIVERGENCE, "owner %lld's digest 0x%016llx differs from owner %lld's "
+                       "0x%016llx at the checkpoint of version %llu", (long long)peer, (unsigned long long)p[0],
+                       (long long)rt->owner, (unsigned long long)rt->digest, (unsigned long long)v);
+    /* the entries must be whole: the length was the plan's, check the counts agree with it */
+    int64_t at = 3, words = 0;
+    for (uint64_t j = 0; j < p[1] && at < len; j++) {
+        if (p[at] >= (uint64_t)rt->n) break;
+        words += entry_words(rt, p + at), at += entry_words(rt, p + at);
+    }
+    if (at + 5 * (int64_t)p[2] != len || c->nentries + (int64_t)p[1] > rt->n || c->nmanifests + (int64_t)p[2] > rt->n)
+        return rt_fail(rt, RT_FRAME_COUNT, "owner %lld: owner %lld's checkpoint report does not hold the entries of "
+                       "its subtree", (long long)rt->owner, (long long)peer);
+    memcpy(c->entries + c->entry_words, p + 3, (size_t)words * 8);
+    c->entry_words += words;
+    c->nentries += (int64_t)p[1];
+    memcpy(c->manifests + 5 * c->nmanifests, p + 3 + words, (size_t)p[2] * 40);
+    c->nmanifests += (int64_t)p[2];
+    return RT_OK;
+}
+
+static const uint64_t *entry_of(const struct rt *rt, int64_t owner) {
+    const uint64_t *e = rt->ck.entries;
+    for (int64_t j = 0; j < rt->ck.nentries; j++, e += entry_words(rt, e))
+        if ((int64_t)e[0] == owner) return e;
+    return NULL;
+}
+
+/* Append printf output to a growing buffer. */
+struct text {
+    char *s;
+    size_t n, cap;
+};
+static void put(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(struct text *t, const char *fmt, ...) {
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int need = vsnprintf(t->s ? t->s + t->n : NULL, t->s ? t->cap - t->n : 0, fmt, ap);
+        va_end(ap);
+        if (need < 0) return;
+        if (t->s && t->n + (size_t)need < t->cap) {
+            t->n += (size_t)need;
+            return;
+        }
+        size_t cap = (t->cap ? 2 * t->cap : 4096) + (size_t)need;
+        char *s = realloc(t->s, cap);
+        if (!s) return;
+        t->s = s, t->cap = cap;
+    }
+}
+
+/* ckpt-manifest: the manifest of this owner's subtree (the root's is manifest.txt). */
+int rt_ckpt_manifest(struct rt *rt, uint64_t v) {
+    struct ckpt *c = &rt->ck;
+    struct text t = {0};
+    char sha[65];
+    put(&t, "alphac-checkpoint 1\nversion %llu\nidentity %016llx\nlearner %s\ncontract %s\nlayout %s\n",
+        (unsigned long long)v, (unsigned long long)img_field(rt, IMG_CKPT_IDENTITY),
+        img_text(rt, IMG_STR_CKPT_LEARNER), img_text(rt, IMG_STR_CKPT_CONTRACT), img_text(rt, IMG_STR_CKPT_LAYOUT));
+    put(&t, "region parameters %lld\nregion state %lld\nowners", (long long)rt->k, (long long)rt->m);
+    for (int64_t o = 0; o < rt->n; o++)
+        if (entry_of(rt, o)) put(&t, " %lld", (long long)o);
+    put(&t, "\n");
+    for (int64_t o = 0; o < rt->n; o++)
+        for (int64_t j = 0; j < c->nmanifests; j++)
+            if ((int64_t)c->manifests[5 * j] == o) {
+                hex((const unsigned char *)(c->manifests + 5 * j + 1), 32, sha);
+                put(&t, "manifest %lld manifest-%lld.txt %s\n", (long long)o, (long long)o, sha);
+            }
+    for (int64_t o = 0; o < rt->n; o++) {
+        const uint64_t *e = entry_of(rt, o);
+        if (!e) continue;
+        hex((const unsigned char *)(e + 2), 32, sha);
+        put(&t, "shard %lld shard-%lld.bin %llu %s\n", (long long)o, (long long)o, (unsigned long long)e[1], sha);
+        int64_t nf = frag_count(rt, o), offset = 6;
+        const uint64_t *f = frags_of(rt, o);
+        for (int64_t j = 0; j < nf; j++, f = next_frag(f)) offset += 3 + 3 * (int64_t)f[2];
+        f = frags_of(rt, o);
+        for (int64_t j = 0; j < nf; j++, f = next_frag(f)) {
+            put(&t, "fragment %lld %s %lld %llu ", (long long)o, f[0] == 1 ? "parameters" : "state",
+                (long long)offset * 8, (unsigned long long)f[1]);
+            for (uint64_t r = 0; r < f[2]; r++)
+                put(&t, "%s%llu+%llux%llu", r ? "," : "", (unsigned long long)f[3 + 3 * r],
+                    (unsigned long long)f[4 + 3 * r], (unsigned long long)f[5 + 3 * r]);
+            hex((const unsigned char *)(e + 6 + 4 * j), 32, sha);
+            put(&t, "%s %s\n", f[2] ? "" : "-", sha);
+            offset += (int64_t)f[1];
+        }
+    }
+    if (c->resumed) put(&t, "resumed-from %s %lld %s\n", c->resumed_sha, (long long)c->resumed_version,
+                        c->resume_mode == 2 ? "new" : "same");
+    if (!t.s) return rt_fail(rt, RT_IO_ERROR, "out of memory");
+    struct rt_sha256 h;
+    unsigned char d[32];
+    rt_sha256_init(&h);
+    rt_sha256_update(&h, t.s, t.n);
+    rt_sha256_final(&h, d);
+    hex(d, 32, sha);
+    put(&t, "sha256 %s\n", sha);
+    int root = rt->owner == (int64_t)img_field(rt, IMG_ROOT);
+    char *path = root ? pathf("%s/manifest.txt", c->partial)
+                      : pathf("%s/manifest-%lld.txt", c->partial, (long long)rt->owner);
+    int rc = path ? write_file(rt, path, t.s, t.n) : rt_fail(rt, RT_IO_ERROR, "out of memory");
+    if (rc == RT_OK && !root) { /* this owner's manifest goes up with its entries */
+        uint64_t *mf = c->manifests + 5 * c->nmanifests++;
+        mf[0] = (uint64_t)rt->owner;
+        rt_sha256_init(&h);
+        rt_sha256_update(&h, t.s, t.n);
+        rt_sha256_final(&h, (unsigned char *)(mf + 1));
+    }
+    free(path);
+    free(t.s);
+    return rc;
+}
+
+/* ckpt-publish (the root): every file is fsynced by its writer; the directory, then its
+   rename to ckpt-<v> (never over an existing one), then the parent directory. */
+int rt_ckpt_publish(struct rt *rt, uint64_t v) {
+    struct ckpt *c = &rt->ck;
+    TRY(fsync_path(rt, c->partial));
+    char *final = pathf("%s/ckpt-%llu", c->dir, (unsigned long long)v);
+    if (!final) return rt_fail(rt, RT_IO_ERROR, "out of memory");
+    int rc = RT_OK;
+    if (renameat2(AT_FDCWD, c->partial, AT_FDCWD, final, RENAME_NOREPLACE) != 0)
+        rc = errno == EEXIST || errno == ENOTEMPTY
+                 ? rt_fail(rt, RT_CHECKPOINT_EXISTS, "'%s' exists; checkpoints are never overwritten", final)
+                 : rt_fail(rt, RT_IO_ERROR, "cannot publish '%s' (%s)", final, strerror(errno));
+    free(final);
+    TRY(rc);
+    return fsync_path(rt, c->dir);
+}

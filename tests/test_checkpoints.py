@@ -1,0 +1,221 @@
+"""Checkpoints written and restored by real owners (docs/checkpoints.md): every shard holds
+exactly the oracle's words at its version; a resume equals the uninterrupted run bit for bit,
+on the other instruction set and across partitionings of the same tree; checkpoints do not
+depend on how gradients are partitioned; restores refuse a checkpoint that does not verify."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from alphac.checkpoint import logical_words, verify
+from alphac.ir import nodes as n
+from alphac.launch import session
+from alphac.launch.launcher import compare, owner_exes, run_arguments
+from alphac.oracle import evaluate
+
+SPECS = Path(__file__).resolve().parents[1] / "specs"
+ADAM7 = session.deployment(f"{SPECS}/lsq_adam_partitioned_hierarchy7.alpha")
+
+
+def variant(dep, every=2, placement=None, **flags):
+    part = dataclasses.replace(dep.partitioning, **flags) if flags else dep.partitioning
+    return dataclasses.replace(dep, partitioning=part, checkpoint=n.Checkpoint(every, ""),
+                               placement=tuple(placement or dep.placement))
+
+
+FLAGS = {"replicated": dict(optimizer_state=False, parameters=False, gradients=False),
+         "state": dict(optimizer_state=True, parameters=False, gradients=False),
+         "parameters": dict(optimizer_state=False, parameters=True, gradients=False),
+         "gradients": dict(optimizer_state=False, parameters=False, gradients=True),
+         "all": dict(optimizer_state=True, parameters=True, gradients=True)}
+DEPS = {name: variant(ADAM7, **flags) for name, flags in FLAGS.items()}
+
+
+def run(name: str, dep, ckpt_dir: Path, resume=None, new_contract=False, updates=None):
+    """Every owner of `dep` (built once under the key `name`), checkpointing into ckpt_dir."""
+    args = run_arguments(ckpt_dir, resume, new_contract)
+    return session.run(name, dep, updates=updates, timeout_ms=10000, deadline_s=60,
+                       extra_argv={o: args for o in range(dep.owners)})
+
+
+def outputs(r) -> dict[int, bytes]:
+    assert r.committed, [oc.stderr for oc in r.result.outcomes]
+    return {o: (r.run_dir / f"owner-{o}.out").read_bytes() for o in sorted(r.outputs)}
+
+
+def oracle_words(dep, version):
+    """The logical parameter and state words after `version` updates: the replicated oracle
+    owner 0 holds them all."""
+    o = evaluate(dataclasses.replace(dep, partitioning=n.Partitioning()), version).owners[0]
+    return np.array(o.params, dtype=np.uint64), np.array(o.state, dtype=np.uint64)
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    """Each partitioning, run 5 updates with a checkpoint every 2: its checkpoint directory
+    and outputs."""
+    out = {}
+    for name, dep in DEPS.items():
+        d = tmp_path_factory.mktemp(f"ckpt-{name}")
+        out[name] = (d, outputs(run(f"ckpt7-{name}", dep, d)))
+    return out
+
+
+@pytest.mark.parametrize("name", list(FLAGS))
+def test_checkpoints_hold_the_oracles_words_at_their_version(written, name):
+    d, _ = written[name]
+    assert sorted(p.name for p in d.iterdir()) == ["ckpt-2", "ckpt-4"]
+    for version in (2, 4):
+        manifest = verify(d / f"ckpt-{version}")
+        assert manifest.version == version
+        params, state = oracle_words(ADAM7, version)
+        words = logical_words(d / f"ckpt-{version}", manifest)
+        assert words["parameters"].tolist() == params.tolist()
+        assert words["state"].tolist() == state.tolist()
+        # every shard holds exactly its words: each fragment's positions, the oracle's words
+        for f in manifest.fragments:
+            data = (d / f"ckpt-{version}" / f"shard-{f.owner}.bin").read_bytes()
+            got = np.frombuffer(data, dtype="<u8", count=f.words, offset=f.offset)
+            want = (params if f.region == "parameters" else state)[f.positions()]
+            assert got.tolist() == want.tolist()
+
+
+def test_checkpoints_do_not_depend_on_how_gradients_are_partitioned(written):
+    def files(name):
+        d, _ = written[name]
+        return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+    assert files("gradients") == files("replicated")
+    ungraded = variant(ADAM7, **{**FLAGS["all"], "gradients": False})
+    d = written["all"][0].parent / "all-no-gradients"
+    d.mkdir()
+    outputs(run("ckpt7-all-nograd", ungraded, d))
+    assert {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()} == files("all")
+
+
+@pytest.mark.parametrize("src,dst", [("replicated", name) for name in FLAGS]
+                         + [(name, "replicated") for name in FLAGS if name != "replicated"]
+                         + [("all", "state"), ("state", "all"), ("parameters", "gradients")])
+def test_a_resume_equals_the_uninterrupted_run_across_partitionings(written, tmp_path, src, dst):
+    """Restored at version 2 from a checkpoint of one partitioning into another on the same
+    tree, the run ends with the uninterrupted run's output files, byte for byte."""
+    ckpt = written[src][0] / "ckpt-2"
+    again = outputs(run(f"ckpt7-{dst}", DEPS[dst], tmp_path / "c", resume=ckpt))
+    assert again == written[dst][1]
+
+
+def test_a_resume_on_the_other_instruction_set_equals_the_uninterrupted_run(written, tmp_path):
+    if shutil.which("qemu-aarch64") is None:
+        pytest.skip("qemu-aarch64 is not installed")
+    swap = {"x86_64": "aarch64", "aarch64": "x86_64"}
+    dep = variant(DEPS["all"], placement=[swap[t] for t in ADAM7.placement])
+    again = outputs(run("ckpt7-all-swapped", dep, tmp_path / "c", resume=written["all"][0] / "ckpt-2"))
+    assert again == written["all"][1]
+
+
+# -- restore refusals, by a single owner before it connects ------------------------------------
+
+def _restore(tmp_path, ckpt: Path, dep=None, key="ckpt7-replicated", extra=()):
+    """Owner 0 alone restoring `ckpt`: its exit status and refusal line."""
+    import subprocess
+
+    dep = dep or DEPS["replicated"]
+    exe = owner_exes(dep, session.built(key, dep))[0]
+    peers = tmp_path / "peers"
+    peers.write_text("".join(f"{o} 127.0.0.1:{47600 + o}\n" for o in range(dep.owners)))
+    done = subprocess.run([str(exe), "--owner", "0", "--peers", str(peers), "--out", str(tmp_path / "o0"),
+                           "--resume", str(ckpt), "--checkpoint-dir", str(tmp_path / "ck"),
+                           "--timeout-ms", "300", *extra], capture_output=True, text=True, timeout=30)
+    return done.returncode, done.stderr.strip()
+
+
+def _copy(written, tmp_path, name="replicated", version=2) -> Path:
+    dst = tmp_path / f"ckpt-{version}"
+    shutil.copytree(written[name][0] / f"ckpt-{version}", dst)
+    return dst
+
+
+def _flip(path: Path, at: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[at] ^= 1
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("target", ["shard-0.bin", "manifest.txt", "manifest-1.txt"])
+def test_a_flipped_byte_anywhere_refuses_hash_mismatch(written, tmp_path, target):
+    ckpt = _copy(written, tmp_path)
+    size = (ckpt / target).stat().st_size
+    for at in (0, size // 2, size - 2):
+        copy = tmp_path / f"flip-{at}"
+        shutil.copytree(ckpt, copy)
+        _flip(copy / target, at)
+        rc, err = _restore(tmp_path, copy)
+        assert rc == 1 and err.split(":", 2)[1].strip() in ("checkpoint-hash-mismatch", "checkpoint-manifest"), err
+        if target != "manifest.txt" or at != 0:
+            assert "checkpoint-hash-mismatch" in err, err
+
+
+def test_a_missing_shard_refuses(written, tmp_path):
+    ckpt = _copy(written, tmp_path)
+    (ckpt / "shard-0.bin").unlink()
+    rc, err = _restore(tmp_path, ckpt)
+    assert rc == 1 and err.startswith("refused: checkpoint-shard-missing: ") and "shard-0.bin" in err
+
+
+def test_a_child_manifest_of_another_version_refuses(written, tmp_path):
+    ckpt = _copy(written, tmp_path)
+    older = written["replicated"][0] / "ckpt-4" / "manifest-1.txt"
+    shutil.copy(older, ckpt / "manifest-1.txt")
+    text = (ckpt / "manifest.txt").read_text()
+    # the root names the other manifest's hash, so only the version gives it away
+    import re
+
+    sha = hashlib.sha256(older.read_bytes()).hexdigest()
+    body = re.sub(r"manifest 1 manifest-1.txt [0-9a-f]{64}", f"manifest 1 manifest-1.txt {sha}",
+                  text.rsplit("sha256 ", 1)[0])
+    (ckpt / "manifest.txt").write_text(body + f"sha256 {hashlib.sha256(body.encode()).hexdigest()}\n")
+    rc, err = _restore(tmp_path, ckpt)
+    assert rc == 1 and err.startswith("refused: checkpoint-version: ") and "version 4" in err, err
+
+
+def test_a_checkpoint_of_another_learner_refuses(tmp_path):
+    momentum = session.deployment(f"{SPECS}/lsq_momentum_hierarchy.alpha")
+    other = variant(momentum)
+    d = tmp_path / "m"
+    outputs(run("ckpt-momentum4", other, d, updates=2))
+    rc, err = _restore(tmp_path, d / "ckpt-2")
+    assert rc == 1 and err.startswith("refused: checkpoint-learner-mismatch: "), err
+
+
+def test_a_truncated_manifest_refuses(written, tmp_path):
+    ckpt = _copy(written, tmp_path)
+    text = (ckpt / "manifest.txt").read_bytes()
+    (ckpt / "manifest.txt").write_bytes(text[: len(text) // 2])
+    rc, err = _restore(tmp_path, ckpt)
+    assert rc == 1 and err.startswith("refused: checkpoint-manifest: "), err
+
+
+def test_a_partial_directory_is_never_loaded(written, tmp_path):
+    partial = tmp_path / "ckpt-2.partial-0123456789abcdef"
+    shutil.copytree(written["replicated"][0] / "ckpt-2", partial)
+    rc, err = _restore(tmp_path, partial)
+    assert (rc, err) == (1, f"refused: checkpoint-manifest: '{partial}' is a partial checkpoint, never loaded")
+
+
+def test_an_existing_checkpoint_is_never_overwritten(written, tmp_path):
+    d = tmp_path / "c"
+    d.mkdir()
+    (d / "ckpt-4").mkdir()
+    (d / "ckpt-4" / "keep").write_bytes(b"keep")
+    r = run("ckpt7-replicated", DEPS["replicated"], d)
+    assert not r.committed
+    errs = [oc.stderr for oc in r.result.outcomes if "checkpoint-exists" in oc.stderr]
+    assert errs and f"'{d / 'ckpt-4'}' exists; checkpoints are never overwritten" in errs[0]
+    assert sorted(p.name for p in d.iterdir()) == ["ckpt-4"] and os.listdir(d / "ckpt-4") == ["keep"]
