@@ -27,8 +27,9 @@ HEADER_WORDS = len(HEADER)
 KINDS = {"hello": 1, "combine": 2, "digest": 3, "publish": 4, "checkpoint": 5}
 
 # a hello's payload: the run's update count, the version it starts from (0, or the
-# version of the checkpoint it resumed), then a 128-bit nonce of the connection
-HELLO_WORDS = 4
+# version of the checkpoint it resumed), the run id (naming its partial checkpoint
+# directories), then a 128-bit nonce of the connection
+HELLO_WORDS = 5
 # "prepared" from a subtree of c owners: the replica digest, c, then c entries of the owner
 # and the sha256 of its staged output (4 words, the digest's bytes in order)
 PREPARED_ENTRY_WORDS = 5

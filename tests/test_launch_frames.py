@@ -44,12 +44,12 @@ def test_magic_spells_alframe1():
 
 
 def test_hello_encodes_to_exact_words():
-    f = frames.hello(0x1234, sender=1, receiver=0, updates=5, nonce=(7, 9), start=2)
+    f = frames.hello(0x1234, sender=1, receiver=0, updates=5, nonce=(7, 9), start=2, run_id=3)
     data = f.encode()
-    assert len(data) == (8 + 4 + 1) * 8
-    words = struct.unpack("<13Q", data)
-    assert words[:12] == (frames.MAGIC, 0x1234, 1, 0, 0, 0, frames.HELLO, 4, 5, 2, 7, 9)
-    assert words[12] == reference_checksum(words[:8], [5, 2, 7, 9])
+    assert len(data) == (8 + 5 + 1) * 8
+    words = struct.unpack("<14Q", data)
+    assert words[:13] == (frames.MAGIC, 0x1234, 1, 0, 0, 0, frames.HELLO, 5, 5, 2, 3, 7, 9)
+    assert words[13] == reference_checksum(words[:8], [5, 2, 3, 7, 9])
     # without a payload the checksum is the folded lane seeds and header (a fixed vector)
     empty = frames.Frame(0x1234, 1, 0, 0, 0, frames.HELLO).encode()
     assert struct.unpack("<9Q", empty)[8] == reference_checksum(struct.unpack("<9Q", empty)[:8], []) \

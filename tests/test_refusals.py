@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from alphac.launch import frames, session
+from alphac.image.image import run_id_of
 from alphac.launch.commit import resolve
 from alphac.launch.frames import Frame
 from alphac.launch.launcher import new_run_dir, owner_exes, runner_for
@@ -70,7 +71,7 @@ class PlayedPeer:
         while True:
             try:
                 s = socket.create_connection(("127.0.0.1", self.ports[0]), timeout=5)
-                return frames.Connection(s, self.pid, 1, 0, self.dep.updates)
+                return frames.Connection(s, self.pid, 1, 0, self.dep.updates, run_id=run_id_of(self.plan))
             except OSError:
                 if time.monotonic() > deadline:
                     raise

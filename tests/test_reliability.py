@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from alphac.image.image import run_id_of
 from alphac.launch import frames as fr
 from alphac.launch import session
 from alphac.launch.commit import resolve, staged_path
@@ -98,6 +99,7 @@ def _connect(port: int) -> socket.socket:
 
 
 PID = session.plan(KEY, DEP).protocol_id
+RUN_ID = run_id_of(session.plan(KEY, DEP))  # the owners are started without --run-id
 SEND_STEP = 1  # a worker's ops: local (0), send (1), ...
 
 
@@ -146,7 +148,7 @@ def test_a_count_other_than_the_declared_share_is_refused(count):
     run = Owners(f"count-{count}", owners=[0, 2, 3])
     sock = _connect(run.ports[0])
     try:
-        conn = fr.Connection(sock, PID, 1, 0, DEP.updates, key=run.key.read_bytes())
+        conn = fr.Connection(sock, PID, 1, 0, DEP.updates, key=run.key.read_bytes(), run_id=RUN_ID)
         conn.send(_value(count))
         res = run.wait()
     finally:
@@ -244,7 +246,7 @@ def test_a_trickling_peer_is_refused_within_the_deadline():
     run = Owners("trickle", owners=[0, 2, 3], timeout_ms=300, key=False)
     sock = _connect(run.ports[0])
     try:
-        fr.Connection(sock, PID, 1, 0, DEP.updates)
+        fr.Connection(sock, PID, 1, 0, DEP.updates, run_id=RUN_ID)
         data = _value().encode()
         t0 = time.monotonic()
         for byte in data:  # one byte every 50 ms: each read succeeds, the frame never completes

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from alphac.image.image import run_id_of
 from alphac.launch import frames as fr
 from alphac.ir import nodes as n
 from test_runtime_support import HAVE_AARCH64, Run, build, deployment, plan_of, refusal_code, run_dir, word
@@ -62,7 +63,7 @@ def _value(version=0, **changes) -> fr.Frame:
 
 def _join(sock) -> fr.Connection:
     """Connect to the hub as owner 1: hello, and the hub's reply."""
-    return fr.Connection(sock, PID, 1, 0, UPDATES)
+    return fr.Connection(sock, PID, 1, 0, UPDATES, run_id=run_id_of(plan_of(PAIR)))
 
 
 def _play_update(conn, version):
@@ -261,7 +262,7 @@ def test_silent_peer_times_out(work, target):
               extra=("--timeout-ms", "500", "--updates", "2"))
     sock = _connect(hub.ports[0])
     try:
-        fr.Connection(sock, plan_of(dep).protocol_id, 1, 0, UPDATES)
+        fr.Connection(sock, plan_of(dep).protocol_id, 1, 0, UPDATES, run_id=run_id_of(plan_of(dep)))
         t0 = time.monotonic()
         res = hub.finish(10)
         elapsed = time.monotonic() - t0

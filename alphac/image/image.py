@@ -301,6 +301,11 @@ def prepared_owners(protocols: tuple[OwnerProtocol, ...]) -> dict[int, int]:
     return size
 
 
+def run_id_of(plan) -> int:
+    """The run id every owner of `plan` uses when started without --run-id or --resume."""
+    return default_run_id(checkpoint_lines(plan), plan.deployment)
+
+
 def checkpoint_dir(dep) -> str:
     """The declared checkpoint directory, relative to the spec file's directory, made
     absolute ("" when the deployment never checkpoints)."""
@@ -319,7 +324,8 @@ def declared_resume(dep) -> tuple[str, int] | None:
 
 
 def default_run_id(lines, dep) -> int:
-    """A run id for a run started without --run-id: the same for every owner of the run."""
+    """A run id for a run started without --run-id: the same for every owner of the run
+    (`run_id_of(plan)` gives it for a plan)."""
     import hashlib
 
     h = hashlib.sha256(f"{lines.identity:016x} {dep.updates}".encode()).hexdigest()

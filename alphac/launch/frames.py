@@ -144,10 +144,10 @@ def combine_payload(sum_words, count: int) -> tuple[int, ...]:
 
 
 def hello(protocol: int, sender: int, receiver: int, updates: int, nonce=(0, 0), version: int = 0,
-          start: int = 0) -> Frame:
-    """A hello: the run's update count, the version it starts from, and the sender's nonce
-    of the connection."""
-    return Frame(protocol, sender, receiver, version, 0, HELLO, (updates, start, *nonce))
+          start: int = 0, run_id: int = 0) -> Frame:
+    """A hello: the run's update count, the version it starts from, its run id, and the
+    sender's nonce of the connection."""
+    return Frame(protocol, sender, receiver, version, 0, HELLO, (updates, start, run_id, *nonce))
 
 
 def prepared_payload(digest: int, entries) -> tuple[int, ...]:
@@ -228,15 +228,15 @@ class Connection:
     and, with the run's `key`, the session key the executables derive."""
 
     def __init__(self, sock: socket.socket, protocol: int, me: int, peer: int, updates: int,
-                 key: bytes | None = None, nonce=(0x1111, 0x2222)):
+                 key: bytes | None = None, nonce=(0x1111, 0x2222), run_id: int | None = None):
         self.sock, self.protocol, self.me, self.peer = sock, protocol, me, peer
         self.run_key, self.key = key, key
         self.sent = self.received = 0
         nonce = nonce if key is not None else (0, 0)
-        self.send(hello(protocol, me, peer, updates, nonce))
+        self.send(hello(protocol, me, peer, updates, nonce, run_id=0 if run_id is None else run_id))
         reply = self.recv()
         if key is not None:
-            self.key = session_key(key, protocol, me, peer, nonce, reply.payload[2:4])
+            self.key = session_key(key, protocol, me, peer, nonce, reply.payload[3:5])
         self.reply = reply
 
     def send(self, frame: Frame, length: int | None = None, raw: bytes | None = None) -> None:

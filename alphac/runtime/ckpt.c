@@ -271,6 +271,27 @@ int rt_ckpt_manifest(struct rt *rt, uint64_t v) {
    rename to ckpt-<v> (never over an existing one), then the parent directory. */
 int rt_ckpt_publish(struct rt *rt, uint64_t v) {
     struct ckpt *c = &rt->ck;
+    /* every shard and manifest reported is in this directory, at its size */
+    const uint64_t *e = c->entries;
+    for (int64_t j = 0; j < c->nentries; j++, e += entry_words(rt, e)) {
+        char *path = pathf("%s/shard-%lld.bin", c->partial, (long long)e[0]);
+        struct stat st;
+        int ok = path && stat(path, &st) == 0 && (uint64_t)st.st_size == e[1];
+        int rc = ok ? RT_OK : rt_fail(rt, RT_CHECKPOINT_SHARD_MISSING, "owner %lld's shard is not '%s' "
+                                      "(were the owners given different --run-id or --checkpoint-dir?)",
+                                      (long long)e[0], path ? path : "?");
+        free(path);
+        TRY(rc);
+    }
+    for (int64_t j = 0; j < c->nmanifests; j++) {
+        char *path = pathf("%s/manifest-%lld.txt", c->partial, (long long)c->manifests[5 * j]);
+        struct stat st;
+        int rc = path && stat(path, &st) == 0 ? RT_OK
+                 : rt_fail(rt, RT_CHECKPOINT_SHARD_MISSING, "owner %lld's manifest is not '%s'",
+                           (long long)c->manifests[5 * j], path ? path : "?");
+        free(path);
+        TRY(rc);
+    }
     TRY(fsync_path(rt, c->partial));
     char *final = pathf("%s/ckpt-%llu", c->dir, (unsigned long long)v);
     if (!final) return rt_fail(rt, RT_IO_ERROR, "out of memory");

@@ -14,12 +14,13 @@ static int send_hello(struct rt *rt, int64_t peer) {
     uint64_t *p = rt->small + HEADER_WORDS;
     p[0] = (uint64_t)rt->updates;
     p[1] = (uint64_t)rt->start;
+    p[2] = rt->ck.run_id;
     if (rt->key) {
         TRY(rt_nonce(rt, rt->sessions[peer].nonce));
-        p[2] = rt->sessions[peer].nonce[0];
-        p[3] = rt->sessions[peer].nonce[1];
+        p[3] = rt->sessions[peer].nonce[0];
+        p[4] = rt->sessions[peer].nonce[1];
     } else {
-        p[2] = p[3] = 0;
+        p[3] = p[4] = 0;
     }
     return rt_send_frame(rt, peer, KIND_HELLO, 0, 0, rt->small, HELLO_WORDS, 0);
 }
@@ -35,6 +36,10 @@ static int check_hello(struct rt *rt, int64_t sender) {
         return rt_fail(rt, RT_FRAME_PROTOCOL, "owner %lld: owner %lld starts from version %llu, this owner %lld "
                        "(another --resume)", (long long)rt->owner, (long long)sender, (unsigned long long)p[1],
                        (long long)rt->start);
+    if (p[2] != rt->ck.run_id)
+        return rt_fail(rt, RT_FRAME_PROTOCOL, "owner %lld: owner %lld runs as run %016llx, this owner %016llx "
+                       "(another --run-id)", (long long)rt->owner, (long long)sender, (unsigned long long)p[2],
+                       (unsigned long long)rt->ck.run_id);
     return RT_OK;
 }
 
@@ -105,7 +110,7 @@ static int setup(struct rt *rt) {
         TRY(send_hello(rt, p));
         TRY(rt_recv_frame(rt, rt->fds[p], p, KIND_HELLO, 0, 0, rt->small, HELLO_WORDS, NULL, &sender));
         TRY(check_hello(rt, p));
-        derive(rt, p, rt->small + HEADER_WORDS + 2, 0);
+        derive(rt, p, rt->small + HEADER_WORDS + 3, 0);
     }
     for (int64_t j = 0; j < nacc; j++) {
         int64_t left = rt->deadline_ms - rt_now_ms();
@@ -123,7 +128,7 @@ static int setup(struct rt *rt) {
             return rc;
         }
         rt->fds[sender] = fd;
-        uint64_t theirs[2] = {rt->small[HEADER_WORDS + 2], rt->small[HEADER_WORDS + 3]};
+        uint64_t theirs[2] = {rt->small[HEADER_WORDS + 3], rt->small[HEADER_WORDS + 4]};
         TRY(check_hello(rt, sender));
         TRY(send_hello(rt, sender));
         derive(rt, sender, theirs, 1);
