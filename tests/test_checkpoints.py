@@ -287,3 +287,37 @@ def ckpt_kill_trial(seed: int, work: Path, reference: dict[int, bytes]) -> int:
 def test_kill_trials_while_checkpointing_leave_every_published_checkpoint_whole(crash_reference, tmp_path):
     newest = [ckpt_kill_trial(seed, tmp_path, crash_reference) for seed in range(20)]
     assert len(set(newest)) >= 3, newest  # the kills land at several points of the run
+
+
+# -- failing writes -------------------------------------------------------------------------------
+
+def test_a_checkpoint_directory_that_cannot_be_made_is_refused_before_any_work(tmp_path):
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_bytes(b"")
+    r = run("crash4", CRASH, blocker / "ckpt")
+    assert not r.committed
+    errs = [oc.stderr.strip() for oc in r.result.outcomes]
+    assert all(e.startswith(f"refused: io-error: cannot make the checkpoint directory '{blocker / 'ckpt'}'")
+               for e in errs), errs
+
+
+def test_a_full_disk_refuses_by_code_and_publishes_nothing(tmp_path):
+    """A tmpfs with room for a few shards: some owner's write fails (ENOSPC) while the first
+    checkpoint is written; it refuses io-error, no checkpoint is published, and the run's
+    outputs are not committed."""
+    import subprocess
+
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12k", "tmpfs", str(mnt)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        r = run("crash4", CRASH, mnt / "ckpt")
+        assert not r.committed
+        errs = [oc.stderr.strip() for oc in r.result.outcomes if "io-error" in oc.stderr]
+        assert errs and any("No space left on device" in e for e in errs), \
+            [oc.stderr for oc in r.result.outcomes]
+        assert [p.name for p in (mnt / "ckpt").iterdir() if "." not in p.name] == []
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
