@@ -137,9 +137,9 @@ def executable_name(plan: "Plan", role: str, target: str) -> str:
 def build(plan: "Plan", role: str, target: str, out_dir: "str | os.PathLike",
           shared: bool = False) -> Path:
     """Build the executable of `role` on `target` into `out_dir`; its path. The kernel
-    module (programs, arithmetic, image, record) is compiled by llvmlite, the runtime by the
-    target's C compiler (cached), and both are linked under fixed names, so builds are
-    byte-reproducible; the executable appears under its name only once whole. It is linked
+    module (programs, arithmetic, record) is compiled by llvmlite, the runtime by the
+    target's C compiler (cached), the role image assembled as data (`.incbin`), and all
+    three are linked under fixed names, so builds are byte-reproducible; the executable appears under its name only once whole. It is linked
     in a private directory beside it (`.NAME.RANDOM.partial/`) and moved into place;
     that directory is removed whatever happens (an error, Ctrl-C or another signal raised
     as KeyboardInterrupt), so an interrupted build leaves no partial file, even from a
@@ -151,6 +151,7 @@ def build(plan: "Plan", role: str, target: str, out_dir: "str | os.PathLike",
     from alphac.codegen.module import kernel_module
     from alphac.image.metadata import metadata_for
     from alphac.targets import compile_object, link_bytes, load_target, runtime_object
+    from alphac.targets.runtime import data_object
 
     the_target = load_target(target)
     the_image = image(plan, role, target)
@@ -170,7 +171,10 @@ def build(plan: "Plan", role: str, target: str, out_dir: "str | os.PathLike",
     try:
         os.mkdir(staging, 0o700)
         partial = staging / exe.name
-        link_bytes(obj, the_target, partial, extra=(runtime,))
+        data = staging / "image"
+        data.mkdir()
+        blob = data_object(the_target, "alphac_image", the_image.encode(), data)
+        link_bytes(obj, the_target, partial, extra=(runtime, blob))
         os.replace(partial, exe)
     finally:
         _remove_staging(staging)

@@ -1,12 +1,12 @@
 """One role executable's llvmlite module, from its role image: the two program kernels
 (the owned update kernel for a partitioned learner), the arithmetic between them
-(arith.py), the image itself as the read-only `alphac_image` words the C runtime reads,
-and the `.alphac` metadata section.
+(arith.py), and the `.alphac` metadata section. (The image's own bytes are linked in as
+data: alphac.targets.runtime.data_object.)
 
     kernel_module(image, metadata) -> ir.Module
 
 Symbols the runtime links against: alphac_contribution, alphac_update (and their
-`_labels`), alphac_update_owner (partitioned learners), the arith kernels, alphac_image.
+`_labels`), alphac_update_owner (partitioned learners), the arith kernels.
 """
 
 from __future__ import annotations
@@ -16,21 +16,11 @@ from llvmlite import ir
 from alphac.codegen.arith import emit_arith
 from alphac.codegen.owned import emit_owned_update
 from alphac.codegen.program import emit_program, program_regions
-from alphac.codegen.types import I64, I8
+from alphac.codegen.types import I64
 
 CONTRIBUTION = "alphac_contribution"
 UPDATE = "alphac_update"
 IMAGE = "alphac_image"
-
-
-def emit_bytes(module: ir.Module, name: str, data: bytes) -> ir.GlobalVariable:
-    """A read-only, exported, 16-byte aligned global holding `data`."""
-    ty = ir.ArrayType(I8, max(len(data), 8))
-    g = ir.GlobalVariable(module, ty, name)
-    g.initializer = ir.Constant(ty, bytearray(data) if any(data) else None)
-    g.global_constant = True
-    g.align = 16
-    return g
 
 
 def kernel_module(image, metadata: dict | None = None) -> ir.Module:
@@ -48,7 +38,6 @@ def kernel_module(image, metadata: dict | None = None) -> ir.Module:
         owner = ir.GlobalVariable(module, I64, f"{UPDATE}_owner")
         owner.initializer = ir.Constant(I64, 0)
     emit_arith(module)
-    emit_bytes(module, IMAGE, image.encode())
     if metadata is not None:
         embed_metadata(module, metadata)
     return module

@@ -100,3 +100,30 @@ def runtime_object(target: Target, pic: bool = False) -> Path:
             staged.unlink(missing_ok=True)
             raise
     return out
+
+
+# The role image goes in as data assembled by the target's C compiler: `.incbin` copies the
+# bytes, however many, where an LLVM constant of them would be text many times their size.
+_IMAGE_ASM = """\
+    .section .rodata
+    .balign 16
+    .globl {symbol}
+    .type {symbol}, %object
+{symbol}:
+    .incbin "{file}"
+    .size {symbol}, . - {symbol}
+    .section .note.GNU-stack,"",%progbits
+"""
+
+
+def data_object(target: Target, symbol: str, data: bytes, directory: str | os.PathLike) -> Path:
+    """An object defining the read-only, 16-byte aligned symbol `symbol` holding `data`,
+    written in `directory` (under fixed names, so builds stay reproducible)."""
+    if not target.cc:
+        raise TargetError("compiler-missing", f"target {target.name} names no C compiler (cc)")
+    compiler_version(target.cc)  # compiler-missing if it is not installed
+    d = Path(directory)
+    (d / f"{symbol}.bin").write_bytes(data)
+    (d / f"{symbol}.S").write_text(_IMAGE_ASM.format(symbol=symbol, file=f"{symbol}.bin"))
+    _run([*target.cc, "-c", f"{symbol}.S", "-o", f"{symbol}.o"], str(d))
+    return d / f"{symbol}.o"
