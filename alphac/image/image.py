@@ -336,7 +336,8 @@ def usage_text(dep, role: str, target: str, role_owners, protocol_hex: str) -> s
     owners = ", ".join(str(o) for o in role_owners)
     return (
         "usage: EXE --owner I --peers FILE --out PATH [--updates N] [--timeout-ms MS]\n"
-        "           [--key FILE] [--listen-any] [--help] [--version]\n"
+        "           [--key FILE] [--listen-any] [--checkpoint-dir DIR] [--resume CKPT [--new-contract]]\n"
+        "           [--run-id HEX] [--help] [--version]\n"
         f"  deployment {dep.name}, role {role} (owners {owners}) of {dep.owners}, "
         f"target {target}, protocol {protocol_hex}\n"
         "  --owner I        this process's owner index (must belong to the role)\n"
@@ -349,6 +350,11 @@ def usage_text(dep, role: str, target: str, role_owners, protocol_hex: str) -> s
         "  --key FILE       authenticate every frame with HMAC-SHA-256 under this key (a file of\n"
         "                   32 to 4096 bytes, mode 0600); every owner of a run needs the same key\n"
         "  --listen-any     allow the peers file to name the wildcard address for this owner\n"
+        "  --checkpoint-dir DIR  where checkpoints go (every owner of the run the same)\n"
+        "  --resume CKPT    restore from the checkpoint directory CKPT (ckpt-<u>) and run on\n"
+        "  --new-contract   with --resume: start a new contract on its state (another owner count\n"
+        "                   or tree); without it the checkpoint's order of operations must be this one\n"
+        "  --run-id HEX     the run's id (every owner the same; names partial checkpoint directories)\n"
         "  --version        what this executable was built for\n"
         "  exit 0: output written; 1: refused (stderr: 'refused: CODE: detail'); 2: usage\n")
 
