@@ -116,10 +116,19 @@ def _add_source(sources: SourceCache, name: str) -> None:
 
 
 def plan(dep: "Deployment") -> "Plan":
-    """The plan of one deployment; CompileError carrying every planner diagnostic."""
+    """The plan of one deployment; CompileError carrying every planner diagnostic. A
+    deployment that resumes from a checkpoint is planned, then its checkpoint's manifest is
+    compared with the plan's learner and contract (alphac.image.resume)."""
     from alphac.plan import plan as make_plan
 
-    return make_plan(dep)
+    made = make_plan(dep)
+    if dep.resume is not None:
+        from alphac.image.resume import resume_diagnostics
+
+        found = resume_diagnostics(made)
+        if found:
+            raise CompileError(found)
+    return made
 
 
 def image(plan: "Plan", role: str, target: str) -> "RoleImage":

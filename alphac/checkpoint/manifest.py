@@ -37,10 +37,15 @@ class CheckpointError(Exception):
         super().__init__(f"{code}: {message}")
         self.code, self.message, self.path, self.line, self.col = code, message, path, line, col
 
-    def diagnostic(self):
+    def diagnostic(self, fallback=None, notes: tuple[str, ...] = ()):
+        """The located diagnostic: at the line of the manifest it names, or, for a file as a
+        whole (line 0), at `fallback` when given (the declaration that names the checkpoint)."""
         from alphac.diagnostics import Diagnostic, Span
 
-        return Diagnostic(self.code, self.message, Span(self.path, max(self.line, 1), self.col))
+        if self.line == 0 and fallback is not None:
+            return Diagnostic(self.code, self.message, fallback, tuple(notes))
+        return Diagnostic(self.code, self.message, Span(self.path, max(self.line, 1), self.col),
+                          tuple(notes))
 
 
 @dataclass(frozen=True)
