@@ -25,7 +25,7 @@ import numpy as np
 
 from alphac.checkpoint.manifest import (REGION_NAMES, REGIONS, ROOT_MANIFEST, SHARD_FORMAT,
                                         SHARD_MAGIC, FragmentEntry, Manifest, Run, ShardEntry,
-                                        identity_of, read_manifest, render)
+                                        identity_of, parse, render)
 
 Fragment = tuple  # (region: "parameters" | "state" | 1 | 2, runs, words)
 
@@ -136,7 +136,9 @@ def write_checkpoint(directory: str | Path, *, version: int, learner: str, contr
         text = render(m).encode("utf-8")
         _create(Path(m.path), text)
         written[o] = (Path(m.path).name, hashlib.sha256(text).hexdigest())
-    return read_manifest(d)
+        if o == root:
+            result = parse(text.decode("utf-8"), m.path)
+    return result
 
 
 def _bottom_up(root: int, children: Mapping[int, Sequence[int]]) -> list[int]:
