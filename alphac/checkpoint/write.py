@@ -122,6 +122,7 @@ def write_checkpoint(directory: str | Path, *, version: int, learner: str, contr
         subtree[root] = owners
 
     written: dict[int, tuple[str, str]] = {}  # owner -> (file, sha256) of its manifest
+    result: Manifest | None = None
     for o in _bottom_up(root, children):
         if o != root and not children.get(o):
             continue
@@ -138,6 +139,7 @@ def write_checkpoint(directory: str | Path, *, version: int, learner: str, contr
         written[o] = (Path(m.path).name, hashlib.sha256(text).hexdigest())
         if o == root:
             result = parse(text.decode("utf-8"), m.path)
+    assert result is not None
     return result
 
 
