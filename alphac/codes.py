@@ -66,6 +66,10 @@ CHECK = {
                          "(executables are named after their role)",
     "role-name-duplicate": "two roles of one deployment have the same name",
     "no-deployment": "a command needs exactly one deployment and the file has none or several",
+    # resume declarations (Learning.Deployment.DeploymentResume)
+    "resume-duplicate": "two resume declarations name the same deployment",
+    "resume-foreign-deployment": "a resume declaration names a deployment that is not a value of "
+                                 "the file it is declared in",
 }
 
 # -- planner (alphac/plan) ------------------------------------------------------------------
@@ -96,11 +100,12 @@ PLAN = {
     "shard-replica-not-read-only": "a replica (a fragment mirroring a version) is writable",
     "shard-replica-unversioned": "a read-only replica does not carry the version it mirrors",
 }
-# Planner laws that guard what a single spec cannot express (a peer's or a checkpoint's
-# contract, offered fragments, manifests, a declared delivery the IR does not carry yet):
+# Planner laws that guard what a single spec cannot express (a peer's contract, offered
+# fragments, manifests, a declared delivery the IR does not carry yet; a checkpoint's
+# contract is reached by a resume declaration):
 # their tests build the offending data, so they have no bad spec under tests/errors/.
 PLAN_API_ONLY = frozenset({
-    "numerical-order-mismatch", "data-parallel-assembly-overlap", "data-parallel-assembly-coverage",
+    "data-parallel-assembly-overlap", "data-parallel-assembly-coverage",
     "shard-coverage-outside", "shard-decode-mismatch", "shard-replica-not-read-only",
     "shard-replica-unversioned",
 })

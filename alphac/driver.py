@@ -11,15 +11,20 @@
                                                     image's kernels (llvmlite) and the C
                                                     runtime, linked; TargetError, ImageError,
                                                     CompileError
-    oracle(dep, rounds=None) -> OracleResult        Refusal
+    oracle(dep, rounds=None) -> OracleResult        Refusal; from dep.resume's checkpoint
+                                                    when it resumes
+    resumed(dep, path, new_contract=False)          dep resuming from the checkpoint at path
     describe(exe) -> dict                           an executable's .alphac record and ELF
                                                     facts; TargetError
+    inspect_checkpoint(path) -> dict                a checkpoint directory, verified;
+                                                    CheckpointError
+    path_kind(path) -> str                          "checkpoint", "output" or "executable"
     buildable_targets(), target_names()             the targets known and those buildable
 
 The driver owns which stage runs after which and what each one is handed; it prints
 nothing and parses no command line (alphac.commands does both). Stages are imported when
 first used, so a command loads only the stages it runs. `CompileError`, `TargetError` and
-`Refusal` (the oracle's) are the errors a caller catches.
+`Refusal` (the oracle's) and `CheckpointError` are the errors a caller catches.
 """
 
 from __future__ import annotations
@@ -40,8 +45,9 @@ if TYPE_CHECKING:
     from alphac.oracle import OracleResult
     from alphac.plan import Plan
 
-__all__ = ["CheckResult", "CompileError", "Refusal", "TargetError", "buildable_targets", "build",
-           "check", "deployment", "describe", "executable_name", "image", "load", "oracle", "plan",
+__all__ = ["CheckResult", "CheckpointError", "CompileError", "Refusal", "TargetError",
+           "buildable_targets", "build", "check", "deployment", "describe", "executable_name",
+           "image", "inspect_checkpoint", "load", "oracle", "path_kind", "plan", "resumed",
            "target_names"]
 
 
@@ -51,6 +57,10 @@ def __getattr__(name: str):
         from alphac.oracle.refusal import Refusal
 
         return Refusal
+    if name == "CheckpointError":
+        from alphac.checkpoint import CheckpointError
+
+        return CheckpointError
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -116,10 +126,19 @@ def _add_source(sources: SourceCache, name: str) -> None:
 
 
 def plan(dep: "Deployment") -> "Plan":
-    """The plan of one deployment; CompileError carrying every planner diagnostic."""
+    """The plan of one deployment; CompileError carrying every planner diagnostic. A
+    deployment that resumes from a checkpoint is planned, then its checkpoint's manifest is
+    compared with the plan's learner and contract (alphac.image.resume)."""
     from alphac.plan import plan as make_plan
 
-    return make_plan(dep)
+    made = make_plan(dep)
+    if dep.resume is not None:
+        from alphac.image.resume import resume_diagnostics
+
+        found = resume_diagnostics(made)
+        if found:
+            raise CompileError(found)
+    return made
 
 
 def image(plan: "Plan", role: str, target: str) -> "RoleImage":
@@ -190,11 +209,66 @@ def _remove_staging(staging: Path) -> None:
         time.sleep(0.05)
 
 
+def resumed(dep: "Deployment", path: "str | os.PathLike", new_contract: bool = False) -> "Deployment":
+    """`dep` resuming from the checkpoint directory `path` (as given, e.g. on a command line:
+    relative to the working directory), continuing its contract or, with `new_contract`,
+    starting a new one on its state; it replaces a declared resume (keeping its span)."""
+    from dataclasses import replace
+
+    from alphac.ir.nodes import Resume
+
+    span = dep.resume.span if dep.resume is not None else dep.span
+    return replace(dep, resume=Resume(str(path), "new" if new_contract else "same", span))
+
+
 def oracle(dep: "Deployment", rounds: int | None = None) -> "OracleResult":
-    """The independent binary64 evaluation of `rounds` updates (default: the deployment's)."""
+    """The independent binary64 evaluation of `rounds` updates (default: the deployment's).
+    A resumed deployment (`dep.resume`, declared or `resumed`) starts from its checkpoint's
+    words and version u, verified, and evaluates updates u, u+1, ...: by default up to the
+    deployment's update count. A checkpoint that does not verify, or of another learner
+    (its learner line, programs included), refuses with the checkpoint's codes."""
     from alphac.oracle import evaluate
 
-    return evaluate(dep, rounds)
+    if dep.resume is None:
+        return evaluate(dep, rounds)
+    from alphac.image.ckpt import learner_line
+    from alphac.oracle import Refusal, start_of
+
+    start = start_of(dep.resume.path, dep.learner)
+    if start.learner != learner_line(dep.learner):
+        raise Refusal("checkpoint-learner-mismatch", f"{dep.resume.path} holds the words of another "
+                      f"learner (programs) than deployment {dep.name}'s: learner {start.learner}")
+    return evaluate(dep, rounds, start)
+
+
+def inspect_checkpoint(path: "str | os.PathLike") -> dict:
+    """A checkpoint directory, verified as a restore verifies it (every hash, file, header,
+    version and the coverage of each region; CheckpointError otherwise): its version,
+    identity, learner, contract, layout, regions, the manifest tree, every shard and
+    fragment, what it resumed from, and how many hashes were verified."""
+    from alphac.checkpoint.inspect import describe_checkpoint
+
+    return describe_checkpoint(path)
+
+
+def path_kind(path: "str | os.PathLike") -> str:
+    """What `alphac inspect PATH` looks at: "checkpoint" (a directory), "output" (a file
+    starting with the ALHAOUT1 magic) or "executable" (anything else)."""
+    import struct
+
+    from alphac.wire import OUTPUT_MAGIC
+
+    p = Path(path)
+    if p.is_dir():
+        return "checkpoint"
+    try:
+        with p.open("rb") as f:
+            head = f.read(8)
+    except OSError:
+        return "executable"
+    if len(head) == 8 and struct.unpack("<Q", head)[0] == OUTPUT_MAGIC:
+        return "output"
+    return "executable"
 
 
 def describe(exe: "str | os.PathLike") -> dict:

@@ -1,8 +1,8 @@
 """Golden diagnostics: every tests/errors/<code>.alpha gives exactly `code`, rendered as
 tests/errors/<code>.expected says.
 
-Leading `--` lines may carry directives: `-- stage: plan` also runs the planner (and
-`alphac check` must report the same), `-- stage: deployment` asks for the file's single deployment, and
+Leading `--` lines may carry directives: `-- stage: plan` also runs the planner through the
+driver, with a declared resume's checkpoint checks (and `alphac check` must report the same), `-- stage: deployment` asks for the file's single deployment, and
 `-- env: NAME=VALUE` sets an environment variable for the run. Set ALPHAC_UPDATE_GOLDEN=1
 to rewrite the .expected files after a deliberate change of wording.
 """
@@ -49,10 +49,12 @@ def diagnostics_of(rel: str, stage: str):
             load_deployment(rel)
         elif stage == "plan":
             try:
-                from alphac.plan import plan_spec
+                from alphac.plan import plan_spec  # noqa: F401
             except ImportError:
                 pytest.skip("the planner is not built")
-            plan_spec(rel)
+            from alphac import driver
+
+            driver.plan(load_deployment(rel))  # the planner, then a declared resume's checks
         else:
             raise AssertionError(f"unknown stage {stage!r}")
     except CompileError as exc:

@@ -161,5 +161,6 @@ def test_missing_and_non_elf_files(tmp_path):
     result = CliRunner().invoke(main, ["inspect", str(text)])
     assert result.exit_code == 1
     assert result.stderr.startswith(f"alphac: error[not-an-alphac-executable]: {text}: not an ELF file")
+    # a directory is read as a checkpoint (tests/test_inspect_checkpoint.py)
     result = CliRunner().invoke(main, ["inspect", str(tmp_path)])
-    assert result.exit_code == 1 and result.stderr.startswith("alphac: error[io-error]: ")
+    assert result.exit_code == 1 and result.stderr.startswith("alphac: error[checkpoint-manifest]: ")

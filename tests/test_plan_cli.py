@@ -14,6 +14,13 @@ from alphac.codes import PLAN, PLAN_API_ONLY
 from alphac.diagnostics import CompileError, SourceCache
 from alphac.plan import plan_spec
 
+
+def planned(path: str):
+    """What `alphac plan` runs: the planner, then a declared resume's checkpoint checks."""
+    from alphac import driver
+
+    return driver.plan(driver.deployment(path))
+
 ROOT = Path(__file__).resolve().parent.parent
 ERRORS = ROOT / "tests" / "errors"
 
@@ -141,7 +148,7 @@ def test_each_refusal_fires_on_its_bad_spec_and_no_other(code):
     path = ERRORS / f"{code}.alpha"
     assert path.read_text().startswith("-- stage: plan\n")
     with pytest.raises(CompileError) as err:
-        plan_spec(str(path.relative_to(ROOT)) if Path.cwd() == ROOT else str(path))
+        planned(str(path.relative_to(ROOT)) if Path.cwd() == ROOT else str(path))
     assert [d.code for d in err.value.diagnostics] == [code]
     d = err.value.diagnostics[0]
     assert d.span.line > 0 and d.notes
@@ -152,7 +159,7 @@ def test_rendered_refusals_match_their_golden_files(monkeypatch):
     for code in _plan_codes():
         rel = f"tests/errors/{code}.alpha"
         with pytest.raises(CompileError) as err:
-            plan_spec(rel)
+            planned(rel)
         cache = SourceCache()
         cache.add(rel, (ROOT / rel).read_text())
         got = "\n".join(d.render(cache) for d in err.value.diagnostics) + "\n"

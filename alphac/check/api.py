@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
-from alphac.check.lower import DEPLOYMENT, LEARNER, Lowering
+from alphac.check.lower import DEPLOYMENT, LEARNER, RESUME, Lowering
 from alphac.check.modules import World
 from alphac.check.values import Evaluator, VObj
 from alphac.diagnostics import CompileError, Diagnostic, DiagnosticBag, SourceCache, Span
@@ -31,6 +32,9 @@ def check_file(path: str) -> tuple[ir.CheckedSpec | None, list[Diagnostic], Sour
     learners: list[ir.Learner] = []
     deployments: list[ir.Deployment] = []
     dropped = []  # values that did not lower: some diagnostic must say why
+    lowered: dict[int, int] = {}  # id of a deployment object -> its index in deployments
+    refused: set[int] = set()  # deployment objects that did not lower
+    resumes: list[tuple[str, VObj]] = []
     for name, decl in root.values.items():
         got = ev.value_of(root, name, decl.span)
         if got is None or not isinstance(got[0], VObj):
@@ -42,14 +46,19 @@ def check_file(path: str) -> tuple[ir.CheckedSpec | None, list[Diagnostic], Sour
                 dropped.append(name)
             elif learner not in learners:
                 learners.append(learner)
+        elif obj.key == RESUME:
+            resumes.append((name, obj))
         elif obj.key == DEPLOYMENT:
             dep = lowering.deployment(obj, path)
             if dep is None:
                 dropped.append(name)
+                refused.add(id(obj))
                 continue
+            lowered.setdefault(id(obj), len(deployments))
             deployments.append(dep)
             if not any(dep.learner is known for known in learners):
                 learners.append(dep.learner)
+    _attach_resumes(lowering, resumes, lowered, refused, deployments, path)
     if dropped and not bag.items:
         raise AssertionError(f"{', '.join(dropped)} did not lower, yet no diagnostic says why")
     if bag.items:
@@ -58,6 +67,37 @@ def check_file(path: str) -> tuple[ir.CheckedSpec | None, list[Diagnostic], Sour
         f"{m.name}.{f}" for m in world.modules.values() for f in m.families)),
         tuple(learners), tuple(deployments))
     return spec, [], sources
+
+
+def _attach_resumes(lowering: Lowering, resumes, lowered: dict[int, int], refused: set[int],
+                    deployments: list[ir.Deployment], path: str) -> None:
+    """Set each resume declaration's Resume on the deployment it names: one per deployment,
+    and only on a deployment value of this file."""
+    first: dict[int, tuple[str, Span]] = {}
+    for name, obj in resumes:
+        got = lowering.resume(obj, path)
+        if got is None:
+            continue
+        target, resume = got
+        if id(target) in refused:
+            continue  # the deployment's own diagnostics say why
+        if id(target) not in lowered:
+            what = f"deployment {target.name}" if target.name else "a deployment"
+            lowering.bag.error("resume-foreign-deployment", f"resume {name} names {what}, which "
+                               f"is not a deployment value of {path}", obj.span,
+                               ["a resume declaration names a deployment declared in the same file"])
+            continue
+        index = lowered[id(target)]
+        dep = deployments[index]
+        if index in first:
+            other, span = first[index]
+            lowering.bag.error("resume-duplicate", f"resume {name} and resume {other} both name "
+                               f"deployment {dep.name}", obj.span,
+                               [f"resume {other} is at {span}",
+                                "a deployment resumes from one checkpoint"])
+            continue
+        first[index] = (name, obj.span)
+        deployments[index] = replace(dep, resume=resume)
 
 
 def load_spec(path: str) -> ir.CheckedSpec:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 
@@ -20,6 +21,8 @@ from alphac.ir import nodes as ir
 
 LEARNER = "Learning.DataParallel.DataParallelSystem"
 DEPLOYMENT = "Learning.Deployment.Deployment"
+RESUME = "Learning.Deployment.DeploymentResume"
+RESUME_MODES = {"ResumeSameContract": "same", "ResumeNewContract": "new"}
 ROLE_NAME = re.compile(r"[a-z][a-z0-9_-]*")
 MAX_ROLE_NAME = 64
 
@@ -216,6 +219,19 @@ class Lowering:
                              roles, placement, f["deploymentUpdates"].n,
                              parts["deploymentContract"], parts["deploymentCheckpoint"],
                              source_file, obj.span)
+
+    def resume(self, obj: VObj, source_file: str) -> tuple[VObj, ir.Resume] | None:
+        """The deployment object a resume declaration names and its IR, or None when one of
+        its fields did not check (already reported). The checkpoint path is relative to
+        the directory of the file the declaration is in, like a `load` path."""
+        f = obj.fields
+        target, path, mode = (f.get(n) for n in ("resumeDeployment", "resumeCheckpoint",
+                                                  "resumeContract"))
+        if not (obj.complete and isinstance(target, VObj) and isinstance(path, VString)
+                and isinstance(mode, VObj) and mode.ctor in RESUME_MODES):
+            return None
+        return target, ir.Resume(str(Path(source_file).parent / path.s), RESUME_MODES[mode.ctor],
+                                 obj.span)
 
     def _topology(self, t: VObj):
         if t.ctor == "DataParallelStar":

@@ -3,6 +3,7 @@
     parse(text, path) -> Manifest          CheckpointError (located: line, column)
     read_manifest(ckpt_dir) -> Manifest    its manifest.txt, trailer hash checked
     verify(ckpt_dir) -> Manifest           every hash, file, header, version and coverage
+    child_manifests(ckpt_dir, root)        every manifest below the root, each checked
     logical_words(ckpt_dir, manifest)      {region: uint64 words}, assembled by selection
 """
 
@@ -37,10 +38,15 @@ class CheckpointError(Exception):
         super().__init__(f"{code}: {message}")
         self.code, self.message, self.path, self.line, self.col = code, message, path, line, col
 
-    def diagnostic(self):
+    def diagnostic(self, fallback=None, notes: tuple[str, ...] = ()):
+        """The located diagnostic: at the line of the manifest it names, or, for a file as a
+        whole (line 0), at `fallback` when given (the declaration that names the checkpoint)."""
         from alphac.diagnostics import Diagnostic, Span
 
-        return Diagnostic(self.code, self.message, Span(self.path, max(self.line, 1), self.col))
+        if self.line == 0 and fallback is not None:
+            return Diagnostic(self.code, self.message, fallback, tuple(notes))
+        return Diagnostic(self.code, self.message, Span(self.path, max(self.line, 1), self.col),
+                          tuple(notes))
 
 
 @dataclass(frozen=True)
@@ -80,7 +86,9 @@ class Manifest:
     fragments: tuple[FragmentEntry, ...]
     resumed: tuple[str, int, str] | None   # (sha256, version, "same" | "new")
     sha256: str          # the trailer: sha256 of every byte before it
-    line_of: dict[str, int] = field(default_factory=dict, compare=False)  # item -> line number
+    # item -> the line of its first occurrence; also "manifest O", "shard O", "region NAME",
+    # "fragment O REGION"
+    line_of: dict[str, int] = field(default_factory=dict, compare=False)
 
 
 def identity_of(learner: str, contract: str, layout: str) -> int:
@@ -187,6 +195,10 @@ def parse(text: str, path: str = "manifest.txt") -> Manifest:
                 raise CheckpointError("checkpoint-hash-mismatch", "the manifest's sha256 line does not "
                                       "match its contents (a changed or truncated manifest)", path, no)
         line_of.setdefault(key, no)
+        if key in ("manifest", "shard", "region"):
+            line_of.setdefault(f"{key} {g[0]}", no)
+        elif key == "fragment":
+            line_of.setdefault(f"fragment {g[0]} {g[1]}", no)
     if trailer is None:
         raise bad(len(lines), "the manifest is truncated (no sha256 line)")
     for key in _ORDER + ("owners",):
@@ -226,19 +238,20 @@ def _sha(path: Path) -> str:
 
 def _read_shard(d: Path, s: ShardEntry, m: Manifest) -> bytes:
     p = d / s.file
+    line = m.line_of.get(f"shard {s.owner}", 0)
     if not p.is_file():
         raise CheckpointError("checkpoint-shard-missing", f"{p} is missing (owner {s.owner}'s shard)",
-                              m.path, m.line_of.get("shard", 0))
+                              m.path, line)
     data = p.read_bytes()
     if len(data) != s.bytes or hashlib.sha256(data).hexdigest() != s.sha256:
         raise CheckpointError("checkpoint-hash-mismatch", f"{p}: its sha256 is not the manifest's", m.path,
-                              m.line_of.get("shard", 0))
+                              line)
     head = struct.unpack_from("<6Q", data, 0) if len(data) >= 48 else (0,) * 6
     if head[0] != SHARD_MAGIC or head[1] != SHARD_FORMAT or head[3] != s.owner:
-        raise CheckpointError("checkpoint-manifest", f"{p} is not owner {s.owner}'s shard", m.path)
+        raise CheckpointError("checkpoint-manifest", f"{p} is not owner {s.owner}'s shard", m.path, line)
     if head[4] != m.version or head[2] != m.identity:
         raise CheckpointError("checkpoint-version", f"{p} holds version {head[4]} of identity {head[2]:016x}, "
-                              f"the manifest version {m.version} of {m.identity:016x}", m.path)
+                              f"the manifest version {m.version} of {m.identity:016x}", m.path, line)
     return data
 
 
@@ -248,50 +261,73 @@ def verify(ckpt_dir: str | Path) -> Manifest:
     coverage of each region. Returns the root manifest."""
     d = Path(ckpt_dir)
     root = read_manifest(d)
-    for owner, (name, sha) in sorted(root.manifests.items()):
-        p = d / name
-        if not p.is_file():
-            raise CheckpointError("checkpoint-shard-missing", f"{p} is missing (owner {owner}'s manifest)",
-                                  root.path, root.line_of.get("manifest", 0))
-        if _sha(p) != sha:
-            raise CheckpointError("checkpoint-hash-mismatch", f"{p}: its sha256 is not the manifest's",
-                                  root.path, root.line_of.get("manifest", 0))
-        child = read_manifest(d, name)
-        if child.version != root.version or child.identity != root.identity:
-            raise CheckpointError("checkpoint-version", f"{p} is version {child.version} of "
-                                  f"{child.identity:016x}, the root's {root.version} of {root.identity:016x}",
-                                  root.path, root.line_of.get("manifest", 0))
+    child_manifests(d, root)
     for s in root.shards:
         data = _read_shard(d, s, root)
         for f in (f for f in root.fragments if f.owner == s.owner):
             words = data[f.offset:f.offset + 8 * f.words]
             if len(words) != 8 * f.words or hashlib.sha256(words).hexdigest() != f.sha256:
                 raise CheckpointError("checkpoint-hash-mismatch", f"{d / s.file}: owner {f.owner}'s {f.region} "
-                                      "fragment does not match its sha256", root.path)
+                                      "fragment does not match its sha256", root.path,
+                                      root.line_of.get(f"fragment {f.owner} {f.region}", 0))
     check_coverage(root)
     return root
+
+
+def child_manifests(d: Path, root: Manifest) -> list[Manifest]:
+    """Every manifest below the root, parents before children, each checked against the
+    sha256 its parent names and the root's version and identity."""
+    out: list[Manifest] = []
+    pending = [root]
+    seen = {ROOT_MANIFEST}
+    while pending:
+        parent = pending.pop(0)
+        for owner, (name, sha) in sorted(parent.manifests.items()):
+            p = d / name
+            where = (parent.path, parent.line_of.get(f"manifest {owner}", 0))
+            if name in seen:
+                raise CheckpointError("checkpoint-manifest", f"{p} is named twice in the manifest tree", *where)
+            seen.add(name)
+            if not p.is_file():
+                raise CheckpointError("checkpoint-shard-missing", f"{p} is missing (owner {owner}'s manifest)",
+                                      *where)
+            if _sha(p) != sha:
+                raise CheckpointError("checkpoint-hash-mismatch", f"{p}: its sha256 is not the manifest's",
+                                      *where)
+            child = read_manifest(d, name)
+            if child.version != root.version or child.identity != root.identity:
+                raise CheckpointError("checkpoint-version", f"{p} is version {child.version} of "
+                                      f"{child.identity:016x}, the root's {root.version} of "
+                                      f"{root.identity:016x}", *where)
+            out.append(child)
+            pending.append(child)
+    return out
 
 
 def check_coverage(m: Manifest) -> None:
     """Each region's fragments hold every word exactly once and nothing outside it."""
     for region, domain in m.regions.items():
         count = np.zeros(domain, dtype=np.int64)
+        at_region = m.line_of.get(f"region {region}", 0)
         for f in (f for f in m.fragments if f.region == region):
             pos = f.positions()
+            at = m.line_of.get(f"fragment {f.owner} {region}", 0)
             if len(pos) != f.words:
                 raise CheckpointError("checkpoint-manifest", f"owner {f.owner}'s {region} fragment lists "
-                                      f"{len(pos)} positions for {f.words} words", m.path)
+                                      f"{len(pos)} positions for {f.words} words", m.path, at)
             outside = pos[(pos < 0) | (pos >= domain)]
             if len(outside):
                 raise CheckpointError("shard-coverage-outside", f"owner {f.owner}'s {region} fragment holds "
-                                      f"position {int(outside[0])} outside the region's {domain} words", m.path)
+                                      f"position {int(outside[0])} outside the region's {domain} words",
+                                      m.path, at)
             np.add.at(count, pos, 1)
         if (count == 0).any():
             raise CheckpointError("shard-coverage-missing", f"no fragment holds {int((count == 0).sum())} of the "
-                                  f"{domain} {region} words (first: {int(np.argmax(count == 0))})", m.path)
+                                  f"{domain} {region} words (first: {int(np.argmax(count == 0))})", m.path,
+                                  at_region)
         if (count > 1).any():
             raise CheckpointError("shard-coverage-duplicated", f"{int((count > 1).sum())} {region} words are held "
-                                  f"by two fragments (first: {int(np.argmax(count > 1))})", m.path)
+                                  f"by two fragments (first: {int(np.argmax(count > 1))})", m.path, at_region)
 
 
 def logical_words(ckpt_dir: str | Path, m: Manifest | None = None) -> dict[str, np.ndarray]:

@@ -17,10 +17,11 @@ def main() -> None:
     \b
     alphac check SPEC              parse and check; every problem as FILE:LINE:COL: error[CODE]
     alphac plan SPEC               combine tree, phases, per-owner protocol and bytes
-    alphac oracle SPEC             independent binary64 evaluation of the declared order
+    alphac oracle SPEC [--resume CKPT]  independent binary64 evaluation of the declared order
     alphac build SPEC [--role R] [--target T] | --all
     alphac launch SPEC             run every owner on 127.0.0.1 and compare with the oracle
-    alphac inspect EXE             the plan, contract and target embedded in an executable
+    alphac inspect EXE|CKPT|OUT    an executable's embedded plan; a checkpoint, verified;
+                                   an owner's output file
     """
 
 

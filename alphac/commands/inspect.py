@@ -1,5 +1,13 @@
-"""`alphac inspect EXE [--json]`: the plan, contract and target embedded in an executable's
-`.alphac` section, with what the ELF header says (machine, static or dynamic, size)."""
+"""`alphac inspect PATH [--json]`, by what PATH is:
+
+- an executable: the plan, contract and target embedded in its `.alphac` section, with what
+  the ELF header says (machine, static or dynamic, size);
+- a checkpoint directory (`ckpt-<u>/`): its version, identity, learner, contract, layout,
+  regions, manifest tree, shards and fragments and what it resumed from, after verifying
+  every hash as a restore does (docs/checkpoints.md); a checkpoint that does not verify
+  prints its refusal and exits 1;
+- an owner's output file (ALHAOUT1): its owner, version, protocol, k, m and word counts.
+"""
 
 from __future__ import annotations
 
@@ -9,15 +17,16 @@ import sys
 import click
 
 from alphac import driver
-from alphac.commands.report import stage_error
+from alphac.commands.report import error, stage_error
+from alphac.diagnostics import render_all
 
 
 @click.command("inspect")
-@click.argument("executable", type=str)
+@click.argument("path", type=str)
 @click.option("--json", "as_json", is_flag=True, help="As JSON.")
-def command(executable: str, as_json: bool) -> None:
-    """Show the plan, contract and target embedded in a built executable."""
-    sys.exit(run(executable, as_json))
+def command(path: str, as_json: bool) -> None:
+    """Show what an executable, a checkpoint directory or an owner's output file holds."""
+    sys.exit(run(path, as_json))
 
 
 def summary(path: str) -> dict:
@@ -54,17 +63,127 @@ def render(s: dict) -> str:
         ("placement", " ".join(s.get("placement", []))),
         ("updates", str(s.get("updates", "?"))),
     ]
+    return _rows(rows)
+
+
+def _n(n: int, word: str, plural: str = "s") -> str:
+    return f"{n} {word}{'' if n == 1 else plural}"
+
+
+def _rows(rows) -> str:
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
 
 
-def run(executable: str, as_json: bool) -> int:
+# ----------------------------------------------------------------------------- checkpoints
+
+def render_checkpoint(c: dict) -> str:
+    learner, contract, layout = c["learner"], c["contract"], c["layout"]
+    shared = ",".join(map(str, layout["shared"])) or "-"
+    v = c["verified"]
+    resumed = c["resumed_from"]
+    rows = [
+        ("checkpoint", c["checkpoint"]),
+        ("version", str(c["version"])),
+        ("identity", c["identity"]),
+        ("learner", f"k {learner['k']} m {learner['m']} s {learner['s']}; contribution sha256 "
+                    f"{learner['contribution'][:16]}, update sha256 {learner['update'][:16]}"),
+        ("contract", f"{contract['format']} {contract['rounding']} {contract['subnormals']} "
+                     f"{contract['exceptional']}; relation {contract['relation']}; topology "
+                     f"{contract['topology']}; order sha256 {contract['order_digest'][:16]}"),
+        ("layout", f"{layout['owners']} owners; parameters {layout['parameters']}, state "
+                   f"{layout['state']}; {layout['words_per_coordinate']} words per coordinate; "
+                   f"shared {shared}"),
+        ("regions", ", ".join(f"{name} {words}" for name, words in c["regions"].items())),
+        ("resumed-from", "-" if resumed is None else
+         f"version {resumed['version']} ({resumed['contract']} contract), manifest sha256 "
+         f"{resumed['sha256'][:16]}"),
+        ("verified", f"ok: {_n(v['hashes'], 'sha256 hash', 'es')} ({_n(v['manifests'], 'manifest')}, "
+                     f"{_n(v['shards'], 'shard')}, {_n(v['fragments'], 'fragment')}), versions, "
+                     "identities and coverage"),
+    ]
+    lines = [_rows(rows), "manifests:"]
+    for m in c["manifests"]:
+        who = "root" if m["owner"] is None else f"owner {m['owner']}"
+        kids = ", ".join(f"{k['file']} (owner {k['owner']})" for k in m["children"]) or "-"
+        lines.append(f"  {m['file']}  {who}: owners {' '.join(map(str, m['owners']))}; "
+                     f"child manifests {kids}; sha256 {m['sha256'][:16]}")
+    lines.append("shards:")
+    for s in c["shards"]:
+        lines.append(f"  {s['file']}  owner {s['owner']}: {s['bytes']} bytes, "
+                     f"{_n(len(s['fragments']), 'fragment')}, sha256 {s['sha256'][:16]}")
+        for f in s["fragments"]:
+            lines.append(f"    {f['region']:<10} offset {f['offset']} words {f['words']} runs "
+                         f"{f['runs']} sha256 {f['sha256'][:16]}")
+    return "\n".join(lines)
+
+
+def checkpoint_refused(exc) -> int:
+    """A checkpoint that does not verify: a malformed manifest as its located diagnostic,
+    anything else as one line (with the manifest's line when it names one)."""
+    if exc.code == "checkpoint-manifest" and exc.line > 0:
+        print(render_all([exc.diagnostic()]), file=sys.stderr)
+    else:
+        where = f"{exc.path}:{exc.line}: " if exc.line > 0 and exc.path else ""
+        error(exc.code, where + exc.message)
+    return 1
+
+
+# ----------------------------------------------------------------------------- owner outputs
+
+def describe_output(path: str) -> dict:
+    """An owner's output file: owner, version, protocol, k, m and word counts; TargetError
+    (bad-output) when it does not follow the format."""
+    import struct
+
+    from alphac.launch.results import HEAD_WORDS_OWNED, ResultError, read_result
+
     try:
-        s = summary(executable)
+        r = read_result(path)
+        with open(path, "rb") as f:
+            head = f.read(8 * HEAD_WORDS_OWNED)
+    except ResultError as exc:
+        raise driver.TargetError("bad-output", str(exc)) from None
+    except OSError as exc:
+        raise driver.TargetError("io-error", f"{path}: {exc.strerror or exc}") from None
+    fmt = struct.unpack_from("<Q", head, 8)[0]
+    owned = r.param_coords is not None
+    k, m = struct.unpack_from("<2Q", head, 40) if owned else (len(r.params), len(r.state))
+    return {"output": str(path), "format": fmt, "owner": r.owner, "version": r.version,
+            "protocol": f"{r.protocol:016x}", "k": k, "m": m, "params": len(r.params),
+            "state": len(r.state), "holds": "owned words" if owned else "every word"}
+
+
+def render_output(o: dict) -> str:
+    return _rows([
+        ("output", o["output"]),
+        ("owner", str(o["owner"])),
+        ("version", str(o["version"])),
+        ("protocol", o["protocol"]),
+        ("learner", f"k {o['k']} m {o['m']}"),
+        ("words", f"{o['params']} parameter and {o['state']} state words ({o['holds']}, "
+                  f"format {o['format']})"),
+    ])
+
+
+def run(path: str, as_json: bool) -> int:
+    kind = driver.path_kind(path)
+    try:
+        if kind == "checkpoint":
+            s = driver.inspect_checkpoint(path)
+            text = render_checkpoint
+        elif kind == "output":
+            s = describe_output(path)
+            text = render_output
+        else:
+            s = summary(path)
+            text = render
+    except driver.CheckpointError as exc:
+        return checkpoint_refused(exc)
     except driver.TargetError as exc:
         return stage_error(exc)
     if as_json:
         print(json.dumps(s, indent=2, sort_keys=True, ensure_ascii=False))
     else:
-        print(render(s))
+        print(text(s))
     return 0

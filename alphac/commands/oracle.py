@@ -1,4 +1,7 @@
-"""`alphac oracle SPEC [--rounds N] [--json]`: every owner's words after N updates.
+"""`alphac oracle SPEC [--resume PATH] [--new-contract] [--rounds N] [--json]`: every owner's
+words after N updates. A resumed deployment (`--resume PATH`, or a resume declaration in
+SPEC) starts from the checkpoint's words at its version u and evaluates updates u, u+1, ...
+(by default up to the deployment's update count, or N more).
 
 The table lists, per owner: owner, role, target, version, digest, then the parameter and
 state words it holds as 16-digit lowercase hex. `--json` prints the keys documented in
@@ -25,10 +28,15 @@ WORDS_PER_LINE = 4
 @click.argument("spec", type=str)
 @click.option("--rounds", type=click.IntRange(min=0), default=None,
               help="Number of updates (default: the deployment's).")
+@click.option("--resume", "resume", type=str, default=None, metavar="PATH",
+              help="Start from the checkpoint directory PATH (default: SPEC's resume declaration).")
+@click.option("--new-contract", is_flag=True,
+              help="The resume starts a new contract on the checkpoint's state.")
 @click.option("--json", "as_json", is_flag=True, help="Per-owner words as JSON (keys in the README).")
-def command(spec: str, rounds: int | None, as_json: bool) -> None:
+def command(spec: str, rounds: int | None, resume: str | None, new_contract: bool,
+            as_json: bool) -> None:
     """Evaluate SPEC's deployment with the independent binary64 oracle."""
-    sys.exit(run(spec, rounds, as_json))
+    sys.exit(run(spec, rounds, as_json, resume, new_contract))
 
 
 def protocol_hex(dep) -> str | None:
@@ -44,8 +52,8 @@ def hex_word(w: int) -> str:
     return f"{int(w):016x}"
 
 
-def as_json(spec: str, result, protocol: str | None = None) -> dict:
-    return {
+def as_json(spec: str, result, protocol: str | None = None, resume=None) -> dict:
+    out = {
         "spec": spec,
         "deployment": result.deployment,
         "rounds": result.rounds,
@@ -60,6 +68,9 @@ def as_json(spec: str, result, protocol: str | None = None) -> dict:
             "digest": o.digest,
         } for o in result.owners],
     }
+    if resume is not None:
+        out["resumed_from"] = {"path": resume.path, "version": result.start, "contract": resume.mode}
+    return out
 
 
 def _word_lines(name: str, words: tuple[int, ...]) -> list[str]:
@@ -72,8 +83,12 @@ def _word_lines(name: str, words: tuple[int, ...]) -> list[str]:
     return out
 
 
-def as_table(spec: str, result) -> str:
-    lines = [f"oracle: {result.deployment} ({spec}) after {result.rounds} updates"]
+def as_table(spec: str, result, resume=None) -> str:
+    head = f"oracle: {result.deployment} ({spec}) after {result.rounds} updates"
+    if resume is not None:
+        head += (f" from version {result.start} of {resume.path} ({resume.mode} contract), "
+                 f"version {result.version}")
+    lines = [head]
     for o in result.owners:
         lines.append(f"owner {o.owner}  role {o.role}  target {o.target}  "
                      f"version {o.version}  digest {o.digest}")
@@ -82,11 +97,18 @@ def as_table(spec: str, result) -> str:
     return "\n".join(lines)
 
 
-def run(spec: str, rounds: int | None, as_json_flag: bool) -> int:
+def run(spec: str, rounds: int | None, as_json_flag: bool, resume: str | None = None,
+        new_contract: bool = False) -> int:
     try:
         dep = driver.deployment(spec)
     except CompileError as err:
         print(render_all(err.diagnostics), file=sys.stderr)
+        return 1
+    if resume is not None or (new_contract and dep.resume is not None):
+        dep = driver.resumed(dep, resume if resume is not None else dep.resume.path, new_contract)
+    elif new_contract:
+        print("refused: usage: --new-contract needs --resume PATH or a resume declaration",
+              file=sys.stderr)
         return 1
     try:
         result = driver.oracle(dep, rounds)
@@ -94,7 +116,7 @@ def run(spec: str, rounds: int | None, as_json_flag: bool) -> int:
         print(r.line(), file=sys.stderr)
         return 1
     if as_json_flag:
-        print(json.dumps(as_json(spec, result, protocol_hex(dep)), indent=2))
+        print(json.dumps(as_json(spec, result, protocol_hex(dep), dep.resume), indent=2))
     else:
-        print(as_table(spec, result))
+        print(as_table(spec, result, dep.resume))
     return 0

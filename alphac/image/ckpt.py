@@ -30,11 +30,16 @@ def program_sha(program) -> str:
     return sha256_hex(canonical_json(flat(program)))
 
 
+def learner_line(learner) -> str:
+    """The manifest's `learner` line (after "learner "): what a checkpoint holds words of."""
+    return (f"contribution {program_sha(learner.contribution)} update {program_sha(learner.update)} "
+            f"k {learner.k} m {learner.m} s {learner.s}")
+
+
 def checkpoint_lines(plan) -> CheckpointLines:
     dep = plan.deployment
     learner, part, contract = dep.learner, dep.partitioning, plan.contract
-    learner_line = (f"contribution {program_sha(learner.contribution)} update {program_sha(learner.update)} "
-                    f"k {learner.k} m {learner.m} s {learner.s}")
+    learner_text = learner_line(learner)
     profile = contract.profile_data()
     contract_line = " ".join([profile["format"], profile["rounding"], profile["subnormals"],
                               profile["exceptional"], contract.relation, contract.order_digest,
@@ -44,8 +49,8 @@ def checkpoint_lines(plan) -> CheckpointLines:
                    f"state {'partitioned' if part.optimizer_state else 'replicated'} "
                    f"words-per-coordinate {part.words_per_coordinate} shared {shared}")
     regions = {"parameters": learner.k, "state": learner.m}
-    return CheckpointLines(learner_line, contract_line, layout_line, regions,
-                           identity_of(learner_line, contract_line, layout_line))
+    return CheckpointLines(learner_text, contract_line, layout_line, regions,
+                           identity_of(learner_text, contract_line, layout_line))
 
 
 def owner_fragments(plan) -> dict[int, tuple[tuple[int, tuple[Run, ...]], ...]]:
@@ -58,3 +63,34 @@ def owner_fragments(plan) -> dict[int, tuple[tuple[int, tuple[Run, ...]], ...]]:
             if f.mutable and f.mirrors is None and f.lifetime == "persistent" and f.words:
                 out[f.owner].append((region, tuple(f.layout)))
     return {o: tuple(sorted(frags, key=lambda x: x[0])) for o, frags in out.items()}
+
+
+def tree_children(plan) -> dict[int, tuple[int, ...]]:
+    """Each owner's children on the combine tree's reduce edges (each child owner once, in
+    the order its value first moves up): who sends its subtree's digests to whom when a
+    checkpoint is published."""
+    out: dict[int, list[int]] = {o: [] for o in range(plan.deployment.owners)}
+    seen: set[int] = set()
+    for t in plan.reduce:
+        if t.sender not in seen:
+            seen.add(t.sender)
+            out[t.receiver].append(t.sender)
+    return {o: tuple(cs) for o, cs in out.items()}
+
+
+def write_plan_checkpoint(plan, directory, version: int, params, state, *, manifests: bool = True,
+                          resumed: tuple[str, int, str] | None = None):
+    """Write checkpoint `version` of `plan` holding the logical words `params` (k) and `state`
+    (m) into `directory`, as the plan's owners would: every owner's shard of its fragments,
+    and (with `manifests`) every inner owner's manifest of its subtree; without, the root's
+    manifest.txt alone. Returns the root manifest."""
+    from alphac.checkpoint.write import select, write_checkpoint
+
+    lines = checkpoint_lines(plan)
+    words = {"parameters": params, "state": state}
+    fragments = {o: [(region, runs, select(words, region, runs)) for region, runs in frags]
+                 for o, frags in owner_fragments(plan).items()}
+    return write_checkpoint(directory, version=version, learner=lines.learner,
+                            contract=lines.contract, layout=lines.layout, regions=lines.regions,
+                            fragments=fragments,
+                            children=tree_children(plan) if manifests else None, resumed=resumed)

@@ -345,6 +345,17 @@ class Checkpoint:
 
 
 @dataclass(frozen=True)
+class Resume:
+    """`Learning.Deployment.DeploymentResume`: the deployment starts from the published
+    checkpoint directory `path` (resolved against the spec file's directory), continuing
+    its contract (`mode` "same") or starting a new one on its state ("new")."""
+
+    path: str
+    mode: str = "same"  # "same" | "new"
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
 class Deployment:
     """`Learning.Deployment.Deployment`: one runnable distributed learner."""
 
@@ -360,6 +371,7 @@ class Deployment:
     checkpoint: Checkpoint
     source_file: str = field(default="", compare=False)
     span: Span = _span()
+    resume: Resume | None = None  # declared by a DeploymentResume value of the same file
 
     def role_of(self, owner: int) -> Role:
         for role in self.roles:

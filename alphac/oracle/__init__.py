@@ -7,5 +7,7 @@ order, against which every executable's words are compared bit for bit.
 from alphac.oracle.combine import MUTANTS
 from alphac.oracle.driver import ENGINES, OracleResult, OwnerResult, evaluate
 from alphac.oracle.refusal import Refusal, Site
+from alphac.oracle.resume import Start, start_of
 
-__all__ = ["ENGINES", "MUTANTS", "OracleResult", "OwnerResult", "Refusal", "Site", "evaluate"]
+__all__ = ["ENGINES", "MUTANTS", "OracleResult", "OwnerResult", "Refusal", "Site", "Start", "evaluate",
+           "start_of"]

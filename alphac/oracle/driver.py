@@ -44,10 +44,12 @@ class OwnerResult:
 @dataclass(frozen=True)
 class OracleResult:
     deployment: str
-    rounds: int
+    rounds: int  # the updates evaluated
     params: tuple[int, ...]  # the logical parameter words (all k)
     state: tuple[int, ...]  # the logical state words (all m)
     owners: tuple[OwnerResult, ...]
+    version: int = 0  # the final version: the start's version + rounds
+    start: int = 0  # the version evaluated from (a checkpoint's; 0 from the initial words)
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -175,17 +177,30 @@ def _update_vector(L: Learner, params, state, m_, rate: float, u: int):
 
 # ----------------------------------------------------------------------------- driver
 
-def evaluate(dep: Deployment, rounds: int | None = None, *, mutant: str | None = None,
+def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: str | None = None,
              engine: str = "auto") -> OracleResult:
-    """Run `rounds` updates (default: the deployment's) of `dep` and report every owner's
-    words. `mutant` evaluates one of `combine.MUTANTS` instead of the declared program."""
-    rounds = dep.updates if rounds is None else rounds
-    if rounds < 0:
-        raise ValueError(f"rounds must be >= 0, not {rounds}")
+    """Run `rounds` updates of `dep` and report every owner's words. From the initial words
+    by default; from `start` = (parameter words, state words, version u) — a checkpoint's
+    (`alphac.oracle.resume.start_of`) — updates u, u+1, ...: by default up to the
+    deployment's update count. `mutant` evaluates one of `combine.MUTANTS` instead of the
+    declared program."""
     if mutant is not None and mutant not in MUTANTS:
         raise ValueError(f"mutant must be one of {MUTANTS}, not {mutant!r}")
     _validate(dep)
     L = dep.learner
+    first = 0
+    if start is not None:
+        start_params, start_state, first = start
+        first = int(first)
+        if first < 0:
+            raise ValueError(f"the start version must be >= 0, not {first}")
+        if len(start_params) != L.k or len(start_state) != L.m:
+            raise Refusal("checkpoint-learner-mismatch",
+                          f"the checkpoint holds {len(start_params)} parameter and {len(start_state)} "
+                          f"state words; the learner has k = {L.k} and m = {L.m}")
+    rounds = max(0, dep.updates - first) if rounds is None else rounds
+    if rounds < 0:
+        raise ValueError(f"rounds must be >= 0, not {rounds}")
     kind = _choose(engine, L)
     contributions = _contributions_scalar if kind == "scalar" else _contributions_vector
     update = _update_scalar if kind == "scalar" else _update_vector
@@ -198,23 +213,27 @@ def evaluate(dep: Deployment, rounds: int | None = None, *, mutant: str | None =
     if mutant == "swapped-branch":
         root = swap_branch(root)
 
-    params = floats(L.initial.as_array())
-    state = floats(L.initial_state.as_array())
+    if start is None:
+        params = floats(L.initial.as_array())
+        state = floats(L.initial_state.as_array())
+    else:
+        params, state = floats(start_params), floats(start_state)
     rate = to_float(int(L.rate))
     samples = np.asarray(L.samples.words, dtype=np.uint64).reshape(
         sum(L.samples.shares), L.s).view(np.float64)
     shares = L.samples.shares
-    for u in range(rounds):
+    for u in range(first, first + rounds):
         sums = contributions(L, params, samples, u)
         leaves = {o: Mass(sums[o], int(shares[o])) for o in range(dep.owners)}
         if mutant is not None:
             leaves = mutate_leaves(leaves, order, mutant, u)
         m_ = mean(combine(root, leaves, u), u)
         params, state = update(L, params, state, m_, rate, u)
-    return _result(dep, rounds, bits_of(params), bits_of(state))
+    return _result(dep, rounds, bits_of(params), bits_of(state), first)
 
 
-def _result(dep: Deployment, rounds: int, pw: np.ndarray, sw: np.ndarray) -> OracleResult:
+def _result(dep: Deployment, rounds: int, pw: np.ndarray, sw: np.ndarray,
+            first: int = 0) -> OracleResult:
     owners = []
     views: dict[tuple, tuple] = {}
     for o in range(dep.owners):
@@ -224,5 +243,6 @@ def _result(dep: Deployment, rounds: int, pw: np.ndarray, sw: np.ndarray) -> Ora
             p, s = pw[pc], sw[so]
             views[key] = (tuple(p.tolist()), tuple(s.tolist()), digest(p, s))
         p, s, d = views[key]
-        owners.append(OwnerResult(o, dep.role_of(o).name, dep.placement[o], rounds, p, s, d))
-    return OracleResult(dep.name, rounds, tuple(pw.tolist()), tuple(sw.tolist()), tuple(owners))
+        owners.append(OwnerResult(o, dep.role_of(o).name, dep.placement[o], first + rounds, p, s, d))
+    return OracleResult(dep.name, rounds, tuple(pw.tolist()), tuple(sw.tolist()), tuple(owners),
+                        first + rounds, first)

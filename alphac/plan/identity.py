@@ -7,7 +7,9 @@ partitioning, the wire format version, and a sha256 of the data: the samples wit
 shares, the initial parameter and state words, the rate and the update count. So an
 executable built from other data refuses the hello of one built from this data. Roles,
 placement and the checkpoint policy do not take part: they change neither the messages nor
-any word.
+any word. A resumed deployment (`dep.resume`) starts from a checkpoint's words instead of
+the initial ones: the sha256 of that checkpoint's manifest.txt and the resume's mode
+("same" or "new") take part in the data digest.
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ from alphac.plan.contract import PROFILE_FIELDS
 from alphac.plan.protocol import WIRE_FORMAT
 
 
-def data_digest(dep: ir.Deployment) -> str:
+def data_digest(dep: ir.Deployment, resumed: str | None = None) -> str:
     """sha256 (hex) of the words the learner starts from and reads: the sample matrix
     (little-endian u64, owner then sample order) with its shares, the initial parameters,
-    the initial state, the rate and the update count."""
+    the initial state, the rate and the update count; for a resumed deployment also
+    `resumed`, the sha256 of the resumed checkpoint's manifest.txt, and the resume's mode."""
     learner = dep.learner
     h = hashlib.sha256(b"alphac-data-1\0")
 
@@ -39,10 +42,14 @@ def data_digest(dep: ir.Deployment) -> str:
     words(learner.initial.as_array())
     words(learner.initial_state.as_array())
     words([learner.rate, dep.updates])
+    if dep.resume is not None:
+        if resumed is None:
+            raise ValueError("a resumed deployment's data digest needs its checkpoint's manifest sha256")
+        h.update(f"resume {resumed} {dep.resume.mode}\0".encode("ascii"))
     return h.hexdigest()
 
 
-def identity_document(dep: ir.Deployment, nodes) -> dict:
+def identity_document(dep: ir.Deployment, nodes, resumed: str | None = None) -> dict:
     learner = dep.learner
     topo = dep.topology
     if isinstance(topo, ir.Star):
@@ -59,7 +66,7 @@ def identity_document(dep: ir.Deployment, nodes) -> dict:
         "topology": topology,
         "tree": tree_table(nodes),
         "learner": {"k": learner.k, "s": learner.s, "m": learner.m},
-        "data": data_digest(dep),
+        "data": data_digest(dep, resumed),
         "programs": {"contribution": flat(learner.contribution), "update": flat(learner.update)},
         "contract": {"profile": {f: getattr(dep.contract.profile, f) for f in PROFILE_FIELDS},
                      "relation": dep.contract.relation},
@@ -70,6 +77,7 @@ def identity_document(dep: ir.Deployment, nodes) -> dict:
     }
 
 
-def protocol_identity(dep: ir.Deployment, nodes) -> int:
-    digest = sha256_hex(canonical_json(identity_document(dep, nodes)))
+def protocol_identity(dep: ir.Deployment, nodes, resumed: str | None = None) -> int:
+    """`resumed`: the resumed checkpoint's manifest sha256 when `dep.resume` is set."""
+    digest = sha256_hex(canonical_json(identity_document(dep, nodes, resumed)))
     return int(digest[:16], 16)

@@ -86,6 +86,24 @@ def _span(node, fallback: Span) -> Span:
     return span if span is not None and span.line > 0 else fallback
 
 
+def _resumed(resume: ir.Resume, fallback: Span, bag: DiagnosticBag) -> str | None:
+    """The sha256 of the resumed checkpoint's manifest.txt (which the protocol identity
+    covers), or None after reporting why it cannot be read: the manifest's own located
+    diagnostic, or one at the resume declaration for a missing or partial checkpoint. How
+    the checkpoint's learner and contract compare with the plan's is the driver's check
+    (`alphac.image.resume`), once the plan is made."""
+    from alphac.checkpoint import CheckpointError, read_manifest
+
+    span = _span(resume, fallback)
+    try:
+        return read_manifest(resume.path).sha256
+    except CheckpointError as err:
+        note = (f"the deployment resumes from the checkpoint {resume.path}" if err.line == 0 else
+                f"the resume declaration at {span} names this checkpoint")
+        bag.add(err.diagnostic(span, (note,)))
+        return None
+
+
 def plan(dep: ir.Deployment) -> Plan:
     """Plan one deployment; raises CompileError carrying every diagnostic."""
     # A 10,000-owner plan allocates a few hundred thousand small acyclic objects; the cycle
@@ -111,6 +129,7 @@ def _plan(dep: ir.Deployment) -> Plan:
         bag.error("combine-leaf-missing", "a deployment without owners has nothing to combine", dspan,
                   [f"owners: {n}"])
     check_profile(dep.contract, dspan, bag)
+    resumed = _resumed(dep.resume, dspan, bag) if dep.resume is not None else None
     # the single answer to who holds what; everything below reads it
     layout = OwnerLayout.of(dep)
     maps: tuple[ShardMap, ...] = ()
@@ -155,7 +174,7 @@ def _plan(dep: ir.Deployment) -> Plan:
         owners=tuple(owners),
         contract=derive(dep, nodes),
         shard_maps=maps,
-        protocol_id=protocol_identity(dep, nodes),
+        protocol_id=protocol_identity(dep, nodes, resumed),
         layout=layout,
     )
 

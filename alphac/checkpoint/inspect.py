@@ -1,0 +1,74 @@
+"""A checkpoint directory as plain data (`alphac inspect CKPT`), after verifying it as a
+restore does (`verify`): nothing is described that did not verify."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from alphac.checkpoint.manifest import (ROOT_MANIFEST, Manifest, child_manifests, runs_text,
+                                        verify)
+
+PROFILE = ("format", "rounding", "subnormals", "exceptional", "relation", "order_digest")
+
+
+def learner_fields(line: str) -> dict:
+    f = line.split(" ")
+    return {"line": line, "contribution": f[1], "update": f[3], "k": int(f[5]), "m": int(f[7]),
+            "s": int(f[9])}
+
+
+def contract_fields(line: str) -> dict:
+    f = line.split(" ", 6)
+    out = dict(zip(PROFILE, f[:6]))
+    out.update({"line": line, "topology": f[6]})
+    return out
+
+
+def layout_fields(line: str) -> dict:
+    f = line.split(" ")
+    return {"line": line, "owners": int(f[1]), "parameters": f[3], "state": f[5],
+            "words_per_coordinate": int(f[7]),
+            "shared": [] if f[9] == "-" else [int(x) for x in f[9].split(",")]}
+
+
+def _manifest(d: Path, m: Manifest, owner: int | None) -> dict:
+    name = Path(m.path).name
+    return {"file": name, "owner": owner, "owners": list(m.owners),
+            "children": [{"owner": o, "file": f, "sha256": h} for o, (f, h) in sorted(m.manifests.items())],
+            "sha256": m.sha256, "file_sha256": hashlib.sha256((d / name).read_bytes()).hexdigest()}
+
+
+def describe_checkpoint(path) -> dict:
+    """Everything `alphac inspect CKPT --json` prints; CheckpointError when it does not verify."""
+    d = Path(path)
+    root = verify(d)
+    children = child_manifests(d, root)
+    owner_of = {f: o for m in [root, *children] for o, (f, _) in m.manifests.items()}
+    manifests = [_manifest(d, root, None)] + [_manifest(d, c, owner_of[Path(c.path).name])
+                                             for c in children]
+    shards = [{"owner": s.owner, "file": s.file, "bytes": s.bytes, "sha256": s.sha256,
+               "fragments": [{"region": f.region, "offset": f.offset, "words": f.words,
+                              "runs": runs_text(f.runs), "sha256": f.sha256}
+                             for f in root.fragments if f.owner == s.owner]}
+              for s in root.shards]
+    resumed = None
+    if root.resumed:
+        resumed = {"sha256": root.resumed[0], "version": root.resumed[1], "contract": root.resumed[2]}
+    return {
+        "checkpoint": str(d),
+        "manifest": str(d / ROOT_MANIFEST),
+        "version": root.version,
+        "identity": f"{root.identity:016x}",
+        "learner": learner_fields(root.learner),
+        "contract": contract_fields(root.contract),
+        "layout": layout_fields(root.layout),
+        "regions": dict(root.regions),
+        "manifests": manifests,
+        "shards": shards,
+        "resumed_from": resumed,
+        "sha256": root.sha256,
+        "verified": {"ok": True, "manifests": len(manifests), "shards": len(root.shards),
+                     "fragments": len(root.fragments),
+                     "hashes": len(manifests) + len(children) + len(root.shards) + len(root.fragments)},
+    }

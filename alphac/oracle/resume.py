@@ -1,0 +1,52 @@
+"""The oracle's start point from a checkpoint: its logical words and version, after every
+restore check on the checkpoint itself (`alphac.checkpoint.verify`: hashes, files, versions,
+coverage). A checkpoint that does not verify refuses with its code; one whose learner line
+names another k, m or s than the deployment's learner, `checkpoint-learner-mismatch`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from alphac.checkpoint import CheckpointError, logical_words, verify
+from alphac.ir.nodes import Learner
+from alphac.oracle.refusal import Refusal
+
+_SHAPE = re.compile(r" k (\d+) m (\d+) s (\d+)$")
+
+
+@dataclass(frozen=True, eq=False)
+class Start:
+    """What `evaluate(dep, start=...)` reads: it unpacks as (params, state, version)."""
+
+    params: np.ndarray  # uint64, all k parameter words
+    state: np.ndarray   # uint64, all m state words
+    version: int
+    path: str
+    learner: str        # the manifest's learner line
+    sha256: str         # the manifest's sha256 trailer
+
+    def __iter__(self):
+        return iter((self.params, self.state, self.version))
+
+
+def start_of(ckpt_dir, learner: Learner | None = None) -> Start:
+    """The checkpoint at `ckpt_dir`, verified; with `learner`, its k, m and s checked."""
+    try:
+        m = verify(ckpt_dir)
+        words = logical_words(ckpt_dir, m)
+    except CheckpointError as err:
+        raise Refusal(err.code, err.message) from None
+    start = Start(words["parameters"], words["state"], m.version, str(ckpt_dir), m.learner, m.sha256)
+    if learner is not None:
+        shape = _SHAPE.search(m.learner)
+        got = tuple(int(x) for x in shape.groups()) if shape else None
+        if got != (learner.k, learner.m, learner.s):
+            raise Refusal("checkpoint-learner-mismatch",
+                          f"{ckpt_dir} holds a learner with k, m, s = "
+                          f"{', '.join(map(str, got)) if got else '?'}; this learner has "
+                          f"{learner.k}, {learner.m}, {learner.s}")
+    return start
