@@ -321,3 +321,44 @@ def test_a_full_disk_refuses_by_code_and_publishes_nothing(tmp_path):
         assert [p.name for p in (mnt / "ckpt").iterdir() if "." not in p.name] == []
     finally:
         subprocess.run(["umount", str(mnt)], check=True)
+
+
+# -- another owner count, another tree ----------------------------------------------------------
+
+def reshaped(dep, owners: int, topology, partitioned: bool):
+    """`dep`'s learner on another owner count and tree: its samples dealt out again (the
+    shares change the sums, not the learner), every owner on x86-64."""
+    rows = dep.learner.samples.words.shape[0]
+    shares = tuple(rows // owners + (1 if o < rows % owners else 0) for o in range(owners))
+    learner = dataclasses.replace(dep.learner, samples=dataclasses.replace(dep.learner.samples, shares=shares))
+    roles = (n.Role("coordinator", (0,)),) + ((n.Role("worker", tuple(range(1, owners))),) if owners > 1 else ())
+    part = dep.partitioning if partitioned else n.Partitioning()
+    return dataclasses.replace(dep, learner=learner, owners=owners, topology=topology, roles=roles,
+                               placement=("x86_64",) * owners, partitioning=part,
+                               checkpoint=n.Checkpoint(0, ""))
+
+
+@pytest.mark.parametrize("src,owners,topology,partitioned", [
+    ("all", 3, n.Star(), True), ("all", 4, n.Hierarchy(2), False), ("replicated", 1, n.Star(), False),
+    ("state", 9, n.Hierarchy(3), True), ("replicated", 7, n.Star(), True),
+])
+def test_a_resume_on_another_owner_count_equals_the_oracles_continuation(written, tmp_path, src, owners,
+                                                                      topology, partitioned):
+    """Under a new contract the restored state is the checkpoint's, and every owner ends
+    with the words of the oracle run from that state on the new deployment."""
+    ckpt = written[src][0] / "ckpt-2"
+    dep = reshaped(ADAM7, owners, topology, partitioned)
+    key = f"reshaped-{owners}-{type(topology).__name__}-{partitioned}"
+    r = run(key, dep, tmp_path / "c", resume=ckpt, new_contract=True)
+    params, state = oracle_words(ADAM7, 2)
+    oracle = evaluate(dep, start=(params, state, 2))
+    report = compare(session.plan(key, dep), r, oracle, dep.updates)
+    assert report.match, report.failures
+
+
+def test_another_tree_without_a_new_contract_refuses_the_order(written, tmp_path):
+    dep = reshaped(ADAM7, 7, n.Star(), True)
+    r = run("reshaped-7-Star-True", dep, tmp_path / "c", resume=written["all"][0] / "ckpt-2")
+    assert not r.committed
+    assert all(oc.refusal_code() == "numerical-order-mismatch" for oc in r.result.outcomes), \
+        [oc.stderr for oc in r.result.outcomes]

@@ -360,7 +360,10 @@ def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
                    timeout_ms=timeout_ms, deadline_s=deadline_s, root=plan.tree.owner,
                    extra_argv={o: args for o in range(dep.owners)})
     try:
-        oracle = driver.oracle(dep, n) if start is None else driver.oracle(dep, n, start=start)
+        if start is None:
+            oracle = driver.oracle(dep, n)
+        else:  # the owners run from the checkpoint's version up to update n
+            oracle = driver.oracle(driver.resumed(dep, resume, new_contract), max(0, n - start[2]))
         refusal = ""
     except Refusal as exc:
         oracle, refusal = None, f"{exc.code}: {exc.detail}"
