@@ -362,3 +362,41 @@ def test_another_tree_without_a_new_contract_refuses_the_order(written, tmp_path
     assert not r.committed
     assert all(oc.refusal_code() == "numerical-order-mismatch" for oc in r.result.outcomes), \
         [oc.stderr for oc in r.result.outcomes]
+
+
+# the gate's owner counts from a 4-owner checkpoint: 4 -> 7, 4 -> 1, star <-> hierarchy
+STAR4 = variant(session.deployment(f"{SPECS}/lsq_adam_star.alpha"), placement=["x86_64"] * 4)
+HIER4 = variant(session.deployment(f"{SPECS}/lsq_adam_hierarchy_ckpt.alpha"), placement=["x86_64"] * 4)
+
+
+@pytest.fixture(scope="module")
+def four(tmp_path_factory):
+    """The 4-owner star and hierarchy Adam learners, checkpointing every 2 updates."""
+    out = {}
+    for name, dep in (("star4", STAR4), ("hier4", HIER4)):
+        d = tmp_path_factory.mktemp(f"ckpt-{name}")
+        outputs(run(f"ckpt-{name}", dep, d))
+        out[name] = (dep, d / "ckpt-2")
+    return out
+
+
+@pytest.mark.parametrize("src,owners,topology,partitioned", [
+    ("hier4", 7, n.Hierarchy(2), True), ("hier4", 1, n.Star(), False), ("hier4", 4, n.Star(), True),
+    ("star4", 4, n.Hierarchy(2), False), ("star4", 7, n.Hierarchy(3), True),
+])
+def test_a_resume_from_four_owners_equals_oracle_resume(four, tmp_path, src, owners, topology, partitioned):
+    """The restored logical state is the checkpoint's (= the oracle's at version 2), and every
+    owner ends with the words `alphac oracle --resume` gives for the new deployment."""
+    from alphac import driver
+
+    sdep, ckpt = four[src]
+    params, state = oracle_words(sdep, 2)
+    words = logical_words(ckpt, verify(ckpt))
+    assert np.array_equal(words["parameters"], params) and np.array_equal(words["state"], state)
+    dep = reshaped(sdep, owners, topology, partitioned)
+    key = f"reshaped-{src}-{owners}-{type(topology).__name__}-{partitioned}"
+    r = run(key, dep, tmp_path / "c", resume=ckpt, new_contract=True)
+    oracle = driver.oracle(driver.resumed(dep, ckpt, new_contract=True))
+    assert {o.version for o in oracle.owners} == {dep.updates}
+    report = compare(session.plan(key, dep), r, oracle, dep.updates)
+    assert report.match, report.failures
