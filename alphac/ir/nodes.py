@@ -281,12 +281,23 @@ class ExplicitTree:
     delivery: int | None = None
 
 
-Topology = Union[Star, Hierarchy, ExplicitTree]
+@dataclass(frozen=True)
+class SampleTree:
+    """`DataParallelSampleTree`: the combine fixed over the global sample sequence (owner
+    0's samples, then owner 1's, ...) as a complete binary tree over sample indices, so that
+    any owner count and any shares give the same bits (docs/plan.md)."""
+
+    span: Span = _span()
+
+
+Topology = Union[Star, Hierarchy, ExplicitTree, SampleTree]
 
 
 @dataclass(frozen=True)
 class Partitioning:
-    """Which learner state is partitioned across owners (coordinate i -> owner i mod n).
+    """Which learner state is partitioned across owners: coordinates come in blocks of
+    `block_words` (B) consecutive coordinates, block b belonging to owner b mod n (B = 1:
+    coordinate i -> owner i mod n).
 
     `shared_state` lists state offsets (0-based within the m state words) declared shared
     (replicated), e.g. Adam's two bias-correction powers. The other state words are
@@ -301,6 +312,7 @@ class Partitioning:
     words_per_coordinate: int = 0
     shared_state: tuple[int, ...] = ()
     span: Span = _span()
+    block_words: int = 1
 
     @property
     def any(self) -> bool:
@@ -372,6 +384,9 @@ class Deployment:
     source_file: str = field(default="", compare=False)
     span: Span = _span()
     resume: Resume | None = None  # declared by a DeploymentResume value of the same file
+    # where the combine tree's branches run: "branch-owners" (at the owners the tree names)
+    # or "block-owners" (the whole tree for coordinate block b at block b's owner)
+    combine_placement: str = "branch-owners"
 
     def role_of(self, owner: int) -> Role:
         for role in self.roles:

@@ -3,7 +3,7 @@
 Frames and checkpoints carry it; two executables interoperate only if their identities are
 equal. It is the first 8 bytes (big-endian) of the sha256 of a canonical JSON document, so
 it is the same on every run and every machine. It covers the programs, contract, tree and
-partitioning, the wire format version, and a sha256 of the data: the samples with their
+partitioning (its block size and the combine's placement where not the default), the wire format version, and a sha256 of the data: the samples with their
 shares, the initial parameter and state words, the rate and the update count. So an
 executable built from other data refuses the hello of one built from this data. Roles,
 placement and the checkpoint policy do not take part: they change neither the messages nor
@@ -56,10 +56,12 @@ def identity_document(dep: ir.Deployment, nodes, resumed: str | None = None) -> 
         topology = {"kind": "star"}
     elif isinstance(topo, ir.Hierarchy):
         topology = {"kind": "hierarchy", "fanout": topo.fanout}
+    elif isinstance(topo, ir.SampleTree):
+        topology = {"kind": "sample-tree"}
     else:
         topology = {"kind": "explicit", "coverage": topo.coverage, "members": list(topo.members)}
     part = dep.partitioning
-    return {
+    doc = {
         "format": "alphac-protocol-1",
         "wire": WIRE_FORMAT,
         "owners": dep.owners,
@@ -75,6 +77,13 @@ def identity_document(dep: ir.Deployment, nodes, resumed: str | None = None) -> 
                          "words_per_coordinate": part.words_per_coordinate,
                          "shared_state": list(part.shared_state)},
     }
+    # present only when not the default, so the identities of deployments that declare
+    # neither stay what they were
+    if part.block_words != 1:
+        doc["partitioning"]["block_words"] = part.block_words
+    if dep.combine_placement != "branch-owners":
+        doc["combine_placement"] = dep.combine_placement
+    return doc
 
 
 def protocol_identity(dep: ir.Deployment, nodes, resumed: str | None = None) -> int:

@@ -51,7 +51,8 @@ class OwnerLayout:
     @classmethod
     def of(cls, dep: ir.Deployment) -> "OwnerLayout":
         """The layout of a deployment."""
-        return cls.build(dep.learner.k, dep.learner.m, dep.owners, dep.partitioning)
+        return cls.build(dep.learner.k, dep.learner.m, dep.owners, dep.partitioning,
+                         dep.partitioning.block_words)
 
     @classmethod
     def build(cls, k: int, m: int, n: int, partitioning: ir.Partitioning | None = None,
