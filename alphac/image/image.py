@@ -361,7 +361,8 @@ def usage_text(dep, role: str, target: str, role_owners, protocol_hex: str) -> s
 
 def build_image(plan, role: str, target: str) -> RoleImage:
     """The image of `role`'s executable for `target`; ImageError if the plan needs an op
-    the runtime does not execute or has no such role."""
+    the runtime does not execute, partitions coordinate blocks of more than one word, or
+    has no such role."""
     dep = plan.deployment
     learner = dep.learner
     k, s, m, n = learner.k, learner.s, learner.m, dep.owners
@@ -369,6 +370,13 @@ def build_image(plan, role: str, target: str) -> RoleImage:
     if role_v is None:
         raise ImageError("unknown-role", f"the deployment has no role {role!r}")
     part = dep.partitioning
+    if part.any and part.block_words != 1:
+        # the executables hold a partitioned owner's words as coordinate i mod n; blocks of
+        # B > 1 coordinates are planned and described, not run (a replicated learner holds
+        # every word whatever B is)
+        raise ImageError("coordinate-blocks-unsupported", f"deployment {dep.name} partitions "
+                         f"coordinate blocks of {part.block_words} words: coordinate blocks of "
+                         "more than one word are not built yet")
     protocols = tuple(o.protocol for o in plan.owners)
     for p in protocols:
         for op in p.update_ops + p.finish_ops:
