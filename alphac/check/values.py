@@ -589,7 +589,7 @@ class Evaluator:
         if ctor.family != ty.key:
             family = ctor.family.rpartition(".")[2]
             self.bag.error("type-mismatch",
-                           f"{ctor.name} builds a {family}, expected {ty}", e.span)
+                           f"{ctor.name} builds {_a(family)}, expected {ty}", e.span)
             return None
         module_name, _, family_name = ctor.family.rpartition(".")
         home = self.world.modules[module_name]
@@ -629,3 +629,8 @@ class Evaluator:
                            f"{', '.join(missing)}", e.span, notes)
             ok = False
         return VObj(ty.key, ctor.name, given, e.span, ty.args, complete=ok)
+
+
+def _a(noun: str) -> str:
+    """`noun` with its indefinite article: "an Edge", "a Deployment"."""
+    return ("an " if noun[:1].lower() in "aeiou" else "a ") + noun
