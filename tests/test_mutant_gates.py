@@ -5,12 +5,14 @@ for word, while the comparison with the declared program reports every owner
 the oracle does). On the ten-owner order gates and on a partitioned learner whose owners
 all hold words the gradient moves, with slices of different sizes.
 
-Every launch builds into one directory: the mutants' executables (`-mutant-NAME`) and the
-normal ones live side by side without replacing each other.
+Each case is one `alphac launch SPEC --mutant NAME --json`, and every launch builds into one
+directory: the mutants' executables (`-mutant-NAME`) and the normal ones live side by side
+without replacing each other.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -20,7 +22,6 @@ from click.testing import CliRunner
 from alphac import driver
 from alphac.commands import main
 from alphac.launch import session
-from alphac.launch.launcher import launch
 from alphac.oracle import MUTANTS, evaluate
 from alphac.targets.elf import read_metadata
 
@@ -42,38 +43,46 @@ def out_dir() -> Path:
 
 
 def _launch(name: str, mutant: str | None):
-    dep = session.deployment(f"{SPECS}/{name}.alpha")
-    return dep, launch(dep, out_dir=out_dir(), mutant=mutant, deadline_s=120.0, timeout_ms=20000)
+    """`alphac launch SPEC [--mutant NAME] --json`: its exit status and report."""
+    args = ["launch", f"{SPECS}/{name}.alpha", "-o", str(out_dir()), "--json"]
+    result = CliRunner().invoke(main, args + (["--mutant", mutant] if mutant else []))
+    assert result.stdout, result.stderr
+    return session.deployment(f"{SPECS}/{name}.alpha"), result.exit_code, json.loads(result.stdout)
+
+
+def _hex(words) -> list[str]:
+    return [f"{int(w):016x}" for w in words]
 
 
 @pytest.mark.parametrize("name,mutant", [c for c in CASES if c[1] != "stale-replica"])
-def test_a_mutant_publishes_its_oracle_words_and_mismatches_the_declared_program(name, mutant):
-    dep, report = _launch(name, mutant)
+def test_a_mutant_publishes_its_oracle_words_and_every_owner_mismatches(name, mutant):
+    dep, status, report = _launch(name, mutant)
+    assert status == 1 and not report["match"]
+    assert (report["mutant"], report["mutant_match"]) == (mutant, True)
     want = evaluate(dep, mutant=mutant)
-    assert report.mutant == mutant and report.mutant_match
-    assert not report.match
-    for row, w in zip(report.rows, want.owners):
-        assert (row.version, row.params, row.state) == (5, w.params, w.state), row.why
-        assert row.why.startswith(f"oracle-mismatch: owner {row.owner} ({row.role} on {row.target}): "), row.why
-    assert report.failures == tuple(r.why for r in report.rows)
-    assert report.protocol == driver.plan(dep, mutant).protocol_hex != driver.plan(dep).protocol_hex
+    for row, w in zip(report["owners"], want.owners, strict=True):
+        assert (row["version"], row["params"], row["state"]) == (5, _hex(w.params), _hex(w.state)), row
+        assert row["error"].startswith(f"oracle-mismatch: owner {row['owner']} ({row['role']} on "
+                                       f"{row['target']}): "), row["error"]
+    assert report["protocol"] == driver.plan(dep, mutant).protocol_hex != driver.plan(dep).protocol_hex
 
 
 def test_stale_replica_owners_refuse_the_replica_of_the_previous_version():
-    dep, report = _launch(PARTITIONED, "stale-replica")
-    assert report.mutant_match and not report.match  # the oracle's evaluation refuses alike
-    for row in report.rows:
-        assert row.params is None
-        assert row.why == (f"owner-failed: owner {row.owner} ({row.role} on {row.target}) exited 1: "
-                           f"refused: data-parallel-replica-version: owner {row.owner}: the contribution "
-                           "of version 1 reads a replica of version 0"), row.why
-    assert not list((report.run_dir).glob("owner-*.out"))  # nothing published
+    dep, status, report = _launch(PARTITIONED, "stale-replica")
+    assert status == 1 and not report["match"]
+    assert report["mutant_match"]  # the oracle's evaluation of the mutant refuses alike
+    assert len(report["owners"]) == 4
+    for row in report["owners"]:
+        assert row["params"] is None
+        assert row["error"] == (f"owner-failed: owner {row['owner']} ({row['role']} on {row['target']}) "
+                                f"exited 1: refused: data-parallel-replica-version: owner {row['owner']}: "
+                                "the contribution of version 1 reads a replica of version 0"), row["error"]
 
 
 def test_the_partitioned_gate_itself_matches_and_its_mutants_build_beside_it():
-    dep, report = _launch(PARTITIONED, None)
-    assert report.match and report.mutant is None, report.failures
-    assert [len(r.params) for r in report.rows] == [2, 1, 1, 1]  # k = 5 on four owners
+    dep, status, report = _launch(PARTITIONED, None)
+    assert status == 0 and report["match"] and "mutant" not in report
+    assert [len(r["params"]) for r in report["owners"]] == [2, 1, 1, 1]  # k = 5 on four owners
     names = {p.name for p in out_dir().iterdir() if p.is_file()}
     assert f"{PARTITIONED}-worker-aarch64" in names
     assert f"{PARTITIONED}-worker-aarch64-mutant-deliver-to-next" in names
@@ -92,5 +101,6 @@ def test_launch_command_reports_every_owner_of_a_mutant_and_exits_1():
     assert ("alphac: note: built as mutant swap-branch: the owners computed the oracle's "
             "evaluation of the mutant") in out.stderr.splitlines()
     assert [line.split()[-1] for line in out.stdout.splitlines()[1:]] == ["MISMATCH"] * 10
-    inspected = CliRunner().invoke(main, ["inspect", str(out_dir() / "order10_star-worker-x86_64-mutant-swap-branch")])
+    exe = out_dir() / "order10_star-worker-x86_64-mutant-swap-branch"
+    inspected = CliRunner().invoke(main, ["inspect", str(exe)])
     assert "mutant      swap-branch (a testing aid: not the declared program)" in inspected.stdout.splitlines()

@@ -230,9 +230,10 @@ def op_steps(protocols: tuple[OwnerProtocol, ...]) -> dict[int, tuple[int, ...]]
 
 def expected_counts(protocols: tuple[OwnerProtocol, ...], shares, steps) -> dict[tuple[int, int], int]:
     """The sample count beneath the value each receive of a sum gets, keyed (owner, op
-    index), `shares` the count each owner's local value reports: the protocol run symbolically, every owner in its op order, a receive waiting
-    for the matching send (found by its step) to be reached. Registers of assembled words
-    (offer, select) hold no count."""
+    index), `shares` the count each owner's local value reports: the protocol run
+    symbolically, every owner in its op order, a receive waiting for the matching send
+    (found by its step) to be reached. Registers of assembled words (offer, select) hold no
+    count."""
     counts: list[dict[int, int | None]] = [{} for _ in protocols]
     sent: dict[tuple[int, int], int | None] = {}
     waiting: dict[tuple[int, int], int] = {}

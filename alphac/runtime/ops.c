@@ -102,7 +102,10 @@ static int non_finite_statement(struct rt *rt, const char *const *labels, int64_
                    (long long)rt->owner, (long long)sample);
 }
 
-static int mean_refused(struct rt *rt, int64_t coord, uint64_t u, uint64_t count);
+static int mean_refused(struct rt *rt, int64_t coord, uint64_t u, uint64_t count) {
+    return rt_fail(rt, RT_NON_FINITE, "mean coordinate %lld at update %llu (owner %lld, %llu samples)",
+                   (long long)coord, (unsigned long long)u, (long long)rt->owner, (unsigned long long)count);
+}
 
 /* dst <- (sum of this owner's contributions in sample order from +0.0, its leaf count: the
    share, or an executed mutant's count); the unweighted-mean mutant reports sum / share */
@@ -151,11 +154,6 @@ static int run_update(struct rt *rt, void *mean, uint64_t u) {
     int64_t fail = -1;
     int64_t status = alphac_update(rt->params, rt->state, mean, &rt->rate, &fail);
     return status ? non_finite_statement(rt, alphac_update_labels, status, fail, u, "update", -1) : RT_OK;
-}
-
-static int mean_refused(struct rt *rt, int64_t coord, uint64_t u, uint64_t count) {
-    return rt_fail(rt, RT_NON_FINITE, "mean coordinate %lld at update %llu (owner %lld, %llu samples)",
-                   (long long)coord, (unsigned long long)u, (long long)rt->owner, (unsigned long long)count);
 }
 
 /* The delivered sums the mean reads: register a's own, or, when the image maps this owner's
