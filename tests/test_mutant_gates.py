@@ -12,6 +12,7 @@ without replacing each other.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -22,6 +23,7 @@ from click.testing import CliRunner
 from alphac import driver
 from alphac.commands import main
 from alphac.launch import session
+from alphac.launch.launcher import launch
 from alphac.oracle import MUTANTS, evaluate
 from alphac.targets.elf import read_metadata
 
@@ -77,6 +79,19 @@ def test_stale_replica_owners_refuse_the_replica_of_the_previous_version():
         assert row["error"] == (f"owner-failed: owner {row['owner']} ({row['role']} on {row['target']}) "
                                 f"exited 1: refused: data-parallel-replica-version: owner {row['owner']}: "
                                 "the contribution of version 1 reads a replica of version 0"), row["error"]
+
+
+def test_deliver_to_next_with_partitioned_parameters_and_replicated_gradients():
+    """Every owner receives the whole total and reads its coordinates' sums through the map
+    (the update of its own coordinates reads the full vector), as with a replicated learner."""
+    base = session.deployment(f"{SPECS}/{PARTITIONED}.alpha")
+    dep = dataclasses.replace(base, partitioning=dataclasses.replace(base.partitioning, gradients=False))
+    report = launch(dep, out_dir=session.root() / "mutant-gates-grads-replicated",
+                    mutant="deliver-to-next", deadline_s=120.0, timeout_ms=20000)
+    assert report.mutant_match and not report.match
+    want = evaluate(dep, mutant="deliver-to-next")
+    assert [(r.params, r.state) for r in report.rows] == [(w.params, w.state) for w in want.owners]
+    assert all(r.why.startswith("oracle-mismatch: ") for r in report.rows)
 
 
 def test_the_partitioned_gate_itself_matches_and_its_mutants_build_beside_it():
