@@ -33,32 +33,24 @@ def deployment(spec: str):
     return _deps[spec]
 
 
-def _variant(key: str, mutant: str | None) -> str:
-    return key if mutant is None else f"{key}-mutant-{mutant}"
-
-
-def plan(key: str, dep, mutant: str | None = None):
-    """The plan of `dep` (of its executed `mutant`, if given), cached under `key` (a name for
-    the variant: spec plus changes; the mutant is added to it)."""
-    key = _variant(key, mutant)
+def plan(key: str, dep):
+    """The plan of `dep`, cached under `key` (a name for the variant: spec plus changes)."""
     if key not in _plans:
         from alphac import driver
 
-        _plans[key] = driver.plan(dep, mutant)
+        _plans[key] = driver.plan(dep)
     return _plans[key]
 
 
-def built(key: str, dep, mutant: str | None = None) -> dict:
-    """{(role, target): executable} for `dep` (or its `mutant`), built once under root()/key."""
-    variant = _variant(key, mutant)
-    if variant not in _exes:
-        _exes[variant] = ensure_built(plan(key, dep, mutant), root() / variant)
-    return _exes[variant]
+def built(key: str, dep) -> dict:
+    """{(role, target): executable} for `dep`, built once under root()/key."""
+    if key not in _exes:
+        _exes[key] = ensure_built(plan(key, dep), root() / key)
+    return _exes[key]
 
 
-def run(key: str, dep, mutant: str | None = None, **kw) -> PlanRun:
-    """Run every owner of a cached build (of `mutant`'s, if given) in a fresh run directory
-    (see launcher.run_plan)."""
-    exes = kw.pop("exes", None) or built(key, dep, mutant)
+def run(key: str, dep, **kw) -> PlanRun:
+    """Run every owner of a cached build in a fresh run directory (see launcher.run_plan)."""
+    exes = kw.pop("exes", None) or built(key, dep)
     kw.setdefault("deadline_s", 120.0)
-    return run_plan(dep, exes, new_run_dir(root(), _variant(key, mutant)), **kw)
+    return run_plan(dep, exes, new_run_dir(root(), key), **kw)
