@@ -115,8 +115,9 @@ def test_deliver_to_next_with_partitioned_gradients_delivers_each_slice_to_the_n
     for o in range(4):
         assert run[o]["update"] == re.sub(r"c(\d+)", rf"c\g<1>@{(o - 1) % 4}", tree_expr(p.tree)), o
     words = {o: p.owners[o].protocol.register_words for o in range(4)}
-    upd = {o: next(op for op in p.owners[o].protocol.update_ops if op.kind == "update-owned") for o in range(4)}
-    assert [words[o][upd[o].a] for o in range(4)] == [2, 3, 2, 2]  # the sender's slice and its count
+    mean = {o: next(op.a for op in p.owners[o].protocol.update_ops if op.kind == "update-owned")
+            for o in range(4)}
+    assert [words[o][mean[o]] for o in range(4)] == [2, 3, 2, 2]  # the sender's slice and its count
 
 
 def test_the_image_carries_the_mutants_fields():

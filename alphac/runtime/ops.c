@@ -167,7 +167,8 @@ static int mean_sums(struct rt *rt, int64_t a, uint64_t **sums) {
     if (count == 0) return RT_OK;
     if (count > rt->k) return corrupt(rt, "mean map", count);
     for (int64_t j = 0; j < count; j++) {
-        if (from[j] != MEAN_ZERO && from[j] >= (uint64_t)have) return corrupt(rt, "mean source", (long long)from[j]);
+        if (from[j] != MEAN_ZERO && from[j] >= (uint64_t)have)
+            return corrupt(rt, "mean source", (long long)from[j]);
         rt->cbuf[j] = from[j] == MEAN_ZERO ? 0 : p[from[j]];
     }
     *sums = rt->cbuf;
