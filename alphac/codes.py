@@ -191,6 +191,10 @@ TOOLING = {
                                      "one word, which the executables do not run yet",
     "compiler-missing": "the target's C compiler (for the role runtime) is not installed",
     "compile-failed": "the target's C compiler failed on the role runtime",
+    "mutant-not-applicable": "the executed mutant asked for cannot be built for (or evaluated "
+                             "on) this deployment: stale-replica without partitioned parameters, "
+                             "swap-branch on fewer than three leaves, deliver-to-next on one "
+                             "owner, duplicate-mass without samples, any mutant with checkpoints",
     # launch
     "owner-failed": "an owner process exited non-zero or could not be started",
     "launch-timeout": "owners were still running at the launch deadline and were killed",

@@ -63,6 +63,8 @@ def render(s: dict) -> str:
         ("placement", " ".join(s.get("placement", []))),
         ("updates", str(s.get("updates", "?"))),
     ]
+    if s.get("mutant"):  # built as an executed mutant: it computes other words on purpose
+        rows.append(("mutant", f"{s['mutant']} (a testing aid: not the declared program)"))
     return _rows(rows)
 
 

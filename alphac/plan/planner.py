@@ -20,10 +20,11 @@ from alphac.plan.contract import NumericalContract, check_profile, derive
 from alphac.plan.identity import protocol_identity
 from alphac.plan.layout import OwnerLayout
 from alphac.plan.memory import OwnerBytes, bytes_per_owner
+from alphac.plan.mutants import Mutation, check_applies, mutant_tree, mutation
 from alphac.plan.phases import REPLICATE_ALL, Delivery, Transfer, reduce_phase, replicate_phase
 from alphac.plan.shards import ShardMap, learner_shard_maps, check_shard_map
 from alphac.plan.separable import check_claim, check_dependence, check_unclaimed_writes
-from alphac.plan.tree import TreeShape, check_topology
+from alphac.plan.tree import TreeShape, check_topology, shape_of
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,11 @@ class Plan:
     shard_maps: tuple[ShardMap, ...]
     protocol_id: int
     layout: OwnerLayout                      # who holds which coordinate and which words
+    mutation: Mutation                       # the executed mutant built (name None: none)
+
+    @property
+    def mutant(self) -> str | None:
+        return self.mutation.name
 
     @property
     def protocol_hex(self) -> str:
@@ -120,20 +126,22 @@ def check_combine_placement(dep: ir.Deployment, bag: DiagnosticBag) -> None:
                "(CombineAtBranchOwners); either placement gives the same bits"])
 
 
-def plan(dep: ir.Deployment) -> Plan:
-    """Plan one deployment; raises CompileError carrying every diagnostic."""
+def plan(dep: ir.Deployment, mutant: str | None = None) -> Plan:
+    """Plan one deployment; raises CompileError carrying every diagnostic. With `mutant`
+    (one of alphac.ir.mutants.NAMES), the plan of that executed mutant instead of the
+    declared program (alphac.plan.mutants; MutantError when it does not apply)."""
     # A 10,000-owner plan allocates a few hundred thousand small acyclic objects; the cycle
     # collector's repeated scans over them cost about a third of the time and free nothing.
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _plan(dep)
+        return _plan(dep, mutant)
     finally:
         if enabled:
             gc.enable()
 
 
-def _plan(dep: ir.Deployment) -> Plan:
+def _plan(dep: ir.Deployment, mutant: str | None) -> Plan:
     bag = DiagnosticBag()
     n = dep.owners
     dspan = dep.span
@@ -165,14 +173,18 @@ def _plan(dep: ir.Deployment) -> Plan:
             bag.extend(check_shard_map(shard_map, pspan))
     bag.raise_if_any()
     assert shape is not None
-
-    root = shape.root
+    check_applies(dep, shape.root, mutant)
+    mutated = mutation(dep, shape.leaf_order, layout, mutant)
+    root = mutant_tree(shape.root, mutant)
+    if root is not shape.root:  # swap-branch: the owners combine along another tree
+        shape = shape_of(root)
     if part.gradients:
-        deliveries = tuple(Delivery(t) for t in range(n))
+        deliveries = tuple(Delivery(t) for t in mutated.targets)
     else:
         deliveries = (REPLICATE_ALL,)
     nodes = list(shape.nodes)
-    protocols = proto.project(root, n, part if part.any else None, dep.learner.k, nodes, layout)
+    protocols = proto.project(root, n, part if part.any else None, dep.learner.k, nodes, layout,
+                              mutated.targets)
     k = dep.learner.k
     sizes = bytes_per_owner(dep, layout, [proto.register_words(p, k, n) for p in protocols])
     role_of = {o: r.name for r in reversed(dep.roles) for o in r.owners}
@@ -191,8 +203,9 @@ def _plan(dep: ir.Deployment) -> Plan:
         owners=tuple(owners),
         contract=derive(dep, nodes),
         shard_maps=maps,
-        protocol_id=protocol_identity(dep, nodes, resumed),
+        protocol_id=protocol_identity(dep, nodes, resumed, mutant),
         layout=layout,
+        mutation=mutated,
     )
 
 
