@@ -121,7 +121,7 @@ def test_a_defaulted_field_given_twice_is_still_a_duplicate(tmp_path):
 @pytest.mark.parametrize("default, code, col, message", [
     ('"two"', "type-mismatch", 39, "expected Nat, found a String"),
     ("nowhere", "unknown-name", 39, "no value or constructor named nowhere is in scope"),
-    ("EdgeOf", "type-mismatch", 39, "EdgeOf builds a Edge, expected Nat"),
+    ("EdgeOf", "type-mismatch", 39, "EdgeOf builds an Edge, expected Nat"),
     ("three - 4", "nat-range", 39, "-1 is below zero; a Nat is never negative"),
 ])
 def test_a_bad_default_is_located_at_the_default_even_when_unused(tmp_path, default, code, col, message):
