@@ -64,7 +64,8 @@ def assert_agrees(layout: OwnerLayout, dep: Deployment, owners=None) -> None:
         assert layout.params_count(o) == len(want_p) and layout.state_count(o) == len(want_s)
         # coordinates are the held parameters once parameters are partitioned
         coords = oracle_layout.param_coordinates(
-            bare(n, dep.learner.k, dep.learner.m, Partitioning(parameters=True)), o)
+            bare(n, dep.learner.k, dep.learner.m,
+                 Partitioning(parameters=True, block_words=dep.partitioning.block_words)), o)
         assert layout.coordinates(o).tolist() == coords.tolist()
         assert layout.owned_count(o) == len(coords)
         assert all(layout.owner_of(int(i)) == o for i in coords[:64])
@@ -117,12 +118,15 @@ def test_constructed_layouts_agree_with_the_oracle(n):
             for shared in shared_choices(w, k):
                 m = m_of(w, k, shared)
                 for opt, par, grad in FLAGS:
-                    part = Partitioning(optimizer_state=opt, parameters=par, gradients=grad,
-                                        words_per_coordinate=w, shared_state=shared)
-                    dep = bare(n, k, m, part)
-                    layout = OwnerLayout.of(dep)
-                    assert (layout.k, layout.m, layout.n, layout.w) == (k, m, n, w)
-                    assert_agrees(layout, dep)
+                    for block in (1, 2, 3, k + 5):
+                        part = Partitioning(optimizer_state=opt, parameters=par, gradients=grad,
+                                            words_per_coordinate=w, shared_state=shared,
+                                            block_words=block)
+                        dep = bare(n, k, m, part)
+                        layout = OwnerLayout.of(dep)
+                        assert (layout.k, layout.m, layout.n, layout.w) == (k, m, n, w)
+                        assert layout.block_words == block
+                        assert_agrees(layout, dep)
 
 
 def test_ten_thousand_owners_agree_with_the_oracle_where_sampled():

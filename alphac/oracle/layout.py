@@ -1,5 +1,6 @@
 """Which words each owner holds under the deployment's partitioning (coordinate i belongs
-to owner i mod n). The oracle computes the logical state once; this only selects words.
+to owner (i // B) mod n, B the partitioning's block words). The oracle computes the logical
+state once; this only selects words.
 
 Replicated: every owner holds all k parameters and all m state words. Partitioned
 optimizer state: an owner holds its coordinates' state words (block b's word for
@@ -30,12 +31,17 @@ def state_offsets(dep: Deployment, owner: int) -> np.ndarray:
                       f"but the learner has {m} state words")
     per_coordinate = np.array([o for o in range(m) if o not in set(shared)], dtype=np.int64)
     positions = np.arange(per_coordinate.size)
-    mine = per_coordinate[(positions % k) % n == owner]
+    mine = per_coordinate[_owner_of(positions % k, part.block_words, n) == owner]
     return np.sort(np.concatenate([mine, np.array(shared, dtype=np.int64)]))
+
+
+def _owner_of(coords: np.ndarray, block_words: int, n: int) -> np.ndarray:
+    return (coords // block_words) % n
 
 
 def param_coordinates(dep: Deployment, owner: int) -> np.ndarray:
     k, n = dep.learner.k, dep.owners
+    coords = np.arange(k)
     if not dep.partitioning.parameters:
-        return np.arange(k)
-    return np.arange(owner, k, n)
+        return coords
+    return coords[_owner_of(coords, dep.partitioning.block_words, n) == owner]
