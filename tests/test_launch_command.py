@@ -71,7 +71,7 @@ def commit(names=None):
 # a stand-in's measured bytes (docs/runtime.md "Measured bytes"): 24 persistent, 100 at the peak
 STATS = ("open(a.stats, 'w').write('alphac-stats 1\\nowner %d\\nstatus ok\\n' % a.owner + ''.join("
          "'bytes %s 0 %d\\n' % (c, 8 * (c == 'state') + 16 * (c == 'parameters')) for c in "
-         "('parameters', 'state', 'replica', 'registers', 'scratch', 'samples')) + 'persistent 24\\npeak 100\\n')\n")
+         "('parameters', 'state', 'replica', 'registers', 'scratch', 'samples')) + 'persistent 24\\npeak 100\\nrss_kb 0 0\\n')\n")
 WRITE = (STATS + "r = OwnerResult(a.owner, a.updates, 0xabc, {p}, {s})\n"
          "open(a.out + '.tmp', 'wb').write(encode_result(r))\n"
          "import os; os.rename(a.out + '.tmp', a.out)\n"

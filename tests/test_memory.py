@@ -137,12 +137,14 @@ def test_the_stats_file_is_written_on_a_refusal_and_refused_when_it_cannot_be_ma
 
 def test_a_malformed_stats_file_is_refused_by_line():
     good = ("alphac-stats 1\nowner 2\nstatus ok\n"
-            + "".join(f"bytes {c} 8 16\n" for c in CATEGORIES) + "persistent 32\npeak 80\n")
+            + "".join(f"bytes {c} 8 16\n" for c in CATEGORIES) + "persistent 32\npeak 80\nrss_kb 900 1000\n")
     s = parse_stats(good)
     assert (s.owner, s.status, s.persistent, s.peak, s.high["replica"], s.current["state"]) == (2, "ok", 32, 80, 16, 8)
+    assert (s.rss_start_kb, s.rss_peak_kb) == (900, 1000)
     for bad, why in ((good.replace("alphac-stats 1", "alphac-stats 2"), "not an alphac stats file"),
                      (good.replace("bytes scratch 8 16\n", ""), "no scratch"),
                      (good.replace("peak 80", "peak -1"), "is not a byte count"),
+                     (good.replace("rss_kb 900 1000", "rss_kb 900"), "unexpected line 'rss_kb 900'"),
                      (good + "\n", "unexpected line ''")):
         with pytest.raises(StatsError, match=why):
             parse_stats(bad, "f")

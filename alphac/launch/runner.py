@@ -74,7 +74,6 @@ class OwnerOutcome:
     returncode: int | None = None  # None: killed at the deadline
     stderr: str = ""
     seconds: float = 0.0
-    max_rss_kb: int | None = None  # its peak resident set (wait4's ru_maxrss); None if killed
 
     @property
     def ok(self) -> bool:
@@ -345,9 +344,9 @@ def _run_owners(commands, deadline_s: float, log: Path, poll_s: float) -> RunRes
             for cmd, p, t0, _ in procs:
                 if cmd.owner in ended:
                     continue
-                done = _reap(p)
-                if done is not None:
-                    ended[cmd.owner] = (done[0], time.monotonic() - t0, done[1])
+                rc = p.poll()
+                if rc is not None:
+                    ended[cmd.owner] = (rc, time.monotonic() - t0)
             if len(ended) == len(procs):
                 break
             if time.monotonic() >= limit:
@@ -362,22 +361,12 @@ def _run_owners(commands, deadline_s: float, log: Path, poll_s: float) -> RunRes
     outcomes = []
     for cmd, p, t0, err_path in procs:
         # an owner that ended between the last poll and the cleanup keeps its exit status
-        rc, secs, rss = ended.get(cmd.owner, (p.returncode, time.monotonic() - t0, None))
+        rc, secs = ended.get(cmd.owner, (p.returncode, time.monotonic() - t0))
         if cmd.owner in killed:
             rc = None
         text = err_path.read_bytes().decode("utf-8", "replace") if err_path.exists() else ""
-        outcomes.append(OwnerOutcome(cmd.owner, cmd.label, cmd.argv, cmd.out, rc, text, secs, rss))
+        outcomes.append(OwnerOutcome(cmd.owner, cmd.label, cmd.argv, cmd.out, rc, text, secs))
     return RunResult(outcomes, time.monotonic() - start, timed_out, killed=killed)
-
-
-def _reap(p: subprocess.Popen) -> tuple[int, int] | None:
-    """(exit status, peak resident kilobytes) of an owner that has ended, reaped by wait4(2)
-    (Popen.poll reports no resource usage); None while it runs."""
-    pid, status, usage = os.wait4(p.pid, os.WNOHANG)
-    if pid == 0:
-        return None
-    p.returncode = os.waitstatus_to_exitcode(status)
-    return p.returncode, usage.ru_maxrss
 
 
 def _cleanup(procs, ended: dict, killed: list[int]) -> None:

@@ -8,6 +8,8 @@ bytes of the learner's buffers the executable counted as it allocated them.
     ...
     persistent 48                  (parameters + state)
     peak 616                       (high-water mark of every category but samples together)
+    rss_kb 1400 1436               (resident kilobytes the kernel reports: idle at the start,
+                                    and at its highest; 0 where /proc/self/status is unreadable)
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from alphac.plan.memory import CATEGORIES
 
 MAGIC = "alphac-stats 1"
+_ITEMS = {"owner": 1, "status": 1, "persistent": 1, "peak": 1, "rss_kb": 2}  # the words after each key
 
 
 class StatsError(ValueError):
@@ -32,6 +35,8 @@ class OwnerStats:
     high: dict[str, int]        # bytes by category at their highest
     persistent: int
     peak: int
+    rss_start_kb: int           # resident size before the learner's buffers, as the kernel reports it
+    rss_peak_kb: int            # ... and at its highest (VmHWM)
 
 
 def parse_stats(text: str, where: str = "<stats>") -> OwnerStats:
@@ -44,16 +49,16 @@ def parse_stats(text: str, where: str = "<stats>") -> OwnerStats:
         key, *rest = line.split() or ("",)
         if key == "bytes" and len(rest) == 3 and rest[0] in CATEGORIES:
             current[rest[0]], high[rest[0]] = _int(rest[1], where, n), _int(rest[2], where, n)
-        elif key in ("owner", "status", "persistent", "peak") and len(rest) == 1 and key not in items:
+        elif key in _ITEMS and len(rest) == _ITEMS[key] and key not in items:
             items[key] = rest
         else:
             raise StatsError(f"{where}:{n}: unexpected line {line!r}")
-    missing = [c for c in CATEGORIES if c not in current] + [k for k in ("owner", "status", "persistent", "peak")
-                                                              if k not in items]
+    missing = [c for c in CATEGORIES if c not in current] + [k for k in _ITEMS if k not in items]
     if missing:
         raise StatsError(f"{where}: no {', '.join(missing)}")
-    return OwnerStats(_int(items["owner"][0], where, 2), items["status"][0], current, high,
-                      _int(items["persistent"][0], where, 0), _int(items["peak"][0], where, 0))
+    number = {key: [_int(x, where, 0) for x in words] for key, words in items.items() if key != "status"}
+    return OwnerStats(number["owner"][0], items["status"][0], current, high, number["persistent"][0],
+                      number["peak"][0], *number["rss_kb"])
 
 
 def _int(text: str, where: str, line: int) -> int:

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -44,12 +45,42 @@ void rt_buf_free(struct rt *rt, int kind, void *p, int64_t words) {
     count(rt, kind, -words * 8);
 }
 
+/* Copy words out of the image, a chunk at a time, and tell the kernel that the image's
+   pages holding them (every whole page of a chunk) are not needed any more: the initial
+   words then live once in the process, in this owner's buffers, not also in the image's
+   mapping. (MADV_DONTNEED on a read-only file mapping only drops the pages; a later read
+   would map them from the file again.) */
+#define COPY_CHUNK_BYTES (1 << 20)
+void rt_copy_from_image(uint64_t *dst, const uint64_t *src, int64_t words) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    for (int64_t at = 0; at < words; at += COPY_CHUNK_BYTES / 8) {
+        size_t n = (size_t)(words - at < COPY_CHUNK_BYTES / 8 ? words - at : COPY_CHUNK_BYTES / 8) * 8;
+        const char *from = (const char *)(src + at);
+        memcpy(dst + at, from, n);
+        uintptr_t lo = ((uintptr_t)from + page - 1) / page * page, hi = ((uintptr_t)from + n) / page * page;
+        if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+    }
+}
+
 /* Count `words` this owner holds without allocating them (its samples, in the image). */
 void rt_buf_hold(struct rt *rt, int kind, int64_t words) { count(rt, kind, words * 8); }
 
-/* Before any work: the stats file, so that an unwritable one refuses before the run. */
+/* The kilobytes of a `Vm...:` line of /proc/self/status (VmRSS, VmHWM), 0 if unknown. */
+static int64_t vm_kb(const char *key) {
+    char text[4096];
+    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, text, sizeof text - 1) : -1;
+    if (fd >= 0) close(fd);
+    if (n <= 0) return 0;
+    text[n] = 0;
+    const char *at = strstr(text, key);
+    return at ? strtoll(at + strlen(key), NULL, 10) : 0;
+}
+
+/* Before any work: the stats file, so that an unwritable one refuses before the run, and
+   the resident size so far (the executable idle: nothing of the learner allocated). */
 int rt_open_stats(struct rt *rt) {
-    rt->stats_fd = -1;
+    rt->rss_start_kb = vm_kb("VmRSS:");
     if (!rt->stats_path) return RT_OK;
     rt->stats_fd = open(rt->stats_path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (rt->stats_fd < 0)
@@ -58,8 +89,9 @@ int rt_open_stats(struct rt *rt) {
 }
 
 /* The stats file: `alphac-stats 1`, the owner, how the run ended, then per category its
-   bytes now and at their highest, then the persistent and peak bytes of the learner
-   buffers (every category but samples). */
+   bytes now and at their highest, the persistent and peak bytes of the learner buffers
+   (every category but samples), and the resident size the kernel reports, idle at the
+   start and at its highest (kilobytes). */
 int rt_write_stats(struct rt *rt, int code) {
     if (rt->stats_fd < 0) return RT_OK;
     static const char *const names[] = {
@@ -74,8 +106,9 @@ int rt_write_stats(struct rt *rt, int code) {
     for (int kind = 0; kind < MEM_KINDS; kind++)
         at += snprintf(text + at, sizeof text - (size_t)at, "bytes %s %lld %lld\n", names[kind],
                        (long long)m->current[kind], (long long)m->peak[kind]);
-    at += snprintf(text + at, sizeof text - (size_t)at, "persistent %lld\npeak %lld\n",
-                   (long long)(m->peak[MEM_PARAMETERS] + m->peak[MEM_STATE]), (long long)m->total_peak);
+    at += snprintf(text + at, sizeof text - (size_t)at, "persistent %lld\npeak %lld\nrss_kb %lld %lld\n",
+                   (long long)(m->peak[MEM_PARAMETERS] + m->peak[MEM_STATE]), (long long)m->total_peak,
+                   (long long)rt->rss_start_kb, (long long)vm_kb("VmHWM:"));
     int ok = write(rt->stats_fd, text, (size_t)at) == at && fsync(rt->stats_fd) == 0;
     close(rt->stats_fd);
     rt->stats_fd = -1;

@@ -44,10 +44,10 @@ int rt_alloc(struct rt *rt) {
     TRY(rc);
     rt->state = rt_buf_alloc(rt, MEM_STATE, rt->mp, &rc);
     TRY(rc);
-    memcpy(rt->params, img_sec(rt, SEC_INITIAL) + img_mine(rt, SEC_INIT_PARAMS), (size_t)rt->kp * 8);
-    memcpy(rt->state, img_sec(rt, SEC_INITIAL_STATE), (size_t)rt->alike * 8);
-    memcpy(rt->state + rt->alike, img_sec(rt, SEC_INITIAL_STATE) + img_mine(rt, SEC_INIT_STATE),
-           (size_t)(rt->mp - rt->alike) * 8);
+    rt_copy_from_image(rt->params, img_sec(rt, SEC_INITIAL) + img_mine(rt, SEC_INIT_PARAMS), rt->kp);
+    rt_copy_from_image(rt->state, img_sec(rt, SEC_INITIAL_STATE), rt->alike);
+    rt_copy_from_image(rt->state + rt->alike, img_sec(rt, SEC_INITIAL_STATE) + img_mine(rt, SEC_INIT_STATE),
+                       rt->mp - rt->alike);
     if (share >= 2) {
         rt->cbuf = rt_buf_alloc(rt, MEM_SCRATCH, rt->k, &rc);
         TRY(rc);

@@ -111,6 +111,7 @@ struct rt {
     const char *peers_path, *out_path, *key_path, *stats_path;
     int stats_fd;
     struct rt_mem mem;
+    int64_t rss_start_kb;       /* VmRSS before anything of the learner is allocated */
     int listen_any;
     unsigned char *key;    /* NULL: frames are not authenticated */
     size_t key_len;
@@ -181,6 +182,7 @@ void *rt_alloc_words(struct rt *rt, int64_t words, int *rc);
 void *rt_buf_alloc(struct rt *rt, int kind, int64_t words, int *rc);
 void rt_buf_free(struct rt *rt, int kind, void *p, int64_t words);
 void rt_buf_hold(struct rt *rt, int kind, int64_t words);
+void rt_copy_from_image(uint64_t *dst, const uint64_t *src, int64_t words);
 int rt_open_stats(struct rt *rt);
 int rt_write_stats(struct rt *rt, int code);
 
