@@ -1,7 +1,8 @@
 """The owner layout: which owner holds which coordinate, parameter words and state words.
 
 Coordinates come in blocks of `block_words` (B) consecutive coordinates; block b belongs to
-owner b mod n, so with B = 1 (the default) coordinate i belongs to owner i mod n. What an owner holds follows from the partitioning:
+owner b mod n, so with B = 1 (the default) coordinate i belongs to owner i mod n. What an
+owner holds follows from the partitioning:
 
   parameters       its coordinates' parameters when partitioned, else all k;
   optimizer state  when partitioned, its coordinates' per-coordinate state words and every
