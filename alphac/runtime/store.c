@@ -30,13 +30,6 @@ int64_t rt_owned_count(const struct rt *rt, int64_t t) {
     return count;
 }
 
-int64_t rt_coordinates(const struct rt *rt, int64_t t, uint64_t *out) {
-    struct rt_coords it = rt_coords_of(rt, t);
-    int64_t j = 0, i;
-    for (; rt_next_coord(&it, &i); j++) out[j] = (uint64_t)i;
-    return j;
-}
-
 static int64_t shared_count(const struct rt *rt) { return (int64_t)img_count(rt, SEC_SHARED); }
 
 /* How many shared offsets lie below p. */
