@@ -65,6 +65,8 @@ CHECK = {
     "role-name-invalid": "a role name is not [a-z][a-z0-9_-]* of at most 64 characters "
                          "(executables are named after their role)",
     "role-name-duplicate": "two roles of one deployment have the same name",
+    "partition-block-words": "a partitioning's partitionBlockWords (coordinates per block) is "
+                             "below 1",
     "no-deployment": "a command needs exactly one deployment and the file has none or several",
     # resume declarations (Learning.Deployment.DeploymentResume)
     "resume-duplicate": "two resume declarations name the same deployment",
@@ -81,6 +83,8 @@ PLAN = {
     "combine-leaf-order": "the tree's leaves are not in the order of its ordered member list",
     "combine-branch-owner": "a branch combines at an owner holding no contribution beneath it",
     "combine-delivery-partial": "a deployment's combine declares CombineDeliverTo, but every owner needs the result",
+    "combine-placement-unsupported": "a deployment declares a combine placement the planner does "
+                                     "not build yet (CombineAtBlockOwners)",
     # numerical contracts (Learning.Numerics)
     "numerical-profile-mismatch": "another numeric profile (format, rounding, subnormals, exceptional values) than the one that runs",
     "numerical-order-mismatch": "another ordered operation list (another tree or program) than the one that runs",

@@ -129,6 +129,22 @@ def test_constructed_layouts_agree_with_the_oracle(n):
                         assert_agrees(layout, dep)
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 7])
+def test_layouts_of_coordinate_blocks_agree_with_the_oracle(n):
+    for k in (0, 1, 5, 13):
+        for block in (2, 3, k + 1, k + 5):
+            for w in range(3):
+                for shared in shared_choices(w, k):
+                    for opt, par, grad in FLAGS:
+                        part = Partitioning(optimizer_state=opt, parameters=par, gradients=grad,
+                                            words_per_coordinate=w, shared_state=shared,
+                                            block_words=block)
+                        dep = bare(n, k, m_of(w, k, shared), part)
+                        layout = OwnerLayout.of(dep)
+                        assert layout.block_words == block
+                        assert_agrees(layout, dep)
+
+
 def test_ten_thousand_owners_agree_with_the_oracle_where_sampled():
     n, k, w = 10_000, 25_003, 2
     shared = (w * k, w * k + 1)

@@ -93,7 +93,7 @@ def render_checkpoint(c: dict) -> str:
                      f"{contract['topology']}; order sha256 {contract['order_digest'][:16]}"),
         ("layout", f"{layout['owners']} owners; parameters {layout['parameters']}, state "
                    f"{layout['state']}; {layout['words_per_coordinate']} words per coordinate; "
-                   f"shared {shared}"),
+                   f"shared {shared}; blocks of {layout['block_words']}"),
         ("regions", ", ".join(f"{name} {words}" for name, words in c["regions"].items())),
         ("resumed-from", "-" if resumed is None else
          f"version {resumed['version']} ({resumed['contract']} contract), manifest sha256 "

@@ -106,6 +106,22 @@ def _resumed(resume: ir.Resume, fallback: Span, bag: DiagnosticBag) -> str | Non
         return None
 
 
+def check_combine_placement(dep: ir.Deployment, bag: DiagnosticBag) -> None:
+    """The one place that refuses a combine placement the planner does not build: each
+    branch runs at the owner the tree names (CombineAtBranchOwners); the block placement
+    (the whole tree for coordinate block b at block b's owner, the ordered reduce-scatter)
+    is not built yet."""
+    if dep.combine_placement == "branch-owners":
+        return
+    shown = {"block-owners": "CombineAtBlockOwners"}.get(dep.combine_placement,
+                                                        repr(dep.combine_placement))
+    span = dep.combine_placement_span if dep.combine_placement_span.line > 0 else dep.span
+    bag.error("combine-placement-unsupported", f"the combine placement {shown} is not built "
+              "yet", span,
+              ["the planner places each branch at the owner the tree names "
+               "(CombineAtBranchOwners); either placement gives the same bits"])
+
+
 def plan(dep: ir.Deployment) -> Plan:
     """Plan one deployment; raises CompileError carrying every diagnostic."""
     # A 10,000-owner plan allocates a few hundred thousand small acyclic objects; the cycle
@@ -131,6 +147,7 @@ def _plan(dep: ir.Deployment) -> Plan:
         bag.error("combine-leaf-missing", "a deployment without owners has nothing to combine", dspan,
                   [f"owners: {n}"])
     check_profile(dep.contract, dspan, bag)
+    check_combine_placement(dep, bag)
     resumed = _resumed(dep.resume, dspan, bag) if dep.resume is not None else None
     # the single answer to who holds what; everything below reads it
     layout = OwnerLayout.of(dep)
