@@ -25,21 +25,38 @@ static void clear_tags(struct rt *rt, uint64_t *data, int64_t words) {
     memset(data + words, 0, (size_t)img_field(rt, IMG_TAG_WORDS) * 8);
 }
 
+/* Every register's buffer inside the pool, and the words held and their initial values
+   inside the learner and the image: an image built for another owner or corrupted on disk
+   refuses by name instead of reaching outside its buffers. */
+static int check_storage(struct rt *rt, int64_t pool) {
+    int64_t tags = (int64_t)img_field(rt, IMG_TAG_WORDS);
+    for (int64_t r = 0; r < rt->nregs; r++)
+        if ((int64_t)rt->reg_off[r] + H + words(rt, r) + tags + 1 + TAG_WORDS > pool)
+            return corrupt(rt, "register", (long long)r);
+    int64_t init_p = img_mine(rt, SEC_INIT_PARAMS), init_s = img_mine(rt, SEC_INIT_STATE);
+    if (rt->kp > rt->k || rt->mp > rt->m || rt->alike > rt->mp || rt->kc > rt->k ||
+        init_p + rt->kp > (int64_t)img_count(rt, SEC_INITIAL) || rt->alike > init_s ||
+        init_s + rt->mp - rt->alike > (int64_t)img_count(rt, SEC_INITIAL_STATE))
+        return corrupt(rt, "storage of owner", (long long)rt->owner);
+    return RT_OK;
+}
+
 /* This owner's buffers, compact (store.c): its parameter and state words with their initial
    values, the register pool (slots shared by registers whose lifetimes do not overlap), the
    contribution buffer when it has two or more samples; its samples are read in place. */
 int rt_alloc(struct rt *rt) {
     int rc;
-    int64_t share = img_mine(rt, SEC_SHARE);
+    int64_t share = img_mine(rt, SEC_SHARE), pool = img_mine(rt, SEC_REG_POOL);
     rt->nregs = img_mine(rt, SEC_REG_COUNT);
     rt->reg_words = img_sec(rt, SEC_REG_WORDS) + img_mine(rt, SEC_REG_START);
     rt->reg_off = img_sec(rt, SEC_REG_OFF) + img_mine(rt, SEC_REG_START);
-    rt->regs = rt_buf_alloc(rt, MEM_REGISTERS, img_mine(rt, SEC_REG_POOL), &rc);
-    TRY(rc);
     rt->kp = img_mine(rt, SEC_PARAMS_COUNT);
     rt->mp = img_mine(rt, SEC_STATE_COUNT);
     rt->alike = (int64_t)img_field(rt, IMG_STATE_ALIKE);
     rt->kc = rt_owned_count(rt, rt->owner);
+    TRY(check_storage(rt, pool));
+    rt->regs = rt_buf_alloc(rt, MEM_REGISTERS, pool, &rc);
+    TRY(rc);
     rt->params = rt_buf_alloc(rt, MEM_PARAMETERS, rt->kp, &rc);
     TRY(rc);
     rt->state = rt_buf_alloc(rt, MEM_STATE, rt->mp, &rc);

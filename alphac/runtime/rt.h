@@ -195,8 +195,7 @@ struct rt_coords rt_coords_of(const struct rt *rt, int64_t t);
 int rt_next_coord(struct rt_coords *it, int64_t *i);
 int64_t rt_owned_count(const struct rt *rt, int64_t t);   /* coordinates owner t holds */
 int64_t rt_state_offset(const struct rt *rt, int64_t rank); /* of the rank-th non-shared word */
-int rt_holds(const struct rt *rt, int region, int64_t pos);  /* this owner holds the word */
-int64_t rt_slot(const struct rt *rt, int region, int64_t pos); /* where it keeps a held word */
+int64_t rt_slot(const struct rt *rt, int region, int64_t pos); /* where it keeps a word, or -1 */
 typedef void (*rt_word_fn)(void *ctx, int64_t pos, int64_t slot);
 void rt_each_held(const struct rt *rt, int region, rt_word_fn fn, void *ctx); /* ascending */
 

@@ -44,11 +44,6 @@ static int64_t shared_below(const struct rt *rt, int64_t p) {
     return lo;
 }
 
-static int is_shared(const struct rt *rt, int64_t p) {
-    int64_t j = shared_below(rt, p);
-    return j < shared_count(rt) && (int64_t)img_sec(rt, SEC_SHARED)[j] == p;
-}
-
 /* The offset of the rank-th non-shared state word: rank + t, t the number of shared
    offsets s_j with s_j - j <= rank (s_j - j does not decrease). */
 int64_t rt_state_offset(const struct rt *rt, int64_t rank) {
@@ -76,26 +71,14 @@ static int partitioned(const struct rt *rt, int region) {
     return (int)img_field(rt, region == REGION_PARAMETERS ? IMG_PART_PARAMETERS : IMG_PART_STATE);
 }
 
-/* The coordinate of the non-shared state word at offset p, or -1 beyond the w blocks. */
-static int64_t coordinate_of_state(const struct rt *rt, int64_t p) {
-    int64_t rank = p - shared_below(rt, p);
-    return rank < (int64_t)img_field(rt, IMG_W) * rt->k ? rank % rt->k : -1;
-}
-
-int rt_holds(const struct rt *rt, int region, int64_t pos) {
-    if (!partitioned(rt, region)) return 1;
-    if (region == REGION_PARAMETERS) return owner_of(rt, pos) == rt->owner;
-    if (is_shared(rt, pos)) return 1;
-    int64_t i = coordinate_of_state(rt, pos);
-    return i >= 0 && owner_of(rt, i) == rt->owner;
-}
-
+/* Where this owner keeps the word at position `pos` of a region (REGION_*), or -1 when it
+   does not hold it. */
 int64_t rt_slot(const struct rt *rt, int region, int64_t pos) {
     if (!partitioned(rt, region)) return pos;
-    if (region == REGION_PARAMETERS) return local_of(rt, pos);
-    int64_t below = shared_below(rt, pos);
-    if (is_shared(rt, pos)) return below;
-    int64_t rank = pos - below;
+    if (region == REGION_PARAMETERS) return owner_of(rt, pos) == rt->owner ? local_of(rt, pos) : -1;
+    int64_t below = shared_below(rt, pos), rank = pos - below;
+    if (below < shared_count(rt) && (int64_t)img_sec(rt, SEC_SHARED)[below] == pos) return below;
+    if (rank >= (int64_t)img_field(rt, IMG_W) * rt->k || owner_of(rt, rank % rt->k) != rt->owner) return -1;
     return rt->alike + rank / rt->k * rt->kc + local_of(rt, rank % rt->k);
 }
 
