@@ -5,6 +5,8 @@ these; every floating-point operation of an executable is emitted here or in pro
     i64 alphac_local_first(double* acc, i64 k)                  -> -1 or the first bad j
     i64 alphac_local_add(double* acc, double* c, i64 k)         -> -1 or the first bad j
     i64 alphac_add_range(double* dst, double* a, double* b, i64 lo, i64 hi) -> 1 if any bad
+    i64 alphac_add_lanes(double* dst, double* a, double* b, u64* h, i64 n, i64 phase,
+                         u64* lanes)                            -> 1 if any bad
     i64 alphac_first_nonfinite(double* p, i64 lo, i64 hi)       -> -1 or the first such j
     i64 alphac_mean(double* g, i64 count, i64 k)                -> -1 or the first bad j
     i64 alphac_mean_owned(double* mean, double* src, i64 count, i64 first, i64 step,
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from alphac import wire
 from alphac.codegen.types import F64, I1, I64, PTR
 
 EXP = 0x7FF0000000000000
@@ -109,6 +112,76 @@ def _add_range(module: ir.Module) -> None:
 
     flag = f.loop(lo, hi, body, ir.Constant(I1, 0))
     f.b.ret(f.b.zext(flag, I64))
+
+
+def _add_lanes(module: ir.Module) -> None:
+    """A received piece in one pass: dst[j] = a[j] + b[j] (the add on arrival, finite flag
+    as alphac_add_range) and the frame checksum's FNV-1a lanes over the received words h[j]
+    (h is a or b), j < n, word j going to lane (phase + j) % LANES (phase: the piece's first
+    payload index mod LANES) exactly as frame.c's rt_lanes folds them: integer xor and
+    multiply. A head loop brings the lane to 0, the main loop takes LANES words per step
+    with the lanes in registers, a tail loop ends."""
+    f = _Fn(module, "alphac_add_lanes", (PTR, PTR, PTR, PTR, I64, I64, PTR),
+            ("dst", "a", "b", "h", "n", "phase", "lanes"))
+    dst, a, bb, h, n, phase, lanes = f.fn.args
+    b = f.b
+    lanes_ = wire.LANES
+
+    def add(j, flag):
+        x, y = f.load(a, j), f.load(bb, j)
+        r = b.fadd(x, y)
+        b.store(r, f.at(dst, j))
+        return b.or_(flag, f.bad(x, y, r))
+
+    def lane_at(j):
+        k = b.and_(b.add(phase, j), _c(lanes_ - 1))
+        return b.gep(lanes, [k], inbounds=True, source_etype=I64)
+
+    def fold(lane, j):
+        word = b.load(b.gep(h, [j], inbounds=True, source_etype=I64), typ=I64)
+        return b.mul(b.xor(lane, word), _c(wire.FNV_PRIME))
+
+    def scalar(j, flag):
+        slot = lane_at(j)
+        b.store(fold(b.load(slot, typ=I64), j), slot)
+        return add(j, flag)
+
+    # head: until (phase + j) % LANES == 0
+    head = b.and_(b.sub(_c(lanes_), b.and_(phase, _c(lanes_ - 1))), _c(lanes_ - 1))
+    head = b.select(b.icmp_signed("<", head, n), head, n)
+    flag = f.loop(_c(0), head, scalar, ir.Constant(I1, 0))
+    # main: lane t takes word j + t
+    groups = b.sdiv(b.sub(n, head), _c(lanes_))
+    start = [b.load(b.gep(lanes, [_c(t)], inbounds=True, source_etype=I64), typ=I64) for t in range(lanes_)]
+    pre = b.block
+    top = b.append_basic_block("lanes.head")
+    body = b.append_basic_block("lanes.body")
+    end = b.append_basic_block("lanes.end")
+    b.branch(top)
+    b.position_at_end(top)
+    g = b.phi(I64, "g")
+    g.add_incoming(_c(0), pre)
+    fl = b.phi(I1, "flag")
+    fl.add_incoming(flag, pre)
+    ls = [b.phi(I64, f"lane{t}") for t in range(lanes_)]
+    for phi, v in zip(ls, start):
+        phi.add_incoming(v, pre)
+    b.cbranch(b.icmp_signed("<", g, groups), body, end)
+    b.position_at_end(body)
+    j0 = b.add(head, b.mul(g, _c(lanes_)))
+    nf = fl
+    for t in range(lanes_):
+        j = b.add(j0, _c(t))
+        ls[t].add_incoming(fold(ls[t], j), body)
+        nf = add(j, nf)
+    fl.add_incoming(nf, body)
+    g.add_incoming(b.add(g, _c(1)), body)
+    b.branch(top)
+    b.position_at_end(end)
+    for t in range(lanes_):
+        b.store(ls[t], b.gep(lanes, [_c(t)], inbounds=True, source_etype=I64))
+    flag = f.loop(b.add(head, b.mul(groups, _c(lanes_))), n, scalar, fl)
+    b.ret(b.zext(flag, I64))
 
 
 def _first_nonfinite(module: ir.Module) -> None:
@@ -224,5 +297,5 @@ def _mean_owned(module: ir.Module) -> None:
 
 def emit_arith(module: ir.Module) -> None:
     """Add every kernel of this module's docstring to `module`."""
-    for emit in (_add_range, _first_nonfinite, _local_first, _local_add, _mean, _mean_owned):
+    for emit in (_add_range, _add_lanes, _first_nonfinite, _local_first, _local_add, _mean, _mean_owned):
         emit(module)

@@ -108,12 +108,13 @@ class RoleImage:
 
     @property
     def max_payload(self) -> int:
-        """The longest frame payload of the protocol: a register, a hello, or "prepared"."""
+        """The longest frame payload of the protocol: a register, a hello, a transport frame,
+        "prepared" or a checkpoint report."""
         regs = max([w for o in self.owners for w in o.reg_words] + [1]) + self.tag_words
         prepared = max([wire.prepared_words(op[6]) for o in self.owners for op in o.ops
                         if op[0] in _DIGEST] + [wire.prepared_words(1)])
         ckpt = max([op[6] for o in self.owners for op in o.ops if op[0] in _CKPT] + [0])
-        return max(regs, wire.HELLO_WORDS, prepared, ckpt)
+        return max(regs, wire.HELLO_WORDS, wire.TRANSPORT_WORDS, prepared, ckpt)
 
     def encode(self) -> bytes:
         """The bytes the executable embeds as `alphac_image` (layout: alphac.image.format)."""

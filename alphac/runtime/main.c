@@ -1,5 +1,5 @@
 /* main: the command line, this owner, the key, the peers file, the staged output, the
-   connections, every update, then the publication of the run (stage, prepare, commit,
+   connections (and their report), every update, then the publication of the run (stage, prepare, commit,
    finalize). A refusal removes what this owner staged unless the run may be committed. */
 #include "rt.h"
 
@@ -17,6 +17,7 @@ int rt_main(struct rt *rt, int argc, char **argv) {
     if (rt->ck.resume) TRY(rt_restore(rt));
     TRY(rt_ckpt_open(rt));
     TRY(rt_connect(rt));
+    TRY(rt_write_connections(rt));
     TRY(rt_run(rt));
     rt_close_all(rt);
     return RT_OK;
@@ -27,6 +28,7 @@ int main(int argc, char **argv) {
     int rc = rt_main(&rt, argc, argv);
     if (rc == RT_DONE || rc == RT_OK) return EXIT_OK;
     rt_abandon(&rt);
+    rt_shm_forget(&rt);
     const char *kept = "";
     if (rt.committed && !rt.finalized)
         kept = "; the run is committed: its staged output stays for the launcher to finalize";
