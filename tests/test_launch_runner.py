@@ -51,6 +51,8 @@ def test_peers_file_lines(tmp_path, monkeypatch):
     monkeypatch.setenv("ALPHAC_TRANSPORT", "shm-only")
     p = write_peers(tmp_path / "z.peers", [4000])
     assert p.read_text() == "0 127.0.0.1:4000 shm-only\n"
+    p = write_peers(tmp_path / "v.peers", [4000, 4001], transport=["tcp", "shm"])
+    assert p.read_text() == "0 127.0.0.1:4000\n1 127.0.0.1:4001 shm\n"
     monkeypatch.setenv("ALPHAC_TRANSPORT", "udp")
     with pytest.raises(ValueError, match="ALPHAC_TRANSPORT='udp': expected one of tcp, shm, shm-only"):
         write_peers(tmp_path / "w.peers", [4000])

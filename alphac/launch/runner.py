@@ -54,13 +54,15 @@ def default_transport() -> str:
 
 
 def write_peers(path: str | Path, ports: Sequence[int], host: str = "127.0.0.1",
-                transport: str | None = None) -> Path:
+                transport: str | Sequence[str] | None = None) -> Path:
     """The peers file of the executable contract: one `OWNER HOST:PORT [TRANSPORT]` line per
-    owner (the column left out for tcp, the executables' default)."""
+    owner (the column left out for tcp, the executables' default). `transport`: what every
+    owner may use, or one entry per owner; default `default_transport()`."""
     chosen = default_transport() if transport is None else transport
-    column = "" if chosen == "tcp" else f" {chosen}"
+    each = [chosen] * len(ports) if isinstance(chosen, str) else list(chosen)
     p = Path(path)
-    p.write_text("".join(f"{o} {host}:{port}{column}\n" for o, port in enumerate(ports)))
+    p.write_text("".join(f"{o} {host}:{port}{'' if t == 'tcp' else ' ' + t}\n"
+                         for o, (port, t) in enumerate(zip(ports, each))))
     return p
 
 
