@@ -105,7 +105,7 @@ static int setup(struct rt *rt) {
     }
     for (int64_t j = 0; j < count; j++) {
         int64_t p = (int64_t)peers[j], sender;
-        if (p >= rt->owner) continue; /* higher peers connect here; a slice names this owner */
+        if (p >= rt->owner) continue; /* higher peers connect here */
         TRY(dial(rt, p, &rt->fds[p]));
         rt_sockopts(rt, rt->fds[p]);
         TRY(send_hello(rt, p));
