@@ -338,5 +338,8 @@ struct rt *rt_new(void);
 struct staged *rt_output(struct rt *rt);
 const char *rt_message(const struct rt *rt);
 void rt_attach(struct rt *rt, int64_t peer, int fd, int accept);
+size_t rt_xfer_bytes(void);
+int rt_link_shm(const struct rt *rt, int64_t peer);
+size_t rt_link_write(struct rt *rt, int64_t peer, const void *data, size_t n);
 
 #endif
