@@ -58,13 +58,17 @@ struct rt_hmac {
     struct rt_sha256 inner, outer;
 };
 
-/* What the on-arrival add of a receive does: dst[j] = a[j] + b[j] for j < words, where a
-   or b is the payload being received. Over shared memory those words are added where they
-   lie in the ring and not copied into the register (only its words from `words` on are). */
+/* What a receive computes on arrival, for j < words, in the pass that hashes each piece:
+   the add of the combine that comes next, dst[j] = a[j] + b[j] (a or b the payload being
+   received); or, with count >= 0, the mean of the update that comes next, dst[j] =
+   payload[j] / count (dst: the payload itself). Over shared memory those words are read
+   where they lie in the ring and not copied into the register (its words from `words` on
+   are). */
 struct arrival {
     uint64_t *dst;
     const uint64_t *a, *b;
     int64_t words;
+    int64_t count; /* -1: the add */
 };
 
 /* The control page of a pair's shared-memory segment (ring.c): side 0 created it (the
@@ -177,6 +181,7 @@ struct rt {
     uint64_t digest;
     uint64_t *small;                  /* hello, prepared and publish frames (max payload) */
     int added, added_bad;             /* the last receive added on arrival; it saw a bad word */
+    int meaned;                       /* ... or took the mean of what it received */
     const uint64_t *sent_buf;         /* the register whose payload hash sent_hash is */
     uint64_t sent_hash;
     unsigned char sent_sha[32];       /* ... and, in an authenticated run, its payload's SHA-256 */
@@ -204,6 +209,8 @@ extern int64_t alphac_local_add(void *acc, const void *c, int64_t k);
 extern int64_t alphac_add_range(void *dst, const void *a, const void *b, int64_t lo, int64_t hi);
 extern int64_t alphac_add_lanes(void *dst, const void *a, const void *b, const void *h, int64_t n,
                                 int64_t phase, uint64_t *lanes);
+extern int64_t alphac_mean_lanes(void *dst, const void *src, int64_t n, int64_t phase, uint64_t *lanes,
+                                 int64_t count);
 extern int64_t alphac_first_nonfinite(const void *p, int64_t lo, int64_t hi);
 extern int64_t alphac_mean(void *g, int64_t count, int64_t k);
 extern int64_t alphac_mean_owned(void *mean, const void *src, int64_t count, int64_t first,

@@ -119,19 +119,21 @@ static int step_send(struct rt *rt, struct xfer *x, int *moved) {
 
 /* -- receiving ---------------------------------------------------------------------------- */
 
-/* Payload words [lo, hi) arrived, at w (w[0] is word lo): into the lanes, the add on
-   arrival, the SHA-256 of an authenticated frame. */
+/* Payload words [lo, hi) arrived, at w (w[0] is word lo): the SHA-256 of an authenticated
+   frame, then the lanes with the add or the mean on arrival in one pass, or alone. */
 static void absorb(struct rt *rt, struct xfer *x, const uint64_t *w, int64_t lo, int64_t hi) {
     const struct arrival *add = x->add;
     int64_t mid = lo;
+    if (rt->key) rt_sha256_update(&x->sha, w, (size_t)(hi - lo) * 8);
     if (add && lo < add->words) {
         mid = hi < add->words ? hi : add->words;
         const uint64_t *payload = x->buf + H;
         const uint64_t *a = add->a == payload ? w : add->a + lo, *b = add->b == payload ? w : add->b + lo;
-        rt->added_bad |= (int)alphac_add_lanes(add->dst + lo, a, b, w, mid - lo, lo % LANES, x->lanes);
+        rt->added_bad |= (int)(add->count >= 0
+                                   ? alphac_mean_lanes(add->dst + lo, w, mid - lo, lo % LANES, x->lanes, add->count)
+                                   : alphac_add_lanes(add->dst + lo, a, b, w, mid - lo, lo % LANES, x->lanes));
     }
     rt_lanes_at(w + (mid - lo), mid, hi, x->lanes);
-    if (rt->key) rt_sha256_update(&x->sha, w, (size_t)(hi - lo) * 8);
 }
 
 /* Bytes [x->done, x->done + n) of the frame arrived at `at`: in buf itself (TCP), or in the

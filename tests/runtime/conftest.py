@@ -33,7 +33,7 @@ class Xfer(ctypes.Structure):
 
 class Arrival(ctypes.Structure):
     _fields_ = [("dst", ctypes.c_void_p), ("a", ctypes.c_void_p), ("b", ctypes.c_void_p),
-                ("words", ctypes.c_int64)]
+                ("words", ctypes.c_int64), ("count", ctypes.c_int64)]
 
 
 class Runtime:
@@ -85,6 +85,8 @@ class Runtime:
             "rt_link_write": (ctypes.c_size_t, [p, i64, p, ctypes.c_size_t]),
             "alphac_add_lanes": (i64, [p, p, p, p, i64, i64, p]),
             "alphac_add_range": (i64, [p, p, p, i64, i64]),
+            "alphac_mean_lanes": (i64, [p, p, i64, i64, p, i64]),
+            "alphac_mean": (i64, [p, i64, i64]),
         }
         for name, (res, args) in sig.items():
             fn = getattr(lib, name)
@@ -122,10 +124,12 @@ class Runtime:
         return driver.image(self.plan, ROLE, "x86_64").max_payload
 
     @staticmethod
-    def arrival(dst, a, b, words: int) -> Arrival:
-        """struct arrival over numpy arrays: dst[j] = a[j] + b[j] for j < words."""
+    def arrival(dst, a, b, words: int, count: int = -1) -> Arrival:
+        """struct arrival over numpy arrays: dst[j] = a[j] + b[j] for j < words, or with a
+        count, dst[j] = b[j] / count (b the payload received)."""
         add = Arrival()
-        add.dst, add.a, add.b, add.words = dst.ctypes.data, a.ctypes.data, b.ctypes.data, words
+        add.dst, add.a, add.b = dst.ctypes.data, None if a is None else a.ctypes.data, b.ctypes.data
+        add.words, add.count = words, count
         return add
 
     def xfers(self, count: int):

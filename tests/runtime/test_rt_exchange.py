@@ -134,9 +134,10 @@ def test_negotiated_segments_are_unlinked_at_once(widelib):
 
 
 @pytest.mark.parametrize("shm", [False, True], ids=["tcp", "shm"])
-def test_a_receive_adds_on_arrival(widelib, shm):
-    """dst = a + (the words received), as the words arrive; over shared memory read where
-    they lie in the ring."""
+@pytest.mark.parametrize("mode", ["add", "mean"])
+def test_a_receive_adds_or_takes_the_mean_on_arrival(widelib, shm, mode):
+    """dst = a + (the words received), or the received words / 3 in their register, as the
+    words arrive; over shared memory read where they lie in the ring."""
     mesh = Mesh(widelib, owners=(1, 2), shm=((1, 2),) if shm else ())
     rng = np.random.default_rng(3)
     sums = rng.standard_normal(B)
@@ -144,8 +145,9 @@ def test_a_receive_adds_on_arrival(widelib, shm):
     try:
         out = register(B)
         out[H:H + B] = sums.view(np.uint64)
-        into, dst = register(B), np.zeros(B, dtype=np.float64)
-        add = widelib.arrival(dst, a, into[H:], B - 1)
+        into = register(B)
+        dst = np.zeros(B, dtype=np.float64) if mode == "add" else into[H:].view(np.float64)
+        add = widelib.arrival(dst, a if mode == "add" else None, into[H:], B - 1, 3 if mode == "mean" else -1)
         sx, rx = widelib.xfers(1), widelib.xfers(1)
         _fill(sx[0], 1, 1, out, B, 5)
         _fill(rx[0], 2, 0, into, B, 5, add)
@@ -154,7 +156,8 @@ def test_a_receive_adds_on_arrival(widelib, shm):
     finally:
         mesh.close()
     assert rc == (0, 0)
-    assert np.array_equal(dst[:B - 1].view(np.uint64), (a[:B - 1] + sums[:B - 1]).view(np.uint64))
+    want = a[:B - 1] + sums[:B - 1] if mode == "add" else sums[:B - 1] / 3
+    assert np.array_equal(dst[:B - 1].view(np.uint64), want.view(np.uint64))
     assert into[H + B - 1] == sums.view(np.uint64)[B - 1]  # the words not added are kept
 
 
@@ -317,3 +320,30 @@ def test_one_pass_flags_a_non_finite_operand_or_sum(widelib, word):
     a[6] = 1e308 if word == 1e308 else 1.0  # 1e308 + 1e308 overflows
     lanes = np.zeros(wire.LANES, dtype=np.uint64)
     assert widelib.lib.alphac_add_lanes(ptr(np.zeros(9)), ptr(a), ptr(b), ptr(b), 9, 0, ptr(lanes)) == 1
+
+
+@pytest.mark.parametrize("count", [1, 3, 4, 6, 2**40])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_the_mean_on_arrival_has_the_words_of_the_mean_pass(widelib, count, in_place):
+    n, phase = 1237, 2
+    rng = np.random.default_rng(count)
+    src = rng.standard_normal(n) * 1e300
+    src[5] = 5e-324  # a subnormal quotient
+    want = src.copy()
+    assert widelib.lib.alphac_mean(ptr(want), count, n) == -1
+    lanes = np.array([fr.FNV_OFFSET ^ j for j in range(wire.LANES)], dtype=np.uint64)
+    want_lanes = lanes.copy()
+    payload = np.concatenate([np.zeros(phase, dtype=np.uint64), src.view(np.uint64)])
+    widelib.lib.rt_lanes(ptr(payload), phase, phase + n, ptr(want_lanes))
+    dst = src if in_place else np.zeros(n)
+    assert widelib.lib.alphac_mean_lanes(ptr(dst), ptr(src), n, phase, ptr(lanes), count) == 0
+    assert np.array_equal(dst.view(np.uint64), want.view(np.uint64))
+    assert lanes.tolist() == want_lanes.tolist()
+
+
+@pytest.mark.parametrize("count,word", [(3, np.inf), (3, np.nan), (0, 1.0)])
+def test_the_mean_on_arrival_flags_what_the_mean_pass_refuses(widelib, count, word):
+    src = np.ones(40)
+    src[33] = word
+    lanes = np.zeros(wire.LANES, dtype=np.uint64)
+    assert widelib.lib.alphac_mean_lanes(ptr(np.zeros(40)), ptr(src), 40, 0, ptr(lanes), count) == 1
