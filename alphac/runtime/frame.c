@@ -15,19 +15,35 @@ uint64_t rt_fnv(const uint64_t *p, int64_t n, uint64_t h) {
 }
 
 /* Fold payload words [lo, hi) into the lanes, word i into lane i % LANES, from w (w[0] is
-   word lo); called on consecutive ranges as a payload arrives or is sent. */
-void rt_lanes_at(const uint64_t *w, int64_t lo, int64_t hi, uint64_t lanes[LANES]) {
+   word lo), and with `to`, copy them there in the same pass; called on consecutive ranges
+   as a payload arrives or is sent. */
+static inline __attribute__((always_inline)) void fold_range(uint64_t *to, const uint64_t *w, int64_t lo,
+                                                             int64_t hi, uint64_t lanes[LANES]) {
     int64_t i = lo;
-    for (; i < hi && (i % LANES) != 0; i++) lanes[i % LANES] = fold(lanes[i % LANES], w[i - lo]);
+    for (; i < hi && (i % LANES) != 0; i++) {
+        if (to) to[i - lo] = w[i - lo];
+        lanes[i % LANES] = fold(lanes[i % LANES], w[i - lo]);
+    }
     uint64_t h0 = lanes[0], h1 = lanes[1], h2 = lanes[2], h3 = lanes[3];
     for (; i + LANES <= hi; i += LANES) {
-        h0 = fold(h0, w[i - lo]);
-        h1 = fold(h1, w[i - lo + 1]);
-        h2 = fold(h2, w[i - lo + 2]);
-        h3 = fold(h3, w[i - lo + 3]);
+        const uint64_t *q = w + (i - lo);
+        if (to) memcpy(to + (i - lo), q, LANES * 8);
+        h0 = fold(h0, q[0]);
+        h1 = fold(h1, q[1]);
+        h2 = fold(h2, q[2]);
+        h3 = fold(h3, q[3]);
     }
     lanes[0] = h0, lanes[1] = h1, lanes[2] = h2, lanes[3] = h3;
-    for (; i < hi; i++) lanes[i % LANES] = fold(lanes[i % LANES], w[i - lo]);
+    for (; i < hi; i++) {
+        if (to) to[i - lo] = w[i - lo];
+        lanes[i % LANES] = fold(lanes[i % LANES], w[i - lo]);
+    }
+}
+
+void rt_lanes_at(const uint64_t *w, int64_t lo, int64_t hi, uint64_t lanes[LANES]) { fold_range(NULL, w, lo, hi, lanes); }
+
+void rt_lanes_copy(uint64_t *to, const uint64_t *w, int64_t lo, int64_t hi, uint64_t lanes[LANES]) {
+    fold_range(to, w, lo, hi, lanes);
 }
 
 void rt_lanes(const uint64_t *p, int64_t lo, int64_t hi, uint64_t lanes[LANES]) { rt_lanes_at(p + lo, lo, hi, lanes); }
@@ -49,6 +65,7 @@ uint64_t rt_checksum(const uint64_t *header, const uint64_t *payload, int64_t n)
 void rt_seal(struct rt *rt, struct xfer *x) {
     uint64_t ph = x->hit ? rt->sent_hash : rt_fnv(x->lanes, LANES, FNV_OFFSET);
     x->trail[0] = rt_fnv(x->head, HEADER_WORDS, ph);
+    x->sealed = 1;
     if (rt->key) {
         if (!x->hit) rt_sha256_final(&x->sha, rt->sent_sha);
         rt_frame_tag(rt, x->peer, rt->sessions[x->peer].sent++, x->head, rt->sent_sha, x->trail[0], x->trail + 1);

@@ -42,18 +42,32 @@ static void ring_bell(struct link *l) {
         syscall(SYS_futex, bell, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
+/* Where this owner may write into its ring next, and how many bytes there are contiguous. */
+size_t rt_ring_room(struct link *l, unsigned char **at) {
+    uint64_t w = l->ctl->written[l->side].v, r = load(&l->ctl->consumed[l->side].v);
+    size_t off = (size_t)(w % l->ring_bytes), room = (size_t)(l->ring_bytes - (w - r));
+    *at = l->tx + off;
+    return room < l->ring_bytes - off ? room : (size_t)(l->ring_bytes - off);
+}
+
+/* n bytes written where rt_ring_room said: the peer may read them. */
+void rt_ring_commit(struct link *l, size_t n) {
+    store(&l->ctl->written[l->side].v, l->ctl->written[l->side].v + n);
+    ring_bell(l);
+}
+
 /* Copy up to n bytes into this owner's ring; how many fitted. */
 size_t rt_ring_put(struct link *l, const void *src, size_t n) {
-    uint64_t w = l->ctl->written[l->side].v, r = load(&l->ctl->consumed[l->side].v);
-    size_t room = (size_t)(l->ring_bytes - (w - r));
-    if (n > room) n = room;
-    if (n == 0) return 0;
-    size_t at = (size_t)(w % l->ring_bytes), first = n < l->ring_bytes - at ? n : (size_t)(l->ring_bytes - at);
-    memcpy(l->tx + at, src, first);
-    memcpy(l->tx, (const char *)src + first, n - first);
-    store(&l->ctl->written[l->side].v, w + n);
-    ring_bell(l);
-    return n;
+    size_t done = 0;
+    for (int part = 0; part < 2 && done < n; part++) { /* up to the ring's end, then from its start */
+        unsigned char *at;
+        size_t room = rt_ring_room(l, &at), m = n - done < room ? n - done : room;
+        if (m == 0) break;
+        memcpy(at, (const char *)src + done, m);
+        rt_ring_commit(l, m);
+        done += m;
+    }
+    return done;
 }
 
 /* The bytes that have arrived in the peer's ring, contiguous from where this owner reads. */

@@ -115,7 +115,7 @@ struct xfer {
     uint64_t head[HEADER_WORDS], trail[1 + TAG_WORDS];
     size_t done, total;
     int64_t hashed, from;
-    int hit, finished, checked;
+    int hit, sealed, finished, checked;
     uint64_t lanes[LANES];
     struct rt_sha256 sha;
 };
@@ -265,6 +265,7 @@ int rt_read_peers(struct rt *rt);
 uint64_t rt_fnv(const uint64_t *p, int64_t n, uint64_t h);
 void rt_lanes(const uint64_t *p, int64_t lo, int64_t hi, uint64_t lanes[LANES]);
 void rt_lanes_at(const uint64_t *w, int64_t lo, int64_t hi, uint64_t lanes[LANES]);
+void rt_lanes_copy(uint64_t *to, const uint64_t *w, int64_t lo, int64_t hi, uint64_t lanes[LANES]);
 void rt_lanes_init(uint64_t lanes[LANES]);
 uint64_t rt_checksum(const uint64_t *header, const uint64_t *payload, int64_t n);
 int rt_check_header(struct rt *rt, struct xfer *x);
@@ -284,6 +285,8 @@ int rt_shm_create(struct rt *rt, struct link *l, uint64_t ring_bytes, uint64_t n
                   uint64_t id[3]);
 int rt_shm_map(struct link *l, const char *name, const uint64_t id[3]);
 void rt_shm_unmap(struct link *l);
+size_t rt_ring_room(struct link *l, unsigned char **at);
+void rt_ring_commit(struct link *l, size_t n);
 size_t rt_ring_put(struct link *l, const void *src, size_t n);
 size_t rt_ring_peek(struct link *l, const unsigned char **at);
 void rt_ring_release(struct link *l, size_t n);

@@ -28,12 +28,20 @@ static const char *verb(const struct xfer *x) { return x->send ? "writing to" : 
 
 static size_t tags(const struct rt *rt) { return rt->key ? TAG_WORDS : 0; }
 
-static void hash_ahead(struct rt *rt, struct xfer *x);
+/* Hash the next chunk of a send's payload; the trailer once all of it is hashed. */
+static void hash_ahead(struct rt *rt, struct xfer *x) {
+    int64_t hi = x->hashed + SEND_CHUNK_WORDS < x->len ? x->hashed + SEND_CHUNK_WORDS : x->len;
+    const uint64_t *p = x->buf + H;
+    rt_lanes(p, x->hashed, hi, x->lanes);
+    if (rt->key) rt_sha256_update(&x->sha, p + x->hashed, (size_t)(hi - x->hashed) * 8);
+    x->hashed = hi;
+    if (hi == x->len) rt_seal(rt, x);
+}
 
 static void start(struct rt *rt, struct xfer *x) {
     x->done = 0;
     x->hashed = 0;
-    x->finished = x->checked = x->hit = 0;
+    x->finished = x->checked = x->hit = x->sealed = 0;
     x->from = x->peer;
     rt_lanes_init(x->lanes);
     rt_sha256_init(&x->sha);
@@ -48,7 +56,7 @@ static void start(struct rt *rt, struct xfer *x) {
     x->hit = x->reuse && rt->sent_buf == x->buf;
     if (x->hit)
         rt_seal(rt, x);
-    else
+    else if (!link_of(rt, x))
         hash_ahead(rt, x); /* the first chunk (a short payload whole) goes with the header */
 }
 
@@ -73,33 +81,14 @@ static int pieces(const struct xfer *x, size_t from, size_t to, struct iovec v[3
     return n;
 }
 
-/* Hash the next chunk of a send's payload; the trailer once all of it is hashed. */
-static void hash_ahead(struct rt *rt, struct xfer *x) {
-    int64_t hi = x->hashed + SEND_CHUNK_WORDS < x->len ? x->hashed + SEND_CHUNK_WORDS : x->len;
-    const uint64_t *p = x->buf + H;
-    rt_lanes(p, x->hashed, hi, x->lanes);
-    if (rt->key) rt_sha256_update(&x->sha, p + x->hashed, (size_t)(hi - x->hashed) * 8);
-    x->hashed = hi;
-    if (hi == x->len) rt_seal(rt, x);
-}
-
-static int sealed(const struct xfer *x) { return x->hit || x->hashed == x->len; }
-
-/* Move what can move now: *moved says whether anything did. */
-static int step_send(struct rt *rt, struct xfer *x, int *moved) {
-    size_t limit = sealed(x) ? x->total : (size_t)(H + x->hashed) * 8;
+/* Over TCP: what is hashed goes as far as the socket takes it; while it takes nothing,
+   the next chunk is hashed. */
+static int tcp_send(struct rt *rt, struct xfer *x, int *moved) {
+    size_t limit = x->sealed ? x->total : (size_t)(H + x->hashed) * 8;
     struct iovec v[3];
     int n = pieces(x, x->done, limit, v);
     size_t sent = 0;
-    struct link *l = link_of(rt, x);
-    if (l) {
-        for (int i = 0; i < n; i++) {
-            size_t got = rt_ring_put(l, v[i].iov_base, v[i].iov_len);
-            sent += got;
-            if (got < v[i].iov_len) break;
-        }
-        if (sent == 0 && n > 0 && l->gone) return rt_io_failed(rt, 0, x->peer, verb(x));
-    } else if (n > 0) {
+    if (n > 0) {
         struct msghdr m = {.msg_iov = v, .msg_iovlen = (size_t)n};
         ssize_t r = sendmsg(fd_of(rt, x), &m, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
@@ -108,12 +97,59 @@ static int step_send(struct rt *rt, struct xfer *x, int *moved) {
     }
     x->done += sent;
     *moved = sent > 0;
-    if (x->done == x->total) {
-        x->finished = 1;
-    } else if (!sent && !sealed(x)) { /* the link is full: hash the next chunk meanwhile */
+    if (!sent && !x->sealed) { /* the link is full: hash the next chunk meanwhile */
         hash_ahead(rt, x);
         *moved = 1;
     }
+    return RT_OK;
+}
+
+/* The payload words after those hashed, copied into the ring and folded into the lanes in
+   one pass (a chunk at most, as far as the ring has room); the bytes that went. */
+static size_t copy_hashed(struct rt *rt, struct link *l, struct xfer *x) {
+    unsigned char *at;
+    int64_t room = (int64_t)(rt_ring_room(l, &at) / 8), n = x->len - x->hashed;
+    n = n < room ? n : room;
+    n = n < SEND_CHUNK_WORDS ? n : SEND_CHUNK_WORDS;
+    if (n == 0) return 0;
+    const uint64_t *p = x->buf + H + x->hashed;
+    rt_lanes_copy((uint64_t *)(void *)at, p, x->hashed, x->hashed + n, x->lanes);
+    if (rt->key) rt_sha256_update(&x->sha, p, (size_t)n * 8);
+    rt_ring_commit(l, (size_t)n * 8);
+    x->hashed += n;
+    return (size_t)n * 8;
+}
+
+/* Over a ring: header and trailer (and a payload hashed already) are copied as they fit;
+   the rest of the payload is hashed as it is copied in. */
+static int ring_send(struct rt *rt, struct link *l, struct xfer *x, int *moved) {
+    *moved = 0;
+    for (;;) {
+        if (!x->sealed && x->hashed == x->len) rt_seal(rt, x);
+        size_t limit = x->sealed ? x->total : (size_t)(H + x->hashed) * 8, before = x->done;
+        if (x->done < limit) {
+            struct iovec v[3];
+            int n = pieces(x, x->done, limit, v);
+            for (int i = 0; i < n; i++) {
+                size_t got = rt_ring_put(l, v[i].iov_base, v[i].iov_len);
+                x->done += got;
+                if (got < v[i].iov_len) break;
+            }
+        } else {
+            x->done += copy_hashed(rt, l, x);
+        }
+        if (x->done == before || x->done == x->total) break;
+        *moved = 1;
+    }
+    if (x->done != x->total && !*moved && l->gone) return rt_io_failed(rt, 0, x->peer, verb(x));
+    *moved |= x->done == x->total;
+    return RT_OK;
+}
+
+static int step_send(struct rt *rt, struct xfer *x, int *moved) {
+    struct link *l = link_of(rt, x);
+    TRY(l ? ring_send(rt, l, x, moved) : tcp_send(rt, x, moved));
+    if (x->done == x->total) x->finished = 1;
     return RT_OK;
 }
 
