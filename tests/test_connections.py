@@ -54,3 +54,35 @@ def test_each_owner_connects_to_its_protocol_peers_only(spec):
         assert got == sorted(want), (owner, got)
     counts = [len(run.connections[o]) for o in range(dep.owners)]
     assert sum(counts) == 2 * (dep.owners - 1)  # a tree: one connection per edge, seen from both ends
+
+
+# -- what the peers file allows, pair by pair ---------------------------------------------------
+
+STAR = str(SPECS / "lsq_plain_star.alpha")
+
+
+def _star_run(transports):
+    dep = session.deployment(STAR)
+    return session.run("connections_star", dep, updates=1, transport=transports, timeout_ms=3000,
+                       deadline_s=30)
+
+
+def test_each_pair_uses_shared_memory_only_where_both_lines_allow_it():
+    run = _star_run(["shm", "tcp", "shm-only", "shm"])
+    assert run.result.ok, [oc.stderr for oc in run.result.outcomes]
+    got = {o: [(c.peer, c.transport, c.why) for c in run.connections[o]] for o in range(4)}
+    assert got == {
+        0: [(1, "tcp", "the peers file says tcp for owner 1"), (2, "shm", ""), (3, "shm", "")],
+        1: [(0, "tcp", "the peers file says tcp for owner 1")],
+        2: [(0, "shm", "")],
+        3: [(0, "shm", "")],
+    }
+
+
+def test_shm_only_with_a_pair_that_cannot_refuses_by_name():
+    run = _star_run(["shm-only", "tcp", "shm", "shm"])
+    refusals = {oc.owner: oc.refusal() for oc in run.result.outcomes}
+    why = "the peers file says tcp for owner 1), and the peers file says shm-only for owner 0"
+    assert refusals[1] == f"refused: transport-unavailable: owner 1: no shared memory with owner 0 ({why}"
+    assert refusals[0] == f"refused: transport-unavailable: owner 0: no shared memory with owner 1 ({why}"
+    assert not run.committed and all(not oc.ok for oc in run.result.outcomes)

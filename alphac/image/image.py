@@ -338,11 +338,13 @@ def usage_text(dep, role: str, target: str, role_owners, protocol_hex: str) -> s
     return (
         "usage: EXE --owner I --peers FILE --out PATH [--updates N] [--timeout-ms MS]\n"
         "           [--key FILE] [--listen-any] [--checkpoint-dir DIR] [--resume CKPT [--new-contract]]\n"
-        "           [--run-id HEX] [--help] [--version]\n"
+        "           [--run-id HEX] [--connections FILE] [--help] [--version]\n"
         f"  deployment {dep.name}, role {role} (owners {owners}) of {dep.owners}, "
         f"target {target}, protocol {protocol_hex}\n"
         "  --owner I        this process's owner index (must belong to the role)\n"
-        "  --peers FILE     one line per owner: 'OWNER HOST:PORT' (IPv4, [IPv6] or a host name)\n"
+        "  --peers FILE     one line per owner: 'OWNER HOST:PORT [tcp|shm|shm-only]' (IPv4, [IPv6]\n"
+        "                   or a host name; shm: shared memory with the owners of this host that\n"
+        "                   allow it too, TCP where it cannot be set up; shm-only: refuse then)\n"
         "  --out PATH       where the final words are written (never overwritten); PATH.tmp is\n"
         "                   staged from the start, and the root commits the run in PATH.commit\n"
         f"  --updates N      number of updates (default {dep.updates})\n"
@@ -355,7 +357,7 @@ def usage_text(dep, role: str, target: str, role_owners, protocol_hex: str) -> s
         "  --resume CKPT    restore from the checkpoint directory CKPT (ckpt-<u>) and run on\n"
         "  --new-contract   with --resume: start a new contract on its state (another owner count\n"
         "                   or tree); without it the checkpoint's order of operations must be this one\n"
-        "  --run-id HEX     the run's id (every owner the same; names partial checkpoint directories)\n"
+        "  --run-id HEX     the run's id (every owner the same; names partial checkpoint directories)\n"        "  --connections FILE  write which transport each connection uses, once all are set up\n"
         "  --version        what this executable was built for\n"
         "  exit 0: output written; 1: refused (stderr: 'refused: CODE: detail'); 2: usage\n")
 

@@ -94,33 +94,36 @@ static void sleeping(struct link **ls, int count, uint32_t v) {
     for (int i = 0; i < count; i++) __atomic_store_n(&ls[i]->ctl->side[ls[i]->side].sleeping, v, __ATOMIC_SEQ_CST);
 }
 
+static long wait_one(struct link *l, int64_t ms) {
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    return syscall(SYS_futex, &l->ctl->side[l->side].bell, FUTEX_WAIT, l->seen, &ts, NULL, 0);
+}
+
+static long wait_all(struct link **ls, int count, int64_t ms) {
+    struct waitv v[count];
+    struct timespec end;
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    int64_t ns = (int64_t)end.tv_nsec + (ms % 1000) * 1000000L;
+    end.tv_sec += (time_t)(ms / 1000 + ns / 1000000000L);
+    end.tv_nsec = (long)(ns % 1000000000L);
+    for (int i = 0; i < count; i++)
+        v[i] = (struct waitv){ls[i]->seen, (uint64_t)(uintptr_t)&ls[i]->ctl->side[ls[i]->side].bell, FUTEX_32, 0};
+    return syscall(SYS_futex_waitv, v, (unsigned)count, 0, &end, CLOCK_MONOTONIC);
+}
+
 /* Sleep until a bell of one of these links (distinct) rings after it was looked at, or ms
    pass: 1 if the time ran out, else 0. Several bells are waited on at once with
    futex_waitv(2); where that does not exist (Linux before 5.16, qemu-user) on the first
    one for at most a millisecond, so the others are looked at again soon. */
 int rt_ring_wait(struct link **ls, int count, int64_t ms) {
     static int no_waitv;
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    long r;
+    long r = -1;
     sleeping(ls, count, 1);
-    if (count > 1 && !no_waitv) {
-        struct waitv v[count];
-        struct timespec end;
-        clock_gettime(CLOCK_MONOTONIC, &end);
-        end.tv_sec += ts.tv_sec + (end.tv_nsec + ts.tv_nsec) / 1000000000L;
-        end.tv_nsec = (end.tv_nsec + ts.tv_nsec) % 1000000000L;
-        for (int i = 0; i < count; i++)
-            v[i] = (struct waitv){ls[i]->seen, (uint64_t)(uintptr_t)&ls[i]->ctl->side[ls[i]->side].bell,
-                                  FUTEX_32, 0};
-        r = syscall(SYS_futex_waitv, v, (unsigned)count, 0, &end, CLOCK_MONOTONIC);
-        if (r < 0 && errno == ENOSYS) no_waitv = 1;
-        else goto woken;
-    }
-    if (count > 1 && ms > 1) ts = (struct timespec){0, 1000000L};
-    r = syscall(SYS_futex, &ls[0]->ctl->side[ls[0]->side].bell, FUTEX_WAIT, ls[0]->seen, &ts, NULL, 0);
-woken:
+    if (count > 1 && !no_waitv && (r = wait_all(ls, count, ms)) < 0 && errno == ENOSYS) no_waitv = 1;
+    if (count == 1 || no_waitv) r = wait_one(ls[0], count > 1 && ms > 1 ? 1 : ms);
+    int out = r < 0 && errno == ETIMEDOUT;
     sleeping(ls, count, 0);
-    return r < 0 && errno == ETIMEDOUT;
+    return out;
 }
 
 /* -- the segment ------------------------------------------------------------------------ */
