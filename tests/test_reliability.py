@@ -2,7 +2,9 @@
 other data, or lying about their counts are refused; a squatter on the hub's port makes no
 owner publish; planted, shared or unusable output locations are refused before the first
 update; a trickling peer is refused on time; and kill -9 of any owner at any moment leaves
-either every output committed or none (scripts/kill-trials runs many more)."""
+either every output committed or none, and no shared-memory segment once the launcher's
+cleanup ran (the owners use shared memory unless $ALPHAC_TRANSPORT=tcp; scripts/kill-trials
+runs many more)."""
 
 from __future__ import annotations
 

@@ -273,15 +273,13 @@ static int wait_any(struct rt *rt, struct xfer *x, int64_t count) {
         int r = poll(fds, (nfds_t)nf, (int)left);
         return r < 0 && errno != EINTR ? rt_io_failed(rt, -1, who(&x[first]), verb(&x[first])) : RT_OK;
     }
-    int out = 0;
     if (nf > 0) { /* sockets and rings: poll the sockets, and the rings' peers for their end */
         for (int i = 0; i < nl; i++) fds[nf + i] = (struct pollfd){rt->fds[peers[i]], POLLIN | POLLRDHUP, 0};
         poll(fds, (nfds_t)(nf + nl), left < MIXED_MS ? (int)left : MIXED_MS);
         for (int i = 0; i < nl; i++) ls[i]->gone |= fds[nf + i].revents != 0;
         return RT_OK;
     }
-    out = rt_ring_wait(ls, nl, left < LIVENESS_MS ? left : LIVENESS_MS);
-    if (out)
+    if (rt_ring_wait(ls, nl, left < LIVENESS_MS ? left : LIVENESS_MS))
         for (int i = 0; i < nl; i++) ls[i]->gone |= peer_gone(rt->fds[peers[i]]);
     return RT_OK;
 }
