@@ -8,6 +8,7 @@ import sys
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 from pathlib import Path
 
 from alphac.ir import nodes as N
@@ -207,3 +208,13 @@ def test_an_owner_that_cannot_start_stops_the_others(tmp_path):
         if target in argv and state != "Z":
             left.append(pid)
     assert left == []
+
+
+def test_an_unknown_transport_in_the_environment_is_a_one_line_error(tmp_path, monkeypatch):
+    from alphac.launch.launcher import LaunchError
+
+    monkeypatch.setenv("ALPHAC_TRANSPORT", "udp")
+    with pytest.raises(LaunchError) as err:
+        run_plan(_dep(), [tmp_path / "never-started"] * 3, new_run_dir(tmp_path, "fake"), root=0)
+    assert (err.value.code, err.value.message) == (
+        "usage", "ALPHAC_TRANSPORT='udp': expected one of tcp, shm, shm-only")

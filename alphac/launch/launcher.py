@@ -145,7 +145,10 @@ def run_plan(dep, exes: Mapping[tuple[str, str], Path] | list[Path], run_dir: st
     run_dir.mkdir(parents=True, exist_ok=True)
     per_owner = exes if isinstance(exes, list) else owner_exes(dep, exes)
     ports = ports if ports is not None else free_ports(dep.owners)
-    peers = write_peers(run_dir / f"{spec_stem(dep)}.peers", ports, transport=transport)
+    try:
+        peers = write_peers(run_dir / f"{spec_stem(dep)}.peers", ports, transport=transport)
+    except ValueError as exc:  # $ALPHAC_TRANSPORT names no transport
+        raise LaunchError("usage", str(exc)) from None
     key = write_key(run_dir / "run.key") if authenticate else None
     cmds = []
     outs = {o: run_dir / f"owner-{o}.out" for o in range(dep.owners)}
