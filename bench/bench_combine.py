@@ -1,35 +1,53 @@
-"""Combine benchmark: 4 owners on loopback, 1e6-word contributions, seconds per update.
+"""Combine benchmark: alphac's owners on loopback next to the all-reduce peers, measured in
+the same run, interleaved round by round: seconds per update against seconds per
+all_reduce(SUM) of float64 arrays of the same size.
 
-The learner is the smallest that puts 1e6-word frames on the wire: k = 1e6 parameters in
-the indexed form, one sample per owner, c[i] = w[i] * x and w[i] := w[i] - rate * mean[i].
-Each update moves 1e6 + 1 words per tree edge, up then down (star and hierarchy:2). Runs
-are timed without a key, and with `--key` (every frame tagged with HMAC-SHA-256).
-Seconds per update = (T(N) - T(1)) / (N - 1), medians of a few runs, so process start-up and
-connection set-up cancel; wall time is the slowest owner's, CPU time (user + system) is that
-of all four owners together (on a machine with fewer cores than owners, CPU per update
-divided by the cores bounds the wall time from below). Peers on this machine (../shared/anchors/README.md, ws 4, 1e6
-float64): gloo all_reduce 12.9 ms, Open MPI over TCP 17.5 ms.
+The learner is the smallest that puts k-word frames on the wire: k parameters in the
+indexed form, one sample per owner, c[i] = w[i] * x and w[i] := w[i] - rate * mean[i].
+Each update moves k + 1 words per tree edge, up then down (star and hierarchy:2), on 2, 4
+and 8 owners by default. Runs are timed without a key, and with one (every frame tagged
+with HMAC-SHA-256). Seconds per update = (T(N) - T(1)) / (N - 1), medians over the rounds,
+so process start-up and connection set-up cancel; wall time is the slowest owner's, CPU
+time (user + system) that of all owners together (on a machine with fewer cores than
+owners, CPU per update divided by the cores bounds the wall time from below). A solo
+owner (the same kernels, no frames) is timed for each size too.
+
+The peers, each in a subprocess from the benchmark peers' virtual environment
+(bench/.venv, which `make bench` installs; `--peer-python` names another interpreter):
+torch.distributed gloo all_reduce (bench/peer_gloo.py) and Open MPI Allreduce through
+mpi4py, over shared memory (`--mca btl self,vader`) and over loopback TCP
+(`--mca btl self,tcp`) (bench/peer_mpi.py); each round runs every peer once per owner
+count, its figure the median of a few repetitions of back-to-back calls, the slowest
+rank's. A peer that is not installed is printed as such. The peers sum in an order of
+their own choosing (unordered, and different across world sizes); alphac's update does the
+declared combine plus the contribution and update kernels, so alphac/peer overstates what
+the combine alone costs.
 
 With `--baseline REV` the same deployments are also built from the tree at git revision
 REV (checked out into a temporary directory, built by its own code) and both sets of
 executables are timed in the same run, interleaved round by round.
 
-Also: wall time of building every (role, target) of specs/demo.alpha, and executable sizes.
+Also: the frame checksum's speed, the wall time of building every (role, target) of
+specs/demo.alpha, and executable sizes.
 
-    python bench/bench_combine.py [--k 1000000] [--updates 21] [--repeat 3] [--baseline REV]
+    python bench/bench_combine.py [--owners 2,4,8] [--k 100000,1000000] [--updates 21]
+        [--repeat 3] [--peers gloo,mpi-shm,mpi-tcp] [--peer-python PY] [--baseline REV]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
+import shutil
 import statistics
 import struct
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -41,14 +59,12 @@ if not os.environ.get("ALPHAC_BENCH_BASELINE"):
 
 from alphac.ir import nodes as N  # noqa: E402
 
-PEERS_MS = {"gloo all_reduce ws4": 12.9, "Open MPI tcp ws4": 17.5}
-
-
 def _bits(x: float) -> int:
     return struct.unpack("<Q", struct.pack("<d", x))[0]
 
 
-def learner(k: int, xs=(0.5, 0.25, 1.0, 2.0)) -> N.Learner:
+def learner(k: int, owners: int) -> N.Learner:
+    """One sample per owner: x = 0.5, 0.25, 1.0, 2.0, 0.5, ..."""
     i = N.Index(0, "i")
     mul = N.Binary("mul", N.SlotRef(i), N.SlotRef(N.Index(k)))
     contribution = N.Program(2 * k + 1, (N.Loop("i", 0, k, (
@@ -57,28 +73,33 @@ def learner(k: int, xs=(0.5, 0.25, 1.0, 2.0)) -> N.Learner:
                                                   N.SlotRef(N.Index(k, "i"))))
     update = N.Program(2 * k + 1, (N.Loop("i", 0, k, (N.Assign(i, step, label="w[i]"),)),))
     w0 = np.linspace(-1.0, 1.0, k).view(np.uint64)
+    xs = [(0.5, 0.25, 1.0, 2.0)[o % 4] for o in range(owners)]
     rows = np.array([[x] for x in xs]).view(np.uint64)
     return N.Learner("combine_bench", k, 1, 0, contribution, update, N.Words(w0), N.Words(()),
-                     _bits(0.01), N.Samples(1, (1,) * len(xs), rows))
+                     _bits(0.01), N.Samples(1, (1,) * owners, rows))
 
 
-def deployment(k: int, topology) -> N.Deployment:
-    name = "star" if isinstance(topology, N.Star) else "hierarchy"
-    return N.Deployment(f"combine_{name}", learner(k), 4, topology, N.Partitioning(),
-                        (N.Role("coordinator", (0,)), N.Role("worker", (1, 2, 3))),
-                        ("x86_64",) * 4, 1, N.Contract(), N.Checkpoint(),
-                        source_file=f"bench/combine_{name}.alpha")
+def deployment(k: int, owners: int, topology) -> N.Deployment:
+    name = f"combine_{'star' if isinstance(topology, N.Star) else 'hierarchy'}{owners}"
+    return N.Deployment(name, learner(k, owners), owners, topology, N.Partitioning(),
+                        (N.Role("coordinator", (0,)), N.Role("worker", tuple(range(1, owners)))),
+                        ("x86_64",) * owners, 1, N.Contract(), N.Checkpoint(),
+                        source_file=f"bench/{name}.alpha")
 
 
 def solo(k: int) -> N.Deployment:
     """One owner alone: the same kernels, local sum and mean, and no frames at all."""
-    return N.Deployment("combine_solo", learner(k, (0.5,)), 1, N.Star(), N.Partitioning(),
+    return N.Deployment("combine_solo", learner(k, 1), 1, N.Star(), N.Partitioning(),
                         (N.Role("solo", (0,)),), ("x86_64",), 1, N.Contract(), N.Checkpoint(),
                         source_file="bench/combine_solo.alpha")
 
 
-def _deployments(k: int):
-    return (deployment(k, N.Star()), deployment(k, N.Hierarchy(2)), solo(k))
+def _deployments(k: int, owners: int):
+    return (deployment(k, owners, N.Star()), deployment(k, owners, N.Hierarchy(2)))
+
+
+def topology_name(dep) -> str:
+    return "star" if isinstance(dep.topology, N.Star) else f"hierarchy:{dep.topology.fanout}"
 
 
 # Run with the baseline tree first on sys.path: builds this file's deployments with that
@@ -87,7 +108,9 @@ _BASELINE_BUILD = """
 import importlib, json, sys
 sys.path.insert(0, sys.argv[1])
 spec = importlib.util.spec_from_file_location("bench_combine", sys.argv[2])
-bench = importlib.util.module_from_spec(spec); spec.loader.exec_module(bench)
+bench = importlib.util.module_from_spec(spec)
+sys.modules["bench_combine"] = bench  # (its dataclasses look their module up)
+spec.loader.exec_module(bench)
 import os
 from alphac.plan import plan
 # (look for the file: an installed alphac elsewhere could answer an import of the name)
@@ -96,7 +119,7 @@ if os.path.exists(os.path.join(sys.argv[1], "alphac", "driver.py")):
 else:
     from alphac.codegen.build import build_executable as build
 out = {}
-for dep in bench._deployments(int(sys.argv[3])):
+for dep in bench._deployments(int(sys.argv[3]), int(sys.argv[5])):
     p = plan(dep)
     pairs = sorted({(dep.role_of(o).name, dep.placement[o]) for o in range(dep.owners)})
     out[dep.name] = {f"{r} {t}": str(build(p, r, t, sys.argv[4] + "/" + dep.name)) for r, t in pairs}
@@ -104,35 +127,60 @@ print(json.dumps(out))
 """
 
 
-def baseline_executables(rev: str, k: int, work: Path) -> dict:
+def baseline_executables(rev: str, k: int, owners: int, work: Path) -> dict:
     """Build the bench deployments from the tree at `rev` (its own code); their executables."""
-    import json
-
     tree = work / "tree"
-    tree.mkdir()
-    archive = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    if not tree.exists():
+        tree.mkdir()
+        archive = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True,
+                                 check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
     env = {**os.environ, "ALPHAC_BENCH_BASELINE": "1", "PYTHONPATH": str(tree)}
     done = subprocess.run([sys.executable, "-c", _BASELINE_BUILD, str(tree), __file__, str(k),
-                           str(work / "bin")], env=env, capture_output=True, text=True, cwd=tree)
+                           str(work / f"bin-{owners}-{k}"), str(owners)],
+                          env=env, capture_output=True, text=True, cwd=tree)
     if done.returncode != 0:
         sys.exit(f"bench: building the baseline {rev} failed: {done.stderr.strip()[-2000:]}")
     built = json.loads(done.stdout.strip().splitlines()[-1])
     return {name: {tuple(key.split()): Path(p) for key, p in exes.items()} for name, exes in built.items()}
 
 
-def _time(key, dep, exes, updates, walls, cpus, authenticate=False):
-    from alphac.launch import session
+# ----------------------------------------------------------------------------- alphac
 
-    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    run = session.run(key, dep, exes=exes, updates=updates, timeout_ms=30000, deadline_s=300,
-                      authenticate=authenticate)
-    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if not run.result.ok:
-        sys.exit("bench: owners failed: " + "; ".join(oc.stderr.strip() for oc in run.result.outcomes))
-    walls[updates].append(max(oc.seconds for oc in run.result.outcomes))
-    cpus[updates].append((r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime))
-    return run
+@dataclass
+class Case:
+    """One alphac variant timed at T(1) and T(updates): its deployment and executables."""
+
+    label: str
+    key: str  # the launch session's name for the deployment (k included)
+    dep: N.Deployment
+    exes: dict
+    authenticate: bool = False
+    baseline: bool = False
+    build_s: float | None = None
+    walls: dict = field(default_factory=lambda: {})
+    cpus: dict = field(default_factory=lambda: {})
+    last: object = None
+
+    def time(self, updates: int) -> None:
+        from alphac.launch import session
+
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        run = session.run(self.key, self.dep, exes=self.exes, updates=updates,
+                          timeout_ms=60000, deadline_s=600, authenticate=self.authenticate)
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if not run.result.ok:
+            sys.exit("bench: owners failed: " + "; ".join(oc.stderr.strip() for oc in run.result.outcomes))
+        self.walls.setdefault(updates, []).append(max(oc.seconds for oc in run.result.outcomes))
+        self.cpus.setdefault(updates, []).append((r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime))
+        self.last = run
+
+    def per_update(self, updates: int) -> tuple[float, float]:
+        """(wall, CPU) seconds per update from the medians of T(1) and T(updates)."""
+        def slope(d):
+            return (statistics.median(d[updates]) - statistics.median(d[1])) / (updates - 1)
+
+        return slope(self.walls), slope(self.cpus)
 
 
 def _as_published(run, dep, updates) -> None:
@@ -146,47 +194,148 @@ def _as_published(run, dep, updates) -> None:
     run.resolution = Resolution(CommitRecord(0, updates, dep.owners, {}))
 
 
-def bench_combine(k: int, updates: int, repeat: int, baseline: str | None) -> None:
+def cases_for(k: int, owners: int, baseline: dict) -> list[Case]:
+    """The variants timed at (owners, k): each tree without and with a key, and the
+    baseline revision's executables of each tree; at 1 owner, the solo deployment."""
+    from alphac.launch import session
+
+    deps = _deployments(k, owners) if owners > 1 else (solo(k),)
+    out = []
+    for dep in deps:
+        key = f"{dep.name}-k{k}"
+        t0 = time.monotonic()
+        exes = session.built(key, dep)
+        out.append(Case(topology_name(dep) if owners > 1 else "solo", key, dep, exes,
+                        build_s=time.monotonic() - t0))
+        if owners > 1:
+            out.append(Case(f"{topology_name(dep)}, --key", key, dep, exes, authenticate=True))
+        if dep.name in baseline:
+            out.append(Case(f"{topology_name(dep)}, baseline", key, dep, baseline[dep.name],
+                            baseline=True))
+    return out
+
+
+def verdict(case: Case, updates: int) -> str:
     from alphac.launch import session
     from alphac.launch.launcher import compare
     from alphac.oracle import evaluate
 
-    print(f"== combine: 4 owners on 127.0.0.1, contributions of {k} words "
-          f"({(k + 1) * 8 / 2**20:.2f} MiB frames)")
+    if case.baseline:
+        _as_published(case.last, case.dep, updates)
+    rep = compare(session.plan(case.key, case.dep), case.last, evaluate(case.dep, updates), updates)
+    return "bit-identical to the oracle" if rep.match else "MISMATCH: " + "; ".join(rep.failures)
+
+
+# ----------------------------------------------------------------------------- peers
+
+@dataclass(frozen=True)
+class Peer:
+    """An all-reduce peer: how to start it for n owners, and whether it is installed."""
+
+    name: str
+    label: str
+    module: str  # what the peers' interpreter must import
+    btl: str = ""  # Open MPI's transport; empty for gloo
+
+    def command(self, python: str, owners: int, words: list[int], reps: int) -> list[str]:
+        sizes = ["--words", ",".join(map(str, words)), "--reps", str(reps)]
+        if not self.btl:
+            return [python, str(ROOT / "bench" / "peer_gloo.py"), "--owners", str(owners), *sizes]
+        return ["mpirun", "--oversubscribe", "--bind-to", "none", "--mca", "btl", self.btl,
+                "-np", str(owners), python, str(ROOT / "bench" / "peer_mpi.py"), *sizes]
+
+    def missing(self, python: str) -> str | None:
+        """Why this peer cannot run here, or None."""
+        if not Path(python).exists():
+            return f"{python} does not exist (`make bench` makes bench/.venv)"
+        if self.btl and shutil.which("mpirun") is None:
+            return "mpirun is not installed (Debian: openmpi-bin libopenmpi-dev)"
+        done = subprocess.run([python, "-c", f"import {self.module}"], capture_output=True, text=True)
+        if done.returncode != 0:
+            return f"{python} cannot import {self.module}"
+        return None
+
+    def run(self, python: str, owners: int, words: list[int], reps: int) -> dict[int, float] | str:
+        """{words: median seconds per call} of one start, or why it failed."""
+        env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo"}
+        if os.geteuid() == 0:  # mpirun refuses root unless told
+            env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        done = subprocess.run(self.command(python, owners, words, reps), capture_output=True,
+                              text=True, env=env, cwd=ROOT / "bench", timeout=1800)
+        lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+        if done.returncode != 0 or not lines:
+            tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            return f"failed (exit {done.returncode}): {tail}"
+        seconds = json.loads(lines[-1])["seconds"]
+        return {int(w): statistics.median(ts) for w, ts in seconds.items()}
+
+
+PEERS = {
+    "gloo": Peer("gloo", "gloo all_reduce", "torch.distributed"),
+    "mpi-shm": Peer("mpi-shm", "Open MPI Allreduce, shared memory", "mpi4py.MPI", "self,vader"),
+    "mpi-tcp": Peer("mpi-tcp", "Open MPI Allreduce, TCP", "mpi4py.MPI", "self,tcp"),
+}
+
+
+# ----------------------------------------------------------------------------- the run
+
+def bench_combine(owners: list[int], words: list[int], updates: int, repeat: int,
+                  peers: list[Peer], python: str, baseline: str | None) -> None:
+    print(f"== combine: {', '.join(map(str, owners))} owners on 127.0.0.1, contributions of "
+          f"{', '.join(map(str, words))} words; {repeat} interleaved rounds")
+    missing = {p.name: p.missing(python) for p in peers}
     with tempfile.TemporaryDirectory(prefix="alphac-bench-") as work:
-        old = baseline_executables(baseline, k, Path(work)) if baseline else {}
-        for dep in _deployments(k):
-            key = dep.name
-            t0 = time.monotonic()
-            variants = {"this tree": session.built(key, dep)}
-            build_s = time.monotonic() - t0
-            if dep.owners > 1:
-                variants["this tree, --key"] = variants["this tree"]
-            if dep.name in old:
-                variants[f"baseline {baseline}"] = old[dep.name]
-            walls = {v: {1: [], updates: []} for v in variants}
-            cpus = {v: {1: [], updates: []} for v in variants}
-            last = {}
-            for _ in range(repeat):  # interleaved: each round runs every variant
-                for v, exes in variants.items():
-                    for n in (1, updates):
-                        last[v] = _time(key, dep, exes, n, walls[v], cpus[v], v.endswith("--key"))
-            for v in variants:
-                if v.startswith("baseline"):
-                    _as_published(last[v], dep, updates)
-            want = evaluate(dep, updates)
-            for v in variants:
-                t1, tn = statistics.median(walls[v][1]), statistics.median(walls[v][updates])
-                per = (tn - t1) / (updates - 1)
-                cpu = (statistics.median(cpus[v][updates]) - statistics.median(cpus[v][1])) / (updates - 1)
-                rep = compare(session.plan(key, dep), last[v], want, updates)
-                verdict = "bit-identical to the oracle" if rep.match else "MISMATCH: " + "; ".join(rep.failures)
-                print(f"{dep.name:>17} [{v}]: {per * 1e3:7.2f} ms/update wall, {cpu * 1e3:7.2f} ms CPU "
-                      f"({dep.owners} owner{'s' if dep.owners > 1 else ''})  (T(1) {t1:.3f} s, "
-                      f"T({updates}) {tn:.3f} s, median of {repeat}"
-                      + (f"; build {build_s:.2f} s" if v == "this tree" else "") + f"; {verdict})")
-    for peer, ms in PEERS_MS.items():
-        print(f"{peer:>24}: {ms:7.2f} ms  (all_reduce only, unordered; anchors/README.md)")
+        cases: dict[tuple[int, int], list[Case]] = {}
+        for n in [*owners, 1]:
+            for k in words:
+                old = baseline_executables(baseline, k, n, Path(work)) if baseline and n > 1 else {}
+                cases[(n, k)] = cases_for(k, n, old)
+        peer_s: dict[tuple[str, int, int], list] = {}
+        for _ in range(repeat):  # interleaved: each round runs every variant and every peer
+            for n in [*owners, 1]:
+                for k in words:
+                    for case in cases[(n, k)]:
+                        for u in (1, updates):
+                            case.time(u)
+                for p in peers:
+                    if n == 1 or missing[p.name]:
+                        continue
+                    got = p.run(python, n, words, 3)
+                    for k in words:
+                        peer_s.setdefault((p.name, n, k), []).append(got if isinstance(got, str) else got[k])
+        for (n, k), group in cases.items():
+            report(n, k, group, updates, repeat, peers, missing, peer_s)
+
+
+def report(n: int, k: int, group: list[Case], updates: int, repeat: int, peers: list[Peer],
+           missing: dict, peer_s: dict) -> None:
+    print(f"-- {n} owner{'s' if n > 1 else ''}, {k} words ({(k + 1) * 8 / 2**20:.2f} MiB frames)"
+          + ("" if n > 1 else ": no frames, the kernels alone"))
+    per = {}
+    for case in group:
+        wall, cpu = case.per_update(updates)
+        per[case.label] = wall
+        t1, tn = statistics.median(case.walls[1]), statistics.median(case.walls[updates])
+        built = f"; build {case.build_s:.2f} s" if case.build_s is not None else ""
+        print(f"  alphac {case.label:<26} {wall * 1e3:8.2f} ms/update wall, {cpu * 1e3:8.2f} ms CPU  "
+              f"(T(1) {t1:.3f} s, T({updates}) {tn:.3f} s, median of {repeat}{built}; "
+              f"{verdict(case, updates)})")
+    if n == 1:
+        return
+    plain = {label: wall for label, wall in per.items() if "," not in label}
+    for p in peers:
+        if missing[p.name]:
+            print(f"  {p.label:<33} not installed: {missing[p.name]}")
+            continue
+        got = peer_s[(p.name, n, k)]
+        failed = [g for g in got if isinstance(g, str)]
+        if failed:
+            print(f"  {p.label:<33} {failed[0]}")
+            continue
+        sec = statistics.median(got)
+        ratios = ", ".join(f"{label} {wall / sec:.2f}" for label, wall in plain.items())
+        print(f"  {p.label:<33} {sec * 1e3:8.2f} ms/call (median of {repeat} rounds)   "
+              f"alphac/peer: {ratios}")
 
 
 def bench_checksum(k: int) -> None:
@@ -220,6 +369,8 @@ def bench_checksum(k: int) -> None:
 
 
 def bench_build(spec: str) -> None:
+    if not spec:
+        return
     print(f"== build: alphac build {spec} --all")
     with tempfile.TemporaryDirectory() as d:
         t0 = time.monotonic()
@@ -237,15 +388,26 @@ def bench_build(spec: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--k", type=int, default=1_000_000)
+    ap.add_argument("--owners", default="2,4,8", help="owner counts, comma-separated")
+    ap.add_argument("--k", default="100000,1000000",
+                    help="contribution sizes in words, comma-separated (1e7 is accepted)")
     ap.add_argument("--updates", type=int, default=21)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--spec", default="specs/demo.alpha")
+    ap.add_argument("--spec", default="specs/demo.alpha", help="time `alphac build SPEC --all` ('': skip)")
+    ap.add_argument("--peers", default=",".join(PEERS), help=f"of {', '.join(PEERS)}; '' for none")
+    ap.add_argument("--peer-python", default=str(ROOT / "bench" / ".venv" / "bin" / "python"),
+                    help="the interpreter with torch and mpi4py (default: bench/.venv's)")
     ap.add_argument("--baseline", metavar="REV",
                     help="also build and time the executables of git revision REV, in the same run")
     args = ap.parse_args()
-    bench_checksum(args.k)
-    bench_combine(args.k, args.updates, args.repeat, args.baseline)
+    owners = [int(x) for x in args.owners.split(",")]
+    words = [int(float(x)) for x in args.k.split(",")]
+    unknown = [p for p in args.peers.split(",") if p and p not in PEERS]
+    if unknown or min(owners) < 2 or args.updates < 2:
+        ap.error(f"unknown peers {unknown}" if unknown else "owners must be >= 2 and updates >= 2")
+    peers = [PEERS[p] for p in args.peers.split(",") if p]
+    bench_checksum(max(words))
+    bench_combine(owners, words, args.updates, args.repeat, peers, args.peer_python, args.baseline)
     bench_build(args.spec)
 
 
