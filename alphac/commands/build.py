@@ -1,5 +1,5 @@
-"""`alphac build SPEC --role R --target T | --all [-o DIR]`: check, plan, and build one
-executable per (role, target), each reported on one line."""
+"""`alphac build SPEC --role R --target T | --all [-o DIR] [--cpu LEVEL]`: check, plan, and
+build one executable per (role, target), each reported on one line."""
 
 from __future__ import annotations
 
@@ -28,14 +28,20 @@ leave no partial executable behind; the status is 128 + the signal's number:
 @click.option("--target", help="The target: x86_64 or aarch64; alone: every role placed on it.")
 @click.option("--all", "build_all", is_flag=True, help="Build every (role, target) the placement needs.")
 @click.option("-o", "--output", "out_dir", default="out", show_default=True, help="Output directory.")
-def command(spec: str, role: str | None, target: str | None, build_all: bool, out_dir: str) -> None:
+@click.option("--cpu", "cpu", default="baseline", show_default=True, metavar="LEVEL",
+              help="The CPU level of the x86-64 kernels: baseline, x86-64-v2, x86-64-v3, x86-64-v4 "
+                   "or host (this machine's CPU); an executable built above the baseline refuses "
+                   "cpu-unsupported on a CPU lacking the level's features. AArch64 kernels are "
+                   "built for its baseline.")
+def command(spec: str, role: str | None, target: str | None, build_all: bool, out_dir: str,
+            cpu: str) -> None:
     """Compile SPEC into native executables, one per role and target."""
     from alphac.launch.runner import interruptible
 
     # this process is the command: a compiler it started gets SIGTERM too (see run)
     with interruptible(forward=True):
         try:
-            status = run(spec, role, target, build_all, out_dir)
+            status = run(spec, role, target, build_all, out_dir, cpu)
         except KeyboardInterrupt as exc:  # before or after run's own handling
             status = interrupted(exc)
     sys.exit(status)
@@ -85,14 +91,15 @@ def load_plan(spec: str):
         return None
 
 
-def run(spec: str, role: str | None, target: str | None, build_all: bool, out_dir: str) -> int:
+def run(spec: str, role: str | None, target: str | None, build_all: bool, out_dir: str,
+        cpu: str = "baseline") -> int:
     """The build with its exit status; SIGINT, SIGTERM and SIGHUP are handled like Ctrl-C
     from the first step to the last, and the previous handlers restored afterwards."""
     from alphac.launch.runner import Interrupted, interruptible
 
     with interruptible() as interrupts:
         try:
-            status = _run(spec, role, target, build_all, out_dir)
+            status = _run(spec, role, target, build_all, out_dir, cpu)
         except KeyboardInterrupt as exc:
             return interrupted(exc)
         except Exception:
@@ -104,7 +111,8 @@ def run(spec: str, role: str | None, target: str | None, build_all: bool, out_di
         return status
 
 
-def _run(spec: str, role: str | None, target: str | None, build_all: bool, out_dir: str) -> int:
+def _run(spec: str, role: str | None, target: str | None, build_all: bool, out_dir: str,
+         cpu: str) -> int:
     if not build_all and role is None and target is None:
         _error("build-usage", "give --role ROLE and/or --target TARGET, or --all")
         return 2
@@ -116,6 +124,7 @@ def _run(spec: str, role: str | None, target: str | None, build_all: bool, out_d
         return 1
     try:
         pairs = select_pairs(the_plan.deployment, role, target, build_all)
+        cpus = {t: driver.cpu_level_for(t, cpu) for _, t in pairs}
     except driver.TargetError as exc:
         _error(exc.code, exc.message)
         return 1
@@ -127,11 +136,11 @@ def _run(spec: str, role: str | None, target: str | None, build_all: bool, out_d
     try:
         for r, t in pairs:
             t0 = time.perf_counter()
-            exe = driver.build(the_plan, r, t, out_dir)
+            exe = driver.build(the_plan, r, t, out_dir, cpu=cpus[t])
             info = driver.describe(exe)
             linking = "static" if info["static"] else "dynamic"
-            print(f"built {exe}  ({t}, {linking}, {info['size']} bytes, "
-                  f"{time.perf_counter() - t0:.2f} s)")
+            print(f"built {exe}  ({t}, cpu {info['metadata']['cpu']['level']}, {linking}, "
+                  f"{info['size']} bytes, {time.perf_counter() - t0:.2f} s)")
     except CompileError as exc:
         print_diagnostics(exc)
         return 1

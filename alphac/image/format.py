@@ -29,10 +29,12 @@ FIELDS = (
     "ckpt_identity",    # the checkpoint identity (docs/checkpoints.md)
     "run_id",           # the default run id (names a checkpoint's partial directory)
     "resume_mode",      # a declared resume: 0 none, 1 the same contract, 2 a new contract
+    "cpu_required",     # bit i: the kernels need the target's i-th cpu_checks feature
     "str_usage", "str_version", "str_role", "str_deployment", "str_owners",  # text offsets
     "str_ckpt_learner", "str_ckpt_contract", "str_ckpt_layout",  # the manifest's lines
     "str_ckpt_dir",     # the declared checkpoint directory ("" if none)
     "str_resume",       # the declared resume's checkpoint ("" if none)
+    "str_cpu",          # the CPU level the kernels are built for, as the executable names it
 )
 
 # sections, in word order; per-role-owner tables are indexed by the owner's position in

@@ -53,6 +53,15 @@ class ImageError(Exception):
 
 
 @dataclass(frozen=True)
+class CpuNeeds:
+    """What an executable's kernels need of its CPU: how it names their level, and the bits
+    of the target's `cpu_checks` features they require (0 at the baseline)."""
+
+    label: str = "baseline"
+    required: int = 0
+
+
+@dataclass(frozen=True)
 class OwnerImage:
     owner: int
     ops: tuple[tuple[int, ...], ...]  # OP_WORDS each: update, finish, then checkpoint ops
@@ -101,6 +110,7 @@ class RoleImage:
     initial_state: np.ndarray
     usage: str
     version: str
+    cpu: CpuNeeds = CpuNeeds()
 
     @property
     def owned(self) -> bool:
@@ -144,6 +154,7 @@ class RoleImage:
             "str_owners": string(", ".join(str(o.owner) for o in self.owners)),
             "ckpt_interval": self.ckpt_interval, "ckpt_identity": self.ckpt_lines.identity,
             "run_id": self.run_id, "resume_mode": self.resume[1] if self.resume else 0,
+            "cpu_required": self.cpu.required, "str_cpu": string(self.cpu.label),
             "str_ckpt_learner": string(self.ckpt_lines.learner),
             "str_ckpt_contract": string(self.ckpt_lines.contract),
             "str_ckpt_layout": string(self.ckpt_lines.layout),
@@ -359,9 +370,10 @@ def usage_text(dep, role: str, target: str, role_owners, protocol_hex: str) -> s
         "  exit 0: output written; 1: refused (stderr: 'refused: CODE: detail'); 2: usage\n")
 
 
-def build_image(plan, role: str, target: str) -> RoleImage:
-    """The image of `role`'s executable for `target`; ImageError if the plan needs an op
-    the runtime does not execute or has no such role."""
+def build_image(plan, role: str, target: str, cpu: CpuNeeds = CpuNeeds()) -> RoleImage:
+    """The image of `role`'s executable for `target`, its kernels built for the CPU `cpu`
+    describes; ImageError if the plan needs an op the runtime does not execute or has no
+    such role."""
     dep = plan.deployment
     learner = dep.learner
     k, s, m, n = learner.k, learner.s, learner.m, dep.owners
@@ -415,7 +427,8 @@ def build_image(plan, role: str, target: str) -> RoleImage:
     lines = checkpoint_lines(plan)
     spec = Path(dep.source_file or dep.name).stem
     version = (f"{spec}-{role}-{target}: deployment {dep.name}, role {role} of {n} owners, "
-               f"target {target}, protocol {plan.protocol_hex}, wire format {wire.WIRE_FORMAT}\n")
+               f"target {target}, cpu {cpu.label}, protocol {plan.protocol_hex}, "
+               f"wire format {wire.WIRE_FORMAT}\n")
     return RoleImage(
         spec=spec, deployment=dep.name, role=role, target=target, protocol_id=plan.protocol_id,
         n=n, k=k, s=s, m=m, updates=dep.updates, rate=learner.rate,
@@ -429,4 +442,5 @@ def build_image(plan, role: str, target: str) -> RoleImage:
         leaf_order=tuple(leaves(plan.tree)), coord_off=coord_off, repl_state=repl,
         samples=samples, initial=learner.initial.as_array(),
         initial_state=learner.initial_state.as_array(),
-        usage=usage_text(dep, role, target, role_v.owners, plan.protocol_hex), version=version)
+        usage=usage_text(dep, role, target, role_v.owners, plan.protocol_hex), version=version,
+        cpu=cpu)

@@ -2,13 +2,15 @@
 
 The API other tools call (the CLI, the demo, the gate tests, benchmarks):
 
-    exes   = ensure_built(plan, out_dir)                  # {(role, target): Path}
+    exes   = ensure_built(plan, out_dir, cpu="host")      # {(role, target): Path}
     run    = run_plan(plan, exes, run_dir, updates=..)    # start owners, deadline, cleanup
     report = compare(plan, run, oracle, rounds)           # per-owner rows, word for word
     report = launch(dep, out_dir=.., rounds=..)           # all three
 
 Owners run on 127.0.0.1, each from its (role, target) executable, AArch64 ones under the
-target's runner (qemu-aarch64); results go to a fresh run directory every time.
+target's runner (qemu-aarch64); results go to a fresh run directory every time. Every owner
+runs on this machine, so the x86-64 kernels are built for its own CPU (level `host`)
+unless the caller asks for another level.
 """
 
 from __future__ import annotations
@@ -58,11 +60,16 @@ def exe_path(dep, role: str, target: str, out_dir: str | Path) -> Path:
     return Path(out_dir) / f"{spec_stem(dep)}-{role}-{target}"
 
 
-def ensure_built(plan, out_dir: str | Path, force: bool = False,
-                 log=None) -> dict[tuple[str, str], Path]:
+LOCAL_CPU = "host"  # every owner of a launch runs on this machine
+
+
+def ensure_built(plan, out_dir: str | Path, force: bool = False, log=None,
+                 cpu: str = LOCAL_CPU) -> dict[tuple[str, str], Path]:
     """Build each needed (role, target) into out_dir unless an up-to-date one is there
-    (alphac.driver.build)."""
-    from alphac.launch.cache import data_files, stale_reason
+    (alphac.driver.build), the kernels for the CPU level `cpu` (on targets that describe
+    it: AArch64 ones for its baseline)."""
+    from alphac import driver
+    from alphac.launch.cache import cpu_wanted, data_files, stale_reason
 
     dep = plan.deployment
     out = Path(out_dir)
@@ -70,14 +77,14 @@ def ensure_built(plan, out_dir: str | Path, force: bool = False,
     exes: dict[tuple[str, str], Path] = {}
     for role, target in needed(dep):
         path = exe_path(dep, role, target, out)
+        level = driver.cpu_level_for(target, cpu)
         why = "forced" if force else stale_reason(path, plan.protocol_hex, role, target,
+                                                  cpu_wanted(target, level),
                                                   dep.source_file or None, data_files(dep))
         if why is not None:
-            from alphac import driver
-
             if log:
                 log(f"build {path.name}: {why}")
-            path = driver.build(plan, role, target, out)
+            path = driver.build(plan, role, target, out, cpu=level)
         exes[(role, target)] = path
     return exes
 
@@ -334,8 +341,9 @@ def run_arguments(checkpoint_dir=None, resume=None, new_contract: bool = False) 
 def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
            deadline_s: float = 120.0, timeout_ms: int | None = None, spec: str = "",
            plan=None, log=None, checkpoint_dir=None, resume=None,
-           new_contract: bool = False) -> LaunchReport:
-    """Plan, build what is missing, run every owner, evaluate the oracle, compare. With
+           new_contract: bool = False, cpu: str = LOCAL_CPU) -> LaunchReport:
+    """Plan, build what is missing (the x86-64 kernels for the CPU level `cpu`), run every
+    owner, evaluate the oracle, compare. With
     `resume` (or the spec's resume declaration) every owner restores the checkpoint at that
     path, verified whole first, and the oracle continues from its words; `checkpoint_dir`
     overrides where the deployment's checkpoints go. SIGINT, SIGTERM and SIGHUP raise
@@ -350,7 +358,7 @@ def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
     if resume is None and declared is not None:
         resume, new_contract = declared.path, declared.mode == "new"
     start = resume_start(resume) if resume is not None else None
-    exes = ensure_built(plan, out_dir, log=log)
+    exes = ensure_built(plan, out_dir, log=log, cpu=cpu)
     if timeout_ms is None:
         # socket and connect bounds well inside the launch deadline, so owners refuse by
         # name before the launcher has to kill them

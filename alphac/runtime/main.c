@@ -1,4 +1,4 @@
-/* main: the command line, this owner, the key, the peers file, the staged output, the
+/* main: the command line, the CPU check, this owner, the key, the peers file, the staged output, the
    connections, every update, then the publication of the run (stage, prepare, commit,
    finalize). A refusal removes what this owner staged unless the run may be committed. */
 #include "rt.h"
@@ -8,6 +8,7 @@
 int rt_main(struct rt *rt, int argc, char **argv) {
     TRY(rt_init(rt, alphac_image));
     TRY(rt_parse_args(rt, argc, argv));
+    TRY(rt_check_cpu(rt)); /* before any kernel runs (--help and --version answer anyway) */
     TRY(rt_select_owner(rt));
     TRY(rt_open_outputs(rt)); /* before any work: a refused location costs nothing */
     if (rt->key_path) TRY(rt_read_key(rt));
