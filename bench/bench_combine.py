@@ -40,7 +40,6 @@ import argparse
 import json
 import os
 import resource
-import shutil
 import statistics
 import struct
 import subprocess
@@ -53,9 +52,12 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
 # A baseline build imports this file with another tree first on sys.path.
 if not os.environ.get("ALPHAC_BENCH_BASELINE"):
     sys.path.insert(0, str(ROOT))
+
+import peers  # noqa: E402
 
 from alphac.ir import nodes as N  # noqa: E402
 
@@ -246,28 +248,14 @@ class Peer:
 
     def missing(self, python: str) -> str | None:
         """Why this peer cannot run here, or None."""
-        if not Path(python).exists():
-            return f"{python} does not exist (`make bench` makes bench/.venv)"
-        if self.btl and shutil.which("mpirun") is None:
-            return "mpirun is not installed (Debian: openmpi-bin libopenmpi-dev)"
-        done = subprocess.run([python, "-c", f"import {self.module}"], capture_output=True, text=True)
-        if done.returncode != 0:
-            return f"{python} cannot import {self.module}"
-        return None
+        return peers.missing(python, self.module, "mpirun" if self.btl else "")
 
     def run(self, python: str, owners: int, words: list[int], reps: int) -> dict[int, float] | str:
         """{words: median seconds per call} of one start, or why it failed."""
-        env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo"}
-        if os.geteuid() == 0:  # mpirun refuses root unless told
-            env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-        done = subprocess.run(self.command(python, owners, words, reps), capture_output=True,
-                              text=True, env=env, cwd=ROOT / "bench", timeout=1800)
-        lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
-        if done.returncode != 0 or not lines:
-            tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            return f"failed (exit {done.returncode}): {tail}"
-        seconds = json.loads(lines[-1])["seconds"]
-        return {int(w): statistics.median(ts) for w, ts in seconds.items()}
+        got = peers.run_json(self.command(python, owners, words, reps))
+        if isinstance(got, str):
+            return got
+        return {int(w): statistics.median(ts) for w, ts in got["seconds"].items()}
 
 
 PEERS = {
@@ -280,10 +268,10 @@ PEERS = {
 # ----------------------------------------------------------------------------- the run
 
 def bench_combine(owners: list[int], words: list[int], updates: int, repeat: int,
-                  peers: list[Peer], python: str, baseline: str | None) -> None:
+                  chosen: list[Peer], python: str, baseline: str | None) -> None:
     print(f"== combine: {', '.join(map(str, owners))} owners on 127.0.0.1, contributions of "
           f"{', '.join(map(str, words))} words; {repeat} interleaved rounds")
-    missing = {p.name: p.missing(python) for p in peers}
+    missing = {p.name: p.missing(python) for p in chosen}
     with tempfile.TemporaryDirectory(prefix="alphac-bench-") as work:
         cases: dict[tuple[int, int], list[Case]] = {}
         for n in [*owners, 1]:
@@ -297,17 +285,17 @@ def bench_combine(owners: list[int], words: list[int], updates: int, repeat: int
                     for case in cases[(n, k)]:
                         for u in (1, updates):
                             case.time(u)
-                for p in peers:
+                for p in chosen:
                     if n == 1 or missing[p.name]:
                         continue
                     got = p.run(python, n, words, 3)
                     for k in words:
                         peer_s.setdefault((p.name, n, k), []).append(got if isinstance(got, str) else got[k])
         for (n, k), group in cases.items():
-            report(n, k, group, updates, repeat, peers, missing, peer_s)
+            report(n, k, group, updates, repeat, chosen, missing, peer_s)
 
 
-def report(n: int, k: int, group: list[Case], updates: int, repeat: int, peers: list[Peer],
+def report(n: int, k: int, group: list[Case], updates: int, repeat: int, chosen: list[Peer],
            missing: dict, peer_s: dict) -> None:
     print(f"-- {n} owner{'s' if n > 1 else ''}, {k} words ({(k + 1) * 8 / 2**20:.2f} MiB frames)"
           + ("" if n > 1 else ": no frames, the kernels alone"))
@@ -323,7 +311,7 @@ def report(n: int, k: int, group: list[Case], updates: int, repeat: int, peers: 
     if n == 1:
         return
     plain = {label: wall for label, wall in per.items() if "," not in label}
-    for p in peers:
+    for p in chosen:
         if missing[p.name]:
             print(f"  {p.label:<33} not installed: {missing[p.name]}")
             continue
@@ -395,8 +383,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--spec", default="specs/demo.alpha", help="time `alphac build SPEC --all` ('': skip)")
     ap.add_argument("--peers", default=",".join(PEERS), help=f"of {', '.join(PEERS)}; '' for none")
-    ap.add_argument("--peer-python", default=str(ROOT / "bench" / ".venv" / "bin" / "python"),
-                    help="the interpreter with torch and mpi4py (default: bench/.venv's)")
+    peers.add_option(ap)
     ap.add_argument("--baseline", metavar="REV",
                     help="also build and time the executables of git revision REV, in the same run")
     args = ap.parse_args()
@@ -405,9 +392,9 @@ def main() -> None:
     unknown = [p for p in args.peers.split(",") if p and p not in PEERS]
     if unknown or min(owners) < 2 or args.updates < 2:
         ap.error(f"unknown peers {unknown}" if unknown else "owners must be >= 2 and updates >= 2")
-    peers = [PEERS[p] for p in args.peers.split(",") if p]
+    chosen = [PEERS[p] for p in args.peers.split(",") if p]
     bench_checksum(max(words))
-    bench_combine(owners, words, args.updates, args.repeat, peers, args.peer_python, args.baseline)
+    bench_combine(owners, words, args.updates, args.repeat, chosen, args.peer_python, args.baseline)
     bench_build(args.spec)
 
 
