@@ -27,7 +27,7 @@ endef
 setup:
 	@$(call apt_install,$(APT_PACKAGES) $$($(PY) -m pip --version >/dev/null 2>&1 || echo python3-pip))
 	@# the editable install must point at this tree (a clone elsewhere must not run another copy)
-	@cd / && $(PY) -c "import lark, click, llvmlite, elftools, pytest, hypothesis, numpy, wheel" 2>/dev/null \
+	@cd / && $(PY) -c "import lark, click, llvmlite, elftools, numba, pytest, hypothesis, numpy, wheel" 2>/dev/null \
 	  && $(PY) -m pip show alphac 2>/dev/null | grep -qx "Editable project location: $(CURDIR)" \
 	  || (cd $(CURDIR) && $(PY) -m pip install -q $(PIP_FLAGS) -e '.[test]')
 

@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 from alphac.image.cheader import HEADER_NAME, runtime_header
-from alphac.resources import data_path
+from alphac.resources import cache_dir, data_path
 from alphac.targets.target import Target, TargetError
 
 FLAGS = ("-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off", "-fno-fast-math",
@@ -28,13 +28,6 @@ FLAGS = ("-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off", 
 COMPILE_TIMEOUT_S = 300
 OBJECT = "alphac_rt.o"
 CPU_HEADER = "alphac_cpu.h"
-
-
-def cache_dir() -> Path:
-    if os.environ.get("ALPHAC_CACHE"):
-        return Path(os.environ["ALPHAC_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "alphac"
 
 
 def cpu_header(target: Target) -> str:
