@@ -19,6 +19,7 @@ import hashlib
 import os
 import struct
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -343,7 +344,8 @@ def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
            plan=None, log=None, checkpoint_dir=None, resume=None,
            new_contract: bool = False, cpu: str = LOCAL_CPU) -> LaunchReport:
     """Plan, build what is missing (the x86-64 kernels for the CPU level `cpu`), run every
-    owner, evaluate the oracle, compare. With
+    owner while the oracle evaluates beside them (a thread: the numba engine and numpy
+    release the interpreter's lock), compare. With
     `resume` (or the spec's resume declaration) every owner restores the checkpoint at that
     path, verified whole first, and the oracle continues from its words; `checkpoint_dir`
     overrides where the deployment's checkpoints go. SIGINT, SIGTERM and SIGHUP raise
@@ -364,15 +366,45 @@ def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
         # name before the launcher has to kill them
         timeout_ms = max(1000, min(30000, int(deadline_s * 1000 / 3)))
     args = run_arguments(checkpoint_dir, resume, new_contract)
+
+    def evaluate():
+        try:
+            if start is None:
+                return driver.oracle(dep, n), ""
+            # the owners run from the checkpoint's version up to update n
+            return driver.oracle(driver.resumed(dep, resume, new_contract), max(0, n - start[2])), ""
+        except Refusal as exc:
+            return None, f"{exc.code}: {exc.detail}"
+
+    expected = Beside(evaluate)  # the oracle evaluates while the owners run
     run = run_plan(dep, exes, new_run_dir(out_dir, spec_stem(dep)), updates=rounds,
                    timeout_ms=timeout_ms, deadline_s=deadline_s, root=plan.tree.owner,
                    extra_argv={o: args for o in range(dep.owners)})
-    try:
-        if start is None:
-            oracle = driver.oracle(dep, n)
-        else:  # the owners run from the checkpoint's version up to update n
-            oracle = driver.oracle(driver.resumed(dep, resume, new_contract), max(0, n - start[2]))
-        refusal = ""
-    except Refusal as exc:
-        oracle, refusal = None, f"{exc.code}: {exc.detail}"
+    oracle, refusal = expected.result()
     return compare(plan, run, oracle, n, spec, refusal)
+
+
+class Beside:
+    """`work()` in a daemon thread, started at once: the launcher's own work (the oracle)
+    beside the owners'. `result()` waits in short steps, so a signal still interrupts the
+    main thread; an interrupted launch leaves the thread to die with the process."""
+
+    def __init__(self, work):
+        self._done: list = []
+        self._thread = threading.Thread(target=self._run, args=(work,), daemon=True,
+                                        name="alphac-oracle")
+        self._thread.start()
+
+    def _run(self, work) -> None:
+        try:
+            self._done.append((work(), None))
+        except BaseException as exc:  # raised again in the waiting thread
+            self._done.append((None, exc))
+
+    def result(self):
+        while self._thread.is_alive():
+            self._thread.join(0.05)
+        value, exc = self._done[0]
+        if exc is not None:
+            raise exc
+        return value
