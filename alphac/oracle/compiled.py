@@ -1,5 +1,5 @@
 """The numba engine: each program of the IR lowered here to the text of a Python function,
-compiled by numba with `@njit(fastmath=False, error_model="numpy")`, serial.
+compiled by numba with `@njit(fastmath=False, error_model="numpy")` (`JIT`), serial.
 
 The lowering walks the IR as the scalar engine does and writes each of its steps as one
 statement on one binary64 value: `+ - * /`, negation and `numpy.sqrt` are single IEEE
@@ -306,26 +306,14 @@ def module_text(k: int, s: int, m: int, contribution: Program, update: Program):
     return text, tuple(c.sites), tuple(u.sites)
 
 
-def _depth(program: Program) -> int:
-    """The most loop and sum variables bound at once in `program`."""
-    def expr(e) -> int:
-        if isinstance(e, Sum):
-            return 1 + expr(e.body)
-        if isinstance(e, Binary):
-            return max(expr(e.lhs), expr(e.rhs))
-        return expr(e.arg) if isinstance(e, Unary) else 0
-
-    def body(stmts) -> int:
-        return max([1 + body(st.body) if isinstance(st, Loop) else expr(st.value) for st in stmts] + [0])
-    return body(program.body)
-
-
 def _load(text: str):
     """The generated module, from the cache directory (written once, under the hash of its
     text, so numba's cache applies), or from a temporary file when the cache cannot be written."""
     from alphac.resources import cache_dir
 
     name = "alphac_oracle_" + hashlib.sha256(text.encode()).hexdigest()[:24]
+    if name in sys.modules:
+        return sys.modules[name]
     directory = cache_dir() / "oracle"
     path = directory / f"{name}.py"
     try:
@@ -340,8 +328,6 @@ def _load(text: str):
         path = os.path.join(directory, f"{name}.py")
         with open(path, "w", encoding="utf-8") as f:
             f.write(text)
-    if name in sys.modules:
-        return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # numba's cache finds a function's globals by module name
@@ -356,7 +342,7 @@ def compiled(k: int, s: int, m: int, contribution: Program, update: Program) -> 
     text, csites, usites = module_text(k, s, m, contribution, update)
     module = _load(text)
     return Compiled(module.contributions, module.update, csites, usites,
-                    max(1, _depth(contribution), _depth(update)))
+                    max([len(site.names) for site in csites + usites] + [1]))
 
 
 # ----------------------------------------------------------------------------- running
