@@ -324,8 +324,14 @@ def register_count(proto: OwnerProtocol) -> int:
     return max(regs) + 1
 
 
+# the ops that exchange a frame with their peer (a slice's peer is a coordinate owner)
+TALKING = frozenset({"send", "recv", "digest-send", "digest-recv", "publish-send", "publish-recv",
+                     "ckpt-send", "ckpt-recv"})
+
+
 def peers(proto: OwnerProtocol) -> tuple[int, ...]:
-    return tuple(sorted({op.peer for op in proto.update_ops + proto.finish_ops if op.peer >= 0}))
+    """The owners this owner connects to: those its ops exchange frames with."""
+    return tuple(sorted({op.peer for op in proto.update_ops + proto.finish_ops if op.kind in TALKING}))
 
 
 def owned_count(k: int, n: int, owner: int) -> int:
