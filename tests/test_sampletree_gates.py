@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+import struct
 import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from alphac.ir import nodes as n
 from alphac.launch import session
-from alphac.launch.launcher import compare, owner_exes, run_arguments
+from alphac.launch.launcher import compare, run_arguments
 from alphac.oracle import evaluate
+from alphac.plan.protocol import OP_CODE
+from test_checkpoints import _restore  # owner 0 alone restoring a checkpoint before it connects
 from test_sampletree import GATE4, GATE7, PARTS, ROWS, on
 
 HAVE_AARCH64 = shutil.which("qemu-aarch64") is not None and shutil.which("aarch64-linux-gnu-gcc") is not None
@@ -142,21 +144,10 @@ def test_a_four_owner_checkpoint_resumes_on_seven_under_the_same_contract(four, 
     assert {o: (again.run_dir / f"owner-{o}.out").read_bytes() for o in range(4)} == outs
 
 
-def _restore(tmp_path, ckpt: Path, dep, key: str, extra=()):
-    """Owner 0 alone restoring `ckpt` before it connects: its exit status and stderr."""
-    exe = owner_exes(dep, session.built(key, dep))[0]
-    peers = tmp_path / "peers"
-    peers.write_text("".join(f"{o} 127.0.0.1:{47700 + o}\n" for o in range(dep.owners)))
-    done = subprocess.run([str(exe), "--owner", "0", "--peers", str(peers), "--out", str(tmp_path / "o0"),
-                           "--resume", str(ckpt), "--checkpoint-dir", str(tmp_path / "ck"),
-                           "--timeout-ms", "300", *extra], capture_output=True, text=True, timeout=60)
-    return done.returncode, done.stderr.strip()
-
-
 def test_a_resume_onto_another_number_of_samples_refuses_the_order(four, tmp_path):
     d, _, _ = four
     dep = on((6, 1, 0, 5), rows=ROWS[:12])  # the same learner over 12 samples
-    rc, err = _restore(tmp_path, d / "ckpt-2", dep, "st-12")
+    rc, err = _restore(tmp_path, d / "ckpt-2", dep, "st-12")  # the restore refuses before it connects
     assert rc == 1 and err.startswith("refused: numerical-order-mismatch: "), err
     assert "resume with --new-contract" in err
     rc, err = _restore(tmp_path, d / "ckpt-2", dep, "st-12", ["--new-contract"])
@@ -170,3 +161,22 @@ def test_a_resume_from_a_star_checkpoint_refuses_the_order(tmp_path):
     seven = dataclasses.replace(GATE7, placement=(X,) * 7)
     rc, err = _restore(tmp_path, d / "ckpt-2", seven, "st-7-x86")
     assert rc == 1 and err.startswith("refused: numerical-order-mismatch: "), err
+
+
+def test_a_sample_block_outside_the_owners_share_is_a_corrupt_executable(tmp_path):
+    """An op table whose block names a sample past the owner's share (patched into the
+    executable's image) refuses by name before reading outside the samples."""
+    dep = on((13,))
+    exe = session.built("st-1", dep)[("coordinator", X)]
+    op = struct.pack("<7q", OP_CODE["sample-block"], -1, 1, 0, 13, 0, -1)
+    data = exe.read_bytes()
+    assert data.count(op) == 1
+    bad = tmp_path / "exe"
+    bad.write_bytes(data.replace(op, struct.pack("<7q", OP_CODE["sample-block"], -1, 1, 1, 13, 0, -1)))
+    bad.chmod(0o755)
+    (tmp_path / "peers").write_text("0 127.0.0.1:47800\n")
+    done = subprocess.run([str(bad), "--owner", "0", "--peers", str(tmp_path / "peers"), "--out",
+                           str(tmp_path / "o")], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (
+        1, "refused: corrupt-executable: owner 0: corrupt op table (sample block at 1)\n")
+    assert not (tmp_path / "o").exists()

@@ -436,10 +436,14 @@ class _SampleLeaves:
         self.tree = tree
 
     def allocate(self, sch: _Schedule, k: int) -> None:
-        for o in range(len(sch.ops)):
-            depth = max((stack_depth(b.hi - b.lo) for b in self.tree.blocks(o)), default=0)
-            empty = self.tree.root is None and o == 0
-            sch.reg(o, (k + 1) * (1 if empty else depth))  # register 0: the stack
+        depth = [0] * len(sch.ops)  # levels of each owner's largest block
+        for b in self.tree.nodes:
+            if b.is_block:
+                depth[b.owner] = max(depth[b.owner], stack_depth(b.hi - b.lo))
+        if self.tree.root is None:
+            depth[0] = 1  # register 0 holds owner 0's empty total
+        for o, d in enumerate(depth):
+            sch.reg(o, (k + 1) * d)  # register 0: the stack
 
     def local(self, sch: _Schedule, k: int) -> dict:
         if self.tree.root is None:
