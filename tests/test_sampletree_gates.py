@@ -180,3 +180,16 @@ def test_a_sample_block_outside_the_owners_share_is_a_corrupt_executable(tmp_pat
     assert (done.returncode, done.stderr) == (
         1, "refused: corrupt-executable: owner 0: corrupt op table (sample block at 1)\n")
     assert not (tmp_path / "o").exists()
+
+
+def test_a_contribution_slot_never_written_stays_plus_zero_on_the_stack():
+    """The oracle starts every contribution slot at +0.0; the stack's levels hold +0.0 in a
+    slot the program never writes (sums of +0.0), through merges and across updates."""
+    dep = on((6, 1, 0, 6))
+    one = dataclasses.replace(dep.learner.contribution, body=dep.learner.contribution.body[:1])
+    dep = dataclasses.replace(dep, learner=dataclasses.replace(dep.learner, contribution=one))
+    run = _run("st-one-slot", dep)
+    report = compare(session.plan("st-one-slot", dep), run, evaluate(dep), dep.updates)
+    assert report.match, report.failures
+    state = run.outputs[0].state  # the second coordinate's two moments: +0.0 throughout
+    assert state[1] == state[3] == 0

@@ -170,8 +170,9 @@ static int op_sample_block(struct rt *rt, int64_t dst, int64_t first, int64_t co
     const uint64_t *samples = img_sec(rt, SEC_SAMPLES);
     for (int64_t i = 0; i < count; i++) {
         int64_t fail = -1, at = first + i;
+        /* a slot the program never writes holds +0.0 in every level (zeroed registers, sums
+           of +0.0 since), the oracle's +0.0 start */
         uint64_t *leaf = level(rt, depth++);
-        memset(leaf, 0, (size_t)k * 8); /* the contribution's slots start at +0.0 */
         int64_t status = alphac_contribution(params, samples + (row0 + at) * rt->s, leaf, &fail);
         if (status != 0)
             return non_finite_statement(rt, alphac_contribution_labels, status, fail, u, "contribution", at);
