@@ -2,7 +2,9 @@
 
 The learner is the smallest that puts 1e6-word frames on the wire: k = 1e6 parameters in
 the indexed form, one sample per owner, c[i] = w[i] * x and w[i] := w[i] - rate * mean[i].
-Each update moves 1e6 + 1 words per tree edge, up then down (star and hierarchy:2). Runs
+Each update moves 1e6 + 1 words per tree edge, up then down (star, hierarchy:2, and the
+sample tree: (c0 + c1) at owner 0 and (c2 + c3) at owner 2, the total down a binary
+fan-out). Runs
 are timed without a key, and with `--key` (every frame tagged with HMAC-SHA-256).
 Seconds per update = (T(N) - T(1)) / (N - 1), medians of a few runs, so process start-up and
 connection set-up cancel; wall time is the slowest owner's, CPU time (user + system) is that
@@ -63,7 +65,7 @@ def learner(k: int, xs=(0.5, 0.25, 1.0, 2.0)) -> N.Learner:
 
 
 def deployment(k: int, topology) -> N.Deployment:
-    name = "star" if isinstance(topology, N.Star) else "hierarchy"
+    name = {"Star": "star", "Hierarchy": "hierarchy", "SampleTree": "sampletree"}[type(topology).__name__]
     return N.Deployment(f"combine_{name}", learner(k), 4, topology, N.Partitioning(),
                         (N.Role("coordinator", (0,)), N.Role("worker", (1, 2, 3))),
                         ("x86_64",) * 4, 1, N.Contract(), N.Checkpoint(),
@@ -77,8 +79,11 @@ def solo(k: int) -> N.Deployment:
                         source_file="bench/combine_solo.alpha")
 
 
-def _deployments(k: int):
-    return (deployment(k, N.Star()), deployment(k, N.Hierarchy(2)), solo(k))
+def _deployments(k: int, sample_tree: bool = True):
+    """The timed deployments (a baseline revision builds them without the sample tree,
+    which older trees do not have)."""
+    trees = (N.Star(), N.Hierarchy(2)) + ((N.SampleTree(),) if sample_tree else ())
+    return tuple(deployment(k, t) for t in trees) + (solo(k),)
 
 
 # Run with the baseline tree first on sys.path: builds this file's deployments with that
@@ -96,7 +101,7 @@ if os.path.exists(os.path.join(sys.argv[1], "alphac", "driver.py")):
 else:
     from alphac.codegen.build import build_executable as build
 out = {}
-for dep in bench._deployments(int(sys.argv[3])):
+for dep in bench._deployments(int(sys.argv[3]), sample_tree=False):
     p = plan(dep)
     pairs = sorted({(dep.role_of(o).name, dep.placement[o]) for o in range(dep.owners)})
     out[dep.name] = {f"{r} {t}": str(build(p, r, t, sys.argv[4] + "/" + dep.name)) for r, t in pairs}

@@ -120,10 +120,9 @@ static int op_local(struct rt *rt, uint64_t *dst, uint64_t u) {
     return RT_OK;
 }
 
-/* x + y is non-finite whenever x or y is: the first bad sum d[j] is the coordinate */
-static int combine_refused(struct rt *rt, const uint64_t *d, int64_t sums, uint64_t u) {
-    return rt_fail(rt, RT_NON_FINITE, "combine coordinate %lld at update %llu (owner %lld)",
-                   (long long)alphac_first_nonfinite(d, 0, sums), (unsigned long long)u, (long long)rt->owner);
+static int combine_refused(struct rt *rt, int64_t coord, uint64_t u) {
+    return rt_fail(rt, RT_NON_FINITE, "combine coordinate %lld at update %llu (owner %lld)", (long long)coord,
+                   (unsigned long long)u, (long long)rt->owner);
 }
 
 /* dst <- a + b over the sums (left, then right), counts added. After a receive that added
@@ -133,7 +132,8 @@ static int op_combine(struct rt *rt, int64_t dst, int64_t a, int64_t b, uint64_t
     int64_t sums = words(rt, dst) - 1;
     uint64_t *d = reg(rt, dst) + H, *x = reg(rt, a) + H, *y = reg(rt, b) + H;
     int bad = added ? rt->added_bad : (int)alphac_add_range(d, x, y, 0, sums);
-    if (bad) return combine_refused(rt, d, sums, u);
+    /* x + y is non-finite whenever x or y is: the first bad sum is the coordinate */
+    if (bad) return combine_refused(rt, alphac_first_nonfinite(d, 0, sums), u);
     d[sums] = x[sums] + y[sums];
     return RT_OK;
 }
@@ -150,10 +150,13 @@ static int64_t block_depth(int64_t count) {
     return depth;
 }
 
-/* level j <- level j + level j+1 (left, then right), counts added */
+/* level j <- level j + level j+1 (left, then right), counts added; in place by the local
+   add kernel (level j is finite: checked when made), twice as fast here as the combine
+   kernel given its destination as an operand */
 static int merge_levels(struct rt *rt, int64_t j, uint64_t u) {
     uint64_t *x = level(rt, j), *y = level(rt, j + 1);
-    if (alphac_add_range(x, x, y, 0, rt->k)) return combine_refused(rt, x, rt->k, u);
+    int64_t bad = alphac_local_add(x, y, rt->k);
+    if (bad >= 0) return combine_refused(rt, bad, u);
     x[rt->k] += y[rt->k];
     return RT_OK;
 }
