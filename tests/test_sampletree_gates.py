@@ -48,6 +48,14 @@ def _run(key, dep, extra=()):
                        extra_argv={o: tuple(extra) for o in range(dep.owners)})
 
 
+def _matched(key, dep):
+    """Run every owner of `dep`; every owner's words must be the oracle's."""
+    run = _run(key, dep)
+    report = compare(session.plan(key, dep), run, evaluate(dep), dep.updates)
+    assert report.match, report.failures
+    return run
+
+
 def _words(run, dep):
     """Every owner's (version, params, state) from its output file."""
     assert run.committed, [oc.stderr for oc in run.result.outcomes]
@@ -64,9 +72,7 @@ def gate_words():
 def test_every_owner_count_and_share_gives_the_oracles_bits(name, gate_words):
     shares, placement = RUNS[name]
     dep = on(shares, placement=_native(placement))
-    run = _run(f"st-{name}", dep)
-    report = compare(session.plan(f"st-{name}", dep), run, evaluate(dep), dep.updates)
-    assert report.match, report.failures
+    run = _matched(f"st-{name}", dep)
     assert set(_words(run, dep)) == {gate_words}, "every owner, the 4-owner gate's bits"
 
 
@@ -74,17 +80,13 @@ def test_every_owner_count_and_share_gives_the_oracles_bits(name, gate_words):
 def test_the_specs_match_the_oracle_and_each_other(spec, gate_words):
     dep = GATE4 if spec == "lsq_adam_sampletree" else GATE7
     dep = dataclasses.replace(dep, placement=_native(dep.placement), checkpoint=n.Checkpoint())
-    run = _run(spec, dep)
-    report = compare(session.plan(spec, dep), run, evaluate(dep), dep.updates)
-    assert report.match, report.failures
+    run = _matched(spec, dep)
     assert set(_words(run, dep)) == {gate_words}
 
 
 def test_a_star_on_the_same_data_and_shares_gives_other_bits(gate_words):
     dep = on((6, 1, 0, 6), n.Star())
-    run = _run("st-star4", dep)
-    report = compare(session.plan("st-star4", dep), run, evaluate(dep), dep.updates)
-    assert report.match, report.failures
+    run = _matched("st-star4", dep)
     (version, params, state), = set(_words(run, dep))
     assert params != gate_words[1] and state != gate_words[2]
 
@@ -92,9 +94,7 @@ def test_a_star_on_the_same_data_and_shares_gives_other_bits(gate_words):
 @pytest.mark.parametrize("part", [p for p in PARTS if p != "replicated"])
 def test_every_partitioning_gives_the_replicated_bits(part, gate_words):
     dep = on((6, 1, 0, 6), part=PARTS[part], placement=_native((X, A, X, A)))
-    run = _run(f"st-part-{part}", dep)
-    report = compare(session.plan(f"st-part-{part}", dep), run, evaluate(dep), dep.updates)
-    assert report.match, report.failures
+    run = _matched(f"st-part-{part}", dep)
     logical = evaluate(dataclasses.replace(dep, partitioning=n.Partitioning()))
     assert (logical.params, logical.state) == gate_words[1:]
 
@@ -188,8 +188,6 @@ def test_a_contribution_slot_never_written_stays_plus_zero_on_the_stack():
     dep = on((6, 1, 0, 6))
     one = dataclasses.replace(dep.learner.contribution, body=dep.learner.contribution.body[:1])
     dep = dataclasses.replace(dep, learner=dataclasses.replace(dep.learner, contribution=one))
-    run = _run("st-one-slot", dep)
-    report = compare(session.plan("st-one-slot", dep), run, evaluate(dep), dep.updates)
-    assert report.match, report.failures
+    run = _matched("st-one-slot", dep)
     state = run.outputs[0].state  # the second coordinate's two moments: +0.0 throughout
     assert state[1] == state[3] == 0
