@@ -65,6 +65,8 @@ CHECK = {
     "role-name-invalid": "a role name is not [a-z][a-z0-9_-]* of at most 64 characters "
                          "(executables are named after their role)",
     "role-name-duplicate": "two roles of one deployment have the same name",
+    "partition-block-words": "a partitioning's partitionBlockWords (coordinates per block) is "
+                             "below 1",
     "no-deployment": "a command needs exactly one deployment and the file has none or several",
     # resume declarations (Learning.Deployment.DeploymentResume)
     "resume-duplicate": "two resume declarations name the same deployment",
@@ -81,6 +83,8 @@ PLAN = {
     "combine-leaf-order": "the tree's leaves are not in the order of its ordered member list",
     "combine-branch-owner": "a branch combines at an owner holding no contribution beneath it",
     "combine-delivery-partial": "a deployment's combine declares CombineDeliverTo, but every owner needs the result",
+    "combine-placement-unsupported": "a deployment declares a combine placement the planner does "
+                                     "not build yet (CombineAtBlockOwners)",
     # numerical contracts (Learning.Numerics)
     "numerical-profile-mismatch": "another numeric profile (format, rounding, subnormals, exceptional values) than the one that runs",
     "numerical-order-mismatch": "another ordered operation list (another tree or program) than the one that runs",
@@ -183,8 +187,14 @@ TOOLING = {
     "bad-metadata": "the .alphac section of an executable is not the expected JSON",
     "program-unsupported": "a pointwise program uses a construct code generation does not lower",
     "build-failed": "the plan needs an operation the role runtime does not execute",
+    "coordinate-blocks-unsupported": "a partitioned deployment has coordinate blocks of more than "
+                                     "one word, which the executables do not run yet",
     "compiler-missing": "the target's C compiler (for the role runtime) is not installed",
     "compile-failed": "the target's C compiler failed on the role runtime",
+    "mutant-not-applicable": "the executed mutant asked for cannot be built for (or evaluated "
+                             "on) this deployment: stale-replica without partitioned parameters, "
+                             "swap-branch on fewer than three leaves, deliver-to-next on one "
+                             "owner, duplicate-mass without samples, any mutant with checkpoints",
     # launch
     "owner-failed": "an owner process exited non-zero or could not be started",
     "launch-timeout": "owners were still running at the launch deadline and were killed",

@@ -4,15 +4,19 @@
     deployment(path) -> Deployment                  the file's one deployment; CompileError
     check(path) -> CheckResult                      the checker, then the planner on every
                                                     deployment: all diagnostics at once
-    plan(dep) -> Plan                               CompileError
+    plan(dep, mutant=None) -> Plan                  CompileError; MutantError (a mutant that
+                                                    does not apply)
     image(plan, role, target) -> RoleImage          the plan as plain data for one executable;
                                                     ImageError
     build(plan, role, target, out_dir) -> Path      {out_dir}/{spec}-{role}-{target}: the
                                                     image's kernels (llvmlite) and the C
-                                                    runtime, linked; TargetError, ImageError,
-                                                    CompileError
-    oracle(dep, rounds=None) -> OracleResult        Refusal; from dep.resume's checkpoint
-                                                    when it resumes
+                                                    runtime, linked (-mutant-NAME appended
+                                                    for a mutant's plan); TargetError,
+                                                    ImageError, CompileError
+    oracle(dep, rounds=None, mutant=None)           OracleResult; Refusal; from dep.resume's
+                                                    checkpoint when it resumes
+    MUTANTS                                         the executed mutants: name -> what it
+                                                    computes instead
     resumed(dep, path, new_contract=False)          dep resuming from the checkpoint at path
     describe(exe) -> dict                           an executable's .alphac record and ELF
                                                     facts; TargetError
@@ -24,7 +28,8 @@
 The driver owns which stage runs after which and what each one is handed; it prints
 nothing and parses no command line (alphac.commands does both). Stages are imported when
 first used, so a command loads only the stages it runs. `CompileError`, `TargetError` and
-`Refusal` (the oracle's) and `CheckpointError` are the errors a caller catches.
+`Refusal` (the oracle's) and `CheckpointError` are the errors a caller catches; the other
+stages' errors (image, mutants, launch) carry a `code` and a one-line `message`.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from alphac.diagnostics import CompileError, Diagnostic, DiagnosticBag, SourceCache
+from alphac.ir.mutants import MUTANTS
 from alphac.targets.target import TargetError
 
 if TYPE_CHECKING:
@@ -45,7 +51,8 @@ if TYPE_CHECKING:
     from alphac.oracle import OracleResult
     from alphac.plan import Plan
 
-__all__ = ["CheckResult", "CheckpointError", "CompileError", "Refusal", "TargetError",
+__all__ = ["CheckResult", "CheckpointError", "CompileError", "MUTANTS", "MutantError", "Refusal",
+           "TargetError",
            "buildable_targets", "build", "check", "deployment", "describe", "executable_name",
            "image", "inspect_checkpoint", "load", "oracle", "path_kind", "plan", "resumed",
            "target_names"]
@@ -61,6 +68,10 @@ def __getattr__(name: str):
         from alphac.checkpoint import CheckpointError
 
         return CheckpointError
+    if name == "MutantError":
+        from alphac.plan.mutants import MutantError
+
+        return MutantError
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -125,13 +136,16 @@ def _add_source(sources: SourceCache, name: str) -> None:
         pass
 
 
-def plan(dep: "Deployment") -> "Plan":
+def plan(dep: "Deployment", mutant: str | None = None) -> "Plan":
     """The plan of one deployment; CompileError carrying every planner diagnostic. A
     deployment that resumes from a checkpoint is planned, then its checkpoint's manifest is
-    compared with the plan's learner and contract (alphac.image.resume)."""
+    compared with the plan's learner and contract (alphac.image.resume). With `mutant` (one
+    of MUTANTS), the plan of that executed mutant: executables built from it complete their
+    communication but compute other words (alphac.plan.mutants; MutantError, with code
+    `mutant-not-applicable`, when it does not apply to `dep`)."""
     from alphac.plan import plan as make_plan
 
-    made = make_plan(dep)
+    made = make_plan(dep, mutant)
     if dep.resume is not None:
         from alphac.image.resume import resume_diagnostics
 
@@ -149,8 +163,10 @@ def image(plan: "Plan", role: str, target: str) -> "RoleImage":
 
 
 def executable_name(plan: "Plan", role: str, target: str) -> str:
-    source = plan.deployment.source_file or plan.deployment.name
-    return f"{Path(source).stem}-{role}-{target}"
+    """`{spec}-{role}-{target}`, and `-mutant-NAME` after it for a mutant's plan."""
+    from alphac.image.image import executable_name as name
+
+    return name(plan, role, target)
 
 
 def build(plan: "Plan", role: str, target: str, out_dir: "str | os.PathLike",
@@ -221,16 +237,18 @@ def resumed(dep: "Deployment", path: "str | os.PathLike", new_contract: bool = F
     return replace(dep, resume=Resume(str(path), "new" if new_contract else "same", span))
 
 
-def oracle(dep: "Deployment", rounds: int | None = None) -> "OracleResult":
-    """The independent binary64 evaluation of `rounds` updates (default: the deployment's).
-    A resumed deployment (`dep.resume`, declared or `resumed`) starts from its checkpoint's
-    words and version u, verified, and evaluates updates u, u+1, ...: by default up to the
-    deployment's update count. A checkpoint that does not verify, or of another learner
-    (its learner line, programs included), refuses with the checkpoint's codes."""
+def oracle(dep: "Deployment", rounds: int | None = None, mutant: str | None = None) -> "OracleResult":
+    """The independent binary64 evaluation of `rounds` updates (default: the deployment's);
+    with `mutant`, of that executed mutant instead of the declared program (ValueError when
+    it does not apply). A resumed deployment (`dep.resume`, declared or `resumed`) starts
+    from its checkpoint's words and version u, verified, and evaluates updates u, u+1, ...:
+    by default up to the deployment's update count. A checkpoint that does not verify, or
+    of another learner (its learner line, programs included), refuses with the
+    checkpoint's codes."""
     from alphac.oracle import evaluate
 
     if dep.resume is None:
-        return evaluate(dep, rounds)
+        return evaluate(dep, rounds, mutant=mutant)
     from alphac.image.ckpt import learner_line
     from alphac.oracle import Refusal, start_of
 
@@ -238,7 +256,7 @@ def oracle(dep: "Deployment", rounds: int | None = None) -> "OracleResult":
     if start.learner != learner_line(dep.learner):
         raise Refusal("checkpoint-learner-mismatch", f"{dep.resume.path} holds the words of another "
                       f"learner (programs) than deployment {dep.name}'s: learner {start.learner}")
-    return evaluate(dep, rounds, start)
+    return evaluate(dep, rounds, start, mutant=mutant)
 
 
 def inspect_checkpoint(path: "str | os.PathLike") -> dict:

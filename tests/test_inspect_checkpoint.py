@@ -35,7 +35,7 @@ def test_the_fixture_as_json():
     assert got["contract"]["topology"] == "star" and got["contract"]["relation"] == "exact"
     assert got["layout"] == {"line": manifest[5][len("layout "):], "owners": 4,
                              "parameters": "replicated", "state": "replicated",
-                             "words_per_coordinate": 0, "shared": []}
+                             "words_per_coordinate": 0, "shared": [], "block_words": 1}
     assert got["regions"] == {"parameters": 2, "state": 2}
     assert [m["file"] for m in got["manifests"]] == ["manifest.txt"]
     assert got["manifests"][0]["owner"] is None and got["manifests"][0]["owners"] == [0, 1, 2, 3]

@@ -358,7 +358,7 @@ def test_launch_as_a_library_raises_interrupted_and_restores(monkeypatch, defaul
     from alphac import driver
     from alphac.launch.launcher import launch
 
-    def plan(dep):
+    def plan(dep, mutant=None):
         os.kill(os.getpid(), signal.SIGHUP)
         time.sleep(5)
 

@@ -64,7 +64,8 @@ def assert_agrees(layout: OwnerLayout, dep: Deployment, owners=None) -> None:
         assert layout.params_count(o) == len(want_p) and layout.state_count(o) == len(want_s)
         # coordinates are the held parameters once parameters are partitioned
         coords = oracle_layout.param_coordinates(
-            bare(n, dep.learner.k, dep.learner.m, Partitioning(parameters=True)), o)
+            bare(n, dep.learner.k, dep.learner.m,
+                 Partitioning(parameters=True, block_words=dep.partitioning.block_words)), o)
         assert layout.coordinates(o).tolist() == coords.tolist()
         assert layout.owned_count(o) == len(coords)
         assert all(layout.owner_of(int(i)) == o for i in coords[:64])
@@ -123,6 +124,22 @@ def test_constructed_layouts_agree_with_the_oracle(n):
                     layout = OwnerLayout.of(dep)
                     assert (layout.k, layout.m, layout.n, layout.w) == (k, m, n, w)
                     assert_agrees(layout, dep)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 7])
+def test_layouts_of_coordinate_blocks_agree_with_the_oracle(n):
+    for k in (0, 1, 5, 13):
+        for block in (2, 3, k + 1, k + 5):
+            for w in range(3):
+                for shared in shared_choices(w, k):
+                    for opt, par, grad in FLAGS:
+                        part = Partitioning(optimizer_state=opt, parameters=par, gradients=grad,
+                                            words_per_coordinate=w, shared_state=shared,
+                                            block_words=block)
+                        dep = bare(n, k, m_of(w, k, shared), part)
+                        layout = OwnerLayout.of(dep)
+                        assert layout.block_words == block
+                        assert_agrees(layout, dep)
 
 
 def test_ten_thousand_owners_agree_with_the_oracle_where_sampled():

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from alphac.ir.nodes import ExplicitTree, Hierarchy, Star, TreeBranch, TreeLeaf
-from alphac.oracle import MUTANTS, evaluate
+from alphac.ir.nodes import ExplicitTree, Hierarchy, Partitioning, Star, TreeBranch, TreeLeaf
+from alphac.oracle import MUTANTS, Refusal, evaluate
 
 from test_oracle_learners import bits, deployment, lsq_learner
 
@@ -107,16 +107,20 @@ def _swapped(root):
     return TreeBranch(root.owner, TreeBranch(left.owner, left.left, root.right), left.right)
 
 
+# the mutants that apply to a replicated learner (stale-replica needs a read replica)
+REPLICATED_MUTANTS = tuple(m for m in MUTANTS if m != "stale-replica")
+
+
 @pytest.mark.parametrize("topology", [Star(), Hierarchy(2)], ids=["star", "hierarchy"])
 def test_every_mutant_gives_other_bits(topology):
     dep = order10("plain", topology)
     declared = evaluate(dep)
     seen = {declared.params}
-    for mutant in MUTANTS:
+    for mutant in REPLICATED_MUTANTS:
         got = evaluate(dep, mutant=mutant)
         assert got.params not in seen, mutant
         seen.add(got.params)
-    assert len(seen) == 1 + len(MUTANTS) == 4
+    assert len(seen) == 1 + len(REPLICATED_MUTANTS) == 5
 
 
 def test_mutants_compute_what_they_claim():
@@ -125,21 +129,46 @@ def test_mutants_compute_what_they_claim():
     # unweighted: each owner's own mean, all weighing one, added in the star's order
     means = [([g[0] / n, g[1] / n], 1) if n else ([0.0, 0.0], 0) for g, n in leaves]
     assert list(evaluate(dep, mutant="unweighted-mean").params) == plain_step(star(means), W0)
-    # duplicated mass: owner 0 (the first leaf with samples) counts its sample twice
+    # duplicate mass: owner 0 (the first leaf with samples) counts its sample twice
     g, n = star(leaves)
-    assert list(evaluate(dep, mutant="duplicated-mass").params) == plain_step((g, n + 1), W0)
-    # swapped branch: the same as declaring the swapped tree explicitly
+    assert list(evaluate(dep, mutant="duplicate-mass").params) == plain_step((g, n + 1), W0)
+    # deliver to the next owner: coordinate 1 (owner 1's) is updated from coordinate 0's sum
+    # (owner 0's), coordinate 0 (owner 0's) from owner 9's, who holds no coordinate: +0.0
+    assert list(evaluate(dep, mutant="deliver-to-next").params) == plain_step(([0.0, g[0]], n), W0)
+    # swap branch: the same as declaring the swapped tree explicitly
     t = Hierarchy(2)
     from alphac.plan.protocol import build_tree
     explicit = ExplicitTree(_swapped(build_tree(10, t)), "group", tuple(range(10)))
-    assert (evaluate(order10("plain", t), mutant="swapped-branch").params
+    assert (evaluate(order10("plain", t), mutant="swap-branch").params
             == evaluate(order10("plain", explicit)).params)
 
 
-def test_swapped_branch_needs_three_owners():
+def test_mutants_that_do_not_apply_refuse_and_unknown_names_are_errors():
     L = lsq_learner("plain", "indexed", ROWS[:3], (1, 2), W0, 1.0)
-    with pytest.raises(ValueError, match="swapped-branch"):
-        evaluate(deployment(L, 2), mutant="swapped-branch")
+    with pytest.raises(Refusal, match="swap-branch") as info:
+        evaluate(deployment(L, 2), mutant="swap-branch")
+    assert info.value.code == "mutant-not-applicable"
+    with pytest.raises(Refusal, match="stale-replica") as info:
+        evaluate(deployment(L, 2), mutant="stale-replica")
+    assert info.value.code == "mutant-not-applicable"
+    one = lsq_learner("plain", "indexed", ROWS[:3], (3,), W0, 1.0)
+    with pytest.raises(Refusal, match="deliver-to-next"):
+        evaluate(deployment(one, 1), mutant="deliver-to-next")
     with pytest.raises(ValueError, match="mutant must be one of"):
         evaluate(deployment(L, 2), mutant="reversed")
+    with pytest.raises(ValueError, match="mutant must be one of"):  # the old spelling is gone
+        evaluate(deployment(L, 2), mutant="swapped-branch")
     assert isinstance(TreeLeaf(0), TreeLeaf)
+
+
+def test_stale_replica_refuses_at_the_second_update_by_the_runtimes_code():
+    part = Partitioning(parameters=True, gradients=True)
+    dep = deployment(lsq_learner("plain", "indexed", ROWS, SHARES10, W0, 1.0), 10, Star(), 3, part)
+    assert evaluate(dep, 1, mutant="stale-replica").params == evaluate(dep, 1).params
+    with pytest.raises(Refusal) as info:
+        evaluate(dep, mutant="stale-replica")
+    assert info.value.code == "data-parallel-replica-version"
+    assert info.value.update == 1
+    assert info.value.line() == ("refused: data-parallel-replica-version: update 1: the contribution "
+                                 "of version 1 reads the read replica of version 0, kept from the "
+                                 "first update")

@@ -114,6 +114,8 @@ def test_every_mutant_changes_the_bits_of_the_order_gate(name):
     dep = load(name)
     declared = evaluate(dep)
     for m in MUTANTS:
+        if m == "stale-replica":  # needs partitioned parameters
+            continue
         r = evaluate(dep, mutant=m)
         assert (r.params, r.state) != (declared.params, declared.state), m
 
@@ -124,6 +126,6 @@ def test_weight_mutants_change_the_bits_of_the_four_owner_gates(name):
     # which is why the order gate above uses ten owners and a wide dynamic range
     dep = load(name)
     declared = evaluate(dep)
-    for m in ("duplicated-mass", "unweighted-mean"):
+    for m in ("duplicate-mass", "unweighted-mean", "deliver-to-next"):
         r = evaluate(dep, mutant=m)
         assert (r.params, r.state) != (declared.params, declared.state), m

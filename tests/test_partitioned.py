@@ -131,6 +131,17 @@ def test_seven_owners_fully_partitioned_adam_equals_replicated_hierarchy():
     assert _assemble(dep, run) == _replicated_words(name + "-replicated", _replicated(dep))
 
 
+# five coordinates on four owners: slices of different sizes -------------------------------
+
+def test_five_coordinates_on_four_owners_equal_the_replicated_star():
+    name = "lsq_momentum_partitioned_star5"
+    dep = session.deployment(f"{SPECS}/{name}.alpha")
+    assert (dep.owners, dep.learner.k, dep.learner.samples.shares) == (4, 5, (2, 0, 1, 3))
+    run = _launch(name, dep)
+    assert [run.outputs[o].param_coords for o in range(4)] == [(0, 4), (1,), (2,), (3,)]
+    assert _assemble(dep, run) == _replicated_words(name + "-replicated", _replicated(dep))
+
+
 # gradient partitioning off vs on ------------------------------------------------------------
 
 def test_gradient_partitioning_off_and_on_give_the_same_words():

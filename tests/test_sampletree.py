@@ -18,9 +18,10 @@ import pytest
 from alphac import driver
 from alphac.image.image import NO_EXPECT, build_image
 from alphac.ir import nodes as n
-from alphac.oracle import Refusal, evaluate
+from alphac.oracle import MUTANTS, Refusal, evaluate
 from alphac.oracle import sampletree as oracle_tree
 from alphac.plan import compatible, plan
+from alphac.plan.mutants import MutantError
 from alphac.plan.render import plan_dot, plan_json, plan_text
 from alphac.plan.sampletree import height, place, stack_depth
 from test_plan_sim import sample_tree_expr, simulate
@@ -298,9 +299,17 @@ def test_a_non_finite_branch_names_its_samples_and_owner():
     assert (err.value.program, err.value.owner, err.value.statement) == ("combine", 1, "branch s[6,8)")
 
 
-def test_mutants_are_not_defined_on_the_sample_tree():
-    with pytest.raises(ValueError, match="sample tree"):
-        evaluate(GATE4, mutant="swapped-branch")
+@pytest.mark.parametrize("mutant", MUTANTS)
+def test_mutants_are_not_defined_on_the_sample_tree(mutant):
+    dep = dataclasses.replace(GATE4, checkpoint=n.Checkpoint())
+    with pytest.raises(Refusal) as err:
+        evaluate(dep, mutant=mutant)
+    assert (err.value.code, err.value.detail) == (
+        "mutant-not-applicable", f"mutant {mutant} is defined on trees over owners, not on the sample tree")
+    with pytest.raises(MutantError) as err:
+        plan(dep, mutant)
+    assert str(err.value) == (f"mutant-not-applicable: mutant {mutant}: the mutants are defined on trees "
+                              "over owners, not on the sample tree")
 
 
 # ----------------------------------------------------------------------------- check time

@@ -26,8 +26,10 @@ RESUME_MODES = {"ResumeSameContract": "same", "ResumeNewContract": "new"}
 ROLE_NAME = re.compile(r"[a-z][a-z0-9_-]*")
 MAX_ROLE_NAME = 64
 
-# The meaning of the deployment families' constructors: which target or profile they name.
+# The meaning of the deployment families' constructors: which target, combine placement or
+# profile they name.
 TARGETS = {"TargetX86_64": "x86_64", "TargetAArch64": "aarch64", "TargetSM86": "sm86"}
+PLACEMENTS = {"CombineAtBranchOwners": "branch-owners", "CombineAtBlockOwners": "block-owners"}
 PROFILE_WORDS = {
     "StdBinary64": "binary64", "StdBinary32": "binary32", "StdRoundNearestEven": "nearest-even",
     "StdSubnormalsPreserve": "preserve", "StdSubnormalsFlushToZero": "flush-to-zero",
@@ -189,7 +191,8 @@ class Lowering:
         for name, lower in (("deploymentTopology", self._topology),
                             ("deploymentPartitioning", self._partitioning),
                             ("deploymentContract", self._contract),
-                            ("deploymentCheckpoint", self._checkpoint)):
+                            ("deploymentCheckpoint", self._checkpoint),
+                            ("deploymentCombinePlacement", self._combine_placement)):
             v = f.get(name)
             parts[name] = lower(v) if whole(v) else None
         roles_v = f.get("deploymentRoles")
@@ -218,7 +221,9 @@ class Lowering:
                              parts["deploymentTopology"], parts["deploymentPartitioning"],
                              roles, placement, f["deploymentUpdates"].n,
                              parts["deploymentContract"], parts["deploymentCheckpoint"],
-                             source_file, obj.span)
+                             source_file, obj.span,
+                             combine_placement=parts["deploymentCombinePlacement"],
+                             combine_placement_span=f["deploymentCombinePlacement"].span)
 
     def resume(self, obj: VObj, source_file: str) -> tuple[VObj, ir.Resume] | None:
         """The deployment object a resume declaration names and its IR, or None when one of
@@ -292,13 +297,20 @@ class Lowering:
                                              built[id(n.fields["orderedCombineRight"])], n.span)
         return built[id(node)]
 
-    def _partitioning(self, p: VObj) -> ir.Partitioning:
-        if p.ctor == "DataParallelReplicated":
-            return ir.Partitioning(span=p.span)
+    def _partitioning(self, p: VObj) -> ir.Partitioning | None:
         f = p.fields
+        blocks = f["partitionBlockWords"]
+        if blocks.n < 1:
+            self.bag.error("partition-block-words", f"partitionBlockWords is {blocks.n}; a "
+                           "coordinate block holds at least one coordinate", blocks.span,
+                           ["block b (coordinates b*B .. b*B + B - 1) belongs to owner b mod n; "
+                            "B = 1 gives coordinate i to owner i mod n"])
+            return None
+        if p.ctor == "DataParallelReplicated":
+            return ir.Partitioning(span=p.span, block_words=blocks.n)
         return ir.Partitioning(f["partitionOptimizerState"].b, f["partitionParameters"].b,
                                f["partitionGradients"].b, f["partitionWordsPerCoordinate"].n,
-                               nats(f["partitionSharedState"]), p.span)
+                               nats(f["partitionSharedState"]), p.span, blocks.n)
 
     def _roles(self, v: VList, owners: int) -> tuple[ir.Role, ...]:
         roles = []
@@ -392,6 +404,9 @@ class Lowering:
         relation = "exact" if rel.ctor == "NumericalExact" else \
             f"ulps:{rel.fields['numericalBoundUlps'].n}"
         return ir.Contract(profile, relation, c.span)
+
+    def _combine_placement(self, c: VObj) -> str:
+        return PLACEMENTS[c.ctor]
 
     def _checkpoint(self, c: VObj) -> ir.Checkpoint:
         if c.ctor == "CheckpointNever":

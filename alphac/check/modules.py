@@ -30,6 +30,7 @@ class FieldSchema:
     name: str
     type: ast.TypeExpr
     span: Span
+    default: ast.Expr | None = None  # checked where the family is declared (values.py)
 
 
 @dataclass(frozen=True)
@@ -246,7 +247,7 @@ class World:
                                    f"field {member.name} is declared twice in {current[0].name}",
                                    member.span)
                     continue
-                current[1].append(FieldSchema(member.name, member.type, member.span))
+                current[1].append(FieldSchema(member.name, member.type, member.span, member.default))
         if current is not None:
             ctors.append(CtorSchema(current[0].name, key, tuple(current[1]), current[0].span))
         return FamilySchema(key, decl.name, info.name, tuple(params), tuple(ctors), decl.span)

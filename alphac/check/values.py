@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from alphac.check import words as W
-from alphac.check.modules import ModuleInfo, World
+from alphac.check.modules import CtorSchema, FieldSchema, ModuleInfo, World
 from alphac.diagnostics import NO_SPAN, Span
 from alphac.syntax import ast
 
@@ -218,6 +218,7 @@ class Evaluator:
         self.world = world
         self.bag = world.bag
         self.memo: dict[tuple[str, str], object] = {}
+        self.defaults: dict[tuple[str, str, str], object] = {}  # (family, ctor, field) -> value
 
     # ------------------------------------------------------------------ types
     def resolve_type(self, info: ModuleInfo, t: ast.TypeExpr, params: dict | None = None):
@@ -257,8 +258,8 @@ class Evaluator:
         return Ty(schema.key, tuple(args))
 
     def validate_families(self) -> None:
-        """Resolve every declared parameter and field type, so unknown types are reported
-        even in families no value uses."""
+        """Resolve every declared parameter and field type, and check every field's default,
+        so unknown types and bad defaults are reported even in families no value uses."""
         for info in list(self.world.modules.values()):
             for schema in info.families.values():
                 params = {}
@@ -267,7 +268,33 @@ class Evaluator:
                     params[name] = ANY
                 for ctor in schema.ctors:
                     for f in ctor.fields:
-                        self.resolve_type(info, f.type, params)
+                        if f.default is None:
+                            self.resolve_type(info, f.type, params)
+                        else:
+                            self.default_of(ctor, f)
+
+    def default_of(self, ctor: CtorSchema, fs: FieldSchema):
+        """The value of field `fs`'s default, or None after reporting (at the default). It is
+        checked once, in the module that declares the family, against the field's type with
+        the family's erased parameters unspecified; every application omitting the field
+        shares it."""
+        key = (ctor.family, ctor.name, fs.name)
+        state = self.defaults.get(key)
+        if state is _BUSY:
+            self.bag.error("cyclic-definition", f"the default of {ctor.name}'s field {fs.name} "
+                           "is defined in terms of itself", fs.default.span)
+            self.defaults[key] = None
+            return None
+        if key in self.defaults:
+            return state
+        self.defaults[key] = _BUSY
+        module_name, _, family_name = ctor.family.rpartition(".")
+        home = self.world.modules[module_name]
+        params = {name: ANY for name, _ in home.families[family_name].params}
+        fty = self.resolve_type(home, fs.type, params)
+        value = self.check(home, fs.default, fty) if isinstance(fty, Ty) else None
+        self.defaults[key] = value
+        return value
 
     def _nat_value_name(self, info: ModuleInfo, name: str) -> bool:
         found = self.world.lookup(info, name, "values", NO_SPAN, report=False)
@@ -562,7 +589,7 @@ class Evaluator:
         if ctor.family != ty.key:
             family = ctor.family.rpartition(".")[2]
             self.bag.error("type-mismatch",
-                           f"{ctor.name} builds a {family}, expected {ty}", e.span)
+                           f"{ctor.name} builds {_a(family)}, expected {ty}", e.span)
             return None
         module_name, _, family_name = ctor.family.rpartition(".")
         home = self.world.modules[module_name]
@@ -589,10 +616,21 @@ class Evaluator:
             v = self.check(info, init.value, fty)
             ok = ok and v is not None
             given[init.name] = v
+        for fs in ctor.fields:
+            if fs.name not in given and fs.default is not None:
+                given[fs.name] = self.default_of(ctor, fs)  # None: reported at the default
+                ok = ok and given[fs.name] is not None
         missing = [f.name for f in ctor.fields if f.name not in given]
         if missing:
+            notes = [f"a bare {ctor.name} gives only the fields that have defaults; write "
+                     f"{ctor.name} {{ {missing[0]} = ..., ... }}"] if bare else []
             self.bag.error("missing-field",
                            f"{ctor.name} needs field{'s' if len(missing) > 1 else ''} "
-                           f"{', '.join(missing)}", e.span)
+                           f"{', '.join(missing)}", e.span, notes)
             ok = False
         return VObj(ty.key, ctor.name, given, e.span, ty.args, complete=ok)
+
+
+def _a(noun: str) -> str:
+    """`noun` with its indefinite article: "an Edge", "a Deployment"."""
+    return ("an " if noun[:1].lower() in "aeiou" else "a ") + noun

@@ -26,10 +26,12 @@ def contract_fields(line: str) -> dict:
 
 
 def layout_fields(line: str) -> dict:
+    """The layout line's fields; a line without `block-words B` has B = 1."""
     f = line.split(" ")
     return {"line": line, "owners": int(f[1]), "parameters": f[3], "state": f[5],
             "words_per_coordinate": int(f[7]),
-            "shared": [] if f[9] == "-" else [int(x) for x in f[9].split(",")]}
+            "shared": [] if f[9] == "-" else [int(x) for x in f[9].split(",")],
+            "block_words": int(f[11]) if len(f) > 11 else 1}
 
 
 def _manifest(d: Path, m: Manifest, owner: int | None) -> dict:

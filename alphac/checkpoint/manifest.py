@@ -126,7 +126,7 @@ _PATTERNS = {
     "learner": r"learner (contribution " + _HEX64 + r" update " + _HEX64 + r" k \d+ m \d+ s \d+)",
     "contract": r"contract (\S+ \S+ \S+ \S+ \S+ " + _HEX64 + r" .+)",
     "layout": r"layout (owners \d+ parameters (?:replicated|partitioned) state (?:replicated|partitioned) "
-              r"words-per-coordinate \d+ shared (?:-|\d+(?:,\d+)*))",
+              r"words-per-coordinate \d+ shared (?:-|\d+(?:,\d+)*)(?: block-words [1-9]\d*)?)",
     "region": r"region (parameters|state) (\d+)",
     "owners": r"owners (\d+(?: \d+)*)",
     "manifest": r"manifest (\d+) (manifest-\d+\.txt) (" + _HEX64 + ")",

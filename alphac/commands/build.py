@@ -1,5 +1,6 @@
-"""`alphac build SPEC --role R --target T | --all [-o DIR]`: check, plan, and build one
-executable per (role, target), each reported on one line."""
+"""`alphac build SPEC --role R --target T | --all [-o DIR] [--mutant NAME]`: check, plan,
+and build one executable per (role, target), each reported on one line; with `--mutant`,
+an executed mutant's executables (a testing aid) instead of the declared program's."""
 
 from __future__ import annotations
 
@@ -22,20 +23,30 @@ leave no partial executable behind; the status is 128 + the signal's number:
 130, 143, 129."""
 
 
+def mutant_help(what: str) -> str:
+    """The --mutant option's help, for build and launch."""
+    return (f"{what} an executed mutant instead of the declared program, a testing aid: its "
+            "executables (named ...-mutant-NAME, with their own protocol identity) complete "
+            "their communication but compute other words, so that a comparison with the oracle "
+            "must catch them. " + "; ".join(f"{k}: {v}" for k, v in driver.MUTANTS.items()) + ".")
+
+
 @click.command("build", epilog=EPILOG)
 @click.argument("spec", type=str)
 @click.option("--role", help="The role to build (see `alphac plan`); alone: on every target it is placed on.")
 @click.option("--target", help="The target: x86_64 or aarch64; alone: every role placed on it.")
 @click.option("--all", "build_all", is_flag=True, help="Build every (role, target) the placement needs.")
 @click.option("-o", "--output", "out_dir", default="out", show_default=True, help="Output directory.")
-def command(spec: str, role: str | None, target: str | None, build_all: bool, out_dir: str) -> None:
+@click.option("--mutant", type=click.Choice(list(driver.MUTANTS)), default=None, help=mutant_help("Build"))
+def command(spec: str, role: str | None, target: str | None, build_all: bool, out_dir: str,
+            mutant: str | None) -> None:
     """Compile SPEC into native executables, one per role and target."""
     from alphac.launch.runner import interruptible
 
     # this process is the command: a compiler it started gets SIGTERM too (see run)
     with interruptible(forward=True):
         try:
-            status = run(spec, role, target, build_all, out_dir)
+            status = run(spec, role, target, build_all, out_dir, mutant)
         except KeyboardInterrupt as exc:  # before or after run's own handling
             status = interrupted(exc)
     sys.exit(status)
@@ -73,26 +84,31 @@ def select_pairs(dep, role: str | None, target: str | None, build_all: bool) -> 
             if (role is None or r == role) and (target is None or t == target)]
 
 
-def load_plan(spec: str):
-    """The checked deployment's plan, or None after printing why not."""
+def load_plan(spec: str, mutant: str | None = None):
+    """The checked deployment's plan (its executed mutant's, if given), or None after
+    printing why not."""
     try:
-        return driver.plan(driver.deployment(spec))
+        return driver.plan(driver.deployment(spec), mutant)
     except ImportError as exc:
         _error("build-usage", f"a stage is missing from this installation ({exc})")
         return None
     except CompileError as exc:
         print_diagnostics(exc)
         return None
+    except driver.MutantError as exc:
+        _error(exc.code, exc.message)
+        return None
 
 
-def run(spec: str, role: str | None, target: str | None, build_all: bool, out_dir: str) -> int:
+def run(spec: str, role: str | None, target: str | None, build_all: bool, out_dir: str,
+        mutant: str | None = None) -> int:
     """The build with its exit status; SIGINT, SIGTERM and SIGHUP are handled like Ctrl-C
     from the first step to the last, and the previous handlers restored afterwards."""
     from alphac.launch.runner import Interrupted, interruptible
 
     with interruptible() as interrupts:
         try:
-            status = _run(spec, role, target, build_all, out_dir)
+            status = _run(spec, role, target, build_all, out_dir, mutant)
         except KeyboardInterrupt as exc:
             return interrupted(exc)
         except Exception:
@@ -104,14 +120,15 @@ def run(spec: str, role: str | None, target: str | None, build_all: bool, out_di
         return status
 
 
-def _run(spec: str, role: str | None, target: str | None, build_all: bool, out_dir: str) -> int:
+def _run(spec: str, role: str | None, target: str | None, build_all: bool, out_dir: str,
+         mutant: str | None) -> int:
     if not build_all and role is None and target is None:
         _error("build-usage", "give --role ROLE and/or --target TARGET, or --all")
         return 2
     if build_all and (role is not None or target is not None):
         _error("build-usage", "--all builds every (role, target); give it alone")
         return 2
-    the_plan = load_plan(spec)
+    the_plan = load_plan(spec, mutant)
     if the_plan is None:
         return 1
     try:

@@ -63,6 +63,8 @@ def render(s: dict) -> str:
         ("placement", " ".join(s.get("placement", []))),
         ("updates", str(s.get("updates", "?"))),
     ]
+    if s.get("mutant"):  # built as an executed mutant: it computes other words on purpose
+        rows.append(("mutant", f"{s['mutant']} (a testing aid: not the declared program)"))
     return _rows(rows)
 
 
@@ -93,7 +95,7 @@ def render_checkpoint(c: dict) -> str:
                      f"{contract['topology']}; order sha256 {contract['order_digest'][:16]}"),
         ("layout", f"{layout['owners']} owners; parameters {layout['parameters']}, state "
                    f"{layout['state']}; {layout['words_per_coordinate']} words per coordinate; "
-                   f"shared {shared}"),
+                   f"shared {shared}; blocks of {layout['block_words']}"),
         ("regions", ", ".join(f"{name} {words}" for name, words in c["regions"].items())),
         ("resumed-from", "-" if resumed is None else
          f"version {resumed['version']} ({resumed['contract']} contract), manifest sha256 "

@@ -2,7 +2,9 @@
 
 Prints the table (owner, role, target, version, digest, oracle) or, with --json, the keys of
 `alphac oracle --json` plus `match` per owner and at the top. Exit 0 only if every owner
-matched; a failed owner's stderr is shown on stderr. The spec is loaded through
+matched; a failed owner's stderr is shown on stderr. With `--mutant NAME` the owners are an
+executed mutant's executables: every owner should mismatch the declared program's oracle,
+and a note says whether they computed the oracle's evaluation of the mutant. The spec is loaded through
 alphac.driver; running the owners is alphac.launch's (which builds through the driver).
 Ctrl-C, SIGTERM and SIGHUP stop the launch in any phase, every owner first (exit 128 +
 the signal's number).
@@ -16,6 +18,7 @@ import sys
 import click
 
 from alphac import driver
+from alphac.commands.build import mutant_help
 from alphac.commands.report import diagnostics as print_diagnostics
 from alphac.commands.report import error, interrupted, stage_error
 from alphac.diagnostics import CompileError
@@ -45,8 +48,10 @@ partial executable is left, and the status is 128 + the signal's number: 130,
                    "count or tree); without it the checkpoint's order of operations must be this one's.")
 @click.option("--timeout", type=float, default=120.0, show_default=True,
               help="Seconds before every owner is stopped.")
+@click.option("--mutant", type=click.Choice(list(driver.MUTANTS)), default=None,
+              help=mutant_help("Run") + " Every owner is then expected to mismatch (exit 1).")
 def command(spec: str, rounds: int | None, as_json: bool, out_dir: str, checkpoint_dir: str | None,
-            resume: str | None, new_contract: bool, timeout: float) -> None:
+            resume: str | None, new_contract: bool, timeout: float, mutant: str | None) -> None:
     """Build if needed, run every owner on 127.0.0.1, compare each with the oracle."""
     from alphac.launch.runner import interruptible
 
@@ -57,7 +62,7 @@ def command(spec: str, rounds: int | None, as_json: bool, out_dir: str, checkpoi
     with interruptible(forward=True):
         try:
             status = run(spec, rounds, as_json, out_dir, timeout, checkpoint_dir=checkpoint_dir,
-                         resume=resume, new_contract=new_contract)
+                         resume=resume, new_contract=new_contract, mutant=mutant)
         except KeyboardInterrupt as exc:  # before or after run's own handling
             status = interrupted(exc, "; every owner was stopped")
     sys.exit(status)
@@ -83,6 +88,10 @@ def print_failures(report, err=None) -> None:
     if report.oracle_refusal:
         agree = "; every owner refused by the same code" if report.refusals_agree else ""
         print(f"alphac: note: the oracle refuses: {report.oracle_refusal}{agree}", file=err)
+    if report.mutant:
+        did = "computed" if report.mutant_match else "did not compute"
+        print(f"alphac: note: built as mutant {report.mutant}: the owners {did} the oracle's "
+              "evaluation of the mutant", file=err)
     for owner, text in sorted(report.stderr.items()):
         print(f"--- owner {owner} stderr ---", file=err)
         print(text.rstrip("\n"), file=err)

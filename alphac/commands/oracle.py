@@ -1,7 +1,9 @@
-"""`alphac oracle SPEC [--resume PATH] [--new-contract] [--rounds N] [--json]`: every owner's
-words after N updates. A resumed deployment (`--resume PATH`, or a resume declaration in
-SPEC) starts from the checkpoint's words at its version u and evaluates updates u, u+1, ...
-(by default up to the deployment's update count, or N more).
+"""`alphac oracle SPEC [--resume PATH] [--new-contract] [--rounds N] [--mutant NAME] [--json]`:
+every owner's words after N updates. A resumed deployment (`--resume PATH`, or a resume
+declaration in SPEC) starts from the checkpoint's words at its version u and evaluates
+updates u, u+1, ... (by default up to the deployment's update count, or N more). With
+`--mutant NAME`, the oracle's evaluation of that executed mutant instead of the declared
+program: what `alphac build --mutant NAME` executables must compute.
 
 The table lists, per owner: owner, role, target, version, digest, then the parameter and
 state words it holds as 16-digit lowercase hex. `--json` prints the keys documented in
@@ -32,19 +34,22 @@ WORDS_PER_LINE = 4
               help="Start from the checkpoint directory PATH (default: SPEC's resume declaration).")
 @click.option("--new-contract", is_flag=True,
               help="The resume starts a new contract on the checkpoint's state.")
+@click.option("--mutant", type=click.Choice(list(driver.MUTANTS)), default=None,
+              help="Evaluate this executed mutant instead of the declared program (a testing aid; "
+                   "docs/oracle.md): the words `alphac build --mutant` executables compute.")
 @click.option("--json", "as_json", is_flag=True, help="Per-owner words as JSON (keys in the README).")
 def command(spec: str, rounds: int | None, resume: str | None, new_contract: bool,
-            as_json: bool) -> None:
+            mutant: str | None, as_json: bool) -> None:
     """Evaluate SPEC's deployment with the independent binary64 oracle."""
-    sys.exit(run(spec, rounds, as_json, resume, new_contract))
+    sys.exit(run(spec, rounds, as_json, resume, new_contract, mutant))
 
 
-def protocol_hex(dep) -> str | None:
-    """`alphac plan`'s protocol identity of `dep` as 16 hex digits; None when the deployment
-    cannot be planned (`alphac plan` prints why)."""
+def protocol_hex(dep, mutant: str | None = None) -> str | None:
+    """`alphac plan`'s protocol identity of `dep` (or of its executed mutant) as 16 hex
+    digits; None when the deployment cannot be planned (`alphac plan` prints why)."""
     try:
-        return driver.plan(dep).protocol_hex
-    except CompileError:
+        return driver.plan(dep, mutant).protocol_hex
+    except (CompileError, driver.MutantError):
         return None
 
 
@@ -52,12 +57,13 @@ def hex_word(w: int) -> str:
     return f"{int(w):016x}"
 
 
-def as_json(spec: str, result, protocol: str | None = None, resume=None) -> dict:
+def as_json(spec: str, result, protocol: str | None = None, resume=None, mutant: str | None = None) -> dict:
     out = {
         "spec": spec,
         "deployment": result.deployment,
         "rounds": result.rounds,
         "protocol": protocol,
+        **({"mutant": mutant} if mutant else {}),
         "owners": [{
             "owner": o.owner,
             "role": o.role,
@@ -83,11 +89,13 @@ def _word_lines(name: str, words: tuple[int, ...]) -> list[str]:
     return out
 
 
-def as_table(spec: str, result, resume=None) -> str:
+def as_table(spec: str, result, resume=None, mutant: str | None = None) -> str:
     head = f"oracle: {result.deployment} ({spec}) after {result.rounds} updates"
     if resume is not None:
         head += (f" from version {result.start} of {resume.path} ({resume.mode} contract), "
                  f"version {result.version}")
+    if mutant:
+        head += f", evaluated as mutant {mutant}"
     lines = [head]
     for o in result.owners:
         lines.append(f"owner {o.owner}  role {o.role}  target {o.target}  "
@@ -98,7 +106,7 @@ def as_table(spec: str, result, resume=None) -> str:
 
 
 def run(spec: str, rounds: int | None, as_json_flag: bool, resume: str | None = None,
-        new_contract: bool = False) -> int:
+        new_contract: bool = False, mutant: str | None = None) -> int:
     try:
         dep = driver.deployment(spec)
     except CompileError as err:
@@ -111,12 +119,12 @@ def run(spec: str, rounds: int | None, as_json_flag: bool, resume: str | None = 
               file=sys.stderr)
         return 1
     try:
-        result = driver.oracle(dep, rounds)
+        result = driver.oracle(dep, rounds, mutant)
     except driver.Refusal as r:
         print(r.line(), file=sys.stderr)
         return 1
     if as_json_flag:
-        print(json.dumps(as_json(spec, result, protocol_hex(dep), dep.resume), indent=2))
+        print(json.dumps(as_json(spec, result, protocol_hex(dep, mutant), dep.resume, mutant), indent=2))
     else:
-        print(as_table(spec, result, dep.resume))
+        print(as_table(spec, result, dep.resume, mutant))
     return 0

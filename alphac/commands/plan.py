@@ -17,7 +17,8 @@ from alphac.diagnostics import CompileError, sources_of
 @click.option("--json", "as_json", is_flag=True, help="The plan as JSON (keys documented in the README).")
 @click.option("--dot", "as_dot", is_flag=True, help="The combine tree as Graphviz dot.")
 def command(spec: str, as_json: bool, as_dot: bool) -> None:
-    """Plan SPEC's deployment: combine tree, phases, each owner's protocol and bytes."""
+    """Plan SPEC's deployment: partitioning and coordinate blocks, combine tree, phases,
+    shard maps, each owner's protocol and bytes."""
     if as_json and as_dot:
         click.echo("alphac: error: --json and --dot exclude each other", err=True)
         sys.exit(2)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from alphac import codes, wire
 from alphac.image import format as fmt
-from alphac.image.image import NO_EXPECT, OP_WORDS
+from alphac.image.image import MEAN_ZERO, NO_EXPECT, OP_WORDS
 from alphac.plan import protocol
 
 HEADER_NAME = "alphac_gen.h"
@@ -61,6 +61,7 @@ def runtime_header() -> str:
     out.append("")
     define("OP_WORDS", OP_WORDS)
     define("NO_EXPECT", NO_EXPECT, u64=True)
+    define("MEAN_ZERO", MEAN_ZERO, u64=True)
     for kind, code in protocol.OP_CODE.items():
         define(f"OP_{_c(kind)}", code)
     define("OP_KINDS", len(protocol.OP_KINDS))

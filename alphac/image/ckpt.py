@@ -49,6 +49,10 @@ def checkpoint_lines(plan) -> CheckpointLines:
     layout_line = (f"owners {dep.owners} parameters {'partitioned' if part.parameters else 'replicated'} "
                    f"state {'partitioned' if part.optimizer_state else 'replicated'} "
                    f"words-per-coordinate {part.words_per_coordinate} shared {shared}")
+    if part.block_words != 1:
+        # appended only where not the default: a line without it is B = 1, so the lines
+        # (and checkpoint identities) of deployments without coordinate blocks stay as they were
+        layout_line += f" block-words {part.block_words}"
     regions = {"parameters": learner.k, "state": learner.m}
     return CheckpointLines(learner_text, contract_line, layout_line, regions,
                            identity_of(learner_text, contract_line, layout_line))

@@ -29,6 +29,8 @@ FIELDS = (
     "ckpt_identity",    # the checkpoint identity (docs/checkpoints.md)
     "run_id",           # the default run id (names a checkpoint's partial directory)
     "resume_mode",      # a declared resume: 0 none, 1 the same contract, 2 a new contract
+    "leaf_mean",        # mutant unweighted-mean: an owner with samples reports sum / share
+    "stale_replica",    # mutant stale-replica: an owner keeps its first read replica
     "str_usage", "str_version", "str_role", "str_deployment", "str_owners",  # text offsets
     "str_ckpt_learner", "str_ckpt_contract", "str_ckpt_layout",  # the manifest's lines
     "str_ckpt_dir",     # the declared checkpoint directory ("" if none)
@@ -41,6 +43,9 @@ SECTIONS = (
     "role_owners", "op_start", "n_update", "n_finish", "n_checkpoint", "ops",
     "peer_start", "peer_count", "peers",
     "sample_row", "share",
+    "leaf_count",       # the sample count the owner's local value reports (its share but in a mutant)
+    "mean_start", "mean_count", "mean_from",  # per role owner: for each word its mean reads,
+                        # the delivered sum it is read from (MEAN_ZERO: +0.0); none: as delivered
     "reg_start", "reg_count", "reg_words",
     "held_start", "held_count", "held_state",
     "run_start", "run_count", "runs",  # per owner (all n): its coordinates as (start, step, count)

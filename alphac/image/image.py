@@ -28,11 +28,13 @@ from alphac.image import format as fmt
 from alphac.image.ckpt import checkpoint_lines, owner_fragments
 from alphac.ir import nodes as ir
 from alphac.plan import separable
+from alphac.plan.mutants import ZERO
 from alphac.plan.protocol import OP_CODE, OwnerProtocol, leaves, peers, register_count
 
 OP_WORDS = 7  # kind, peer, dst, a, b, step, expect
 TAG_WORDS = 2  # a partitioned register's payload ends with the leaf range [lo, hi) it covers
 NO_EXPECT = 2**64 - 1  # an op's `expect` word when there is nothing to check
+MEAN_ZERO = ZERO & (2**64 - 1)  # a `mean_from` word: this word of the mean reads the sum +0.0
 
 _MATCH = {"recv": "send", "digest-recv": "digest-send", "publish-recv": "publish-send",
           "ckpt-recv": "ckpt-send"}
@@ -63,6 +65,8 @@ class OwnerImage:
     peers: tuple[int, ...]
     sample_row: int        # first row of this owner's samples in the image's sample table
     share: int
+    leaf_count: int        # the sample count its local value reports (a mutant's, or share)
+    mean_from: tuple[int, ...]  # the delivered sum each word of its mean reads; (): as delivered
     reg_words: tuple[int, ...]  # data words of each register (sums and count, or assembled words)
     held_state: tuple[int, ...] | None  # state offsets this owner outputs; None: all m
 
@@ -94,6 +98,7 @@ class RoleImage:
     ckpt_lines: object              # alphac.image.ckpt.CheckpointLines
     run_id: int
     resume: tuple[str, int] | None  # a declared resume: (checkpoint path, 1 same / 2 new contract)
+    mutation: object                # alphac.plan.mutants.Mutation: the executed mutant, if any
     leaf_order: tuple[int, ...]
     coord_off: np.ndarray           # state offset of block b's word for coordinate i, at b*k + i
     repl_state: tuple[int, ...] | None  # state offsets every owner holds alike; None: all m
@@ -153,6 +158,8 @@ class RoleImage:
             "str_ckpt_layout": string(self.ckpt_lines.layout),
             "str_ckpt_dir": string(self.ckpt_dir),
             "str_resume": string(self.resume[0] if self.resume else ""),
+            "leaf_mean": int(self.mutation.leaf_mean),
+            "stale_replica": int(self.mutation.stale_replica),
         }
         mask = 2**64 - 1
 
@@ -167,6 +174,7 @@ class RoleImage:
         peer_starts, peer_list = flat(o.peers for o in self.owners)
         reg_starts, reg_words = flat(o.reg_words for o in self.owners)
         held_starts, held = flat(o.held_state or () for o in self.owners)
+        mean_starts, mean_from = flat(o.mean_from for o in self.owners)
         run_starts, runs = flat([w for run in r for w in run] for r in self.runs)
         frag_starts, frags = flat([w for region, fruns in f
                                    for w in (region, sum(c for _, _, c in fruns), len(fruns),
@@ -182,6 +190,9 @@ class RoleImage:
             "peers": peer_list,
             "sample_row": [o.sample_row for o in self.owners],
             "share": [o.share for o in self.owners],
+            "leaf_count": [o.leaf_count for o in self.owners],
+            "mean_start": mean_starts, "mean_count": [len(o.mean_from) for o in self.owners],
+            "mean_from": mean_from,
             "reg_start": reg_starts, "reg_count": [len(o.reg_words) for o in self.owners],
             "reg_words": reg_words,
             "held_start": held_starts,
@@ -223,9 +234,10 @@ def op_steps(protocols: tuple[OwnerProtocol, ...]) -> dict[int, tuple[int, ...]]
 
 def expected_counts(protocols: tuple[OwnerProtocol, ...], shares, steps) -> dict[tuple[int, int], int]:
     """The sample count beneath the value each receive of a sum gets, keyed (owner, op
-    index): the protocol run symbolically, every owner in its op order, a receive waiting
-    for the matching send (found by its step) to be reached. Registers of assembled words
-    (offer, select) hold no count."""
+    index), `shares` the count each owner's local value reports: the protocol run
+    symbolically, every owner in its op order, a receive waiting for the matching send
+    (found by its step) to be reached. Registers of assembled words (offer, select) hold no
+    count."""
     counts: list[dict[int, int | None]] = [{} for _ in protocols]
     sent: dict[tuple[int, int], int | None] = {}
     waiting: dict[tuple[int, int], int] = {}
@@ -338,14 +350,32 @@ def default_run_id(lines, dep) -> int:
     return int(h[:16], 16)
 
 
-def usage_text(dep, role: str, target: str, role_owners, protocol_hex: str) -> str:
+def executable_name(plan, role: str, target: str) -> str:
+    """`{spec}-{role}-{target}`, with `-mutant-NAME` for an executed mutant's executable, so
+    that it never takes a normal build's place."""
+    dep = plan.deployment
+    name = f"{Path(dep.source_file or dep.name).stem}-{role}-{target}"
+    return name if plan.mutant is None else f"{name}-mutant-{plan.mutant}"
+
+
+def mutant_note(plan) -> str:
+    """What a mutant executable's --help and --version say it is ("" for a normal one)."""
+    if plan.mutant is None:
+        return ""
+    return (f"mutant {plan.mutant}: a testing aid; it completes its communication but computes "
+            "other words than the declared program\n")
+
+
+def usage_text(plan, role: str, target: str, role_owners) -> str:
+    dep = plan.deployment
     owners = ", ".join(str(o) for o in role_owners)
     return (
         "usage: EXE --owner I --peers FILE --out PATH [--updates N] [--timeout-ms MS]\n"
         "           [--key FILE] [--listen-any] [--checkpoint-dir DIR] [--resume CKPT [--new-contract]]\n"
         "           [--run-id HEX] [--help] [--version]\n"
         f"  deployment {dep.name}, role {role} (owners {owners}) of {dep.owners}, "
-        f"target {target}, protocol {protocol_hex}\n"
+        f"target {target}, protocol {plan.protocol_hex}\n"
+        f"{'  ' if plan.mutant else ''}{mutant_note(plan)}"
         "  --owner I        this process's owner index (must belong to the role)\n"
         "  --peers FILE     one line per owner: 'OWNER HOST:PORT' (IPv4, [IPv6] or a host name)\n"
         "  --out PATH       where the final words are written (never overwritten); PATH.tmp is\n"
@@ -367,7 +397,8 @@ def usage_text(dep, role: str, target: str, role_owners, protocol_hex: str) -> s
 
 def build_image(plan, role: str, target: str) -> RoleImage:
     """The image of `role`'s executable for `target`; ImageError if the plan needs an op
-    the runtime does not execute or has no such role."""
+    the runtime does not execute, partitions coordinate blocks of more than one word, or
+    has no such role."""
     dep = plan.deployment
     learner = dep.learner
     k, s, m, n = learner.k, learner.s, learner.m, dep.owners
@@ -375,6 +406,13 @@ def build_image(plan, role: str, target: str) -> RoleImage:
     if role_v is None:
         raise ImageError("unknown-role", f"the deployment has no role {role!r}")
     part = dep.partitioning
+    if part.any and part.block_words != 1:
+        # the executables hold a partitioned owner's words as coordinate i mod n; blocks of
+        # B > 1 coordinates are planned and described, not run (a replicated learner holds
+        # every word whatever B is)
+        raise ImageError("coordinate-blocks-unsupported", f"deployment {dep.name} partitions "
+                         f"coordinate blocks of {part.block_words} words: coordinate blocks of "
+                         "more than one word are not built yet")
     protocols = tuple(o.protocol for o in plan.owners)
     for p in protocols:
         for op in p.update_ops + p.finish_ops:
@@ -386,7 +424,8 @@ def build_image(plan, role: str, target: str) -> RoleImage:
     layout = plan.layout
     steps = op_steps(protocols)
     shares = learner.samples.shares
-    counts = expected_counts(protocols, shares, steps)
+    mutated = plan.mutation
+    counts = expected_counts(protocols, mutated.leaf_counts, steps)
     prepared = prepared_owners(protocols)
     below = subtrees(protocols)
     fragments = owner_fragments(plan)
@@ -411,7 +450,9 @@ def build_image(plan, role: str, target: str) -> RoleImage:
         regs = proto.register_words or (k + 1,) * register_count(proto)
         held = tuple(int(j) for j in layout.state_held(o)) if layout.optimizer_state else None
         owners.append(OwnerImage(o, ops, len(proto.update_ops), len(proto.finish_ops),
-                                 len(proto.checkpoint_ops), peers(proto), row, shares[o], tuple(regs), held))
+                                 len(proto.checkpoint_ops), peers(proto), row, shares[o],
+                                 mutated.leaf_counts[o], mutated.mean_from[o],
+                                 tuple(regs), held))
         row += shares[o]
     rows = [learner.samples.owner_rows(o) for o in role_v.owners]
     samples = (np.concatenate([np.asarray(r, dtype=np.uint64).reshape(-1) for r in rows])
@@ -420,8 +461,9 @@ def build_image(plan, role: str, target: str) -> RoleImage:
     repl = tuple(int(j) for j in layout.replicated_state()) if layout.optimizer_state else None
     lines = checkpoint_lines(plan)
     spec = Path(dep.source_file or dep.name).stem
-    version = (f"{spec}-{role}-{target}: deployment {dep.name}, role {role} of {n} owners, "
-               f"target {target}, protocol {plan.protocol_hex}, wire format {wire.WIRE_FORMAT}\n")
+    version = (f"{executable_name(plan, role, target)}: deployment {dep.name}, role {role} of {n} "
+               f"owners, target {target}, protocol {plan.protocol_hex}, wire format "
+               f"{wire.WIRE_FORMAT}\n{mutant_note(plan)}")
     return RoleImage(
         spec=spec, deployment=dep.name, role=role, target=target, protocol_id=plan.protocol_id,
         n=n, k=k, s=s, m=m, updates=dep.updates, rate=learner.rate,
@@ -431,8 +473,8 @@ def build_image(plan, role: str, target: str) -> RoleImage:
         tag_words=TAG_WORDS if part.any else 0, root=plan.tree.owner,
         fragments=tuple(fragments[o] for o in range(n)), ckpt_interval=dep.checkpoint.every,
         ckpt_dir=checkpoint_dir(dep), ckpt_lines=lines, run_id=default_run_id(lines, dep),
-        resume=declared_resume(dep),
+        resume=declared_resume(dep), mutation=mutated,
         leaf_order=tuple(leaves(plan.tree)), coord_off=coord_off, repl_state=repl,
         samples=samples, initial=learner.initial.as_array(),
         initial_state=learner.initial_state.as_array(),
-        usage=usage_text(dep, role, target, role_v.owners, plan.protocol_hex), version=version)
+        usage=usage_text(plan, role, target, role_v.owners), version=version)

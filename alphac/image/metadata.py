@@ -47,6 +47,7 @@ def metadata_for(plan, role: str, target: str, triple: str) -> dict:
         "placement": list(dep.placement),
         "updates": dep.updates,
         "learner": {"k": dep.learner.k, "m": dep.learner.m, "s": dep.learner.s},
+        "mutant": plan.mutant,  # the executed mutant it was built as; None: the declared program
     }
 
 

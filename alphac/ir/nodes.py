@@ -388,6 +388,7 @@ class Deployment:
     # where the combine tree's branches run: "branch-owners" (at the owners the tree names)
     # or "block-owners" (the whole tree for coordinate block b at block b's owner)
     combine_placement: str = "branch-owners"
+    combine_placement_span: Span = _span()  # where its value is written
 
     def role_of(self, owner: int) -> Role:
         for role in self.roles:

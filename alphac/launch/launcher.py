@@ -17,7 +17,7 @@ import hashlib
 import os
 import struct
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping
 
@@ -54,14 +54,12 @@ def needed(dep) -> list[tuple[str, str]]:
     return out
 
 
-def exe_path(dep, role: str, target: str, out_dir: str | Path) -> Path:
-    return Path(out_dir) / f"{spec_stem(dep)}-{role}-{target}"
-
-
 def ensure_built(plan, out_dir: str | Path, force: bool = False,
                  log=None) -> dict[tuple[str, str], Path]:
     """Build each needed (role, target) into out_dir unless an up-to-date one is there
-    (alphac.driver.build)."""
+    (alphac.driver.build). A mutant's executables have their own names (`-mutant-NAME`)
+    and identity, so they never stand in for a normal build's, nor it for theirs."""
+    from alphac import driver
     from alphac.launch.cache import data_files, stale_reason
 
     dep = plan.deployment
@@ -69,12 +67,10 @@ def ensure_built(plan, out_dir: str | Path, force: bool = False,
     out.mkdir(parents=True, exist_ok=True)
     exes: dict[tuple[str, str], Path] = {}
     for role, target in needed(dep):
-        path = exe_path(dep, role, target, out)
+        path = out / driver.executable_name(plan, role, target)
         why = "forced" if force else stale_reason(path, plan.protocol_hex, role, target,
                                                   dep.source_file or None, data_files(dep))
         if why is not None:
-            from alphac import driver
-
             if log:
                 log(f"build {path.name}: {why}")
             path = driver.build(plan, role, target, out)
@@ -212,6 +208,8 @@ class LaunchReport:
     seconds: float
     run_dir: Path
     oracle_refusal: str = ""  # `code: detail` when the oracle refuses the deployment itself
+    mutant: str | None = None  # the executed mutant the owners were built as
+    mutant_match: bool = False  # ... and they computed the oracle's evaluation of it
 
     @property
     def refusals_agree(self) -> bool:
@@ -230,6 +228,7 @@ class LaunchReport:
             "spec": self.spec, "deployment": self.deployment, "rounds": self.rounds,
             "protocol": self.protocol, "match": self.match,
             **({"oracle_refusal": self.oracle_refusal} if self.oracle_refusal else {}),
+            **({"mutant": self.mutant, "mutant_match": self.mutant_match} if self.mutant else {}),
             "owners": [{
                 "owner": r.owner, "role": r.role, "target": r.target, "version": r.version,
                 "params": None if r.params is None else [f"{w:016x}" for w in r.params],
@@ -330,21 +329,40 @@ def run_arguments(checkpoint_dir=None, resume=None, new_contract: bool = False) 
     return tuple(args)
 
 
+def _evaluate(dep, n: int, start, resume, new_contract: bool, mutant: str | None = None):
+    """The oracle's words for the run (or None) and its refusal (or "")."""
+    from alphac import driver
+    from alphac.oracle import Refusal
+
+    try:
+        if start is None:
+            return driver.oracle(dep, n, mutant), ""
+        # the owners run from the checkpoint's version up to update n
+        return driver.oracle(driver.resumed(dep, resume, new_contract), max(0, n - start[2])), ""
+    except Refusal as exc:
+        return None, f"{exc.code}: {exc.detail}"
+
+
 @interruptible()
 def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
            deadline_s: float = 120.0, timeout_ms: int | None = None, spec: str = "",
            plan=None, log=None, checkpoint_dir=None, resume=None,
-           new_contract: bool = False) -> LaunchReport:
+           new_contract: bool = False, mutant: str | None = None) -> LaunchReport:
     """Plan, build what is missing, run every owner, evaluate the oracle, compare. With
     `resume` (or the spec's resume declaration) every owner restores the checkpoint at that
     path, verified whole first, and the oracle continues from its words; `checkpoint_dir`
-    overrides where the deployment's checkpoints go. SIGINT, SIGTERM and SIGHUP raise
-    runner.Interrupted in any of these steps, after every owner is stopped
-    (runner.interruptible; the previous handlers are restored)."""
+    overrides where the deployment's checkpoints go. With `mutant`, the owners are that
+    executed mutant's executables, compared with the declared program's oracle (so every
+    owner should mismatch); the report also says whether they computed the oracle's
+    evaluation of the mutant. SIGINT, SIGTERM and SIGHUP raise runner.Interrupted in any of
+    these steps, after every owner is stopped (runner.interruptible; the previous handlers
+    are restored)."""
     from alphac import driver
-    from alphac.oracle import Refusal
 
-    plan = plan if plan is not None else driver.plan(dep)
+    if mutant is not None and (resume is not None or checkpoint_dir is not None):
+        raise LaunchError("mutant-not-applicable", f"mutant {mutant}: a mutant's words are not the "
+                          "declared program's; it neither writes nor resumes checkpoints")
+    plan = plan if plan is not None else driver.plan(dep, mutant)
     n = dep.updates if rounds is None else rounds
     declared = getattr(dep, "resume", None)
     if resume is None and declared is not None:
@@ -359,12 +377,10 @@ def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
     run = run_plan(dep, exes, new_run_dir(out_dir, spec_stem(dep)), updates=rounds,
                    timeout_ms=timeout_ms, deadline_s=deadline_s, root=plan.tree.owner,
                    extra_argv={o: args for o in range(dep.owners)})
-    try:
-        if start is None:
-            oracle = driver.oracle(dep, n)
-        else:  # the owners run from the checkpoint's version up to update n
-            oracle = driver.oracle(driver.resumed(dep, resume, new_contract), max(0, n - start[2]))
-        refusal = ""
-    except Refusal as exc:
-        oracle, refusal = None, f"{exc.code}: {exc.detail}"
-    return compare(plan, run, oracle, n, spec, refusal)
+    oracle, refusal = _evaluate(dep, n, start, resume, new_contract)
+    report = compare(plan, run, oracle, n, spec, refusal)
+    if mutant is None:
+        return report
+    oracle, refusal = _evaluate(dep, n, None, None, False, mutant)
+    as_mutant = compare(plan, run, oracle, n, spec, refusal)
+    return replace(report, mutant=mutant, mutant_match=as_mutant.match or as_mutant.refusals_agree)

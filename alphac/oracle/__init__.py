@@ -4,7 +4,7 @@ It reads the shared IR and nothing of code generation: a separate model of the d
 order, against which every executable's words are compared bit for bit.
 """
 
-from alphac.oracle.combine import MUTANTS
+from alphac.ir.mutants import NAMES as MUTANTS
 from alphac.oracle.driver import ENGINES, OracleResult, OwnerResult, evaluate
 from alphac.oracle.refusal import Refusal, Site
 from alphac.oracle.resume import Start, start_of

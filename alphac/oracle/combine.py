@@ -1,6 +1,6 @@
 """The declared combine: (Σ contribution, Σ samples) pairs added along the ordered tree,
 left operand first at every branch, then the mean Σg / Σn. Also the mutants the gates
-must tell apart from the declared program.
+must tell apart from the declared program (their names: alphac.ir.mutants).
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ import numpy as np
 from alphac.ir.nodes import TreeBranch, TreeLeaf, TreeNode
 from alphac.oracle.refusal import Refusal, Site, non_finite
 from alphac.oracle.tree import postorder
-
-MUTANTS = ("unweighted-mean", "swapped-branch", "duplicated-mass")
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,10 +67,7 @@ def swap_branch(root: TreeNode) -> TreeNode:
     """The root's right subtree trades places with the right subtree of the root's left
     branch: ((A + B) + C) becomes ((A + C) + B). Exchanging the two operands of a single
     branch could never change bits (binary64 addition is commutative); this changes which
-    partial sums are formed."""
-    if not (isinstance(root, TreeBranch) and isinstance(root.left, TreeBranch)):
-        raise ValueError("swapped-branch needs a root whose left child is a branch "
-                         "(at least three owners)")
+    partial sums are formed. The root and its left child must be branches."""
     left = root.left
     return TreeBranch(root.owner, TreeBranch(left.owner, left.left, root.right), left.right)
 
@@ -93,7 +88,7 @@ def mutate_leaves(leaves: dict[int, Mass], order: list[int], mutant: str,
                                  statement="owner mean", coordinate=f"coordinate {_first_bad(g)}")
             out[o] = Mass(g, 1)  # every owner with samples weighs the same
         return out
-    if mutant == "duplicated-mass":
+    if mutant == "duplicate-mass":
         out = dict(leaves)
         for o in order:
             if leaves[o].n > 0:  # the first leaf with samples counts its mass twice
@@ -101,3 +96,17 @@ def mutate_leaves(leaves: dict[int, Mass], order: list[int], mutant: str,
                 break
         return out
     return leaves
+
+
+def deliver_to_next(m: np.ndarray, n: int) -> np.ndarray:
+    """The mean the update reads when the result meant for owner t (its coordinates' sums)
+    reaches owner t + 1 mod n instead: coordinate i, the j-th of owner o = i mod n (j = i
+    div n), reads the mean of the j-th coordinate of owner o - 1 mod n, ((o - 1) mod n) +
+    j*n; +0.0 where that owner holds fewer than j + 1 coordinates (its slice is shorter).
+    A selection: the sum +0.0 divided by the count is +0.0."""
+    i = np.arange(m.size)
+    source = (i % n - 1) % n + (i // n) * n
+    out = np.zeros(m.size)
+    held = source < m.size
+    out[held] = m[source[held]]
+    return out

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from alphac.ir.nodes import Deployment, Learner, SampleTree
+from alphac.ir.mutants import check_name
+from alphac.ir.nodes import Deployment, Learner, SampleTree, TreeBranch, TreeNode
 from alphac.oracle import sampletree, scalar, vector
-from alphac.oracle.combine import MUTANTS, Mass, combine, mean, mutate_leaves, swap_branch
+from alphac.oracle.combine import Mass, combine, deliver_to_next, mean, mutate_leaves, swap_branch
 from alphac.oracle.layout import param_coordinates, state_offsets
 from alphac.oracle.refusal import Refusal, Site
 from alphac.oracle.tree import combine_tree, leaves as tree_leaves
@@ -230,10 +231,10 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
     """Run `rounds` updates of `dep` and report every owner's words. From the initial words
     by default; from `start` = (parameter words, state words, version u) — a checkpoint's
     (`alphac.oracle.resume.start_of`) — updates u, u+1, ...: by default up to the
-    deployment's update count. `mutant` evaluates one of `combine.MUTANTS` instead of the
-    declared program."""
-    if mutant is not None and mutant not in MUTANTS:
-        raise ValueError(f"mutant must be one of {MUTANTS}, not {mutant!r}")
+    deployment's update count. `mutant` evaluates one of `alphac.ir.mutants.NAMES` instead
+    of the declared program (docs/oracle.md): ValueError for another name; a mutant that
+    does not apply to `dep` refuses `mutant-not-applicable`."""
+    check_name(mutant)
     _validate(dep)
     L = dep.learner
     first = 0
@@ -254,7 +255,8 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
     update = _update_scalar if kind == "scalar" else _update_vector
     by_samples = isinstance(dep.topology, SampleTree)
     if by_samples and mutant is not None:
-        raise ValueError("the mutants are defined on trees over owners, not on the sample tree")
+        raise Refusal("mutant-not-applicable", f"mutant {mutant} is defined on trees over owners, "
+                      "not on the sample tree")
     if not by_samples:
         root = combine_tree(dep.owners, dep.topology)
         order = tree_leaves(root)
@@ -262,8 +264,7 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
             raise Refusal("oracle-inconsistent",
                           f"the combine tree's leaves {order} do not cover owners 0..{dep.owners - 1} "
                           "exactly once")
-        if mutant == "swapped-branch":
-            root = swap_branch(root)
+        root = _mutant_tree(dep, root, mutant)
 
     if start is None:
         params = floats(L.initial.as_array())
@@ -278,13 +279,39 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
         if by_samples:
             params, state = update(L, params, state, _sample_tree_mean(L, params, samples, u, kind), rate, u)
             continue
+        if mutant == "stale-replica" and u > first:
+            raise _stale(u, first)
         sums = contributions(L, params, samples, u)
         leaves = {o: Mass(sums[o], int(shares[o])) for o in range(dep.owners)}
         if mutant is not None:
             leaves = mutate_leaves(leaves, order, mutant, u)
         m_ = mean(combine(root, leaves, u), u)
+        if mutant == "deliver-to-next":
+            m_ = deliver_to_next(m_, dep.owners)
         params, state = update(L, params, state, m_, rate, u)
     return _result(dep, rounds, bits_of(params), bits_of(state), first)
+
+
+def _mutant_tree(dep: Deployment, root: TreeNode, mutant: str | None) -> TreeNode:
+    """The tree the mutant combines along (swap-branch's, else the declared one); refuses
+    `mutant-not-applicable` for a mutant that cannot apply to `dep`."""
+    why = ""
+    if mutant == "swap-branch" and not (isinstance(root, TreeBranch) and isinstance(root.left, TreeBranch)):
+        why = "needs a combine tree whose root has a branch on its left (three leaves or more)"
+    elif mutant == "deliver-to-next" and dep.owners < 2:
+        why = "needs at least two owners (with one, the next owner is the owner itself)"
+    elif mutant == "stale-replica" and not dep.partitioning.parameters:
+        why = "needs partitioned parameters (only they are read through a read replica)"
+    if why:
+        raise Refusal("mutant-not-applicable", f"mutant {mutant} {why}")
+    return swap_branch(root) if mutant == "swap-branch" else root
+
+
+def _stale(u: int, first: int) -> Refusal:
+    """stale-replica: update u's contribution reads the replica kept since update `first`."""
+    return Refusal("data-parallel-replica-version",
+                   f"update {u}: the contribution of version {u} reads the read replica of "
+                   f"version {first}, kept from the first update", site=Site(u, "contribution"))
 
 
 def _result(dep: Deployment, rounds: int, pw: np.ndarray, sw: np.ndarray,

@@ -1,5 +1,7 @@
-"""Which words each owner holds under the deployment's partitioning (coordinate i belongs
-to owner i mod n). The oracle computes the logical state once; this only selects words.
+"""Which words each owner holds under the deployment's partitioning: coordinates come in
+blocks of B (`partitioning.block_words`), coordinate i belonging to owner (i // B) mod n
+(B = 1: owner i mod n). The oracle computes the logical state once, the same for every B;
+this only selects words.
 
 Replicated: every owner holds all k parameters and all m state words. Partitioned
 optimizer state: an owner holds its coordinates' state words (block b's word for
@@ -30,12 +32,20 @@ def state_offsets(dep: Deployment, owner: int) -> np.ndarray:
                       f"but the learner has {m} state words")
     per_coordinate = np.array([o for o in range(m) if o not in set(shared)], dtype=np.int64)
     positions = np.arange(per_coordinate.size)
-    mine = per_coordinate[(positions % k) % n == owner]
+    mine = per_coordinate[_owner_of(positions % k, dep) == owner]
     return np.sort(np.concatenate([mine, np.array(shared, dtype=np.int64)]))
 
 
+def _owner_of(coordinates: np.ndarray, dep: Deployment) -> np.ndarray:
+    return (coordinates // dep.partitioning.block_words) % dep.owners
+
+
 def param_coordinates(dep: Deployment, owner: int) -> np.ndarray:
-    k, n = dep.learner.k, dep.owners
+    """The coordinates whose parameters `owner` holds, ascending: each block b = owner,
+    owner + n, ... contributes its coordinates b*B .. b*B + B - 1 below k."""
+    k, n, B = dep.learner.k, dep.owners, dep.partitioning.block_words
     if not dep.partitioning.parameters:
         return np.arange(k)
-    return np.arange(owner, k, n)
+    blocks = np.arange(owner, -(-k // B), n)
+    coordinates = (blocks[:, None] * B + np.arange(B)).ravel()
+    return coordinates[coordinates < k]

@@ -3,7 +3,9 @@
 Frames and checkpoints carry it; two executables interoperate only if their identities are
 equal. It is the first 8 bytes (big-endian) of the sha256 of a canonical JSON document, so
 it is the same on every run and every machine. It covers the programs, contract, tree and
-partitioning (its block size and the combine's placement where not the default), the wire format version, and a sha256 of the data: the samples with their
+partitioning (its block size and the combine's placement where not the default), the
+executed mutant a plan is built as (if any: mutant executables interoperate only with the
+same mutant), the wire format version, and a sha256 of the data: the samples with their
 shares, the initial parameter and state words, the rate and the update count. So an
 executable built from other data refuses the hello of one built from this data. Roles,
 placement and the checkpoint policy do not take part: they change neither the messages nor
@@ -49,7 +51,8 @@ def data_digest(dep: ir.Deployment, resumed: str | None = None) -> str:
     return h.hexdigest()
 
 
-def identity_document(dep: ir.Deployment, nodes, resumed: str | None = None) -> dict:
+def identity_document(dep: ir.Deployment, nodes, resumed: str | None = None,
+                      mutant: str | None = None) -> dict:
     learner = dep.learner
     topo = dep.topology
     if isinstance(topo, ir.Star):
@@ -83,10 +86,14 @@ def identity_document(dep: ir.Deployment, nodes, resumed: str | None = None) -> 
         doc["partitioning"]["block_words"] = part.block_words
     if dep.combine_placement != "branch-owners":
         doc["combine_placement"] = dep.combine_placement
+    if mutant is not None:
+        doc["mutant"] = mutant
     return doc
 
 
-def protocol_identity(dep: ir.Deployment, nodes, resumed: str | None = None) -> int:
-    """`resumed`: the resumed checkpoint's manifest sha256 when `dep.resume` is set."""
-    digest = sha256_hex(canonical_json(identity_document(dep, nodes, resumed)))
+def protocol_identity(dep: ir.Deployment, nodes, resumed: str | None = None,
+                      mutant: str | None = None) -> int:
+    """`resumed`: the resumed checkpoint's manifest sha256 when `dep.resume` is set;
+    `mutant`: the executed mutant the plan builds (alphac.plan.mutants), if any."""
+    digest = sha256_hex(canonical_json(identity_document(dep, nodes, resumed, mutant)))
     return int(digest[:16], 16)

@@ -1,8 +1,8 @@
 """The owner layout: which owner holds which coordinate, parameter words and state words.
 
-Coordinates come in blocks of `block_words` (B) consecutive coordinates; block b belongs to
-owner b mod n, so with B = 1 (the only block size a deployment has today) coordinate i
-belongs to owner i mod n. What an owner holds follows from the partitioning:
+Coordinates come in blocks of `block_words` (B, the partitioning's `partitionBlockWords`)
+consecutive coordinates; block b belongs to owner b mod n, so with B = 1 (the default)
+coordinate i belongs to owner i mod n. What an owner holds follows from the partitioning:
 
   parameters       its coordinates' parameters when partitioned, else all k;
   optimizer state  when partitioned, its coordinates' per-coordinate state words and every
@@ -51,15 +51,16 @@ class OwnerLayout:
     @classmethod
     def of(cls, dep: ir.Deployment) -> "OwnerLayout":
         """The layout of a deployment."""
-        return cls.build(dep.learner.k, dep.learner.m, dep.owners, dep.partitioning,
-                         dep.partitioning.block_words)
+        return cls.build(dep.learner.k, dep.learner.m, dep.owners, dep.partitioning)
 
     @classmethod
-    def build(cls, k: int, m: int, n: int, partitioning: ir.Partitioning | None = None,
-              block_words: int = 1) -> "OwnerLayout":
+    def build(cls, k: int, m: int, n: int,
+              partitioning: ir.Partitioning | None = None) -> "OwnerLayout":
+        """The layout of k coordinates and m state words over n owners under `partitioning`
+        (its block size included)."""
         part = partitioning or ir.Partitioning()
         return cls(k, m, n, part.parameters, part.optimizer_state, part.gradients,
-                   part.words_per_coordinate, tuple(part.shared_state), block_words)
+                   part.words_per_coordinate, tuple(part.shared_state), part.block_words)
 
     @property
     def w(self) -> int:

@@ -21,6 +21,7 @@ from alphac.plan.contract import NumericalContract, check_profile, derive
 from alphac.plan.identity import protocol_identity
 from alphac.plan.layout import OwnerLayout
 from alphac.plan.memory import OwnerBytes, bytes_per_owner
+from alphac.plan.mutants import Mutation, check_applies, mutant_tree, mutation
 from alphac.plan.phases import (REPLICATE_ALL, Delivery, Transfer, reduce_phase, replicate_phase,
                                 sample_reduce_phase)
 from alphac.plan.sampletree import PlacedSampleTree, place
@@ -63,9 +64,14 @@ class Plan:
     shard_maps: tuple[ShardMap, ...]
     protocol_id: int
     layout: OwnerLayout                      # who holds which coordinate and which words
+    mutation: Mutation                       # the executed mutant built (name None: none)
     # under DataParallelSampleTree: the placed sample tree (the combine); `tree` is then
     # its owner tree (delivery of the total, publication and checkpoint reports)
     sample_tree: PlacedSampleTree | None = None
+
+    @property
+    def mutant(self) -> str | None:
+        return self.mutation.name
 
     @property
     def protocol_hex(self) -> str:
@@ -110,20 +116,38 @@ def _resumed(resume: ir.Resume, fallback: Span, bag: DiagnosticBag) -> str | Non
         return None
 
 
-def plan(dep: ir.Deployment) -> Plan:
-    """Plan one deployment; raises CompileError carrying every diagnostic."""
+def check_combine_placement(dep: ir.Deployment, bag: DiagnosticBag) -> None:
+    """The one place that refuses a combine placement the planner does not build: each
+    branch runs at the owner the tree names (CombineAtBranchOwners); the block placement
+    (the whole tree for coordinate block b at block b's owner, the ordered reduce-scatter)
+    is not built yet."""
+    if dep.combine_placement == "branch-owners":
+        return
+    shown = {"block-owners": "CombineAtBlockOwners"}.get(dep.combine_placement,
+                                                        repr(dep.combine_placement))
+    span = dep.combine_placement_span if dep.combine_placement_span.line > 0 else dep.span
+    bag.error("combine-placement-unsupported", f"the combine placement {shown} is not built "
+              "yet", span,
+              ["the planner places each branch at the owner the tree names "
+               "(CombineAtBranchOwners); either placement gives the same bits"])
+
+
+def plan(dep: ir.Deployment, mutant: str | None = None) -> Plan:
+    """Plan one deployment; raises CompileError carrying every diagnostic. With `mutant`
+    (one of alphac.ir.mutants.NAMES), the plan of that executed mutant instead of the
+    declared program (alphac.plan.mutants; MutantError when it does not apply)."""
     # A 10,000-owner plan allocates a few hundred thousand small acyclic objects; the cycle
     # collector's repeated scans over them cost about a third of the time and free nothing.
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _plan(dep)
+        return _plan(dep, mutant)
     finally:
         if enabled:
             gc.enable()
 
 
-def _plan(dep: ir.Deployment) -> Plan:
+def _plan(dep: ir.Deployment, mutant: str | None) -> Plan:
     bag = DiagnosticBag()
     n = dep.owners
     dspan = dep.span
@@ -140,6 +164,7 @@ def _plan(dep: ir.Deployment) -> Plan:
         bag.error("combine-leaf-missing", "a deployment without owners has nothing to combine", dspan,
                   [f"owners: {n}"])
     check_profile(dep.contract, dspan, bag)
+    check_combine_placement(dep, bag)
     resumed = _resumed(dep.resume, dspan, bag) if dep.resume is not None else None
     # the single answer to who holds what; everything below reads it
     layout = OwnerLayout.of(dep)
@@ -159,14 +184,18 @@ def _plan(dep: ir.Deployment) -> Plan:
             bag.extend(check_shard_map(shard_map, pspan))
     bag.raise_if_any()
     assert shape is not None
-
-    root = shape.root
+    check_applies(dep, shape.root, mutant)
+    mutated = mutation(dep, shape.leaf_order, layout, mutant)
+    root = mutant_tree(shape.root, mutant)
+    if root is not shape.root:  # swap-branch: the owners combine along another tree
+        shape = shape_of(root)
     if part.gradients:
-        deliveries = tuple(Delivery(t) for t in range(n))
+        deliveries = tuple(Delivery(t) for t in mutated.targets)
     else:
         deliveries = (REPLICATE_ALL,)
     nodes = list(shape.nodes)
-    protocols = proto.project(root, n, part if part.any else None, dep.learner.k, nodes, layout, placed)
+    protocols = proto.project(root, n, part if part.any else None, dep.learner.k, nodes, layout,
+                              mutated.targets, placed)
     k = dep.learner.k
     sizes = bytes_per_owner(dep, layout, [proto.register_words(p, k, n) for p in protocols])
     role_of = {o: r.name for r in reversed(dep.roles) for o in r.owners}
@@ -186,8 +215,9 @@ def _plan(dep: ir.Deployment) -> Plan:
         owners=tuple(owners),
         contract=derive(dep, nodes),
         shard_maps=maps,
-        protocol_id=protocol_identity(dep, nodes, resumed),
+        protocol_id=protocol_identity(dep, nodes, resumed, mutant),
         layout=layout,
+        mutation=mutated,
         sample_tree=placed,
     )
 

@@ -208,18 +208,20 @@ class OwnerProtocol:
 def project(root: TreeNode, n: int, partitioning=None, k: int = 0,
             nodes: list[TreeNode] | None = None,
             layout: OwnerLayout | None = None,
+            targets: tuple[int, ...] | None = None,
             sample_tree: PlacedSampleTree | None = None) -> tuple[OwnerProtocol, ...]:
     """Each owner's protocol. Registers: 0 = own local value; one register per received or
     combined value otherwise. With a `Partitioning` that partitions anything, the protocol
     of `project_partitioned` (k = the learner's parameter count, `layout` the owner layout
-    if the caller has it); otherwise the replicated learner's. `nodes` is the tree's
-    post-order, if the caller has it already. With `sample_tree` (the placed sample tree;
-    `root` is then its owner tree), the protocol of `project_sample_tree`."""
+    if the caller has it, `targets` whom each coordinate owner's reduction is delivered
+    to); otherwise the replicated learner's. `nodes` is the tree's post-order, if the
+    caller has it already. With `sample_tree` (the placed sample tree; `root` is then its
+    owner tree), the protocol of `project_sample_tree`."""
     nodes = postorder(root) if nodes is None else nodes
     if sample_tree is not None:
         return project_sample_tree(root, n, sample_tree, partitioning, k, nodes, layout)
     if partitioning is not None and partitioning.any:
-        return project_partitioned(root, n, partitioning, k, nodes, layout)
+        return project_partitioned(root, n, partitioning, k, nodes, layout, targets)
     ops: list[list[Op]] = [[] for _ in range(n)]
     reg: dict[int, int] = {}  # id(node) -> register at its owner
     next_reg = [1] * n
@@ -470,6 +472,7 @@ class _SampleLeaves:
 def project_partitioned(root: TreeNode, n: int, part, k: int,
                         nodes: list[TreeNode] | None = None,
                         layout: OwnerLayout | None = None,
+                        targets: tuple[int, ...] | None = None,
                         contributions=None) -> tuple[OwnerProtocol, ...]:
     """Each owner's protocol when parameters, optimizer state or gradients are partitioned.
 
@@ -480,8 +483,9 @@ def project_partitioned(root: TreeNode, n: int, part, k: int,
       2. `local` (reading the replica), then `replica-release` when there is a replica;
       3. gradients partitioned: for each coordinate owner t in order, every owner slices its
          local value to t's coordinates, the same tree reduces the slices in the same order,
-         and the result is delivered down the path to t alone (CombineDeliverTo t);
-         otherwise the full reduction is replicated to every owner (CombineReplicateAll);
+         and the result is delivered down the path to t alone (CombineDeliverTo t; with
+         `targets`, to targets[t] instead); otherwise the full reduction is replicated to
+         every owner (CombineReplicateAll);
       4. `update-owned` on the owner's coordinates and the shared words;
       5. each replicated region the update changed only in part (parameters unless
          partitioned; per-coordinate state unless partitioned) is offered, assembled by
@@ -530,7 +534,8 @@ def project_partitioned(root: TreeNode, n: int, part, k: int,
                 sliced[key] = sch.reg(o, layout.owned_count(t) + 1)
                 sch.emit(o, Op("slice", peer=t, dst=sliced[key], a=r))
             total = contributions.reduce(sch, sliced, "combine")
-            mean[t] = sch.spread(root.owner, total, delivery_path(parent, t))[t]
+            to = t if targets is None else targets[t]
+            mean[to] = sch.spread(root.owner, total, delivery_path(parent, to))[to]
     else:
         total = contributions.reduce(sch, local, "combine")
         mean = sch.spread(root.owner, total, all_edges)
@@ -557,7 +562,7 @@ def project_sample_tree(root: TreeNode, n: int, tree: PlacedSampleTree, part, k:
     (each gradient slice is reduced along the same sample tree)."""
     contributions = _SampleLeaves(tree)
     if part is not None and part.any:
-        return project_partitioned(root, n, part, k, nodes, layout, contributions)
+        return project_partitioned(root, n, part, k, nodes, layout, contributions=contributions)
     sch = _Schedule(n)
     contributions.allocate(sch, k)
     total = contributions.reduce(sch, contributions.local(sch, k), "combine")

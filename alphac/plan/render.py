@@ -103,7 +103,7 @@ def plan_json(plan) -> dict:
         "protocol": plan.protocol_hex,
         "partitioning": {"optimizer_state": part.optimizer_state, "parameters": part.parameters,
                          "gradients": part.gradients, "words_per_coordinate": part.words_per_coordinate,
-                         "shared_state": list(part.shared_state)},
+                         "shared_state": list(part.shared_state), "block_words": part.block_words},
         "tree": {"depth": plan.shape.depth, "leaf_order": list(plan.shape.leaf_order),
                  "nodes": tree_data(plan.shape.nodes)},
         "sample_tree": sample_tree_json(plan),
@@ -137,10 +137,24 @@ def _layout_text(f) -> str:
                     for s, st, c in f.layout)
 
 
+def partitioning_text(part: ir.Partitioning) -> str:
+    """What is partitioned, and the coordinate blocks that say who holds what."""
+    parts = [name for name, on in (("parameters", part.parameters),
+                                   ("optimizer state", part.optimizer_state),
+                                   ("gradients", part.gradients)) if on]
+    what = "partitioned " + ", ".join(parts) if parts else "replicated"
+    if part.optimizer_state or part.words_per_coordinate:
+        shared = ",".join(str(j) for j in part.shared_state) or "none"
+        what += f" ({part.words_per_coordinate} state words per coordinate, shared {shared})"
+    B = part.block_words
+    return (f"partitioning: {what}; coordinate blocks of {B} word{'s' if B != 1 else ''}, "
+            "block b at owner b mod n")
+
+
 def plan_text(plan) -> str:
     dep = plan.deployment
     lines = [f"plan {dep.name}: {dep.owners} owners, {topology_name(dep.topology)}, "
-             f"protocol {plan.protocol_hex}"]
+             f"protocol {plan.protocol_hex}", partitioning_text(dep.partitioning)]
     lines += _sample_tree_text(plan) if plan.sample_tree is not None else _tree_text(plan)
     lines.append(f"reduce phase ({len(plan.reduce)} transfers):")
     for t in plan.reduce:

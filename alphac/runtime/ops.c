@@ -46,6 +46,11 @@ int64_t rt_coordinates(const struct rt *rt, int64_t t, uint64_t *out) {
     return j;
 }
 
+static int corrupt(struct rt *rt, const char *what, long long value) {
+    return rt_fail(rt, RT_CORRUPT_EXECUTABLE, "owner %lld: corrupt op table (%s %lld)", (long long)rt->owner,
+                   what, value);
+}
+
 static int has(uint64_t mask, uint64_t region) { return (mask & region) != 0; }
 static int64_t per_coordinate(struct rt *rt, uint64_t mask) {
     return has(mask, REGION_PARAMETERS) + (has(mask, REGION_STATE) ? (int64_t)img_field(rt, IMG_W) : 0);
@@ -97,7 +102,13 @@ static int non_finite_statement(struct rt *rt, const char *const *labels, int64_
                    (long long)rt->owner, (long long)sample);
 }
 
-/* dst <- (sum of this owner's contributions in sample order from +0.0, share) */
+static int mean_refused(struct rt *rt, int64_t coord, uint64_t u, uint64_t count) {
+    return rt_fail(rt, RT_NON_FINITE, "mean coordinate %lld at update %llu (owner %lld, %llu samples)",
+                   (long long)coord, (unsigned long long)u, (long long)rt->owner, (unsigned long long)count);
+}
+
+/* dst <- (sum of this owner's contributions in sample order from +0.0, its leaf count: the
+   share, or an executed mutant's count); the unweighted-mean mutant reports sum / share */
 static int op_local(struct rt *rt, uint64_t *dst, uint64_t u) {
     int64_t k = rt->k, share = img_mine(rt, SEC_SHARE), row0 = img_mine(rt, SEC_SAMPLE_ROW);
     uint64_t *acc = dst + H;
@@ -116,7 +127,11 @@ static int op_local(struct rt *rt, uint64_t *dst, uint64_t u) {
             return rt_fail(rt, RT_NON_FINITE, "local sum coordinate %lld at update %llu (owner %lld, sample %lld)",
                            (long long)j, (unsigned long long)u, (long long)rt->owner, (long long)i);
     }
-    acc[k] = (uint64_t)share;
+    acc[k] = (uint64_t)img_mine(rt, SEC_LEAF_COUNT);
+    if (share > 0 && img_field(rt, IMG_LEAF_MEAN)) {
+        int64_t j = alphac_mean(acc, share, k);
+        if (j >= 0) return mean_refused(rt, j, u, (uint64_t)share);
+    }
     return RT_OK;
 }
 
@@ -193,14 +208,29 @@ static int run_update(struct rt *rt, void *mean, uint64_t u) {
     return status ? non_finite_statement(rt, alphac_update_labels, status, fail, u, "update", -1) : RT_OK;
 }
 
-static int mean_refused(struct rt *rt, int64_t coord, uint64_t u, uint64_t count) {
-    return rt_fail(rt, RT_NON_FINITE, "mean coordinate %lld at update %llu (owner %lld, %llu samples)",
-                   (long long)coord, (unsigned long long)u, (long long)rt->owner, (unsigned long long)count);
+/* The delivered sums the mean reads: register a's own, or, when the image maps this owner's
+   mean words (the deliver-to-next mutant), the sums it names, copied into cbuf (the word
+   MEAN_ZERO names none: +0.0). Selection only: words are moved, never computed. */
+static int mean_sums(struct rt *rt, int64_t a, uint64_t **sums) {
+    int64_t count = img_mine(rt, SEC_MEAN_COUNT), have = words(rt, a) - 1;
+    const uint64_t *from = img_sec(rt, SEC_MEAN_FROM) + img_mine(rt, SEC_MEAN_START);
+    uint64_t *p = reg(rt, a) + H;
+    *sums = p;
+    if (count == 0) return RT_OK;
+    if (count > rt->k) return corrupt(rt, "mean map", count);
+    for (int64_t j = 0; j < count; j++) {
+        if (from[j] != MEAN_ZERO && from[j] >= (uint64_t)have)
+            return corrupt(rt, "mean source", (long long)from[j]);
+        rt->cbuf[j] = from[j] == MEAN_ZERO ? 0 : p[from[j]];
+    }
+    *sums = rt->cbuf;
+    return RT_OK;
 }
 
-/* mean <- total / count in place in the register, then the update kernel */
-static int op_update(struct rt *rt, uint64_t *a, uint64_t u) {
-    uint64_t *g = a + H, count = g[rt->k];
+/* mean <- total / count in place (in the register, or in cbuf when mapped), then the update kernel */
+static int op_update(struct rt *rt, int64_t a, uint64_t u) {
+    uint64_t *g, count = reg(rt, a)[H + rt->k];
+    TRY(mean_sums(rt, a, &g));
     int64_t j = alphac_mean(g, (int64_t)count, rt->k);
     if (j >= 0) return mean_refused(rt, j, u, count);
     return run_update(rt, g, u);
@@ -213,7 +243,8 @@ static int op_update_owned(struct rt *rt, int64_t a, uint64_t u) {
         return rt_fail(rt, RT_DATA_PARALLEL_REPLICA_RETAINED, "owner %lld: the read replica of version %lld "
                        "is still held at the update of version %llu", (long long)rt->owner,
                        (long long)rt->replica_version, (unsigned long long)u);
-    uint64_t *p = reg(rt, a) + H, count = p[words(rt, a) - 1];
+    uint64_t *p, count = reg(rt, a)[H + words(rt, a) - 1];
+    TRY(mean_sums(rt, a, &p));
     int sliced = (int)img_field(rt, IMG_PART_GRADIENTS);
     struct coords it = coords_of(rt, rt->owner);
     for (int64_t at = 0; it.run < it.end; at += (int64_t)it.run[2], it.run += 3) {
@@ -328,11 +359,6 @@ void rt_digest(struct rt *rt) {
 
 /* -- the interpreter ----------------------------------------------------------------------- */
 
-static int corrupt(struct rt *rt, const char *what, long long value) {
-    return rt_fail(rt, RT_CORRUPT_EXECUTABLE, "owner %lld: corrupt op table (%s %lld)", (long long)rt->owner,
-                   what, value);
-}
-
 /* A sample block lies inside this owner's share, and register 0 holds its stack. */
 static int check_block(struct rt *rt, int64_t first, int64_t count) {
     if (first < 0 || count < 1 || first + count > img_mine(rt, SEC_SHARE)) return corrupt(rt, "sample block at", first);
@@ -442,7 +468,7 @@ int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
             TRY(op_combine(rt, dst, a, b, v, rt->added));
             rt->added = 0;
             break;
-        case OP_UPDATE: TRY(op_update(rt, reg(rt, a), v)); break;
+        case OP_UPDATE: TRY(op_update(rt, a, v)); break;
         case OP_DIGEST_SEND: { /* "prepared": the digest, then this subtree's output digests */
             uint64_t *p = rt->small + H;
             p[0] = rt->digest;
@@ -499,9 +525,13 @@ int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
         case OP_SELECT: TRY(op_select(rt, dst, a, b, v)); break;
         case OP_INSTALL: TRY(op_install(rt, a, (uint64_t)b, rt->params, v)); break;
         case OP_REPLICA_INSTALL:
-            TRY(op_install(rt, a, REGION_PARAMETERS, rt->replica, v));
+            /* the stale-replica mutant keeps the replica of its first update instead */
+            if (!(img_field(rt, IMG_STALE_REPLICA) && rt->replica_installed)) {
+                TRY(op_install(rt, a, REGION_PARAMETERS, rt->replica, v));
+                rt->replica_version = (int64_t)v;
+                rt->replica_installed = 1;
+            }
             rt->replica_held = 1;
-            rt->replica_version = (int64_t)v;
             break;
         case OP_REPLICA_RELEASE: rt->replica_held = 0; break;
         case OP_UPDATE_OWNED: TRY(op_update_owned(rt, a, v)); break;

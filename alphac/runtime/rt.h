@@ -123,6 +123,7 @@ struct rt {
     unsigned char sent_sha[32];       /* ... and, in an authenticated run, its payload's SHA-256 */
     int replica_held;
     int64_t replica_version;
+    int replica_installed;            /* a replica was installed in this run */
     /* publication: the staged output (and, at the root, the commit record) */
     struct staged out, commit;
     unsigned char out_digest[32];      /* sha256 of the staged output's bytes */

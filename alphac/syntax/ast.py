@@ -305,9 +305,13 @@ class ConstructorDecl:
 
 @dataclass(frozen=True)
 class FieldDecl:
+    """`field unrestricted NAME : TYPE`, or with `= EXPR`: the value a constructor
+    application that omits the field gets."""
+
     name: str
     type: TypeExpr
     span: Span = _span()
+    default: "Expr | None" = None
 
 
 Member = Union[ParameterDecl, ConstructorDecl, FieldDecl]

@@ -67,6 +67,9 @@ class ToAst(Transformer_NonRecursive):
     def field_decl(self, meta, c):
         return ast.FieldDecl(str(c[0]), c[1], self._span(meta))
 
+    def field_default_decl(self, meta, c):
+        return ast.FieldDecl(str(c[0]), c[1], self._span(meta), c[2])
+
     def qname(self, meta, c):
         return ".".join(str(t) for t in c)
 
