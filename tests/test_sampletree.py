@@ -17,6 +17,7 @@ import pytest
 
 from alphac import driver
 from alphac.image.image import NO_EXPECT, build_image
+from alphac.image.metadata import metadata_for
 from alphac.ir import nodes as n
 from alphac.oracle import MUTANTS, Refusal, evaluate
 from alphac.oracle import sampletree as oracle_tree
@@ -214,6 +215,7 @@ def test_plan_text_json_and_dot_show_the_placed_sample_tree():
     assert data["sample_tree"]["nodes"][0] == {"id": 0, "name": "s[0,4)", "kind": "block", "owner": 0,
                                                "lo": 0, "hi": 4}
     assert data["tree"]["leaf_order"] == [0, 1, 3, 2]  # the owner tree
+    assert metadata_for(p, "worker", "x86_64", "x86_64-unknown-linux-gnu")["topology"] == "sample-tree"
     dot = plan_dot(p)
     assert 'n7 [shape=box, label="s[8,13)\\nowner 3"];' in dot
     assert 'n7 -> n8 [label="R", style=bold];' in dot
