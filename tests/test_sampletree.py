@@ -187,7 +187,7 @@ def test_the_contract_names_the_trees_rule_and_n():
 
 # ----------------------------------------------------------------------------- renderings
 
-def test_plan_text_json_and_dot_show_the_placed_sample_tree():
+def test_plan_text_json_dot_and_the_executables_record_show_the_sample_tree():
     p = plan(GATE4)
     text = plan_text(p).splitlines()
     at = text.index("sample tree over 13 samples (root height 4; s[lo,hi) covers samples lo..hi-1, "
