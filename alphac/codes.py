@@ -206,6 +206,9 @@ TOOLING = {
     "oracle-mismatch": "an owner's final words or version differ from the oracle's",
     "bad-output": "an owner exited 0 but its output file is missing or malformed",
     "run-not-committed": "the run ended without the root's commit record: no owner's output is published",
+    # verify
+    "run-protocol-mismatch": "a run's commit record names another protocol identity or owner count "
+                             "than the spec's plan (`alphac verify` of another spec's run)",
 }
 
 CATALOGUE: dict[str, str] = {}
