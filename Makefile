@@ -1,6 +1,6 @@
 # alphac — the README's two commands are `make demo` and `make test`.
 PY ?= python3
-APT_PACKAGES := qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+APT_PACKAGES := qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross openmpi-bin libopenmpi-dev slurm-wlm
 DEMO_SPEC := specs/demo.alpha
 
 .PHONY: setup demo test test-gpu bench size clean

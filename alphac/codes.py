@@ -206,6 +206,9 @@ TOOLING = {
     "oracle-mismatch": "an owner's final words or version differ from the oracle's",
     "bad-output": "an owner exited 0 but its output file is missing or malformed",
     "run-not-committed": "the run ended without the root's commit record: no owner's output is published",
+    # qualify
+    "qualify-db": "the qualification tracker cannot be opened, read or written, or is not a "
+                  "tracker of the format this alphac writes",
     # verify
     "run-protocol-mismatch": "a run's commit record names another protocol identity or owner count "
                              "than the spec's plan (`alphac verify` of another spec's run)",
