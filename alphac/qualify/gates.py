@@ -64,7 +64,7 @@ class Context:
         from alphac import driver
         from alphac.launch.launcher import ensure_built, launch
 
-        plan = driver.plan(dep, options["mutant"]) if "mutant" in options else driver.plan(dep)
+        plan = driver.plan(dep, options.get("mutant"))
         out = self.work / key
         for exe in ensure_built(plan, out, log=self.log).values():
             self.executables[exe.name] = hashlib.sha256(exe.read_bytes()).hexdigest()
@@ -179,10 +179,6 @@ def sm86(ctx: Context) -> Verdict:
 def refusal_control(ctx: Context) -> Verdict:
     """An executed mutant (the combine tree's branches swapped) completes its run, and
     every owner is refused by the comparison with the declared program's oracle."""
-    from alphac import driver
-
-    if CONTROL_MUTANT not in getattr(driver, "MUTANTS", ()):
-        return Verdict(NOT_RUN, f"this alphac builds no executed mutant {CONTROL_MUTANT}")
     report = ctx.launch(ctx.deployment(CONTROL_SPEC), f"control-{CONTROL_MUTANT}", mutant=CONTROL_MUTANT)
     digests = {f"{CONTROL_SPEC} as {CONTROL_MUTANT}": report.rows[0].digest or "-"}
     accepted = [r.owner for r in report.rows if r.match]
