@@ -153,3 +153,9 @@ def test_host_facts_are_read_from_cpuinfo_and_nvidia_smi():
     (g,) = gpus("NVIDIA H200, GPU-8f2c0d1e-aaaa-bbbb-cccc-0123456789ab, 570.124.06\n")
     assert (g.name, g.uuid, g.driver) == ("NVIDIA H200", "GPU-8f2c0d1e-aaaa-bbbb-cccc-0123456789ab", "570.124.06")
     assert gpus(None) == () and gpus("No devices were found\n") == ()
+
+
+def test_run_options_with_the_report_are_usage_errors(tmp_path):
+    done = _cli("--db", str(tmp_path / "q.db"), "--report", "--gate", "order")
+    assert (done.returncode, done.stderr) == (2, "alphac: error[usage]: --gate goes with a run, not with --report "
+                                                 "or --html\n")

@@ -45,7 +45,17 @@ def command(gates: tuple[str, ...], gpu: bool, db: str | None, work: str | None,
     from alphac.launch.runner import interruptible
     from alphac.qualify.tracker import TrackerError, default_db
 
+    from alphac.qualify.gates import default_specs
+
     db_path = Path(db) if db is not None else default_db()
+    run_only = [f for f, v in (("--gate", gates), ("--gpu", gpu), ("-o", work), ("--specs", specs),
+                               ("--json", as_json)) if v]
+    if (report or html_file) and run_only:
+        error("usage", f"{run_only[0]} goes with a run, not with --report or --html")
+        sys.exit(2)
+    if not (report or html_file) and specs is None and not default_specs().is_dir():
+        error("usage", f"no gate specs at {default_specs()} (alphac is not run from a checkout): give --specs DIR")
+        sys.exit(2)
     try:
         if report or html_file:
             sys.exit(show(db_path, report, html_file))
