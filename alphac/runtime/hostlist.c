@@ -206,6 +206,7 @@ int rt_hostlist_expand(const char *text, struct rt_names *out, char *err, size_t
     }
 }
 
+/* The names of `list`, one per line, into out[0..out_size) (the in-process tests read them). */
 int rt_hostlist_text(const char *list, char *out, size_t out_size, char *err, size_t err_size) {
     struct rt_names names = {0};
     int rc = rt_hostlist_expand(list, &names, err, err_size);
