@@ -5,7 +5,10 @@ APT_PACKAGES := qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross openmpi-bi
 # itself stays in $(PY)'s): torch's gloo, and Open MPI through mpi4py.
 BENCH_VENV := bench/.venv
 BENCH_APT_PACKAGES := openmpi-bin libopenmpi-dev
-BENCH_PIP_PACKAGES := torch==2.13.0 mpi4py numpy
+# torch from its CPU wheel index: PyPI's Linux wheel pulls in the CUDA libraries as well.
+BENCH_TORCH := torch==2.13.0
+BENCH_TORCH_INDEX := https://download.pytorch.org/whl/cpu
+BENCH_PIP_PACKAGES := mpi4py numpy
 DEMO_SPEC := specs/demo.alpha
 
 .PHONY: setup bench-peers demo test test-gpu bench size clean
@@ -46,7 +49,9 @@ test-gpu: setup
 bench-peers:
 	@$(call apt_install,$(BENCH_APT_PACKAGES))
 	@$(BENCH_VENV)/bin/python -c "import torch, mpi4py.MPI, numpy; assert torch.__version__.startswith('2.13.0')" 2>/dev/null \
-	  || ($(PY) -m venv $(BENCH_VENV) && $(BENCH_VENV)/bin/pip install -q $(BENCH_PIP_PACKAGES))
+	  || ($(PY) -m venv $(BENCH_VENV) \
+	      && $(BENCH_VENV)/bin/pip install -q --index-url $(BENCH_TORCH_INDEX) $(BENCH_TORCH) \
+	      && $(BENCH_VENV)/bin/pip install -q $(BENCH_PIP_PACKAGES))
 
 # The benchmarks run from $(PY); they start the peers from $(BENCH_VENV) themselves.
 bench: setup bench-peers

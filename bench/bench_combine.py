@@ -1,16 +1,19 @@
-"""Combine benchmark: alphac's owners on loopback next to the all-reduce peers, measured in
-the same run, interleaved round by round: seconds per update against seconds per
-all_reduce(SUM) of float64 arrays of the same size.
+"""Combine benchmark: alphac's owners on one host, over TCP and over shared memory, next to
+the all-reduce peers, measured in the same run, interleaved round by round: seconds per
+update against seconds per all_reduce(SUM) of float64 arrays of the same size.
 
 The learner is the smallest that puts k-word frames on the wire: k parameters in the
 indexed form, one sample per owner, c[i] = w[i] * x and w[i] := w[i] - rate * mean[i].
-Each update moves k + 1 words per tree edge, up then down (star, hierarchy:2 and the sample tree), on 2, 4
-and 8 owners by default. Runs are timed without a key, and with one (every frame tagged
-with HMAC-SHA-256). Seconds per update = (T(N) - T(1)) / (N - 1), medians over the rounds,
-so process start-up and connection set-up cancel; wall time is the slowest owner's, CPU
-time (user + system) that of all owners together (on a machine with fewer cores than
-owners, CPU per update divided by the cores bounds the wall time from below). A solo
-owner (the same kernels, no frames) is timed for each size too.
+Each update moves k + 1 words per tree edge, up then down (star, hierarchy:2 and the sample
+tree), on 2, 4 and 8 owners by default (--sweep: k = 1e5, 1e6 and 1e7 too). Each tree runs
+with the peers file of every --transport (default tcp and shm: `shm` lets the owners use
+shared-memory rings), and over shared memory with a key too (every frame tagged with
+HMAC-SHA-256); each line names what the owners' connections reports say their frames went
+over. Seconds per update = (T(N) - T(1)) / (N - 1), medians over the rounds, so process
+start-up and connection set-up cancel (N: --updates, default 21, and 5 where k > 2e6);
+wall time is the slowest owner's, CPU time (user + system) that of all owners together (on
+a machine with fewer cores than owners, CPU per update divided by the cores bounds the wall
+time from below). A solo owner (the same kernels, no frames) is timed for each size too.
 
 The peers, each in a subprocess from the benchmark peers' virtual environment
 (bench/.venv, which `make bench` installs; `--peer-python` names another interpreter):
@@ -18,20 +21,24 @@ torch.distributed gloo all_reduce (bench/peer_gloo.py) and Open MPI Allreduce th
 mpi4py, over shared memory (`--mca btl self,vader`) and over loopback TCP
 (`--mca btl self,tcp`) (bench/peer_mpi.py); each round runs every peer once per owner
 count, its figure the median of a few repetitions of back-to-back calls, the slowest
-rank's. A peer that is not installed is printed as such. The peers sum in an order of
-their own choosing (unordered, and different across world sizes); alphac's update does the
-declared combine plus the contribution and update kernels, so alphac/peer overstates what
-the combine alone costs.
+rank's. A peer that is not installed is printed as such. Each peer's line gives
+alphac/peer for every alphac variant. The peers sum in an order of their own choosing
+(unordered, and different across world sizes); alphac's update does the declared combine
+plus the contribution and update kernels, so alphac/peer overstates what the combine alone
+costs.
 
 With `--baseline REV` the same deployments are also built from the tree at git revision
 REV (checked out into a temporary directory, built by its own code) and both sets of
-executables are timed in the same run, interleaved round by round.
+executables are timed in the same run, interleaved round by round (the baseline over TCP:
+a revision before the transport column reads only TCP peers files).
 
-Also: the frame checksum's speed, the wall time of building every (role, target) of
-specs/demo.alpha, and executable sizes.
+Also: the frame checksum's payload pass, the add on arrival of a received piece (the C
+hash then the add kernel, and the one-pass kernel, per piece), the wall time of building
+every (role, target) of specs/demo.alpha, and executable sizes.
 
-    python bench/bench_combine.py [--owners 2,4,8] [--k 100000,1000000] [--updates 21]
-        [--repeat 3] [--peers gloo,mpi-shm,mpi-tcp] [--peer-python PY] [--baseline REV]
+    python bench/bench_combine.py [--owners 2,4,8] [--k 100000,1000000] [--sweep]
+        [--transport tcp,shm] [--updates N] [--repeat 3] [--peers gloo,mpi-shm,mpi-tcp]
+        [--peer-python PY] [--baseline REV]
 """
 
 from __future__ import annotations
@@ -58,6 +65,10 @@ if not os.environ.get("ALPHAC_BENCH_BASELINE"):
     sys.path.insert(0, str(ROOT))
 
 import peers  # noqa: E402
+
+# What a peers file's transport column may say that this benchmark times (the launcher's
+# TRANSPORTS adds shm-only, which refuses instead of falling back to TCP).
+TRANSPORTS = ("tcp", "shm")
 
 from alphac.ir import nodes as N  # noqa: E402
 
@@ -157,12 +168,15 @@ def baseline_executables(rev: str, k: int, owners: int, work: Path) -> dict:
 
 @dataclass
 class Case:
-    """One alphac variant timed at T(1) and T(updates): its deployment and executables."""
+    """One alphac variant timed at T(1) and T(updates): its deployment and executables, the
+    transport its peers file lets the owners use, and whether frames carry a key."""
 
     label: str
     key: str  # the launch session's name for the deployment (k included)
     dep: N.Deployment
     exes: dict
+    updates: int
+    transport: str = "tcp"
     authenticate: bool = False
     baseline: bool = False
     build_s: float | None = None
@@ -175,7 +189,8 @@ class Case:
 
         r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         run = session.run(self.key, self.dep, exes=self.exes, updates=updates,
-                          timeout_ms=60000, deadline_s=600, authenticate=self.authenticate)
+                          timeout_ms=60000, deadline_s=600, authenticate=self.authenticate,
+                          transport=self.transport)
         r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         if not run.result.ok:
             sys.exit("bench: owners failed: " + "; ".join(oc.stderr.strip() for oc in run.result.outcomes))
@@ -183,12 +198,19 @@ class Case:
         self.cpus.setdefault(updates, []).append((r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime))
         self.last = run
 
-    def per_update(self, updates: int) -> tuple[float, float]:
+    def per_update(self) -> tuple[float, float]:
         """(wall, CPU) seconds per update from the medians of T(1) and T(updates)."""
         def slope(d):
-            return (statistics.median(d[updates]) - statistics.median(d[1])) / (updates - 1)
+            return (statistics.median(d[self.updates]) - statistics.median(d[1])) / (self.updates - 1)
 
         return slope(self.walls), slope(self.cpus)
+
+    def used(self) -> str:
+        """What the last run's connections reports say the owners' frames went over."""
+        from alphac.launch.results import transport_summary
+
+        kinds = {transport_summary(c) for c in self.last.connections.values()} - {"-"}
+        return "+".join(sorted(kinds)) or "nothing"
 
 
 def _as_published(run, dep, updates) -> None:
@@ -202,35 +224,46 @@ def _as_published(run, dep, updates) -> None:
     run.resolution = Resolution(CommitRecord(0, updates, dep.owners, {}))
 
 
-def cases_for(k: int, owners: int, baseline: dict) -> list[Case]:
-    """The variants timed at (owners, k): each tree without and with a key, and the
-    baseline revision's executables of each tree; at 1 owner, the solo deployment."""
+def cases_for(k: int, owners: int, transports: list[str], updates: int, baseline: dict) -> list[Case]:
+    """The variants timed at (owners, k): each tree over each transport, over shared memory
+    with a key too, and the baseline revision's executables of each tree over TCP; at 1
+    owner, the solo deployment."""
     from alphac.launch import session
 
-    deps = _deployments(k, owners) if owners > 1 else (solo(k),)
+    if owners == 1:
+        dep, t0 = solo(k), time.monotonic()
+        exes = session.built(f"{dep.name}-k{k}", dep)
+        return [Case("solo", f"{dep.name}-k{k}", dep, exes, updates, build_s=time.monotonic() - t0)]
     out = []
-    for dep in deps:
-        key = f"{dep.name}-k{k}"
+    for dep in _deployments(k, owners):
+        key, tree = f"{dep.name}-k{k}", topology_name(dep)
         t0 = time.monotonic()
         exes = session.built(key, dep)
-        out.append(Case(topology_name(dep) if owners > 1 else "solo", key, dep, exes,
-                        build_s=time.monotonic() - t0))
-        if owners > 1:
-            out.append(Case(f"{topology_name(dep)}, --key", key, dep, exes, authenticate=True))
+        built = [Case(f"{tree}, {t}", key, dep, exes, updates, t) for t in transports]
+        if "shm" in transports:
+            built.append(Case(f"{tree}, shm, --key", key, dep, exes, updates, "shm", authenticate=True))
+        built[0].build_s = time.monotonic() - t0
+        out += built
         if dep.name in baseline:
-            out.append(Case(f"{topology_name(dep)}, baseline", key, dep, baseline[dep.name],
+            out.append(Case(f"{tree}, baseline, tcp", key, dep, baseline[dep.name], updates,
                             baseline=True))
     return out
 
 
-def verdict(case: Case, updates: int) -> str:
+_EXPECTED: dict[tuple[str, int], object] = {}  # the oracle's result per (deployment, updates)
+
+
+def verdict(case: Case) -> str:
     from alphac.launch import session
     from alphac.launch.launcher import compare
     from alphac.oracle import evaluate
 
     if case.baseline:
-        _as_published(case.last, case.dep, updates)
-    rep = compare(session.plan(case.key, case.dep), case.last, evaluate(case.dep, updates), updates)
+        _as_published(case.last, case.dep, case.updates)
+    at = (case.key, case.updates)
+    if at not in _EXPECTED:  # (the variants of one deployment share it)
+        _EXPECTED[at] = evaluate(case.dep, case.updates)
+    rep = compare(session.plan(case.key, case.dep), case.last, _EXPECTED[at], case.updates)
     return "bit-identical to the oracle" if rep.match else "MISMATCH: " + "; ".join(rep.failures)
 
 
@@ -273,23 +306,29 @@ PEERS = {
 
 # ----------------------------------------------------------------------------- the run
 
-def bench_combine(owners: list[int], words: list[int], updates: int, repeat: int,
-                  chosen: list[Peer], python: str, baseline: str | None) -> None:
-    print(f"== combine: {', '.join(map(str, owners))} owners on 127.0.0.1, contributions of "
-          f"{', '.join(map(str, words))} words; {repeat} interleaved rounds")
+def updates_for(k: int, updates: int | None) -> int:
+    """The updates of a timed run: --updates, else 21 (5 where k > 2e6)."""
+    return updates or (21 if k <= 2_000_000 else 5)
+
+
+def bench_combine(owners: list[int], words: list[int], transports: list[str], updates: int | None,
+                  repeat: int, chosen: list[Peer], python: str, baseline: str | None) -> None:
+    print(f"== combine: {', '.join(map(str, owners))} owners on one host over "
+          f"{' and '.join(transports)}, contributions of {', '.join(map(str, words))} words; "
+          f"{repeat} interleaved rounds")
     missing = {p.name: p.missing(python) for p in chosen}
     with tempfile.TemporaryDirectory(prefix="alphac-bench-") as work:
         cases: dict[tuple[int, int], list[Case]] = {}
         for n in [*owners, 1]:
             for k in words:
                 old = baseline_executables(baseline, k, n, Path(work)) if baseline and n > 1 else {}
-                cases[(n, k)] = cases_for(k, n, old)
+                cases[(n, k)] = cases_for(k, n, transports, updates_for(k, updates), old)
         peer_s: dict[tuple[str, int, int], list] = {}
         for _ in range(repeat):  # interleaved: each round runs every variant and every peer
             for n in [*owners, 1]:
                 for k in words:
                     for case in cases[(n, k)]:
-                        for u in (1, updates):
+                        for u in (1, case.updates):
                             case.time(u)
                 for p in chosen:
                     if n == 1 or missing[p.name]:
@@ -298,68 +337,102 @@ def bench_combine(owners: list[int], words: list[int], updates: int, repeat: int
                     for k in words:
                         peer_s.setdefault((p.name, n, k), []).append(got if isinstance(got, str) else got[k])
         for (n, k), group in cases.items():
-            report(n, k, group, updates, repeat, chosen, missing, peer_s)
+            report(n, k, group, repeat, chosen, missing, peer_s)
 
 
-def report(n: int, k: int, group: list[Case], updates: int, repeat: int, chosen: list[Peer],
+def report(n: int, k: int, group: list[Case], repeat: int, chosen: list[Peer],
            missing: dict, peer_s: dict) -> None:
     print(f"-- {n} owner{'s' if n > 1 else ''}, {k} words ({(k + 1) * 8 / 2**20:.2f} MiB frames)"
           + ("" if n > 1 else ": no frames, the kernels alone"))
     per = {}
     for case in group:
-        wall, cpu = case.per_update(updates)
+        wall, cpu = case.per_update()
         per[case.label] = wall
-        t1, tn = statistics.median(case.walls[1]), statistics.median(case.walls[updates])
+        t1, tn = statistics.median(case.walls[1]), statistics.median(case.walls[case.updates])
         built = f"; build {case.build_s:.2f} s" if case.build_s is not None else ""
-        print(f"  alphac {case.label:<26} {wall * 1e3:8.2f} ms/update wall, {cpu * 1e3:8.2f} ms CPU  "
-              f"(T(1) {t1:.3f} s, T({updates}) {tn:.3f} s, median of {repeat}{built}; "
-              f"{verdict(case, updates)})")
+        over = "" if case.baseline or n == 1 else f"; frames over {case.used()}"
+        print(f"  alphac {case.label:<30} {wall * 1e3:8.2f} ms/update wall, {cpu * 1e3:8.2f} ms CPU  "
+              f"(T(1) {t1:.3f} s, T({case.updates}) {tn:.3f} s, median of {repeat}{built}{over}; "
+              f"{verdict(case)})")
     if n == 1:
         return
-    plain = {label: wall for label, wall in per.items() if "," not in label}
     for p in chosen:
         if missing[p.name]:
-            print(f"  {p.label:<33} not installed: {missing[p.name]}")
+            print(f"  {p.label:<37} not installed: {missing[p.name]}")
             continue
         got = peer_s[(p.name, n, k)]
         failed = [g for g in got if isinstance(g, str)]
         if failed:
-            print(f"  {p.label:<33} {failed[0]}")
+            print(f"  {p.label:<37} {failed[0]}")
             continue
         sec = statistics.median(got)
-        ratios = ", ".join(f"{label} {wall / sec:.2f}" for label, wall in plain.items())
-        print(f"  {p.label:<33} {sec * 1e3:8.2f} ms/call (median of {repeat} rounds)   "
+        ratios = "; ".join(f"{label} {wall / sec:.2f}" for label, wall in per.items())
+        print(f"  {p.label:<37} {sec * 1e3:8.2f} ms/call (median of {repeat} rounds)   "
               f"alphac/peer: {ratios}")
 
 
-def bench_checksum(k: int) -> None:
-    """The frame checksum's payload pass alone, in the runtime's C code, on this machine."""
+def _best(f, times: int = 20) -> float:
+    ts = []
+    for _ in range(times):
+        t0 = time.perf_counter()
+        f()
+        ts.append(time.perf_counter() - t0)
+    return min(ts)
+
+
+def _library(d: str):
+    """The runtime and kernels of a small learner as a shared library, with the
+    signatures these benchmarks call."""
     import ctypes
 
     from alphac import driver
 
+    lib = ctypes.CDLL(str(driver.build(driver.plan(solo(16)), "solo", "x86_64", d, shared=True)))
+    p, i64, u64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint64
+    for name, res, args in (("rt_fnv", u64, [p, i64, u64]), ("rt_lanes", None, [p, i64, i64, p]),
+                            ("alphac_add_range", i64, [p, p, p, i64, i64]),
+                            ("alphac_add_lanes", i64, [p, p, p, p, i64, i64, p])):
+        getattr(lib, name).restype, getattr(lib, name).argtypes = res, args
+    return lib
+
+
+def bench_checksum(k: int) -> None:
+    """The frame checksum's payload pass alone, in the runtime's C code, on this machine."""
     with tempfile.TemporaryDirectory() as d:
-        dep = solo(16)
-        so = driver.build(driver.plan(dep), "solo", "x86_64", d, shared=True)
-        lib = ctypes.CDLL(str(so))
+        lib = _library(d)
         words = np.arange(k, dtype=np.uint64)
         state = np.zeros(4, dtype=np.uint64)
-        p, st = words.ctypes.data_as(ctypes.c_void_p), state.ctypes.data_as(ctypes.c_void_p)
-        lib.rt_fnv.restype = ctypes.c_uint64
-        lib.rt_fnv.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint64]
-        lib.rt_lanes.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]
-
-        def best(f):
-            ts = []
-            for _ in range(20):
-                t0 = time.perf_counter()
-                f()
-                ts.append(time.perf_counter() - t0)
-            return min(ts)
-
-        serial = best(lambda: lib.rt_fnv(p, k, 0xCBF29CE484222325))
-        laned = best(lambda: lib.rt_lanes(p, 0, k, st))
+        serial = _best(lambda: lib.rt_fnv(words.ctypes.data, k, 0xCBF29CE484222325))
+        laned = _best(lambda: lib.rt_lanes(words.ctypes.data, 0, k, state.ctypes.data))
     print(f"== checksum of {k} words: serial FNV-1a {serial * 1e3:.3f} ms, 4 lanes {laned * 1e3:.3f} ms")
+
+
+def bench_arrival(k: int) -> None:
+    """A received frame of k words added on arrival, piece by piece as it arrives: the C
+    hash (rt_lanes) then the add kernel (alphac_add_range) per piece, against the one-pass
+    kernel (alphac_add_lanes) per piece. Best of 20."""
+    with tempfile.TemporaryDirectory() as d:
+        lib = _library(d)
+        rng = np.random.default_rng(1)
+        a, b, dst = rng.standard_normal(k), rng.standard_normal(k), np.zeros(k)
+        lanes = np.zeros(4, dtype=np.uint64)
+        pa, pb, pd, pl = (x.ctypes.data for x in (a, b, dst, lanes))
+
+        def two(piece):
+            for lo in range(0, k, piece):
+                hi = min(k, lo + piece)
+                lib.rt_lanes(pb, lo, hi, pl)
+                lib.alphac_add_range(pd, pa, pb, lo, hi)
+
+        def one(piece):
+            for lo in range(0, k, piece):
+                hi = min(k, lo + piece)
+                lib.alphac_add_lanes(pd + 8 * lo, pa + 8 * lo, pb + 8 * lo, pb + 8 * lo, hi - lo, lo % 4, pl)
+
+        print(f"== add on arrival of {k} words, per piece: C hash + add kernel | one-pass kernel")
+        for piece in sorted({p for p in (4096, 32768, 262144) if p < k} | {k}):
+            print(f"   pieces of {piece:>8} words: {_best(lambda: two(piece)) * 1e3:7.3f} ms | "
+                  f"{_best(lambda: one(piece)) * 1e3:7.3f} ms")
 
 
 def bench_build(spec: str) -> None:
@@ -385,7 +458,11 @@ def main() -> None:
     ap.add_argument("--owners", default="2,4,8", help="owner counts, comma-separated")
     ap.add_argument("--k", default="100000,1000000",
                     help="contribution sizes in words, comma-separated (1e7 is accepted)")
-    ap.add_argument("--updates", type=int, default=21)
+    ap.add_argument("--sweep", action="store_true",
+                    help="2, 4 and 8 owners, k = 1e5, 1e6 and 1e7 (replaces --owners and --k)")
+    ap.add_argument("--transport", default="tcp,shm",
+                    help=f"peers-file transports to time, comma-separated, of {', '.join(TRANSPORTS)}")
+    ap.add_argument("--updates", type=int, help="updates of a timed run (default 21; 5 where k > 2e6)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--spec", default="specs/demo.alpha", help="time `alphac build SPEC --all` ('': skip)")
     ap.add_argument("--peers", default=",".join(PEERS), help=f"of {', '.join(PEERS)}; '' for none")
@@ -393,14 +470,21 @@ def main() -> None:
     ap.add_argument("--baseline", metavar="REV",
                     help="also build and time the executables of git revision REV, in the same run")
     args = ap.parse_args()
+    if args.sweep:
+        args.owners, args.k = "2,4,8", "100000,1000000,10000000"
     owners = [int(x) for x in args.owners.split(",")]
     words = [int(float(x)) for x in args.k.split(",")]
+    transports = args.transport.split(",")
     unknown = [p for p in args.peers.split(",") if p and p not in PEERS]
-    if unknown or min(owners) < 2 or args.updates < 2:
-        ap.error(f"unknown peers {unknown}" if unknown else "owners must be >= 2 and updates >= 2")
+    unknown += [t for t in transports if t not in TRANSPORTS]
+    if unknown or min(owners) < 2 or (args.updates is not None and args.updates < 2):
+        ap.error(f"unknown peers or transports {unknown}" if unknown
+                 else "owners must be >= 2 and updates >= 2")
     chosen = [PEERS[p] for p in args.peers.split(",") if p]
     bench_checksum(max(words))
-    bench_combine(owners, words, args.updates, args.repeat, chosen, args.peer_python, args.baseline)
+    bench_arrival(min(max(words), 1_000_000))
+    bench_combine(owners, words, transports, args.updates, args.repeat, chosen, args.peer_python,
+                  args.baseline)
     bench_build(args.spec)
 
 
