@@ -83,6 +83,9 @@ PLAN = {
     "combine-leaf-order": "the tree's leaves are not in the order of its ordered member list",
     "combine-branch-owner": "a branch combines at an owner holding no contribution beneath it",
     "combine-delivery-partial": "a deployment's combine declares CombineDeliverTo, but every owner needs the result",
+    "combine-delivery-law": "a planned delivery breaks a law of Runtime.NativeCombine's "
+                            "NativeCombineDeliveryLaws (an owner receives the result twice, "
+                            "before its sender holds it, off the path to the target, or never)",
     "combine-placement-unsupported": "a deployment declares a combine placement the planner does "
                                      "not build yet (CombineAtBlockOwners)",
     # numerical contracts (Learning.Numerics)
@@ -105,13 +108,13 @@ PLAN = {
     "shard-replica-unversioned": "a read-only replica does not carry the version it mirrors",
 }
 # Planner laws that guard what a single spec cannot express (a peer's contract, offered
-# fragments, manifests, a declared delivery the IR does not carry yet; a checkpoint's
+# fragments, manifests, the deliveries the planner derives itself; a checkpoint's
 # contract is reached by a resume declaration):
 # their tests build the offending data, so they have no bad spec under tests/errors/.
 PLAN_API_ONLY = frozenset({
     "data-parallel-assembly-overlap", "data-parallel-assembly-coverage",
     "shard-coverage-outside", "shard-decode-mismatch", "shard-replica-not-read-only",
-    "shard-replica-unversioned",
+    "shard-replica-unversioned", "combine-delivery-law",
 })
 
 # -- oracle (alphac/oracle) -----------------------------------------------------------------

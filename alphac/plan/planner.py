@@ -17,6 +17,7 @@ from alphac.diagnostics import DiagnosticBag, Span
 from alphac.ir import nodes as ir
 from alphac.plan import protocol as proto
 from alphac.plan.contract import NumericalContract, check_profile, derive
+from alphac.plan.delivery import check_deliveries
 from alphac.plan.identity import protocol_identity
 from alphac.plan.layout import OwnerLayout
 from alphac.plan.memory import OwnerBytes, bytes_per_owner
@@ -183,6 +184,8 @@ def _plan(dep: ir.Deployment, mutant: str | None) -> Plan:
     else:
         deliveries = (REPLICATE_ALL,)
     nodes = list(shape.nodes)
+    check_deliveries(root, nodes, deliveries, dspan, bag)
+    bag.raise_if_any()
     protocols = proto.project(root, n, part if part.any else None, dep.learner.k, nodes, layout,
                               mutated.targets)
     k = dep.learner.k
