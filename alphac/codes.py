@@ -54,6 +54,13 @@ CHECK = {
     "sample-width": "a sample does not hold s words (a loaded 2-D array: rows of s)",
     "sample-file": "a sample file is missing or unreadable",
     "sample-shares": "the shares of loaded samples do not add up to the rows in the file",
+    # independent-state learners (docs/learners.md)
+    "independent-state-region-length": "an owner's initial region does not hold the rule's r "
+                                       "words, or r is 0",
+    "independent-state-owners": "an independent-state learner lists its regions and its inputs "
+                                "for different numbers of owners",
+    "independent-state-foreign-region": "an independent-state rule reads or writes a slot beyond "
+                                        "its own region, pair and scale: another owner's region",
     # deployment structure
     "owner-count": "the deployment's owner count is zero, above 65536, or disagrees with the "
                    "learner's samples",

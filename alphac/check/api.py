@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from alphac.check.lower import DEPLOYMENT, LEARNER, RESUME, Lowering
 from alphac.check.modules import World
-from alphac.check.shapes import NAMED, as_deployment
+from alphac.check.shapes import LOCAL_CORRELATION, NAMED, as_deployment
 from alphac.check.values import Evaluator, VObj
 from alphac.diagnostics import CompileError, Diagnostic, DiagnosticBag, SourceCache, Span
 from alphac.ir import nodes as ir
@@ -41,8 +41,8 @@ def check_file(path: str) -> tuple[ir.CheckedSpec | None, list[Diagnostic], Sour
         if got is None or not isinstance(got[0], VObj):
             continue
         obj = got[0]
-        if obj.key == LEARNER:
-            learner = lowering.learner(obj)
+        if obj.key in (LEARNER, LOCAL_CORRELATION):
+            learner = lowering.any_learner(obj)
             if learner is None:
                 dropped.append(name)
             elif learner not in learners:

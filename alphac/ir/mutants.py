@@ -19,6 +19,8 @@ MUTANTS: dict[str, str] = {
     "stale-replica": "partitioned parameters: an owner keeps the read replica of its first "
                      "update, so the next contribution reads the replica of the previous "
                      "version (refused data-parallel-replica-version)",
+    "foreign-inputs": "independent-state learners: owner o applies its rule to the input "
+                      "pairs of owner (o + 1) mod n instead of its own",
 }
 
 NAMES: tuple[str, ...] = tuple(MUTANTS)

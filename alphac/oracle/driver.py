@@ -19,7 +19,7 @@ import numpy as np
 
 from alphac.ir.mutants import check_name
 from alphac.ir.nodes import Deployment, Learner, TreeBranch, TreeNode
-from alphac.oracle import scalar, vector
+from alphac.oracle import independent, scalar, vector
 from alphac.oracle.combine import Mass, combine, deliver_to_next, mean, mutate_leaves, swap_branch
 from alphac.oracle.layout import param_coordinates, state_offsets
 from alphac.oracle.refusal import Refusal, Site
@@ -73,7 +73,9 @@ def _validate(dep: Deployment) -> None:
     if len(L.initial) != L.k or len(L.initial_state) != L.m:
         problems.append(f"{len(L.initial)} initial parameters and {len(L.initial_state)} "
                         f"state words for k = {L.k}, m = {L.m}")
-    if L.contribution.slots != 2 * L.k + L.s or L.update.slots != 2 * L.k + L.m + 1:
+    if L.independent:
+        problems += independent.problems(dep)
+    elif L.contribution.slots != 2 * L.k + L.s or L.update.slots != 2 * L.k + L.m + 1:
         problems.append(f"programs over {L.contribution.slots} and {L.update.slots} slots "
                         f"for k = {L.k}, s = {L.s}, m = {L.m}")
     if len(dep.placement) != dep.owners:
@@ -188,6 +190,7 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
     does not apply to `dep` refuses `mutant-not-applicable`."""
     check_name(mutant)
     _validate(dep)
+    independent.check_mutant(dep, mutant)
     L = dep.learner
     first = 0
     if start is not None:
@@ -218,6 +221,9 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
         state = floats(L.initial_state.as_array())
     else:
         params, state = floats(start_params), floats(start_state)
+    if L.independent:  # no combine, no mean: each owner's rule on its own inputs
+        params = independent.evolve(dep, params, first, rounds, mutant)
+        return _result(dep, rounds, bits_of(params), bits_of(state), first)
     rate = to_float(int(L.rate))
     samples = np.asarray(L.samples.words, dtype=np.uint64).reshape(
         sum(L.samples.shares), L.s).view(np.float64)

@@ -62,6 +62,11 @@ def combine_ops(nodes) -> list[str]:
 
 def derive(dep: ir.Deployment, nodes) -> NumericalContract:
     learner = dep.learner
+    if learner.independent:  # the rule alone: nothing is combined and no mean is formed
+        ops = ["rule: per owner, on its own region, once per input pair in pair order"]
+        ops += [f"rule: {line}" for line in program_lines(learner.contribution)]
+        return NumericalContract(dep.contract.profile, dep.contract.relation,
+                                 topology_name(dep.topology), tuple(ops))
     ops = ["contribution: in sample order, per owner"]
     ops += [f"contribution: {line}" for line in program_lines(learner.contribution)]
     ops += [f"combine: {line}" for line in combine_ops(nodes)]

@@ -40,7 +40,8 @@ def bytes_per_owner(dep: ir.Deployment, layout: OwnerLayout, register_words) -> 
     """Each owner's bytes: the words the layout says it holds, the read replica under
     parameter partitioning, and its protocol's registers."""
     n = dep.owners
-    replica = dep.learner.k if layout.parameters else 0
+    # an independent-state learner's rule reads only its own region: no read replica
+    replica = dep.learner.k if layout.parameters and not dep.learner.independent else 0
     shares = dep.learner.samples.shares
     out = []
     for o in range(n):

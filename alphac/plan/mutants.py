@@ -43,6 +43,8 @@ class Mutation:
     mean_from: tuple[tuple[int, ...], ...]  # per owner: for each word its mean reads, the
                                    # delivered sum it reads (ZERO: +0.0); (): as delivered
     stale_replica: bool            # an owner keeps the read replica of its first update
+    inputs_from: tuple[int, ...] = ()  # per owner: whose inputs its rule runs on (independent
+                                   # state; (): its own)
 
 
 def declared(dep: ir.Deployment) -> Mutation:
@@ -76,6 +78,12 @@ def check_applies(dep: ir.Deployment, root: ir.TreeNode, name: str | None) -> No
 
 
 def _inapplicable(dep: ir.Deployment, root: ir.TreeNode, name: str) -> str:
+    if dep.learner.independent and name != "foreign-inputs":
+        return "an independent-state learner combines nothing; only foreign-inputs applies to it"
+    if name == "foreign-inputs" and not dep.learner.independent:
+        return "it needs an independent-state learner (each owner's rule on its own inputs)"
+    if name == "foreign-inputs" and dep.owners < 2:
+        return "a single owner's next owner is itself"
     if name == "swap-branch" and not (isinstance(root, ir.TreeBranch)
                                       and isinstance(root.left, ir.TreeBranch)):
         return "the combine tree's root has no branch on its left (fewer than three leaves)"
@@ -103,8 +111,9 @@ def mutation(dep: ir.Deployment, leaf_order, layout: OwnerLayout, name: str | No
     if name == "deliver-to-next":
         targets = tuple((t + 1) % n for t in range(n))
         mean_from = _next_sources(layout)
+    inputs_from = tuple((o + 1) % n for o in range(n)) if name == "foreign-inputs" else ()
     return Mutation(name, tuple(counts), name == "unweighted-mean", targets, mean_from,
-                    name == "stale-replica")
+                    name == "stale-replica", inputs_from)
 
 
 def _next_sources(layout: OwnerLayout) -> tuple[tuple[int, ...], ...]:

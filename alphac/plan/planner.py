@@ -179,15 +179,20 @@ def _plan(dep: ir.Deployment, mutant: str | None) -> Plan:
     root = mutant_tree(shape.root, mutant)
     if root is not shape.root:  # swap-branch: the owners combine along another tree
         shape = shape_of(root)
-    if part.gradients:
+    if dep.learner.independent:
+        deliveries = ()  # nothing is combined, so nothing is delivered
+    elif part.gradients:
         deliveries = tuple(Delivery(t) for t in mutated.targets)
     else:
         deliveries = (REPLICATE_ALL,)
     nodes = list(shape.nodes)
     check_deliveries(root, nodes, deliveries, dspan, bag)
     bag.raise_if_any()
-    protocols = proto.project(root, n, part if part.any else None, dep.learner.k, nodes, layout,
-                              mutated.targets)
+    if dep.learner.independent:
+        protocols = proto.project_independent(root, n, nodes)
+    else:
+        protocols = proto.project(root, n, part if part.any else None, dep.learner.k, nodes,
+                                  layout, mutated.targets)
     k = dep.learner.k
     sizes = bytes_per_owner(dep, layout, [proto.register_words(p, k, n) for p in protocols])
     role_of = {o: r.name for r in reversed(dep.roles) for o in r.owners}
@@ -201,8 +206,8 @@ def _plan(dep: ir.Deployment, mutant: str | None) -> Plan:
         shape=shape,
         delivery=REPLICATE_ALL,
         deliveries=deliveries,
-        reduce=reduce_phase(root, nodes),
-        replicate=replicate_phase(root, REPLICATE_ALL, nodes),
+        reduce=() if dep.learner.independent else reduce_phase(root, nodes),
+        replicate=() if dep.learner.independent else replicate_phase(root, REPLICATE_ALL, nodes),
         owners=tuple(owners),
         contract=derive(dep, nodes),
         shard_maps=maps,

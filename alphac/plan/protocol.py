@@ -34,6 +34,8 @@ OP_KINDS = (
     "replica-release",  # clear the read replica before the update (the version may then advance)
     "update-owned",  # apply the update to this owner's coordinates and the shared words, reading
                      # the mean of register a (all coordinates, or this owner's slice)
+    # -- independent-state learners only (see `project_independent`) --
+    "evolve",       # apply the rule to this owner's region once per input pair, in pair order
     # -- publication of a run (finish ops; docs/runtime.md "Publication") --
     "stage",        # write this owner's output to its staged file (created before the first
                     # update), fsync it, and keep its sha256 for the prepare message
@@ -295,6 +297,17 @@ def _checkpoint_ops(root: TreeNode, n: int, nodes: list[TreeNode]) -> list[tuple
         ops[root.owner].append(Op("ckpt-manifest"))
     ops[root.owner].append(Op("ckpt-publish"))
     return [tuple(o) for o in ops]
+
+
+def project_independent(root: TreeNode, n: int,
+                        nodes: list[TreeNode] | None = None) -> tuple[OwnerProtocol, ...]:
+    """Each owner's protocol for an independent-state learner: one `evolve` per update (its
+    rule on its own region and inputs; nothing moves between owners), then the publication
+    and checkpoints of every learner, along the tree's reduce edges. It holds no register."""
+    nodes = postorder(root) if nodes is None else nodes
+    finish = _finish_ops(root, n, nodes)
+    ckpt = _checkpoint_ops(root, n, nodes)
+    return tuple(OwnerProtocol(o, (Op("evolve"),), finish[o], (0,), ckpt[o]) for o in range(n))
 
 
 def register_count(proto: OwnerProtocol) -> int:

@@ -128,6 +128,10 @@ def plan_text(plan) -> str:
     dep = plan.deployment
     lines = [f"plan {dep.name}: {dep.owners} owners, {topology_name(dep.topology)}, "
              f"protocol {plan.protocol_hex}", partitioning_text(dep.partitioning)]
+    if dep.learner.independent:
+        lines.append(f"independent state: each owner applies its rule to its own region of "
+                     f"{dep.learner.region} words from its own inputs; nothing is combined, and the "
+                     "tree carries only publication and checkpoints")
     numbers = branch_numbers(plan.shape.nodes)
     lines.append(f"tree (depth {plan.shape.depth}; c<o> is owner o's contribution, b<j> the j-th branch):")
     for node in plan.shape.nodes:
@@ -142,7 +146,7 @@ def plan_text(plan) -> str:
     lines.append(f"replicate phase, CombineReplicateAll ({len(plan.replicate)} transfers):")
     for t in plan.replicate:
         lines.append(f"  {t.step}: {t.sender} -> {t.receiver}  {t.value}")
-    if plan.deliveries != (plan.delivery,):
+    if plan.deliveries not in ((plan.delivery,), ()):
         lines.append("reductions: " + ", ".join(str(d) for d in plan.deliveries))
     c = plan.contract
     lines.append(f"contract: {c.profile.format}, {c.profile.rounding}, subnormals {c.profile.subnormals}, "
