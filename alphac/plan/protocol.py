@@ -306,18 +306,17 @@ def project_independent(root: TreeNode, n: int,
                         nodes: list[TreeNode] | None = None) -> tuple[OwnerProtocol, ...]:
     """Each owner's protocol for an independent-state learner: one `evolve` per update (its
     rule on its own region and inputs; nothing moves between owners), then the publication
-    and checkpoints of every learner, along the tree's reduce edges. It holds no register."""
+    and checkpoints of every learner, along the tree's reduce edges. It names no register."""
     nodes = postorder(root) if nodes is None else nodes
     finish = _finish_ops(root, n, nodes)
     ckpt = _checkpoint_ops(root, n, nodes)
-    return tuple(OwnerProtocol(o, (Op("evolve"),), finish[o], (0,), ckpt[o]) for o in range(n))
+    return tuple(OwnerProtocol(o, (Op("evolve"),), finish[o], (), ckpt[o]) for o in range(n))
 
 
 def register_count(proto: OwnerProtocol) -> int:
-    regs = [0]
-    for op in proto.update_ops:
-        regs.extend(r for r in (op.dst, op.a, op.b) if r >= 0)
-    return max(regs) + 1
+    """Registers the update ops name (0 for a protocol that names none: independent state)."""
+    regs = [r for op in proto.update_ops for r in (op.dst, op.a, op.b) if r >= 0]
+    return max(regs) + 1 if regs else 0
 
 
 def peers(proto: OwnerProtocol) -> tuple[int, ...]:
