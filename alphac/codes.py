@@ -93,6 +93,8 @@ PLAN = {
     "combine-delivery-law": "a planned delivery breaks a law of Runtime.NativeCombine's "
                             "NativeCombineDeliveryLaws (an owner receives the result twice, "
                             "before its sender holds it, off the path to the target, or never)",
+    "independent-state-partitioning": "an independent-state learner's deployment holds other "
+                                      "words per owner than its own region (IR built by hand)",
     "combine-placement-unsupported": "a deployment declares a combine placement the planner does "
                                      "not build yet (CombineAtBlockOwners)",
     # numerical contracts (Learning.Numerics)
@@ -121,7 +123,7 @@ PLAN = {
 PLAN_API_ONLY = frozenset({
     "data-parallel-assembly-overlap", "data-parallel-assembly-coverage",
     "shard-coverage-outside", "shard-decode-mismatch", "shard-replica-not-read-only",
-    "shard-replica-unversioned", "combine-delivery-law",
+    "shard-replica-unversioned", "combine-delivery-law", "independent-state-partitioning",
 })
 
 # -- oracle (alphac/oracle) -----------------------------------------------------------------

@@ -170,3 +170,12 @@ def test_a_deployment_for_another_owner_count_is_refused(tmp_path):
     with pytest.raises(CompileError) as err:
         load_deployment(str(path))
     assert [d.code for d in err.value.diagnostics] == ["owner-count"]
+
+
+@pytest.mark.parametrize("part", [ir.Partitioning(), ir.Partitioning(parameters=True),
+                                  ir.Partitioning(parameters=True, gradients=True, block_words=2)])
+def test_a_deployment_holding_other_words_than_the_regions_is_refused(part):
+    dep = load_deployment(TREE)
+    with pytest.raises(CompileError) as err:
+        plan(replace(dep, partitioning=part))
+    assert [d.code for d in err.value.diagnostics] == ["independent-state-partitioning"]

@@ -129,6 +129,21 @@ def check_combine_placement(dep: ir.Deployment, bag: DiagnosticBag) -> None:
                "(CombineAtBranchOwners); either placement gives the same bits"])
 
 
+def check_independent_partitioning(dep: ir.Deployment, bag: DiagnosticBag) -> None:
+    """An independent-state learner's owners hold exactly their own regions: its parameters
+    partitioned in blocks of r (block o, owner o's region, at owner o), nothing else. Its
+    families fix this; IR built otherwise is refused."""
+    L = dep.learner
+    if not L.independent:
+        return
+    own = ir.Partitioning(parameters=True, block_words=L.region)
+    if dep.partitioning != own:
+        bag.error("independent-state-partitioning", f"an independent-state learner holds each "
+                  f"owner's region as its own block of r = {L.region} parameters; this deployment "
+                  f"declares {dep.partitioning}", _span(dep.partitioning, dep.span),
+                  ["no owner may hold, or update, another owner's region"])
+
+
 def plan(dep: ir.Deployment, mutant: str | None = None) -> Plan:
     """Plan one deployment; raises CompileError carrying every diagnostic. With `mutant`
     (one of alphac.ir.mutants.NAMES), the plan of that executed mutant instead of the
@@ -157,6 +172,7 @@ def _plan(dep: ir.Deployment, mutant: str | None) -> Plan:
                   [f"owners: {n}"])
     check_profile(dep.contract, dspan, bag)
     check_combine_placement(dep, bag)
+    check_independent_partitioning(dep, bag)
     resumed = _resumed(dep.resume, dspan, bag) if dep.resume is not None else None
     # the single answer to who holds what; everything below reads it
     layout = OwnerLayout.of(dep)
