@@ -7,8 +7,11 @@ Deployment of its learner with its topology and partitioning fixed by the family
 value of `Runtime.NativeIndependentState.NativeIndependentState` (a star) or
 `Runtime.NativeIndependentTree.NativeIndependentTree` (a hierarchy), whose learner is a
 `LocalCorrelation.System.LocalCorrelationSystem` and whose partitioning gives owner o the
-parameters [o*r, o*r + r): its region. Each is rewritten field by field into a
-`Learning.Deployment.Deployment` object, which the one deployment lowering
+parameters [o*r, o*r + r): its region. A value of `PartitionedRegression.NativeHost.NativeHost`
+or `PartitionedRegression.Build.NativeHost.BuildNativeHost` is the data-parallel learner
+of one parameter (k = 1, samples (x, y)) on a star of a coordinator (owner 0) and a worker
+(owner 1), placed as written or, for the build family, on SM86. Each is rewritten field by
+field into a `Learning.Deployment.Deployment` object, which the one deployment lowering
 (`Lowering.deployment`) then checks and lowers.
 """
 
@@ -19,12 +22,15 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from alphac.check.programs import Layout, ProgramLowering, Region
-from alphac.check.values import VBool, VList, VNat, VObj, VProgram, VWords, whole
+from alphac.check.values import VBool, VList, VNat, VObj, VProgram, VString, VWords, whole
 from alphac.ir import nodes as ir
 
 DEPLOYMENT = "Learning.Deployment.Deployment"
 TOPOLOGY = "Runtime.NativeDataParallel.DataParallelTopology"
 PARTITIONING = "Runtime.NativeDataParallel.DataParallelPartitioning"
+LEARNER = "Learning.DataParallel.DataParallelSystem"
+ROLE = "Learning.Deployment.DeploymentRole"
+TARGET = "Learning.Deployment.DeploymentTarget"
 # the Deployment fields every named family carries under its own prefix
 COMMON = ("Learner", "Owners", "Roles", "Placement", "Updates", "Contract", "Checkpoint")
 
@@ -49,8 +55,13 @@ INDEPENDENT = {
     "Runtime.NativeIndependentTree.NativeIndependentTree":
         Named("independentTree", "DataParallelHierarchy", True),
 }
+# the samples-partitioned scalar learner: its fields' prefix and its placement (None: as written)
+REGRESSION = {
+    "PartitionedRegression.NativeHost.NativeHost": ("nativeHost", None),
+    "PartitionedRegression.Build.NativeHost.BuildNativeHost": ("buildNativeHost", "TargetSM86"),
+}
 NAMED_FAMILIES = {**OWNED, **INDEPENDENT}
-NAMED = frozenset(NAMED_FAMILIES)
+NAMED = frozenset(NAMED_FAMILIES) | frozenset(REGRESSION)
 LOCAL_CORRELATION = "LocalCorrelation.System.LocalCorrelationSystem"
 PAIR = 2  # an input pair's words
 
@@ -58,7 +69,8 @@ PAIR = 2  # an input pair's words
 def as_deployment(obj: VObj) -> VObj:
     """The Deployment object a named family's value stands for (cached on the value)."""
     if "deployment" not in obj.cache:
-        obj.cache["deployment"] = _named(obj, NAMED_FAMILIES[obj.key])
+        obj.cache["deployment"] = (_regression(obj, *REGRESSION[obj.key]) if obj.key in REGRESSION
+                                   else _named(obj, NAMED_FAMILIES[obj.key]))
     return obj.cache["deployment"]
 
 
@@ -106,6 +118,45 @@ def _named(obj: VObj, named: Named) -> VObj:
         "Learning.Deployment.CombinePlacement", "CombineAtBranchOwners", {}, span)
     return VObj(DEPLOYMENT, "DeploymentOf", fields, span, name=obj.name, complete=obj.complete)
 
+
+
+# ----------------------------------------------------------------------------- scalar regression
+
+def _regression(obj: VObj, prefix: str, placement: str | None) -> VObj:
+    """The Deployment of the samples-partitioned scalar learner: k = 1, s = 2, m = 0, the
+    coordinator's samples then the worker's, replicated on a star of the two owners."""
+    span, f = obj.span, (lambda name: obj.fields.get(prefix + name))
+    ok = obj.complete
+
+    def words(v) -> VWords | None:
+        return VWords(np.array([v.w], dtype=np.uint64), v.span) if v is not None else None
+
+    samples = [f("CoordinatorSamples"), f("WorkerSamples")]
+    learner = VObj(LEARNER, "DataParallelSystemOf", {
+        "dataParallelParameterCount": VNat(1, span), "dataParallelSampleWidth": VNat(PAIR, span),
+        "dataParallelContribution": f("Gradient"), "dataParallelUpdate": f("Step"),
+        "dataParallelInitial": words(f("Initial")),
+        "dataParallelInitialState": VWords(np.zeros(0, dtype=np.uint64), span),
+        "dataParallelRate": f("Rate"),
+        "dataParallelSamples": VList(tuple(samples), span) if None not in samples else None,
+    }, span, args=(4, 3), type_span=span, name=obj.name, complete=ok)
+    roles = VList(tuple(VObj(ROLE, "RoleOf", {"roleName": VString(name, span),
+                                              "roleOwners": VList((VNat(o, span),), span)}, span)
+                        for o, name in enumerate(("coordinator", "worker"))), span)
+    where = f("Placement") if placement is None else VList(
+        (VObj(TARGET, placement, {}, span),) * 2, span)
+    fields = {
+        "deploymentLearner": learner, "deploymentOwners": VNat(2, span),
+        "deploymentTopology": VObj(TOPOLOGY, "DataParallelStar", {}, span),
+        "deploymentPartitioning": VObj(PARTITIONING, "DataParallelReplicated",
+                                       {"partitionBlockWords": VNat(1, span)}, span),
+        "deploymentRoles": roles, "deploymentPlacement": where,
+        "deploymentUpdates": f("Updates"), "deploymentContract": f("Contract"),
+        "deploymentCheckpoint": f("Checkpoint"),
+        "deploymentCombinePlacement": VObj("Learning.Deployment.CombinePlacement",
+                                           "CombineAtBranchOwners", {}, span),
+    }
+    return VObj(DEPLOYMENT, "DeploymentOf", fields, span, name=obj.name, complete=ok)
 
 
 # ----------------------------------------------------------------------------- independent state
