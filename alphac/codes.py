@@ -61,6 +61,9 @@ CHECK = {
                                 "for different numbers of owners",
     "independent-state-foreign-region": "an independent-state rule reads or writes a slot beyond "
                                         "its own region, pair and scale: another owner's region",
+    # coordinate-owned learners (docs/learners.md)
+    "coordinate-not-held": "a coordinate-owned update writes one coordinate from another "
+                           "coordinate's words, which another owner holds",
     # deployment structure
     "owner-count": "the deployment's owner count is zero, above 65536, or disagrees with the "
                    "learner's samples",

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from alphac.check.lower import DEPLOYMENT, LEARNER, RESUME, Lowering
 from alphac.check.modules import World
-from alphac.check.shapes import LOCAL_CORRELATION, NAMED, as_deployment
+from alphac.check.shapes import LOCAL_CORRELATION, NAMED, lower_named
 from alphac.check.values import Evaluator, VObj
 from alphac.diagnostics import CompileError, Diagnostic, DiagnosticBag, SourceCache, Span
 from alphac.ir import nodes as ir
@@ -50,7 +50,8 @@ def check_file(path: str) -> tuple[ir.CheckedSpec | None, list[Diagnostic], Sour
         elif obj.key == RESUME:
             resumes.append((name, obj))
         elif obj.key == DEPLOYMENT or obj.key in NAMED:
-            dep = lowering.deployment(as_deployment(obj) if obj.key in NAMED else obj, path)
+            dep = (lower_named(lowering, obj, path) if obj.key in NAMED
+                   else lowering.deployment(obj, path))
             if dep is None:
                 dropped.append(name)
                 refused.add(id(obj))

@@ -10,7 +10,11 @@ value of `Runtime.NativeIndependentState.NativeIndependentState` (a star) or
 parameters [o*r, o*r + r): its region. A value of `PartitionedRegression.NativeHost.NativeHost`
 or `PartitionedRegression.Build.NativeHost.BuildNativeHost` is the data-parallel learner
 of one parameter (k = 1, samples (x, y)) on a star of a coordinator (owner 0) and a worker
-(owner 1), placed as written or, for the build family, on SM86. Each is rewritten field by
+(owner 1); one of `PartitionedRegression.CoordinateHost.CoordinateHost` or
+`PartitionedRegression.Build.CoordinateDevice/CoordinateMemory` is the learner of
+`PartitionedRegression.Coordinates` (k = 2 with one accumulator per coordinate) on the
+same two owners, everything partitioned, so that owner i holds coordinate i. Each is placed
+as written or, for the build families, on SM86. Each is rewritten field by
 field into a `Learning.Deployment.Deployment` object, which the one deployment lowering
 (`Lowering.deployment`) then checks and lowers.
 """
@@ -55,13 +59,7 @@ INDEPENDENT = {
     "Runtime.NativeIndependentTree.NativeIndependentTree":
         Named("independentTree", "DataParallelHierarchy", True),
 }
-# the samples-partitioned scalar learner: its fields' prefix and its placement (None: as written)
-REGRESSION = {
-    "PartitionedRegression.NativeHost.NativeHost": ("nativeHost", None),
-    "PartitionedRegression.Build.NativeHost.BuildNativeHost": ("buildNativeHost", "TargetSM86"),
-}
 NAMED_FAMILIES = {**OWNED, **INDEPENDENT}
-NAMED = frozenset(NAMED_FAMILIES) | frozenset(REGRESSION)
 LOCAL_CORRELATION = "LocalCorrelation.System.LocalCorrelationSystem"
 PAIR = 2  # an input pair's words
 
@@ -69,7 +67,7 @@ PAIR = 2  # an input pair's words
 def as_deployment(obj: VObj) -> VObj:
     """The Deployment object a named family's value stands for (cached on the value)."""
     if "deployment" not in obj.cache:
-        obj.cache["deployment"] = (_regression(obj, *REGRESSION[obj.key]) if obj.key in REGRESSION
+        obj.cache["deployment"] = (_two_owners(obj, TWO_OWNERS[obj.key]) if obj.key in TWO_OWNERS
                                    else _named(obj, NAMED_FAMILIES[obj.key]))
     return obj.cache["deployment"]
 
@@ -120,43 +118,176 @@ def _named(obj: VObj, named: Named) -> VObj:
 
 
 
-# ----------------------------------------------------------------------------- scalar regression
+# ----------------------------------------------------------------------------- two-owner learners
 
-def _regression(obj: VObj, prefix: str, placement: str | None) -> VObj:
-    """The Deployment of the samples-partitioned scalar learner: k = 1, s = 2, m = 0, the
-    coordinator's samples then the worker's, replicated on a star of the two owners."""
-    span, f = obj.span, (lambda name: obj.fields.get(prefix + name))
-    ok = obj.complete
+def _learner(obj: VObj, k: int, s: int, fields: dict, slots: tuple[int, int]) -> VObj:
+    """A DataParallelSystem object of k parameters and samples of s words from `fields`
+    (its Contribution, Update, Initial, InitialState, Rate and Samples)."""
+    return VObj(LEARNER, "DataParallelSystemOf", {
+        "dataParallelParameterCount": VNat(k, obj.span), "dataParallelSampleWidth": VNat(s, obj.span),
+        **{f"dataParallel{name}": v for name, v in fields.items()},
+    }, obj.span, args=slots, type_span=obj.span, name=obj.name, complete=obj.complete)
 
-    def words(v) -> VWords | None:
-        return VWords(np.array([v.w], dtype=np.uint64), v.span) if v is not None else None
 
-    samples = [f("CoordinatorSamples"), f("WorkerSamples")]
-    learner = VObj(LEARNER, "DataParallelSystemOf", {
-        "dataParallelParameterCount": VNat(1, span), "dataParallelSampleWidth": VNat(PAIR, span),
-        "dataParallelContribution": f("Gradient"), "dataParallelUpdate": f("Step"),
-        "dataParallelInitial": words(f("Initial")),
-        "dataParallelInitialState": VWords(np.zeros(0, dtype=np.uint64), span),
-        "dataParallelRate": f("Rate"),
-        "dataParallelSamples": VList(tuple(samples), span) if None not in samples else None,
-    }, span, args=(4, 3), type_span=span, name=obj.name, complete=ok)
+def _regression_learner(obj: VObj, f) -> VObj:
+    """The scalar learner: w, samples (x, y), the coordinator's and then the worker's."""
+    span = obj.span
+    initial, samples = f("Initial"), [f("CoordinatorSamples"), f("WorkerSamples")]
+    return _learner(obj, 1, PAIR, {
+        "Contribution": f("Gradient"), "Update": f("Step"),
+        "Initial": VWords(np.array([initial.w], dtype=np.uint64), initial.span) if initial else None,
+        "InitialState": VWords(np.zeros(0, dtype=np.uint64), span), "Rate": f("Rate"),
+        "Samples": VList(tuple(samples), span) if None not in samples else None,
+    }, (4, 3))
+
+
+def _coordinates_learner(obj: VObj, f) -> VObj | None:
+    """The coordinate-owned learner: w0 w1, their accumulators, samples (x0, x1, y)."""
+    c = f("Learner")
+    if not isinstance(c, VObj):
+        return None
+    g = c.fields.get
+    return _learner(c, 2, 3, {
+        "Contribution": g("coordinatesGradient"), "Update": g("coordinatesUpdate"),
+        "Initial": g("coordinatesInitial"), "InitialState": g("coordinatesAccumulators"),
+        "Rate": g("coordinatesRate"), "Samples": g("coordinatesSamples"),
+    }, (7, 7))
+
+
+def _replicated(span) -> dict:
+    return {"partitionBlockWords": VNat(1, span)}
+
+
+def _coordinate_owned(span) -> dict:
+    on = VBool(True, span)
+    return {"partitionOptimizerState": on, "partitionParameters": on, "partitionGradients": on,
+            "partitionWordsPerCoordinate": VNat(1, span), "partitionSharedState": VList((), span),
+            "partitionBlockWords": VNat(1, span)}
+
+
+@dataclass(frozen=True)
+class TwoOwners:
+    """A learner of a coordinator (owner 0) and a worker (owner 1) on a star."""
+
+    prefix: str
+    learner: object        # (obj, field getter) -> the DataParallelSystem object
+    partitioning: object   # span -> the DataParallelPartitioned / Replicated fields
+    placement: str | None  # every owner's target, or None: the family's Placement field
+
+
+TWO_OWNERS = {
+    "PartitionedRegression.NativeHost.NativeHost":
+        TwoOwners("nativeHost", _regression_learner, _replicated, None),
+    "PartitionedRegression.Build.NativeHost.BuildNativeHost":
+        TwoOwners("buildNativeHost", _regression_learner, _replicated, "TargetSM86"),
+    "PartitionedRegression.CoordinateHost.CoordinateHost":
+        TwoOwners("coordinateHost", _coordinates_learner, _coordinate_owned, None),
+    "PartitionedRegression.Build.CoordinateDevice.CoordinateDevice":
+        TwoOwners("coordinateDevice", _coordinates_learner, _coordinate_owned, "TargetSM86"),
+    "PartitionedRegression.Build.CoordinateMemory.CoordinateMemory":
+        TwoOwners("coordinateMemory", _coordinates_learner, _coordinate_owned, "TargetSM86"),
+}
+
+
+NAMED = frozenset(NAMED_FAMILIES) | frozenset(TWO_OWNERS)
+
+
+def _two_owners(obj: VObj, shape: TwoOwners) -> VObj:
+    """The Deployment of a two-owner family's learner on a star of its two owners."""
+    span = obj.span
+    f = (lambda name: obj.fields.get(shape.prefix + name))
     roles = VList(tuple(VObj(ROLE, "RoleOf", {"roleName": VString(name, span),
                                               "roleOwners": VList((VNat(o, span),), span)}, span)
                         for o, name in enumerate(("coordinator", "worker"))), span)
-    where = f("Placement") if placement is None else VList(
-        (VObj(TARGET, placement, {}, span),) * 2, span)
+    where = f("Placement") if shape.placement is None else VList(
+        (VObj(TARGET, shape.placement, {}, span),) * 2, span)
+    partitioning = shape.partitioning(span)
     fields = {
-        "deploymentLearner": learner, "deploymentOwners": VNat(2, span),
+        "deploymentLearner": shape.learner(obj, f), "deploymentOwners": VNat(2, span),
         "deploymentTopology": VObj(TOPOLOGY, "DataParallelStar", {}, span),
-        "deploymentPartitioning": VObj(PARTITIONING, "DataParallelReplicated",
-                                       {"partitionBlockWords": VNat(1, span)}, span),
+        "deploymentPartitioning": VObj(PARTITIONING, "DataParallelPartitioned" if len(partitioning) > 1
+                                       else "DataParallelReplicated", partitioning, span),
         "deploymentRoles": roles, "deploymentPlacement": where,
         "deploymentUpdates": f("Updates"), "deploymentContract": f("Contract"),
         "deploymentCheckpoint": f("Checkpoint"),
         "deploymentCombinePlacement": VObj("Learning.Deployment.CombinePlacement",
                                            "CombineAtBranchOwners", {}, span),
     }
-    return VObj(DEPLOYMENT, "DeploymentOf", fields, span, name=obj.name, complete=ok)
+    return VObj(DEPLOYMENT, "DeploymentOf", fields, span, name=obj.name, complete=obj.complete)
+
+
+# ----------------------------------------------------------------------------- coordinate ownership
+
+def lower_named(low, obj: VObj, source_file: str) -> ir.Deployment | None:
+    """The IR of a named family's deployment, or None after reporting; a coordinate-owned
+    learner's update must also keep every coordinate with its owner (`coordinate-not-held`)."""
+    dep = low.deployment(as_deployment(obj), source_file)
+    shape = TWO_OWNERS.get(obj.key)
+    if dep is None or shape is None or shape.learner is not _coordinates_learner:
+        return dep
+    return dep if _coordinates_held(low, dep.learner.update, dep.learner.k) else None
+
+
+def _coordinate(index: ir.Index, k: int):
+    """Which coordinate an update slot (parameters, accumulators, means: k each) belongs
+    to: a number, or (loop variable, offset); None for the rate, a word of no coordinate."""
+    if index.base >= 3 * k:
+        return None
+    return index.base % k if index.var is None else (index.var, index.base % k)
+
+
+def _coordinates_held(low, update: ir.Program, k: int) -> bool:
+    """Every statement of a coordinate-owned update writes one coordinate's parameter or
+    accumulator from that coordinate's words (and the rate) alone: the owner holding the
+    words it reads is the owner of the coordinate it writes."""
+    ok = True
+    lets: dict[str, set] = {}
+    for stmt in _statements(update.body):
+        reads = {_coordinate(i, k) for i in _slot_reads(stmt.value, lets)} - {None}
+        if isinstance(stmt, ir.Let):
+            lets[stmt.name] = reads
+            continue
+        target = _coordinate(stmt.target, k)
+        foreign = sorted(map(str, reads - {target}))
+        if foreign:
+            low.bag.error("coordinate-not-held", f"`{stmt.label or stmt.target}` writes coordinate "
+                          f"{_shown(target)} from the words of coordinate {foreign[0]}, which another "
+                          "owner holds", stmt.span,
+                          ["owner i holds coordinate i, its parameter, its accumulator and its mean; "
+                           "a coordinate's update reads only its own words and the rate"])
+            ok = False
+    return ok
+
+
+def _shown(coordinate) -> str:
+    return str(coordinate) if not isinstance(coordinate, tuple) else f"{coordinate[0]} + {coordinate[1]}"
+
+
+def _statements(body):
+    for stmt in body:
+        if isinstance(stmt, ir.Loop):
+            yield from _statements(stmt.body)
+        else:
+            yield stmt
+
+
+def _slot_reads(expr, lets: dict) -> list:
+    """The slot indices an expression reads (through `let` temporaries too)."""
+    out, stack = [], [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, ir.SlotRef):
+            out.append(e.index)
+        elif isinstance(e, ir.Local):
+            out.extend(ir.Index(c, None) if not isinstance(c, tuple) else ir.Index(c[1], c[0])
+                       for c in lets.get(e.name, ()))
+        elif isinstance(e, ir.Unary):
+            stack.append(e.arg)
+        elif isinstance(e, ir.Binary):
+            stack.extend((e.lhs, e.rhs))
+        elif isinstance(e, ir.Sum):
+            stack.append(e.body)
+    return out
 
 
 # ----------------------------------------------------------------------------- independent state
