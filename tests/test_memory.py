@@ -95,10 +95,10 @@ def test_every_spec_under_every_partitioning_and_topology_measures_its_laws():
                     continue
                 assert_measured_is_the_law(key, v)
                 ran.append(key)
-    # every claim is separable: 19 data-parallel specs x 5 partitionings x 2 trees ran; the
+    # every claim is separable: 20 data-parallel specs x 5 partitionings x 2 trees ran; the
     # 2 independent-state specs hold their regions only ("parameters", blocks of r)
-    assert len(spec_deployments()) == 21
-    assert len(ran) == 19 * 5 * 2 + 2 * 2
+    assert len(spec_deployments()) == 22
+    assert len(ran) == 20 * 5 * 2 + 2 * 2
     assert sorted({code for _, code in unplanned}) == ["independent-state-partitioning"]
     assert len(unplanned) == 2 * 4 * 2
 

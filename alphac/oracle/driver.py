@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from alphac.ir.mutants import check_name
+from alphac.ir.mutants import check_name, foreign_accumulator
 from alphac.ir.nodes import Deployment, Learner, TreeBranch, TreeNode
 from alphac.oracle import independent, scalar, vector
 from alphac.oracle.combine import Mass, combine, deliver_to_next, mean, mutate_leaves, swap_branch
@@ -189,6 +189,7 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
     of the declared program (docs/oracle.md): ValueError for another name; a mutant that
     does not apply to `dep` refuses `mutant-not-applicable`."""
     check_name(mutant)
+    dep = _mutant_deployment(dep, mutant)
     _validate(dep)
     independent.check_mutant(dep, mutant)
     L = dep.learner
@@ -240,6 +241,17 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
             m_ = deliver_to_next(m_, [owned_coordinates(dep, o) for o in range(dep.owners)])
         params, state = update(L, params, state, m_, rate, u)
     return _result(dep, rounds, bits_of(params), bits_of(state), first)
+
+
+def _mutant_deployment(dep: Deployment, mutant: str | None) -> Deployment:
+    """foreign-accumulator evaluates the deployment its definition gives (its update and its
+    replicated accumulators: alphac.ir.mutants.foreign_accumulator); others `dep` itself."""
+    if mutant != "foreign-accumulator":
+        return dep
+    got = foreign_accumulator(dep)
+    if isinstance(got, str):
+        raise Refusal("mutant-not-applicable", f"mutant {mutant}: {got}")
+    return got
 
 
 def _mutant_tree(dep: Deployment, root: TreeNode, mutant: str | None) -> TreeNode:

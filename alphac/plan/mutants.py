@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from alphac.ir import nodes as ir
-from alphac.ir.mutants import check_name
+from alphac.ir.mutants import check_name, foreign_accumulator
 from alphac.plan.layout import OwnerLayout
 
 # A word of the mean read from no delivered sum: the sum +0.0 (mean_from below).
@@ -64,6 +64,18 @@ def mutant_tree(root: ir.TreeNode, name: str | None) -> ir.TreeNode:
     return ir.TreeBranch(root.owner, ir.TreeBranch(left.owner, left.left, root.right), left.right)
 
 
+def mutant_deployment(dep: ir.Deployment, name: str | None) -> ir.Deployment:
+    """The deployment a mutant's executables run: foreign-accumulator's (its update and its
+    replicated accumulators, alphac.ir.mutants.foreign_accumulator); for every other mutant
+    the declared one. MutantError when foreign-accumulator does not apply."""
+    if name != "foreign-accumulator":
+        return dep
+    got = foreign_accumulator(dep)
+    if isinstance(got, str):
+        raise MutantError(name, got)
+    return got
+
+
 def check_applies(dep: ir.Deployment, root: ir.TreeNode, name: str | None) -> None:
     """MutantError when mutant `name` cannot be built for `dep` (ValueError: no such name)."""
     check_name(name)
@@ -78,6 +90,8 @@ def check_applies(dep: ir.Deployment, root: ir.TreeNode, name: str | None) -> No
 
 
 def _inapplicable(dep: ir.Deployment, root: ir.TreeNode, name: str) -> str:
+    if name == "foreign-accumulator":
+        return ""  # mutant_deployment decided
     if dep.learner.independent and name != "foreign-inputs":
         return "an independent-state learner combines nothing; only foreign-inputs applies to it"
     if name == "foreign-inputs" and not dep.learner.independent:
