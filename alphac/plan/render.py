@@ -71,7 +71,8 @@ def plan_json(plan) -> dict:
     return {
         "format": JSON_FORMAT,
         "deployment": dep.name,
-        "learner": {"name": dep.learner.name, "k": dep.learner.k, "s": dep.learner.s, "m": dep.learner.m},
+        "learner": {"name": dep.learner.name, "k": dep.learner.k, "s": dep.learner.s, "m": dep.learner.m,
+                    "shape": dep.learner.shape, "region": dep.learner.region},
         "owners": dep.owners,
         "topology": topology_name(dep.topology),
         "protocol": plan.protocol_hex,
