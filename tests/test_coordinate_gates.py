@@ -159,3 +159,17 @@ def test_the_sm86_build_families_evaluate_as_the_host_and_build_refuses_them(spe
     out = CliRunner().invoke(main, ["build", spec, "--all", "-o", str(tmp_path)])
     assert out.exit_code == 1
     assert out.stderr.startswith("alphac: error[target-not-buildable]: target 'sm86'"), out.stderr
+
+
+def test_a_coordinate_owned_learner_has_two_coordinates_and_two_accumulators(tmp_path):
+    spec = tmp_path / "three.alpha"
+    spec.write_text(Path(HOST).read_text().replace("import Gates.Coordinates\n", "").replace(
+        "coordinateHostLearner = coordinates", "coordinateHostLearner = CoordinatesOf {\n"
+        "    coordinatesInitial = [1.0, 2.0, 3.0], coordinatesAccumulators = [1.0, 1.0],\n"
+        "    coordinatesRate = 0.1, coordinatesSamples = [[[1.0, 2.0, 3.0]], []] }"))
+    from alphac.check import check_file
+
+    _, diagnostics, _ = check_file(str(spec))
+    assert [(d.code, d.message) for d in diagnostics] == [(
+        "length-mismatch", "coordinatesInitial has 3 words; the coordinate-owned learner has two "
+        "coordinates, each with its accumulator")]

@@ -221,11 +221,27 @@ def _two_owners(obj: VObj, shape: TwoOwners) -> VObj:
 def lower_named(low, obj: VObj, source_file: str) -> ir.Deployment | None:
     """The IR of a named family's deployment, or None after reporting; a coordinate-owned
     learner's update must also keep every coordinate with its owner (`coordinate-not-held`)."""
-    dep = low.deployment(as_deployment(obj), source_file)
     shape = TWO_OWNERS.get(obj.key)
-    if dep is None or shape is None or shape.learner is not _coordinates_learner:
+    coordinates = shape is not None and shape.learner is _coordinates_learner
+    if coordinates and not _two_coordinates(low, obj.fields.get(shape.prefix + "Learner")):
+        return None
+    dep = low.deployment(as_deployment(obj), source_file)
+    if dep is None or not coordinates:
         return dep
     return dep if _coordinates_held(low, dep.learner.update, dep.learner.k) else None
+
+
+def _two_coordinates(low, learner) -> bool:
+    """A coordinate-owned learner has two coordinates and one accumulator for each."""
+    ok = True
+    for name in ("coordinatesInitial", "coordinatesAccumulators"):
+        v = learner.fields.get(name) if isinstance(learner, VObj) else None
+        if isinstance(v, VWords) and len(v.data) != 2:
+            words = f"{len(v.data)} word{'' if len(v.data) == 1 else 's'}"
+            low.bag.error("length-mismatch", f"{name} has {words}; the coordinate-owned "
+                          "learner has two coordinates, each with its accumulator", v.span)
+            ok = False
+    return ok
 
 
 def _coordinate(index: ir.Index, k: int):
