@@ -147,6 +147,17 @@ def test_checkpoints_resume_on_the_other_instruction_set(tmp_path):
                       evaluate(swapped, start=start), swapped.updates)
     assert resumed.match
     assert [(r.params, r.state) for r in resumed.rows] == [(r.params, r.state) for r in report.rows]
+    # on one owner holding both coordinates and every sample: a new contract, whose words
+    # the oracle evaluates from the checkpoint's state
+    L = dep.learner
+    alone = dataclasses.replace(dep, learner=dataclasses.replace(L, samples=ir.Samples(
+        L.s, (sum(L.samples.shares),), L.samples.words)), owners=1,
+        roles=(ir.Role("coordinator", (0,)),), placement=dep.placement[:1])
+    args = run_arguments(tmp_path / "ck3", ckpt, True)
+    single = session.run("coordinates-ckpt-alone", alone, timeout_ms=20000, extra_argv={0: args})
+    got = compare(session.plan("coordinates-ckpt-alone", alone), single,
+                  evaluate(alone, start=start_of(ckpt, alone.learner)), alone.updates)
+    assert got.match, [r.why for r in got.rows]
 
 
 @pytest.mark.parametrize("spec", BUILDS, ids=["device", "memory"])

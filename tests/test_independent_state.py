@@ -179,3 +179,16 @@ def test_a_deployment_holding_other_words_than_the_regions_is_refused(part):
     with pytest.raises(CompileError) as err:
         plan(replace(dep, partitioning=part))
     assert [d.code for d in err.value.diagnostics] == ["independent-state-partitioning"]
+
+
+def test_the_pairs_run_in_their_declared_order():
+    """Owner 2's three pairs in reverse order give other words: the rule is not symmetric
+    in its inputs, so the order the oracle (and every owner) runs them in shows."""
+    dep = load_deployment(STAR)
+    L = dep.learner
+    words = np.array(L.samples.words, dtype=np.uint64)
+    words[3:6] = words[3:6][::-1]  # owner 2's rows
+    reversed_ = replace(dep, learner=replace(L, samples=ir.Samples(2, L.samples.shares, words)))
+    a, b = evaluate(dep), evaluate(reversed_)
+    assert a.owners[2].params != b.owners[2].params
+    assert [a.owners[o].params for o in (0, 1, 3)] == [b.owners[o].params for o in (0, 1, 3)]

@@ -108,6 +108,21 @@ def test_checkpoints_hold_w_and_resume_on_the_other_instruction_set(tmp_path):
     resumed = compare(session.plan("regression-ckpt-swapped", swapped), again,
                       evaluate(swapped, start=start_of(ckpt, swapped.learner)), swapped.updates)
     assert resumed.match and [r.params for r in resumed.rows] == [r.params for r in report.rows]
+    # on one owner holding all three samples: a new contract, the oracle of that schedule
+    alone = _one_owner(dep)
+    args = run_arguments(tmp_path / "ck3", ckpt, True)
+    single = session.run("regression-ckpt-alone", alone, timeout_ms=20000, extra_argv={0: args})
+    got = compare(session.plan("regression-ckpt-alone", alone), single,
+                  evaluate(alone, start=start_of(ckpt, alone.learner)), alone.updates)
+    assert got.match, [r.why for r in got.rows]
+
+
+def _one_owner(dep):
+    """`dep` on one owner holding every sample."""
+    L = dep.learner
+    samples = ir.Samples(L.s, (sum(L.samples.shares),), L.samples.words)
+    return dataclasses.replace(dep, learner=dataclasses.replace(L, samples=samples), owners=1,
+                               roles=(ir.Role("coordinator", (0,)),), placement=dep.placement[:1])
 
 
 def test_the_sm86_build_family_checks_plans_and_evaluates_and_build_refuses_it(tmp_path):
