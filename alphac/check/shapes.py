@@ -35,6 +35,7 @@ PARTITIONING = "Runtime.NativeDataParallel.DataParallelPartitioning"
 LEARNER = "Learning.DataParallel.DataParallelSystem"
 ROLE = "Learning.Deployment.DeploymentRole"
 TARGET = "Learning.Deployment.DeploymentTarget"
+COMBINE_PLACEMENT = "Learning.Deployment.CombinePlacement"
 # the Deployment fields every named family carries under its own prefix
 COMMON = ("Learner", "Owners", "Roles", "Placement", "Updates", "Contract", "Checkpoint")
 
@@ -93,29 +94,38 @@ def _partitioning(obj: VObj, named: Named) -> dict:
                 "partitionGradients": off, "partitionWordsPerCoordinate": VNat(0, span),
                 "partitionSharedState": VList((), span),
                 "partitionBlockWords": _region_words(_field(obj, named, "Learner"))}
-    flag = VBool(True, span)
-    return {
-        "partitionOptimizerState": flag, "partitionParameters": flag, "partitionGradients": flag,
-        "partitionWordsPerCoordinate": _field(obj, named, "WordsPerCoordinate"),
-        "partitionSharedState": _field(obj, named, "SharedState"),
-        "partitionBlockWords": _field(obj, named, "BlockWords"),
-    }
+    return _all_owned(span, _field(obj, named, "WordsPerCoordinate"),
+                      _field(obj, named, "SharedState"), _field(obj, named, "BlockWords"))
+
+
+def _all_owned(span, words, shared, blocks) -> dict:
+    """Optimizer state, parameters and gradients partitioned: w words per coordinate, the
+    shared state offsets, blocks of B coordinates."""
+    on = VBool(True, span)
+    return {"partitionOptimizerState": on, "partitionParameters": on, "partitionGradients": on,
+            "partitionWordsPerCoordinate": words, "partitionSharedState": shared,
+            "partitionBlockWords": blocks}
+
+
+def _deployment(obj: VObj, fields: dict, topology: VObj, partitioning: VObj) -> VObj:
+    """The Deployment object of a named family's value: `fields` (learner, owners, roles,
+    placement, updates, contract, checkpoint), the topology and partitioning it fixes, and
+    each branch of the combine at the owner the tree names."""
+    placement = VObj(COMBINE_PLACEMENT, "CombineAtBranchOwners", {}, obj.span)
+    return VObj(DEPLOYMENT, "DeploymentOf", {
+        **fields, "deploymentTopology": topology, "deploymentPartitioning": partitioning,
+        "deploymentCombinePlacement": placement}, obj.span, name=obj.name, complete=obj.complete)
 
 
 def _named(obj: VObj, named: Named) -> VObj:
-    fields = {f"deployment{name}": _field(obj, named, name) for name in COMMON}
     span = obj.span
     topology = {}
     if named.topology == "DataParallelHierarchy":
         topology = {"dataParallelFanout": _field(obj, named, "Fanout")}
-    fields["deploymentTopology"] = VObj(TOPOLOGY, named.topology, topology, span,
-                                        complete=obj.complete)
-    fields["deploymentPartitioning"] = VObj(PARTITIONING, "DataParallelPartitioned",
-                                            _partitioning(obj, named), span, complete=obj.complete)
-    fields["deploymentCombinePlacement"] = VObj(
-        "Learning.Deployment.CombinePlacement", "CombineAtBranchOwners", {}, span)
-    return VObj(DEPLOYMENT, "DeploymentOf", fields, span, name=obj.name, complete=obj.complete)
-
+    return _deployment(obj, {f"deployment{name}": _field(obj, named, name) for name in COMMON},
+                       VObj(TOPOLOGY, named.topology, topology, span, complete=obj.complete),
+                       VObj(PARTITIONING, "DataParallelPartitioned", _partitioning(obj, named),
+                            span, complete=obj.complete))
 
 
 # ----------------------------------------------------------------------------- two-owner learners
@@ -159,10 +169,8 @@ def _replicated(span) -> dict:
 
 
 def _coordinate_owned(span) -> dict:
-    on = VBool(True, span)
-    return {"partitionOptimizerState": on, "partitionParameters": on, "partitionGradients": on,
-            "partitionWordsPerCoordinate": VNat(1, span), "partitionSharedState": VList((), span),
-            "partitionBlockWords": VNat(1, span)}
+    """Owner i holds coordinate i, its accumulator (one state word) and its gradient sum."""
+    return _all_owned(span, VNat(1, span), VList((), span), VNat(1, span))
 
 
 @dataclass(frozen=True)
@@ -202,18 +210,13 @@ def _two_owners(obj: VObj, shape: TwoOwners) -> VObj:
     where = f("Placement") if shape.placement is None else VList(
         (VObj(TARGET, shape.placement, {}, span),) * 2, span)
     partitioning = shape.partitioning(span)
-    fields = {
+    ctor = "DataParallelPartitioned" if len(partitioning) > 1 else "DataParallelReplicated"
+    return _deployment(obj, {
         "deploymentLearner": shape.learner(obj, f), "deploymentOwners": VNat(2, span),
-        "deploymentTopology": VObj(TOPOLOGY, "DataParallelStar", {}, span),
-        "deploymentPartitioning": VObj(PARTITIONING, "DataParallelPartitioned" if len(partitioning) > 1
-                                       else "DataParallelReplicated", partitioning, span),
         "deploymentRoles": roles, "deploymentPlacement": where,
         "deploymentUpdates": f("Updates"), "deploymentContract": f("Contract"),
         "deploymentCheckpoint": f("Checkpoint"),
-        "deploymentCombinePlacement": VObj("Learning.Deployment.CombinePlacement",
-                                           "CombineAtBranchOwners", {}, span),
-    }
-    return VObj(DEPLOYMENT, "DeploymentOf", fields, span, name=obj.name, complete=obj.complete)
+    }, VObj(TOPOLOGY, "DataParallelStar", {}, span), VObj(PARTITIONING, ctor, partitioning, span))
 
 
 # ----------------------------------------------------------------------------- coordinate ownership
