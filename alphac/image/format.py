@@ -35,10 +35,12 @@ FIELDS = (
     "leaf_mean",        # mutant unweighted-mean: an owner with samples reports sum / share
     "stale_replica",    # mutant stale-replica: an owner keeps its first read replica
     "region",           # an independent-state learner's words per owner (r); 0: data-parallel
+    "cpu_required",     # bit i: the kernels need the target's i-th cpu_checks feature
     "str_usage", "str_version", "str_role", "str_deployment", "str_owners",  # text offsets
     "str_ckpt_learner", "str_ckpt_contract", "str_ckpt_layout",  # the manifest's lines
     "str_ckpt_dir",     # the declared checkpoint directory ("" if none)
     "str_resume",       # the declared resume's checkpoint ("" if none)
+    "str_cpu",          # the CPU level the kernels are built for, as the executable names it
 )
 
 # sections, in word order; per-role-owner tables are indexed by the owner's position in
