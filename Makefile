@@ -1,6 +1,6 @@
 # alphac — the README's two commands are `make demo` and `make test`.
 PY ?= python3
-APT_PACKAGES := qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+APT_PACKAGES := qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross openmpi-bin libopenmpi-dev slurm-wlm
 # The peers the benchmarks measure beside alphac, in their own virtual environment (alphac
 # itself stays in $(PY)'s): torch's gloo, and Open MPI through mpi4py.
 BENCH_VENV := bench/.venv

@@ -18,7 +18,8 @@ carries its sender's op index, and a receive op carries the index of the matchin
 (the j-th send of a kind from p to q matches the j-th receive of that kind at q from p).
 
 Expect: a receive of a sum carries the sample count the plan declares beneath it (the sum
-of the shares of the leaves whose contributions it holds; the receiver refuses another
+of the shares of the leaves whose contributions it holds; under the sample tree, the
+number of samples the value covers; the receiver refuses another
 count as `frame-count`), a send or receive of "prepared" the number of owners whose output
 digests it carries (the sender's subtree), of a checkpoint report its payload's words;
 other ops NO_EXPECT.
@@ -148,8 +149,11 @@ class RoleImage:
 
     @property
     def max_payload(self) -> int:
-        """The longest frame payload of the protocol: a register, or `small_payload`."""
-        regs = max([w for o in self.owners for w in o.reg_words] + [1]) + self.tag_words
+        """The longest frame payload of the protocol: a register sent or received, or
+        `small_payload` (a sample-block register, never sent, may be longer)."""
+        moved = (OP_CODE["send"], OP_CODE["recv"])
+        regs = max([o.reg_words[op[3] if op[0] == moved[0] else op[2]] for o in self.owners for op in o.ops
+                    if op[0] in moved] + [1]) + self.tag_words
         return max(regs, self.small_payload)
 
     def encode(self) -> bytes:
@@ -294,6 +298,8 @@ def expected_counts(protocols: tuple[OwnerProtocol, ...], shares, steps) -> dict
                     ready.append(waiting.pop((o, i)))
             elif op.kind == "local":
                 c[op.dst] = shares[o]
+            elif op.kind == "sample-block":
+                c[op.dst] = op.b
             elif op.kind == "combine":
                 a, b = c.get(op.a), c.get(op.b)
                 c[op.dst] = None if a is None or b is None else a + b
@@ -402,15 +408,25 @@ def usage_text(plan, role: str, target: str, role_owners) -> str:
         "usage: EXE --owner I --peers FILE --out PATH [--updates N] [--timeout-ms MS]\n"
         "           [--key FILE] [--listen-any] [--checkpoint-dir DIR] [--resume CKPT [--new-contract]]\n"
         "           [--run-id HEX] [--stats FILE] [--connections FILE] [--help] [--version]\n"
+        "       EXE [--owner I] [--nodelist LIST | --hostfile FILE] --base-port P\n"
+        "           (--out PATH | --out-dir DIR) ...   (an owner started by srun or mpirun)\n"
         f"  deployment {dep.name}, role {role} (owners {owners}) of {dep.owners}, "
         f"target {target}, protocol {plan.protocol_hex}\n"
         f"{'  ' if plan.mutant else ''}{mutant_note(plan)}"
-        "  --owner I        this process's owner index (must belong to the role)\n"
+        "  --owner I        this process's owner index (must belong to the role); without it,\n"
+        "                   SLURM_PROCID or OMPI_COMM_WORLD_RANK (every one present must agree)\n"
         "  --peers FILE     one line per owner: 'OWNER HOST:PORT [tcp|shm|shm-only]' (IPv4, [IPv6]\n"
         "                   or a host name; shm: shared memory with the owners of this host that\n"
         "                   allow it too, TCP where it cannot be set up; shm-only: refuse then)\n"
+        "  --nodelist LIST  owner i on the i-th host of LIST (Slurm hostlist syntax: node[1-3,7]);\n"
+        "                   without --peers, --nodelist or --hostfile: SLURM_STEP_NODELIST with\n"
+        "                   SLURM_STEP_TASKS_PER_NODE (owners from a node list speak TCP)\n"
+        "  --hostfile FILE  owner i in the i-th slot of an Open MPI hostfile ('HOST [slots=N]')\n"
+        "  --base-port P    with a node list: an owner listens on P + its place among the owners\n"
+        "                   of its host\n"
         "  --out PATH       where the final words are written (never overwritten); PATH.tmp is\n"
         "                   staged from the start, and the root commits the run in PATH.commit\n"
+        f"  --out-dir DIR    --out DIR/{wire.output_name('I')}\n"
         f"  --updates N      number of updates (default {dep.updates})\n"
         f"  --timeout-ms MS  bound on connecting and on every socket read/write "
         f"(default {wire.DEFAULT_TIMEOUT_MS})\n"

@@ -90,6 +90,8 @@ def check_applies(dep: ir.Deployment, root: ir.TreeNode, name: str | None) -> No
 
 
 def _inapplicable(dep: ir.Deployment, root: ir.TreeNode, name: str) -> str:
+    if isinstance(dep.topology, ir.SampleTree):
+        return "the mutants are defined on trees over owners, not on the sample tree"
     if name == "foreign-accumulator":
         return ""  # mutant_deployment decided
     if dep.learner.independent and name != "foreign-inputs":
