@@ -261,9 +261,12 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
     of the declared program (docs/oracle.md): ValueError for another name; a mutant that
     does not apply to `dep` refuses `mutant-not-applicable`."""
     check_name(mutant)
-    dep = _mutant_deployment(dep, mutant)
+    by_samples = isinstance(dep.topology, SampleTree)
+    if not by_samples:  # on the sample tree every mutant refuses below, by one message
+        dep = _mutant_deployment(dep, mutant)
     _validate(dep)
-    independent.check_mutant(dep, mutant)
+    if not by_samples:
+        independent.check_mutant(dep, mutant)
     L = dep.learner
     first = 0
     if start is not None:
@@ -280,7 +283,6 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
         raise ValueError(f"rounds must be >= 0, not {rounds}")
     kind = _choose(engine, L, rounds)
     contributions, update = _ENGINES[kind]
-    by_samples = isinstance(dep.topology, SampleTree)
     if by_samples and mutant is not None:
         raise Refusal("mutant-not-applicable", f"mutant {mutant} is defined on trees over owners, "
                       "not on the sample tree")

@@ -68,8 +68,8 @@ def mutant_deployment(dep: ir.Deployment, name: str | None) -> ir.Deployment:
     """The deployment a mutant's executables run: foreign-accumulator's (its update and its
     replicated accumulators, alphac.ir.mutants.foreign_accumulator); for every other mutant
     the declared one. MutantError when foreign-accumulator does not apply."""
-    if name != "foreign-accumulator":
-        return dep
+    if name != "foreign-accumulator" or isinstance(dep.topology, ir.SampleTree):
+        return dep  # (check_applies refuses every mutant on the sample tree)
     got = foreign_accumulator(dep)
     if isinstance(got, str):
         raise MutantError(name, got)
