@@ -54,6 +54,16 @@ CHECK = {
     "sample-width": "a sample does not hold s words (a loaded 2-D array: rows of s)",
     "sample-file": "a sample file is missing or unreadable",
     "sample-shares": "the shares of loaded samples do not add up to the rows in the file",
+    # independent-state learners (docs/learners.md)
+    "independent-state-region-length": "an owner's initial region does not hold the rule's r "
+                                       "words, or r is 0",
+    "independent-state-owners": "an independent-state learner lists its regions and its inputs "
+                                "for different numbers of owners",
+    "independent-state-foreign-region": "an independent-state rule reads or writes a slot beyond "
+                                        "its own region, pair and scale: another owner's region",
+    # coordinate-owned learners (docs/learners.md)
+    "coordinate-not-held": "a coordinate-owned update writes one coordinate from another "
+                           "coordinate's words, which another owner holds",
     # deployment structure
     "owner-count": "the deployment's owner count is zero, above 65536, or disagrees with the "
                    "learner's samples",
@@ -83,6 +93,11 @@ PLAN = {
     "combine-leaf-order": "the tree's leaves are not in the order of its ordered member list",
     "combine-branch-owner": "a branch combines at an owner holding no contribution beneath it",
     "combine-delivery-partial": "a deployment's combine declares CombineDeliverTo, but every owner needs the result",
+    "combine-delivery-law": "a planned delivery breaks a law of Runtime.NativeCombine's "
+                            "NativeCombineDeliveryLaws (an owner receives the result twice, "
+                            "before its sender holds it, off the path to the target, or never)",
+    "independent-state-partitioning": "an independent-state learner's deployment holds other "
+                                      "words per owner than its own region (IR built by hand)",
     "combine-placement-unsupported": "a deployment declares a combine placement the planner does "
                                      "not build yet (CombineAtBlockOwners)",
     # numerical contracts (Learning.Numerics)
@@ -105,13 +120,13 @@ PLAN = {
     "shard-replica-unversioned": "a read-only replica does not carry the version it mirrors",
 }
 # Planner laws that guard what a single spec cannot express (a peer's contract, offered
-# fragments, manifests, a declared delivery the IR does not carry yet; a checkpoint's
+# fragments, manifests, the deliveries the planner derives itself; a checkpoint's
 # contract is reached by a resume declaration):
 # their tests build the offending data, so they have no bad spec under tests/errors/.
 PLAN_API_ONLY = frozenset({
     "data-parallel-assembly-overlap", "data-parallel-assembly-coverage",
     "shard-coverage-outside", "shard-decode-mismatch", "shard-replica-not-read-only",
-    "shard-replica-unversioned",
+    "shard-replica-unversioned", "combine-delivery-law", "independent-state-partitioning",
 })
 
 # -- oracle (alphac/oracle) -----------------------------------------------------------------

@@ -82,7 +82,11 @@ def test_every_spec_refuses_as_the_scalar_engine_does(stem, dep):
             a, b = _outcome(bad, "scalar"), _outcome(bad, "numba")
             assert a == b, (where, hex(word))
             refused += a[0] == "refused"
-    assert refused >= 9  # most corruptions are refused; each names the same failure
+    # most corruptions are refused; each names the same failure. An independent-state
+    # owner without inputs never runs its rule: a corrupt word of its region is never read
+    L = dep.learner
+    unread = 3 if L.independent and L.samples.shares[-1] == 0 else 0
+    assert refused >= 9 - unread
 
 
 # ----------------------------------------------------------------------------- lowering

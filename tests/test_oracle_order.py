@@ -108,7 +108,8 @@ def _swapped(root):
 
 
 # the mutants that apply to a replicated learner (stale-replica needs a read replica)
-REPLICATED_MUTANTS = tuple(m for m in MUTANTS if m != "stale-replica")
+REPLICATED_MUTANTS = tuple(m for m in MUTANTS
+                           if m not in ("stale-replica", "foreign-inputs", "foreign-accumulator"))
 
 
 @pytest.mark.parametrize("topology", [Star(), Hierarchy(2)], ids=["star", "hierarchy"])

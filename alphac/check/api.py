@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from alphac.check.lower import DEPLOYMENT, LEARNER, RESUME, Lowering
 from alphac.check.modules import World
+from alphac.check.shapes import LOCAL_CORRELATION, NAMED, lower_named
 from alphac.check.values import Evaluator, VObj
 from alphac.diagnostics import CompileError, Diagnostic, DiagnosticBag, SourceCache, Span
 from alphac.ir import nodes as ir
@@ -40,16 +41,17 @@ def check_file(path: str) -> tuple[ir.CheckedSpec | None, list[Diagnostic], Sour
         if got is None or not isinstance(got[0], VObj):
             continue
         obj = got[0]
-        if obj.key == LEARNER:
-            learner = lowering.learner(obj)
+        if obj.key in (LEARNER, LOCAL_CORRELATION):
+            learner = lowering.any_learner(obj)
             if learner is None:
                 dropped.append(name)
             elif learner not in learners:
                 learners.append(learner)
         elif obj.key == RESUME:
             resumes.append((name, obj))
-        elif obj.key == DEPLOYMENT:
-            dep = lowering.deployment(obj, path)
+        elif obj.key == DEPLOYMENT or obj.key in NAMED:
+            dep = (lower_named(lowering, obj, path) if obj.key in NAMED
+                   else lowering.deployment(obj, path))
             if dep is None:
                 dropped.append(name)
                 refused.add(id(obj))

@@ -15,6 +15,7 @@ import numpy as np
 
 from alphac.check import words as W
 from alphac.check.programs import Layout, ProgramLowering, Region
+from alphac.check.shapes import LOCAL_CORRELATION, independent_learner
 from alphac.check.values import (MAX_OWNERS, Evaluator, NatRange, VList, VNat, VObj, VProgram, VRows,
                                  VString, VWords, nats, whole)
 from alphac.ir import nodes as ir
@@ -101,6 +102,12 @@ class Lowering:
         obj.cache["learner"] = learner
         return learner
 
+    def any_learner(self, v) -> ir.Learner | None:
+        """A data-parallel or an independent-state learner's IR (check/shapes.py), or None."""
+        if not isinstance(v, VObj):
+            return None
+        return independent_learner(self, v) if v.key == LOCAL_CORRELATION else self.learner(v)
+
     def _program(self, prog: VProgram, layout: Layout, reported: bool) -> ir.Program | None:
         if isinstance(prog.slots, int) and prog.slots != layout.slots:
             if not reported:  # typed on its own, e.g. a named program value
@@ -176,7 +183,7 @@ class Lowering:
         f = obj.fields
         before = self.bag.count
         lv = f.get("deploymentLearner")
-        learner = self.learner(lv) if isinstance(lv, VObj) else None
+        learner = self.any_learner(lv)
         ov = f.get("deploymentOwners")
         owners = ov.n if isinstance(ov, VNat) else None
         if owners == 0 or (owners or 0) > MAX_OWNERS:

@@ -24,6 +24,7 @@ class Region:
     lo: int
     hi: int
     read_after_write: bool = False
+    refused: str = ""  # a code: every access to the region is refused with it
 
 
 @dataclass(frozen=True)
@@ -383,6 +384,10 @@ class ProgramLowering:
                        f"{outside} outside the {lay.what} program's {lay.slots} slots", span)
             return None
         region = next(r for r in lay.regions if r.lo <= lo < r.hi)
+        if region.refused:
+            self.error(region.refused, f"{outside.rstrip(',')} in {region.name} [{region.lo}, "
+                       f"{region.hi})", span, [f"the {lay.what} may touch only slots [0, {region.lo})"])
+            return None
         if hi > region.hi:
             other = next(r for r in lay.regions if r.lo < hi <= r.hi)
             self.error("region-straddle",

@@ -6,7 +6,10 @@ data: alphac.targets.runtime.data_object.)
     kernel_module(image, metadata) -> ir.Module
 
 Symbols the runtime links against: alphac_contribution, alphac_update (and their
-`_labels`), alphac_update_owner (partitioned learners), the arith kernels.
+`_labels`), alphac_update_owner (partitioned learners), the arith kernels. For an
+independent-state learner (docs/learners.md) alphac_contribution is its rule, the program
+run once per input over (region, pair, scale), and alphac_update the empty update program,
+which its protocol never runs.
 """
 
 from __future__ import annotations
@@ -29,8 +32,10 @@ def kernel_module(image, metadata: dict | None = None) -> ir.Module:
 
     k, s, m = image.k, image.s, image.m
     module = ir.Module(name=f"{image.spec}-{image.role}-{image.target}")
-    emit_program(module, image.contribution, CONTRIBUTION, program_regions("contribution", k, s, m))
-    if image.owned:
+    per_input = "rule" if image.region else "contribution"
+    emit_program(module, image.contribution, CONTRIBUTION,
+                 program_regions(per_input, k, s, m, image.region))
+    if image.owned and not image.region:
         emit_owned_update(module, image.update, k, s, m, image.update_layout, image.n, image.partitioning,
                           UPDATE)
     else:

@@ -599,9 +599,12 @@ def emit_program(module: ir.Module, program: n.Program, name: str,
     return _Emitter(module, program, name, regions).emit()
 
 
-def program_regions(kind: str, k: int, s: int, m: int) -> list[tuple[int, int]]:
-    """The region layout of the contract: contribution (params, sample, contribution) or
-    update (params, state, mean, rate)."""
+def program_regions(kind: str, k: int, s: int, m: int, r: int = 0) -> list[tuple[int, int]]:
+    """The region layout of the contract: contribution (params, sample, contribution),
+    update (params, state, mean, rate), or an independent-state rule over a region of r
+    words (region, pair, scale)."""
+    if kind == "rule":
+        return [(0, r), (r, s), (r + s, 1)]
     if kind == "contribution":
         return [(0, k), (k, s), (k + s, k)]
     if kind == "update":

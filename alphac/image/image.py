@@ -125,6 +125,7 @@ class RoleImage:
     leaf_order: tuple[int, ...]
     block_words: int                # B: coordinate block b belongs to owner b mod n
     shared: tuple[int, ...]         # the shared state offsets, ascending (partitioned state)
+    region: int                     # an independent-state learner's r (0: data-parallel)
     state_alike: int                # state words every owner holds alike: they lead its state
     samples: np.ndarray             # the role's owners' sample rows, in role order
     initial: np.ndarray             # the role's owners' initial parameters (compact, once each)
@@ -192,6 +193,7 @@ class RoleImage:
             "str_resume": string(self.resume[0] if self.resume else ""),
             "leaf_mean": int(self.mutation.leaf_mean),
             "stale_replica": int(self.mutation.stale_replica),
+            "region": self.region,
         }
         mask = 2**64 - 1
 
@@ -514,7 +516,7 @@ def build_image(plan, role: str, target: str, cpu: CpuNeeds = CpuNeeds()) -> Rol
             if op.kind not in OP_CODE:
                 raise ImageError("build-failed", f"owner {p.owner}'s protocol uses op {op.kind!r}, "
                                  "which the runtime does not execute")
-        if part.any and not p.register_words:
+        if part.any and not learner.independent and not p.register_words:
             raise ImageError("build-failed", f"owner {p.owner}'s partitioned protocol has no register sizes")
     layout = plan.layout
     tags = LEAF_TAG_WORDS if part.any else 0
@@ -527,18 +529,20 @@ def build_image(plan, role: str, target: str, cpu: CpuNeeds = CpuNeeds()) -> Rol
     fragments = owner_fragments(plan)
     inner = {p.owner for p in protocols if any(op.kind == "ckpt-manifest" for op in p.checkpoint_ops)}
     init = initial_words(layout, learner, role_v.owners)
+    # whose inputs each owner reads: its own, or (mutant foreign-inputs) another owner's
+    inputs = mutated.inputs_from or tuple(range(n))
     owners, row = [], 0
     for j, o in enumerate(role_v.owners):
         proto, slots = protocols[o], plan.owners[o].registers
         ops = _owner_ops(proto, steps[o], counts, prepared, below, fragments, inner)
         owners.append(OwnerImage(o, ops, len(proto.update_ops), len(proto.finish_ops),
-                                 len(proto.checkpoint_ops), peers(proto), row, shares[o],
+                                 len(proto.checkpoint_ops), peers(proto), row, shares[inputs[o]],
                                  mutated.leaf_counts[o], mutated.mean_from[o],
                                  register_sizes(proto, k), slots.offsets(tags), slots.pool_words(tags),
                                  layout.params_count(o), layout.state_count(o),
                                  init.param_starts[j], init.state_starts[j]))
-        row += shares[o]
-    rows = [learner.samples.owner_rows(o) for o in role_v.owners]
+        row += shares[inputs[o]]
+    rows = [learner.samples.owner_rows(inputs[o]) for o in role_v.owners]
     samples = (np.concatenate([np.asarray(r, dtype=np.uint64).reshape(-1) for r in rows])
                if rows else np.zeros(0, dtype=np.uint64))
     lines = checkpoint_lines(plan)
@@ -556,7 +560,7 @@ def build_image(plan, role: str, target: str, cpu: CpuNeeds = CpuNeeds()) -> Rol
         fragments=tuple(fragments[o] for o in range(n)), ckpt_interval=dep.checkpoint.every,
         ckpt_dir=checkpoint_dir(dep), ckpt_lines=lines, run_id=default_run_id(lines, dep),
         resume=declared_resume(dep), mutation=mutated, leaf_order=tuple(leaves(plan.tree)),
-        block_words=layout.block_words,
+        block_words=layout.block_words, region=learner.region,
         shared=tuple(int(j) for j in layout.replicated_state()) if layout.optimizer_state else (),
         state_alike=init.alike, samples=samples, initial=init.params, initial_state=init.state,
         usage=usage_text(plan, role, target, role_v.owners), version=version, cpu=cpu)

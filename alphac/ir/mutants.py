@@ -7,6 +7,10 @@ it. The planner builds them (`alphac.plan.mutants`), the oracle evaluates them
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from alphac.ir import nodes as ir
+
 MUTANTS: dict[str, str] = {
     "swap-branch": "the root's right subtree trades places with the right subtree of the "
                    "root's left branch: ((A + B) + C) becomes ((A + C) + B)",
@@ -19,6 +23,11 @@ MUTANTS: dict[str, str] = {
     "stale-replica": "partitioned parameters: an owner keeps the read replica of its first "
                      "update, so the next contribution reads the replica of the previous "
                      "version (refused data-parallel-replica-version)",
+    "foreign-inputs": "independent-state learners: owner o applies its rule to the input "
+                      "pairs of owner (o + 1) mod n instead of its own",
+    "foreign-accumulator": "coordinate-owned learners (one accumulator per coordinate): each "
+                           "coordinate's parameter is updated with the accumulator of the next "
+                           "coordinate, as its owner holds it at the start of the update",
 }
 
 NAMES: tuple[str, ...] = tuple(MUTANTS)
@@ -28,3 +37,44 @@ def check_name(name: str | None) -> None:
     """ValueError unless `name` is None (the declared program) or one of NAMES."""
     if name is not None and name not in MUTANTS:
         raise ValueError(f"mutant must be one of {', '.join(NAMES)}, not {name!r}")
+
+
+def foreign_accumulator(dep: ir.Deployment) -> ir.Deployment | str:
+    """The deployment mutant foreign-accumulator runs, or why it does not apply.
+
+    The learner has one accumulator per coordinate (m = k, state word i is coordinate i's)
+    and a per-slot update that owns its state. The mutant's update runs every parameter's
+    statement first, each reading the accumulator of coordinate (i + 1) mod k in place of
+    coordinate i's, then the accumulators' statements as declared: so a parameter reads the
+    other coordinate's accumulator as it was when the update started. To read it, each
+    owner holds every accumulator: the optimizer state is replicated (a read-only mirror of
+    the others' words, assembled by selection after each update)."""
+    L, part = dep.learner, dep.partitioning
+    if L.independent or L.m != L.k or L.k < 2 or not part.optimizer_state \
+            or part.words_per_coordinate != 1:
+        return "it needs a coordinate-owned learner: one partitioned accumulator per coordinate"
+    if any(not isinstance(s, ir.Assign) or s.target.var is not None for s in L.update.body):
+        return "it rewrites a per-slot update of assignments; this update has loops or lets"
+    k = L.k
+    params, state = [], []
+    for s in L.update.body:
+        if isinstance(s, ir.Assign) and s.target.base < k:
+            params.append(replace(s, value=_next_accumulator(s.value, k)))
+        else:
+            state.append(s)
+    update = replace(L.update, body=tuple(params + state))
+    return replace(dep, learner=replace(L, update=update),
+                   partitioning=replace(part, optimizer_state=False))
+
+
+def _next_accumulator(e, k: int):
+    """`e` reading accumulator (i + 1) mod k wherever it reads accumulator i (slot k + i)."""
+    if isinstance(e, ir.SlotRef) and e.index.var is None and k <= e.index.base < 2 * k:
+        return replace(e, index=ir.Index(k + (e.index.base - k + 1) % k))
+    if isinstance(e, ir.Unary):
+        return replace(e, arg=_next_accumulator(e.arg, k))
+    if isinstance(e, ir.Binary):
+        return replace(e, lhs=_next_accumulator(e.lhs, k), rhs=_next_accumulator(e.rhs, k))
+    if isinstance(e, ir.Sum):
+        return replace(e, body=_next_accumulator(e.body, k))
+    return e

@@ -213,6 +213,14 @@ class Learner:
 
     Contribution slots (2k+s): params [0,k), sample [k,k+s), contribution [k+s,2k+s).
     Update slots (2k+m+1): params [0,k), state [k,k+m), mean [k+m,2k+m), rate at 2k+m.
+
+    `shape` "independent-state" (`LocalCorrelation.System.LocalCorrelationSystem`,
+    docs/learners.md): every owner o holds its own region of r = `region` words, the
+    parameters [o*r, o*r + r) of k = n*r (the regions in owner order, m = 0), and its own
+    input pairs as its samples (s = 2). `contribution` is the rule, over slots region
+    [0, r), pair [r, r+2), scale at r+2 (the scale is `rate`), run once per input pair in
+    pair order and writing the region; `update` is the empty program: nothing is combined
+    and no mean is read.
     """
 
     name: str
@@ -226,6 +234,15 @@ class Learner:
     rate: int  # a word
     samples: Samples
     span: Span = _span()
+    shape: str = "data-parallel"  # or "independent-state"
+    region: int = 0  # an independent-state learner's words per owner (r)
+
+    @property
+    def independent(self) -> bool:
+        return self.shape == INDEPENDENT
+
+
+INDEPENDENT = "independent-state"
 
 
 # ----------------------------------------------------------------------------- deployment

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from alphac.ir.mutants import check_name
+from alphac.ir.mutants import check_name, foreign_accumulator
 from alphac.ir.nodes import Deployment, Learner, SampleTree, TreeBranch, TreeNode
-from alphac.oracle import sampletree, scalar, vector
+from alphac.oracle import independent, sampletree, scalar, vector
 from alphac.oracle.combine import Mass, combine, deliver_to_next, mean, mutate_leaves, swap_branch
 from alphac.oracle.layout import owned_coordinates, param_coordinates, state_offsets
 from alphac.oracle.refusal import Refusal, Site
@@ -77,7 +77,9 @@ def _validate(dep: Deployment) -> None:
     if len(L.initial) != L.k or len(L.initial_state) != L.m:
         problems.append(f"{len(L.initial)} initial parameters and {len(L.initial_state)} "
                         f"state words for k = {L.k}, m = {L.m}")
-    if L.contribution.slots != 2 * L.k + L.s or L.update.slots != 2 * L.k + L.m + 1:
+    if L.independent:
+        problems += independent.problems(dep)
+    elif L.contribution.slots != 2 * L.k + L.s or L.update.slots != 2 * L.k + L.m + 1:
         problems.append(f"programs over {L.contribution.slots} and {L.update.slots} slots "
                         f"for k = {L.k}, s = {L.s}, m = {L.m}")
     if len(dep.placement) != dep.owners:
@@ -259,7 +261,12 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
     of the declared program (docs/oracle.md): ValueError for another name; a mutant that
     does not apply to `dep` refuses `mutant-not-applicable`."""
     check_name(mutant)
+    by_samples = isinstance(dep.topology, SampleTree)
+    if not by_samples:  # on the sample tree every mutant refuses below, by one message
+        dep = _mutant_deployment(dep, mutant)
     _validate(dep)
+    if not by_samples:
+        independent.check_mutant(dep, mutant)
     L = dep.learner
     first = 0
     if start is not None:
@@ -276,7 +283,6 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
         raise ValueError(f"rounds must be >= 0, not {rounds}")
     kind = _choose(engine, L, rounds)
     contributions, update = _ENGINES[kind]
-    by_samples = isinstance(dep.topology, SampleTree)
     if by_samples and mutant is not None:
         raise Refusal("mutant-not-applicable", f"mutant {mutant} is defined on trees over owners, "
                       "not on the sample tree")
@@ -294,6 +300,9 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
         state = floats(L.initial_state.as_array())
     else:
         params, state = floats(start_params), floats(start_state)
+    if L.independent:  # no combine, no mean: each owner's rule on its own inputs
+        params = independent.evolve(dep, params, first, rounds, mutant)
+        return _result(dep, rounds, bits_of(params), bits_of(state), first)
     rate = to_float(int(L.rate))
     samples = np.asarray(L.samples.words, dtype=np.uint64).reshape(
         sum(L.samples.shares), L.s).view(np.float64)
@@ -313,6 +322,17 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
             m_ = deliver_to_next(m_, [owned_coordinates(dep, o) for o in range(dep.owners)])
         params, state = update(L, params, state, m_, rate, u)
     return _result(dep, rounds, bits_of(params), bits_of(state), first)
+
+
+def _mutant_deployment(dep: Deployment, mutant: str | None) -> Deployment:
+    """foreign-accumulator evaluates the deployment its definition gives (its update and its
+    replicated accumulators: alphac.ir.mutants.foreign_accumulator); others `dep` itself."""
+    if mutant != "foreign-accumulator":
+        return dep
+    got = foreign_accumulator(dep)
+    if isinstance(got, str):
+        raise Refusal("mutant-not-applicable", f"mutant {mutant}: {got}")
+    return got
 
 
 def _mutant_tree(dep: Deployment, root: TreeNode, mutant: str | None) -> TreeNode:

@@ -75,6 +75,11 @@ def sample_tree_ops(samples: int) -> list[str]:
 
 def derive(dep: ir.Deployment, nodes) -> NumericalContract:
     learner = dep.learner
+    if learner.independent:  # the rule alone: nothing is combined and no mean is formed
+        ops = ["rule: per owner, on its own region, once per input pair in pair order"]
+        ops += [f"rule: {line}" for line in program_lines(learner.contribution)]
+        return NumericalContract(dep.contract.profile, dep.contract.relation,
+                                 topology_name(dep.topology), tuple(ops))
     if isinstance(dep.topology, ir.SampleTree):
         samples = sum(learner.samples.shares)
         ops = ["contribution: one per sample of the global sample sequence (owner 0's, then owner 1's, ...)"]

@@ -52,14 +52,17 @@ def bytes_per_owner(dep: ir.Deployment, layout: OwnerLayout, slots: list[Registe
                     leaf_tags: int) -> list[OwnerBytes]:
     """Each owner's bytes: the words the layout says it holds, the read replica under
     parameter partitioning, its register pool (`slots`, with `leaf_tags` words after each
-    register's data) and its contribution buffer."""
+    register's data) and its contribution buffer. An independent-state learner's rule
+    reads only its owner's region and runs in place: no read replica, no buffer."""
     k = dep.learner.k
-    replica = k if layout.parameters else 0
+    independent = dep.learner.independent
+    replica = k if layout.parameters and not independent else 0
     shares = dep.learner.samples.shares
     out = []
     for o in range(dep.owners):
         share = shares[o] if o < len(shares) else 0
         out.append(OwnerBytes(WORD * layout.params_count(o), WORD * layout.state_count(o),
                               WORD * replica, WORD * slots[o].pool_words(leaf_tags),
-                              WORD * (k if share >= 2 else 0), WORD * dep.learner.s * share))
+                              WORD * (k if share >= 2 and not independent else 0),
+                              WORD * dep.learner.s * share))
     return out

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from alphac.ir import nodes as ir
-from alphac.ir.mutants import check_name
+from alphac.ir.mutants import check_name, foreign_accumulator
 from alphac.plan.layout import OwnerLayout
 
 # A word of the mean read from no delivered sum: the sum +0.0 (mean_from below).
@@ -43,6 +43,8 @@ class Mutation:
     mean_from: tuple[tuple[int, ...], ...]  # per owner: for each word its mean reads, the
                                    # delivered sum it reads (ZERO: +0.0); (): as delivered
     stale_replica: bool            # an owner keeps the read replica of its first update
+    inputs_from: tuple[int, ...] = ()  # per owner: whose inputs its rule runs on (independent
+                                   # state; (): its own)
 
 
 def declared(dep: ir.Deployment) -> Mutation:
@@ -62,6 +64,18 @@ def mutant_tree(root: ir.TreeNode, name: str | None) -> ir.TreeNode:
     return ir.TreeBranch(root.owner, ir.TreeBranch(left.owner, left.left, root.right), left.right)
 
 
+def mutant_deployment(dep: ir.Deployment, name: str | None) -> ir.Deployment:
+    """The deployment a mutant's executables run: foreign-accumulator's (its update and its
+    replicated accumulators, alphac.ir.mutants.foreign_accumulator); for every other mutant
+    the declared one. MutantError when foreign-accumulator does not apply."""
+    if name != "foreign-accumulator" or isinstance(dep.topology, ir.SampleTree):
+        return dep  # (check_applies refuses every mutant on the sample tree)
+    got = foreign_accumulator(dep)
+    if isinstance(got, str):
+        raise MutantError(name, got)
+    return got
+
+
 def check_applies(dep: ir.Deployment, root: ir.TreeNode, name: str | None) -> None:
     """MutantError when mutant `name` cannot be built for `dep` (ValueError: no such name)."""
     check_name(name)
@@ -78,6 +92,14 @@ def check_applies(dep: ir.Deployment, root: ir.TreeNode, name: str | None) -> No
 def _inapplicable(dep: ir.Deployment, root: ir.TreeNode, name: str) -> str:
     if isinstance(dep.topology, ir.SampleTree):
         return "the mutants are defined on trees over owners, not on the sample tree"
+    if name == "foreign-accumulator":
+        return ""  # mutant_deployment decided
+    if dep.learner.independent and name != "foreign-inputs":
+        return "an independent-state learner combines nothing; only foreign-inputs applies to it"
+    if name == "foreign-inputs" and not dep.learner.independent:
+        return "it needs an independent-state learner (each owner's rule on its own inputs)"
+    if name == "foreign-inputs" and dep.owners < 2:
+        return "a single owner's next owner is itself"
     if name == "swap-branch" and not (isinstance(root, ir.TreeBranch)
                                       and isinstance(root.left, ir.TreeBranch)):
         return "the combine tree's root has no branch on its left (fewer than three leaves)"
@@ -105,8 +127,9 @@ def mutation(dep: ir.Deployment, leaf_order, layout: OwnerLayout, name: str | No
     if name == "deliver-to-next":
         targets = tuple((t + 1) % n for t in range(n))
         mean_from = _next_sources(layout)
+    inputs_from = tuple((o + 1) % n for o in range(n)) if name == "foreign-inputs" else ()
     return Mutation(name, tuple(counts), name == "unweighted-mean", targets, mean_from,
-                    name == "stale-replica")
+                    name == "stale-replica", inputs_from)
 
 
 def _next_sources(layout: OwnerLayout) -> tuple[tuple[int, ...], ...]:

@@ -18,10 +18,11 @@ from alphac.diagnostics import DiagnosticBag, Span
 from alphac.ir import nodes as ir
 from alphac.plan import protocol as proto
 from alphac.plan.contract import NumericalContract, check_profile, derive
+from alphac.plan.delivery import check_deliveries
 from alphac.plan.identity import protocol_identity
 from alphac.plan.layout import OwnerLayout
 from alphac.plan.memory import OwnerBytes, bytes_per_owner
-from alphac.plan.mutants import Mutation, check_applies, mutant_tree, mutation
+from alphac.plan.mutants import Mutation, check_applies, mutant_deployment, mutant_tree, mutation
 from alphac.plan.phases import (REPLICATE_ALL, Delivery, Transfer, reduce_phase, replicate_phase,
                                 sample_reduce_phase)
 from alphac.plan.registers import RegisterSlots, register_slots
@@ -134,6 +135,21 @@ def check_combine_placement(dep: ir.Deployment, bag: DiagnosticBag) -> None:
                "(CombineAtBranchOwners); either placement gives the same bits"])
 
 
+def check_independent_partitioning(dep: ir.Deployment, bag: DiagnosticBag) -> None:
+    """An independent-state learner's owners hold exactly their own regions: its parameters
+    partitioned in blocks of r (block o, owner o's region, at owner o), nothing else. Its
+    families fix this; IR built otherwise is refused."""
+    L = dep.learner
+    if not L.independent:
+        return
+    own = ir.Partitioning(parameters=True, block_words=L.region)
+    if dep.partitioning != own:
+        bag.error("independent-state-partitioning", f"an independent-state learner holds each "
+                  f"owner's region as its own block of r = {L.region} parameters; this deployment "
+                  f"declares {dep.partitioning}", _span(dep.partitioning, dep.span),
+                  ["no owner may hold, or update, another owner's region"])
+
+
 def plan(dep: ir.Deployment, mutant: str | None = None) -> Plan:
     """Plan one deployment; raises CompileError carrying every diagnostic. With `mutant`
     (one of alphac.ir.mutants.NAMES), the plan of that executed mutant instead of the
@@ -150,6 +166,7 @@ def plan(dep: ir.Deployment, mutant: str | None = None) -> Plan:
 
 
 def _plan(dep: ir.Deployment, mutant: str | None) -> Plan:
+    dep = mutant_deployment(dep, mutant)
     bag = DiagnosticBag()
     n = dep.owners
     dspan = dep.span
@@ -167,6 +184,7 @@ def _plan(dep: ir.Deployment, mutant: str | None) -> Plan:
                   [f"owners: {n}"])
     check_profile(dep.contract, dspan, bag)
     check_combine_placement(dep, bag)
+    check_independent_partitioning(dep, bag)
     resumed = _resumed(dep.resume, dspan, bag) if dep.resume is not None else None
     # the single answer to who holds what; everything below reads it
     layout = OwnerLayout.of(dep)
@@ -175,7 +193,8 @@ def _plan(dep: ir.Deployment, mutant: str | None) -> Plan:
     pspan = _span(part, dspan)
     # an overclaimed layout has no shard maps to speak of; every other problem is independent
     claimed = not part.any or check_claim(dep.learner, part, pspan, bag)
-    if part.any and claimed:
+    # foreign-accumulator's update reads the next coordinate's accumulator by design
+    if part.any and claimed and mutant != "foreign-accumulator":
         check_dependence(dep.learner, part, pspan, bag)
         if not part.optimizer_state:
             # a partitioned state refuses unclaimed words as missing shard coverage
@@ -191,13 +210,20 @@ def _plan(dep: ir.Deployment, mutant: str | None) -> Plan:
     root = mutant_tree(shape.root, mutant)
     if root is not shape.root:  # swap-branch: the owners combine along another tree
         shape = shape_of(root)
-    if part.gradients:
+    if dep.learner.independent:
+        deliveries = ()  # nothing is combined, so nothing is delivered
+    elif part.gradients:
         deliveries = tuple(Delivery(t) for t in mutated.targets)
     else:
         deliveries = (REPLICATE_ALL,)
     nodes = list(shape.nodes)
-    protocols = proto.project(root, n, part if part.any else None, dep.learner.k, nodes, layout,
-                              mutated.targets, placed)
+    check_deliveries(root, nodes, deliveries, dspan, bag)
+    bag.raise_if_any()
+    if dep.learner.independent:
+        protocols = proto.project_independent(root, n, nodes)
+    else:
+        protocols = proto.project(root, n, part if part.any else None, dep.learner.k, nodes,
+                                  layout, mutated.targets, placed)
     slots = [register_slots(p, dep.learner.k) for p in protocols]
     sizes = bytes_per_owner(dep, layout, slots, proto.LEAF_TAG_WORDS if part.any else 0)
     role_of = {o: r.name for r in reversed(dep.roles) for o in r.owners}
@@ -211,9 +237,10 @@ def _plan(dep: ir.Deployment, mutant: str | None) -> Plan:
         shape=shape,
         delivery=REPLICATE_ALL,
         deliveries=deliveries,
-        reduce=reduce_phase(root, nodes) if placed is None else sample_reduce_phase(placed),
-        replicate=replicate_phase(root, REPLICATE_ALL, nodes,
-                                  None if placed is None else f"s[0,{placed.samples})"),
+        reduce=() if dep.learner.independent else (
+            reduce_phase(root, nodes) if placed is None else sample_reduce_phase(placed)),
+        replicate=() if dep.learner.independent else replicate_phase(
+            root, REPLICATE_ALL, nodes, None if placed is None else f"s[0,{placed.samples})"),
         owners=tuple(owners),
         contract=derive(dep, nodes),
         shard_maps=maps,

@@ -35,6 +35,8 @@ OP_KINDS = (
     "replica-release",  # clear the read replica before the update (the version may then advance)
     "update-owned",  # apply the update to this owner's coordinates and the shared words, reading
                      # the mean of register a (all coordinates, or this owner's slice)
+    # -- independent-state learners only (see `project_independent`) --
+    "evolve",       # apply the rule to this owner's region once per input pair, in pair order
     # -- publication of a run (finish ops; docs/runtime.md "Publication") --
     "stage",        # write this owner's output to its staged file (created before the first
                     # update), fsync it, and keep its sha256 for the prepare message
@@ -322,11 +324,21 @@ def _checkpoint_ops(root: TreeNode, n: int, nodes: list[TreeNode]) -> list[tuple
     return [tuple(o) for o in ops]
 
 
+def project_independent(root: TreeNode, n: int,
+                        nodes: list[TreeNode] | None = None) -> tuple[OwnerProtocol, ...]:
+    """Each owner's protocol for an independent-state learner: one `evolve` per update (its
+    rule on its own region and inputs; nothing moves between owners), then the publication
+    and checkpoints of every learner, along the tree's reduce edges. It names no register."""
+    nodes = postorder(root) if nodes is None else nodes
+    finish = _finish_ops(root, n, nodes)
+    ckpt = _checkpoint_ops(root, n, nodes)
+    return tuple(OwnerProtocol(o, (Op("evolve"),), finish[o], (), ckpt[o]) for o in range(n))
+
+
 def register_count(proto: OwnerProtocol) -> int:
-    regs = [0]
-    for op in proto.update_ops:
-        regs.extend(r for r in (op.dst, op.a, op.b) if r >= 0)
-    return max(regs) + 1
+    """Registers the update ops name (0 for a protocol that names none: independent state)."""
+    regs = [r for op in proto.update_ops for r in (op.dst, op.a, op.b) if r >= 0]
+    return max(regs) + 1 if regs else 0
 
 
 # The op kinds that move a frame to or from their `peer` (a slice's peer is the owner whose

@@ -97,7 +97,8 @@ def plan_json(plan) -> dict:
     return {
         "format": JSON_FORMAT,
         "deployment": dep.name,
-        "learner": {"name": dep.learner.name, "k": dep.learner.k, "s": dep.learner.s, "m": dep.learner.m},
+        "learner": {"name": dep.learner.name, "k": dep.learner.k, "s": dep.learner.s, "m": dep.learner.m,
+                    "shape": dep.learner.shape, "region": dep.learner.region},
         "owners": dep.owners,
         "topology": topology_name(dep.topology),
         "protocol": plan.protocol_hex,
@@ -155,6 +156,10 @@ def plan_text(plan) -> str:
     dep = plan.deployment
     lines = [f"plan {dep.name}: {dep.owners} owners, {topology_name(dep.topology)}, "
              f"protocol {plan.protocol_hex}", partitioning_text(dep.partitioning)]
+    if dep.learner.independent:
+        lines.append(f"independent state: each owner applies its rule to its own region of "
+                     f"{dep.learner.region} words from its own inputs; nothing is combined, and the "
+                     "tree carries only publication and checkpoints")
     lines += _sample_tree_text(plan) if plan.sample_tree is not None else _tree_text(plan)
     lines.append(f"reduce phase ({len(plan.reduce)} transfers):")
     for t in plan.reduce:
@@ -162,7 +167,7 @@ def plan_text(plan) -> str:
     lines.append(f"replicate phase, CombineReplicateAll ({len(plan.replicate)} transfers):")
     for t in plan.replicate:
         lines.append(f"  {t.step}: {t.sender} -> {t.receiver}  {t.value}")
-    if plan.deliveries != (plan.delivery,):
+    if plan.deliveries not in ((plan.delivery,), ()):
         lines.append("reductions: " + ", ".join(str(d) for d in plan.deliveries))
     c = plan.contract
     lines.append(f"contract: {c.profile.format}, {c.profile.rounding}, subnormals {c.profile.subnormals}, "

@@ -194,6 +194,8 @@ def learner_shard_maps(dep: ir.Deployment, authority: int = 0,
     if layout.parameters:
         for o in range(n):
             frags.append(Fragment(o, _space(dep, o), layout.coordinate_runs(o)))
+            if learner.independent:  # its rule reads only its own region: no read replica
+                continue
             frags.append(Fragment(o, _space(dep, o), ((0, 1, k),) if k else (), "update", False,
                                   params.version))
     else:

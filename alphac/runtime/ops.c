@@ -69,7 +69,8 @@ int rt_alloc(struct rt *rt) {
     rt_copy_from_image(rt->state, img_sec(rt, SEC_INITIAL_STATE), rt->alike);
     rt_copy_from_image(rt->state + rt->alike, img_sec(rt, SEC_INITIAL_STATE) + img_mine(rt, SEC_INIT_STATE),
                        rt->mp - rt->alike);
-    if (share >= 2 || img_mine(rt, SEC_MEAN_COUNT) > 0) { /* a mapped mean is selected into it */
+    /* a mapped mean is selected into it; an independent-state rule runs in place */
+    if ((share >= 2 || img_mine(rt, SEC_MEAN_COUNT) > 0) && !img_field(rt, IMG_REGION)) {
         rt->cbuf = rt_buf_alloc(rt, MEM_SCRATCH, rt->k, &rc);
         TRY(rc);
     }
@@ -249,6 +250,21 @@ static int op_update_owned(struct rt *rt, int64_t a, uint64_t u) {
     }
     alphac_update_owner = rt->owner;
     return run_update(rt, p, u);
+}
+
+/* An independent-state learner: the rule (the kernel alphac_contribution, over region |
+   pair | scale) on this owner's region, its compact parameters, once per input pair in
+   pair order, each run reading what the previous one wrote. */
+static int op_evolve(struct rt *rt, uint64_t u) {
+    int64_t share = img_mine(rt, SEC_SHARE), row0 = img_mine(rt, SEC_SAMPLE_ROW);
+    const uint64_t *pairs = img_sec(rt, SEC_SAMPLES);
+    if (rt->kp != (int64_t)img_field(rt, IMG_REGION)) return corrupt(rt, "region of owner", (long long)rt->owner);
+    for (int64_t i = 0; i < share; i++) {
+        int64_t fail = -1;
+        int64_t status = alphac_contribution(rt->params, pairs + (row0 + i) * rt->s, &rt->rate, &fail);
+        if (status != 0) return non_finite_statement(rt, alphac_contribution_labels, status, fail, u, "rule", i);
+    }
+    return RT_OK;
 }
 
 /* -- partitioned ops: selection, never arithmetic ------------------------------------------ */
@@ -549,6 +565,7 @@ int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
             else release_replica(rt);
             break;
         case OP_UPDATE_OWNED: TRY(op_update_owned(rt, a, v)); break;
+        case OP_EVOLVE: TRY(op_evolve(rt, v)); break;
         default: return corrupt(rt, "kind", kind);
         }
     }

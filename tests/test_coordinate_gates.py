@@ -1,0 +1,186 @@
+"""The coordinate-owned learner (PartitionedRegression.Coordinates on CoordinateHost): two
+owners each holding one coordinate of a two-coordinate linear predictor and its
+accumulator. Its lowering, the order the oracle gives, the native owners (x86-64 and
+AArch64) bit-identical to the oracle with each holding exactly its own words, checkpoints
+resumed on the other instruction set, the foreign-accumulator mutant executed and refused,
+and the SM86 build families refused by `alphac build` until SM86 is built."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from alphac import driver
+from alphac.commands import main
+from alphac.ir import nodes as ir
+from alphac.launch import session
+from alphac.launch.launcher import compare, run_arguments
+from alphac.oracle import Refusal, evaluate, start_of
+from alphac.plan.mutants import MutantError
+
+SPECS = Path(__file__).resolve().parents[1] / "specs"
+HOST = f"{SPECS}/coordinate_host.alpha"
+BUILDS = [f"{SPECS}/coordinate_device.alpha", f"{SPECS}/coordinate_memory.alpha"]
+SWAP = {"x86_64": "aarch64", "aarch64": "x86_64"}
+
+needs_qemu = pytest.mark.skipif(shutil.which("qemu-aarch64") is None
+                                or shutil.which("aarch64-linux-gnu-gcc") is None,
+                                reason="qemu-aarch64 / aarch64-linux-gnu-gcc not installed")
+
+
+def f64(bits: int) -> float:
+    return struct.unpack("<d", struct.pack("<Q", bits))[0]
+
+
+def _hex(words) -> list[str]:
+    return [f"{int(w):016x}" for w in words]
+
+
+def test_owner_i_holds_coordinate_i_and_its_accumulator():
+    dep = driver.deployment(HOST)
+    L, part = dep.learner, dep.partitioning
+    assert (L.k, L.m, L.s, dep.owners, L.samples.shares) == (2, 2, 3, 2, (1, 2))
+    assert (part.optimizer_state, part.parameters, part.gradients) == (True, True, True)
+    assert (part.words_per_coordinate, part.shared_state, part.block_words) == (1, (), 1)
+    layout = driver.plan(dep).layout
+    assert [list(layout.coordinates(o)) for o in range(2)] == [[0], [1]]
+    assert [list(layout.state_held(o)) for o in range(2)] == [[0], [1]]
+
+
+def _by_hand(dep, order: str) -> list[float]:
+    """Five updates in Python floats: prediction (w0 x0) + (w1 x1); the gradient sums in the
+    declared order g0 + (g1 + g2), or one left fold ((g0 + g1) + g2)."""
+    L = dep.learner
+    rows = [tuple(f64(int(v)) for v in row) for row in L.samples.words]
+    w = [f64(v) for v in L.initial.as_tuple()]
+    a = [f64(v) for v in L.initial_state.as_tuple()]
+    rate = f64(L.rate)
+    for _ in range(dep.updates):
+        g = [[((w[0] * x0) + (w[1] * x1) - y) * x for x in (x0, x1)] for x0, x1, y in rows]
+        for i in range(2):
+            total = g[0][i] + (g[1][i] + g[2][i]) if order == "declared" else (g[0][i] + g[1][i]) + g[2][i]
+            mean = total / 3.0
+            a[i] = a[i] + mean * mean
+            w[i] = w[i] - rate * mean / math.sqrt(a[i])
+    return w + a
+
+
+def test_the_oracle_predicts_and_sums_in_the_declared_order():
+    dep = driver.deployment(HOST)
+    res = evaluate(dep)
+    got = [f64(w) for w in res.params + res.state]
+    assert got == _by_hand(dep, "declared")
+    assert got != _by_hand(dep, "left")  # another order gives other bits
+    assert [(o.params, o.state) for o in res.owners] == [
+        ((res.params[i],), (res.state[i],)) for i in range(2)]
+
+
+@needs_qemu
+def test_both_owners_match_the_oracle_and_the_foreign_accumulator_mutant_is_refused():
+    out = session.root() / "coordinates"
+    result = CliRunner().invoke(main, ["launch", HOST, "-o", str(out), "--json"])
+    report = json.loads(result.stdout)
+    assert result.exit_code == 0 and report["match"], result.stderr
+    want = evaluate(driver.deployment(HOST))
+    assert [(r["params"], r["state"]) for r in report["owners"]] == [
+        (_hex(w.params), _hex(w.state)) for w in want.owners]
+    result = CliRunner().invoke(main, ["launch", HOST, "-o", str(out), "--json",
+                                       "--mutant", "foreign-accumulator"])
+    report = json.loads(result.stdout)
+    assert result.exit_code == 1 and not report["match"] and report["mutant_match"]
+    mutant = evaluate(driver.deployment(HOST), mutant="foreign-accumulator")
+    for row, w in zip(report["owners"], mutant.owners, strict=True):
+        assert (row["params"], row["state"]) == (_hex(w.params), _hex(w.state))
+        assert row["error"].startswith(f"oracle-mismatch: owner {row['owner']} "), row["error"]
+
+
+def test_the_foreign_accumulator_mutant_reads_the_next_coordinate_s_accumulator():
+    dep = driver.deployment(HOST)
+    L = dep.learner
+    mutant = evaluate(dep, mutant="foreign-accumulator")
+    rows = [tuple(f64(int(v)) for v in row) for row in L.samples.words]
+    w = [f64(v) for v in L.initial.as_tuple()]
+    a = [f64(v) for v in L.initial_state.as_tuple()]
+    for _ in range(dep.updates):
+        g = [[((w[0] * x0) + (w[1] * x1) - y) * x for x in (x0, x1)] for x0, x1, y in rows]
+        mean = [(g[0][i] + (g[1][i] + g[2][i])) / 3.0 for i in range(2)]
+        w = [w[i] - f64(L.rate) * mean[i] / math.sqrt(a[1 - i]) for i in range(2)]
+        a = [a[i] + mean[i] * mean[i] for i in range(2)]
+    assert [f64(v) for v in mutant.params + mutant.state] == w + a
+    # each owner holds every accumulator to read it: they are replicated in the mutant
+    assert [len(o.state) for o in mutant.owners] == [2, 2]
+
+
+@pytest.mark.parametrize("spec", ["lsq_plain_star.alpha", "local_correlation_star.alpha",
+                                  "lsq_adam_partitioned_hierarchy.alpha"])
+def test_foreign_accumulator_needs_one_partitioned_accumulator_per_coordinate(spec):
+    dep = driver.deployment(f"{SPECS}/{spec}")
+    with pytest.raises(Refusal) as err:
+        evaluate(dep, mutant="foreign-accumulator")
+    assert err.value.code == "mutant-not-applicable"
+    with pytest.raises(MutantError):
+        driver.plan(dep, "foreign-accumulator")
+
+
+@needs_qemu
+def test_checkpoints_resume_on_the_other_instruction_set(tmp_path):
+    dep = dataclasses.replace(driver.deployment(HOST), checkpoint=ir.Checkpoint(2, ""))
+    args = run_arguments(tmp_path / "ck", None, False)
+    first = session.run("coordinates-ckpt", dep, timeout_ms=20000, extra_argv={0: args, 1: args})
+    report = compare(session.plan("coordinates-ckpt", dep), first, evaluate(dep), dep.updates)
+    assert report.match, [r.why for r in report.rows]
+    ckpt = tmp_path / "ck" / "ckpt-2"
+    start = start_of(ckpt, dep.learner)
+    assert tuple(int(w) for w in start.params) == evaluate(dep, rounds=2).params
+    swapped = dataclasses.replace(dep, placement=tuple(SWAP[t] for t in dep.placement))
+    args = run_arguments(tmp_path / "ck2", ckpt, False)
+    again = session.run("coordinates-ckpt-swapped", swapped, timeout_ms=20000,
+                        extra_argv={0: args, 1: args})
+    resumed = compare(session.plan("coordinates-ckpt-swapped", swapped), again,
+                      evaluate(swapped, start=start), swapped.updates)
+    assert resumed.match
+    assert [(r.params, r.state) for r in resumed.rows] == [(r.params, r.state) for r in report.rows]
+    # on one owner holding both coordinates and every sample: a new contract, whose words
+    # the oracle evaluates from the checkpoint's state
+    L = dep.learner
+    alone = dataclasses.replace(dep, learner=dataclasses.replace(L, samples=ir.Samples(
+        L.s, (sum(L.samples.shares),), L.samples.words)), owners=1,
+        roles=(ir.Role("coordinator", (0,)),), placement=dep.placement[:1])
+    args = run_arguments(tmp_path / "ck3", ckpt, True)
+    single = session.run("coordinates-ckpt-alone", alone, timeout_ms=20000, extra_argv={0: args})
+    got = compare(session.plan("coordinates-ckpt-alone", alone), single,
+                  evaluate(alone, start=start_of(ckpt, alone.learner)), alone.updates)
+    assert got.match, [r.why for r in got.rows]
+
+
+@pytest.mark.parametrize("spec", BUILDS, ids=["device", "memory"])
+def test_the_sm86_build_families_evaluate_as_the_host_and_build_refuses_them(spec, tmp_path):
+    dep = driver.deployment(spec)
+    assert dep.placement == ("sm86", "sm86")
+    assert evaluate(dep).params == evaluate(driver.deployment(HOST)).params
+    spaces = {f.address_space for m in driver.plan(dep).shard_maps for f in m.fragments}
+    assert spaces == {"device"}
+    out = CliRunner().invoke(main, ["build", spec, "--all", "-o", str(tmp_path)])
+    assert out.exit_code == 1
+    assert out.stderr.startswith("alphac: error[target-not-buildable]: target 'sm86'"), out.stderr
+
+
+def test_a_coordinate_owned_learner_has_two_coordinates_and_two_accumulators(tmp_path):
+    spec = tmp_path / "three.alpha"
+    spec.write_text(Path(HOST).read_text().replace("import Gates.Coordinates\n", "").replace(
+        "coordinateHostLearner = coordinates", "coordinateHostLearner = CoordinatesOf {\n"
+        "    coordinatesInitial = [1.0, 2.0, 3.0], coordinatesAccumulators = [1.0, 1.0],\n"
+        "    coordinatesRate = 0.1, coordinatesSamples = [[[1.0, 2.0, 3.0]], []] }"))
+    from alphac.check import check_file
+
+    _, diagnostics, _ = check_file(str(spec))
+    assert [(d.code, d.message) for d in diagnostics] == [(
+        "length-mismatch", "coordinatesInitial has 3 words; the coordinate-owned learner has two "
+        "coordinates, each with its accumulator")]

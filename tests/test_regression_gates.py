@@ -1,0 +1,136 @@
+"""The samples-partitioned scalar learner (PartitionedRegression.NativeHost): a coordinator
+(x86-64) holding one sample and a worker (AArch64) holding two, combining (sum, samples) at
+the coordinator and updating the shared parameter. Its lowering, the order and weighting
+the oracle gives, the native owners bit-identical to the oracle, checkpoints resumed on the
+other instruction set, the unweighted-mean mutant executed and refused, and the SM86
+build family refused by `alphac build` until SM86 is built."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from alphac import driver
+from alphac.commands import main
+from alphac.ir import nodes as ir
+from alphac.launch import session
+from alphac.launch.launcher import compare, run_arguments
+from alphac.oracle import evaluate, start_of
+
+SPECS = Path(__file__).resolve().parents[1] / "specs"
+GATE = f"{SPECS}/partitioned_regression.alpha"
+CKPT = f"{SPECS}/partitioned_regression_ckpt.alpha"
+SM86 = f"{SPECS}/partitioned_regression_sm86.alpha"
+SWAP = {"x86_64": "aarch64", "aarch64": "x86_64"}
+
+needs_qemu = pytest.mark.skipif(shutil.which("qemu-aarch64") is None
+                                or shutil.which("aarch64-linux-gnu-gcc") is None,
+                                reason="qemu-aarch64 / aarch64-linux-gnu-gcc not installed")
+
+
+def f64(bits: int) -> float:
+    return struct.unpack("<d", struct.pack("<Q", bits))[0]
+
+
+def test_the_family_is_the_data_parallel_learner_of_one_parameter_on_two_owners():
+    dep = driver.deployment(GATE)
+    L = dep.learner
+    assert (L.k, L.s, L.m, L.shape, L.samples.shares) == (1, 2, 0, "data-parallel", (1, 2))
+    assert isinstance(dep.topology, ir.Star) and not dep.partitioning.any
+    assert [(r.name, r.owners) for r in dep.roles] == [("coordinator", (0,)), ("worker", (1,))]
+    assert dep.placement == ("x86_64", "aarch64")
+
+
+def _by_hand(dep, order: str) -> float:
+    """Five updates in Python floats: the declared sample-weighted combine, c0 + (g1 + g2)
+    over 3 samples; one left fold over all samples; or the two owners' unweighted mean."""
+    L = dep.learner
+    rows = [tuple(f64(int(w)) for w in row) for row in L.samples.words]
+    w, rate = f64(L.initial.as_tuple()[0]), f64(L.rate)
+    for _ in range(dep.updates):
+        g = [(w * x - y) * x for x, y in rows]
+        if order == "declared":
+            mean = (g[0] + (g[1] + g[2])) / 3.0
+        elif order == "left":
+            mean = ((g[0] + g[1]) + g[2]) / 3.0
+        else:
+            mean = (g[0] / 1.0 + (g[1] + g[2]) / 2.0) / 2.0
+        w = w - rate * mean
+    return w
+
+
+def test_the_oracle_weights_by_samples_in_the_declared_order():
+    dep = driver.deployment(GATE)
+    got = f64(evaluate(dep).params[0])
+    assert got == _by_hand(dep, "declared")
+    assert got != _by_hand(dep, "left")  # another order gives other bits on these samples
+    assert f64(evaluate(dep, mutant="unweighted-mean").params[0]) == _by_hand(dep, "unweighted")
+    assert _by_hand(dep, "unweighted") != got
+
+
+@needs_qemu
+def test_both_owners_match_the_oracle_and_the_unweighted_mean_mutant_is_refused():
+    out = session.root() / "regression"
+    result = CliRunner().invoke(main, ["launch", GATE, "-o", str(out), "--json"])
+    report = json.loads(result.stdout)
+    assert result.exit_code == 0 and report["match"], result.stderr
+    want = evaluate(driver.deployment(GATE))
+    assert [r["params"] for r in report["owners"]] == [[f"{w.params[0]:016x}"] for w in want.owners]
+    result = CliRunner().invoke(main, ["launch", GATE, "-o", str(out), "--json",
+                                       "--mutant", "unweighted-mean"])
+    report = json.loads(result.stdout)
+    assert result.exit_code == 1 and not report["match"] and report["mutant_match"]
+    mutant = evaluate(driver.deployment(GATE), mutant="unweighted-mean")
+    for row, w in zip(report["owners"], mutant.owners, strict=True):
+        assert row["params"] == [f"{w.params[0]:016x}"]
+        assert row["error"].startswith(f"oracle-mismatch: owner {row['owner']} "), row["error"]
+
+
+@needs_qemu
+def test_checkpoints_hold_w_and_resume_on_the_other_instruction_set(tmp_path):
+    dep = driver.deployment(CKPT)
+    args = run_arguments(tmp_path / "ck", None, False)
+    first = session.run("regression-ckpt", dep, timeout_ms=20000, extra_argv={0: args, 1: args})
+    report = compare(session.plan("regression-ckpt", dep), first, evaluate(dep), dep.updates)
+    assert report.match, [r.why for r in report.rows]
+    ckpt = tmp_path / "ck" / "ckpt-4"
+    assert tuple(int(w) for w in start_of(ckpt, dep.learner).params) == evaluate(dep, rounds=4).params
+    swapped = dataclasses.replace(dep, placement=tuple(SWAP[t] for t in dep.placement))
+    args = run_arguments(tmp_path / "ck2", ckpt, False)
+    again = session.run("regression-ckpt-swapped", swapped, timeout_ms=20000,
+                        extra_argv={0: args, 1: args})
+    resumed = compare(session.plan("regression-ckpt-swapped", swapped), again,
+                      evaluate(swapped, start=start_of(ckpt, swapped.learner)), swapped.updates)
+    assert resumed.match and [r.params for r in resumed.rows] == [r.params for r in report.rows]
+    # on one owner holding all three samples: a new contract, the oracle of that schedule
+    alone = _one_owner(dep)
+    args = run_arguments(tmp_path / "ck3", ckpt, True)
+    single = session.run("regression-ckpt-alone", alone, timeout_ms=20000, extra_argv={0: args})
+    got = compare(session.plan("regression-ckpt-alone", alone), single,
+                  evaluate(alone, start=start_of(ckpt, alone.learner)), alone.updates)
+    assert got.match, [r.why for r in got.rows]
+
+
+def _one_owner(dep):
+    """`dep` on one owner holding every sample."""
+    L = dep.learner
+    samples = ir.Samples(L.s, (sum(L.samples.shares),), L.samples.words)
+    return dataclasses.replace(dep, learner=dataclasses.replace(L, samples=samples), owners=1,
+                               roles=(ir.Role("coordinator", (0,)),), placement=dep.placement[:1])
+
+
+def test_the_sm86_build_family_checks_plans_and_evaluates_and_build_refuses_it(tmp_path):
+    dep = driver.deployment(SM86)
+    assert dep.placement == ("sm86", "sm86")
+    assert evaluate(dep).params == evaluate(driver.deployment(GATE)).params
+    spaces = {f.address_space for m in driver.plan(dep).shard_maps for f in m.fragments}
+    assert spaces == {"device"}
+    out = CliRunner().invoke(main, ["build", SM86, "--all", "-o", str(tmp_path)])
+    assert out.exit_code == 1
+    assert out.stderr.startswith("alphac: error[target-not-buildable]: target 'sm86'"), out.stderr
