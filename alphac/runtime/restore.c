@@ -324,11 +324,12 @@ static int read_head(struct rt *rt, int fd, const struct manifest *m, const stru
     for (int64_t q = 0; q < m->nfrags; q++) {
         const struct frag *f = &m->frags[q];
         if (f->owner != s->owner) continue;
-        if (f->offset != at || *len < 48)
+        if (f->offset != at)
             return rt_fail(rt, RT_CHECKPOINT_MANIFEST, "%s: owner %lld's fragment lies outside its shard", m->path,
                            (long long)f->owner);
         at += 8 * f->words;
     }
+    if (*len < 48) return rt_fail(rt, RT_CHECKPOINT_MANIFEST, "%s is not owner %lld's shard", path, (long long)s->owner);
     *head = malloc((size_t)*len);
     if (!*head || read_exact(fd, *head, (size_t)*len) != 0)
         return rt_fail(rt, RT_IO_ERROR, "cannot read '%s'", path);
@@ -364,7 +365,7 @@ static int shard_pass(struct rt *rt, int fd, const struct manifest *m, const str
         char sha[65];
         if (f->owner != s->owner) continue;
         if (read_fragment(rt, fd, f, chunk, &file, sha) != 0) rc = rt_fail(rt, RT_IO_ERROR, "cannot read '%s'", path);
-        if (!wrong && strcmp(sha, f->sha) != 0) wrong = f;
+        else if (!wrong && strcmp(sha, f->sha) != 0) wrong = f;
     }
     unsigned char d[32];
     char sha[65];
