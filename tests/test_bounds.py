@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 import bench_load  # noqa: E402
 
-LIMIT_S = 1.0  # each refusal, in process, on a shared 2-core machine
+LIMIT_S = 1.0  # CPU seconds of each refusal, in process (work, not scheduling: the machine is shared)
 
 BASE = """import Learning.Deployment
 
@@ -69,9 +69,9 @@ def spec(tmp_path: Path, **changes: str) -> Path:
 
 def timed_check(path: Path) -> tuple[driver.CheckResult, float]:
     driver.check(str(ROOT / "tests" / "errors" / "owner-count.alpha"))  # imports, grammar
-    start = time.monotonic()
+    start = time.process_time()
     result = driver.check(str(path))
-    return result, time.monotonic() - start
+    return result, time.process_time() - start
 
 
 def located(result: driver.CheckResult, path: Path, text: str) -> tuple[int, int]:
@@ -112,10 +112,10 @@ def test_a_fanout_up_to_the_owner_count_still_plans(tmp_path, fanout):
 def test_plan_and_oracle_of_a_huge_fanout_built_by_hand_do_not_spin():
     dep = driver.deployment(str(ROOT / "specs" / "lsq_plain_hierarchy.alpha"))
     wide = dataclasses.replace(dep, topology=ir.Hierarchy(1 << 32, dep.topology.span))
-    start = time.monotonic()
+    start = time.process_time()
     plan = driver.plan(wide)
     driver.oracle(wide, 1)
-    assert time.monotonic() - start < LIMIT_S
+    assert time.process_time() - start < LIMIT_S
     # every owner but 0 is a child of 0: the star's leaf order
     assert plan.shape.leaf_order == tuple(range(dep.owners))
 
@@ -232,9 +232,9 @@ def test_a_spec_with_65536_faults_reports_20_and_counts_the_rest(tmp_path):
     assert seconds < LIMIT_S
     assert [d.code for d in result.diagnostics] == ["role-coverage"] * 20
     assert result.suppressed == {"role-coverage": 65536 - 20}
-    start = time.monotonic()
+    start = time.process_time()
     out = CliRunner().invoke(main, ["check", str(path)])
-    assert time.monotonic() - start < 2 * LIMIT_S
+    assert time.process_time() - start < 2 * LIMIT_S
     assert out.exit_code == 1
     lines = out.stderr.splitlines()
     assert len(lines) == 20 * 3 + 1
@@ -358,9 +358,9 @@ def test_a_combine_tree_of_65536_foreign_leaves_is_refused_in_bounded_work():
         node = ir.TreeBranch(n, node, ir.TreeLeaf(o))
     tree = ir.ExplicitTree(node, "members", tuple(range(n)), Span("t.alpha", 1, 1))
     bag = DiagnosticBag()
-    start = time.monotonic()
+    start = time.process_time()
     assert check_explicit(n, tree, Span("t.alpha", 1, 1), bag) is None
-    assert time.monotonic() - start < LIMIT_S
+    assert time.process_time() - start < LIMIT_S
     assert len(bag.items) <= MAX_KEPT and bag.count == n + 1 + (n - 1)
     assert {d.code for d in bag.items} == {"combine-leaf-foreign", "combine-leaf-missing",
                                            "combine-branch-owner"}
