@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from alphac.checkpoint import CheckpointError, logical_words, parse, read_manifest, render, verify
-from alphac.checkpoint.manifest import SHARD_MAGIC, identity_of
+from alphac.checkpoint.manifest import SHARD_MAGIC, identity_of, shard_digest
 from alphac.checkpoint.write import shard_file, write_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,7 +58,7 @@ def test_a_shard_is_its_header_fragment_table_and_words(tmp_path):
     data, entries = shard_file(identity, 2, 7, [("parameters", ((0, 2, 2), (5, 1, 1)), [11, 12, 13]),
                                                 ("state", (), [])])
     words = struct.unpack(f"<{len(data) // 8}Q", data)
-    assert words[:6] == (SHARD_MAGIC, 1, identity, 2, 7, 2)
+    assert words[:6] == (SHARD_MAGIC, 2, identity, 2, 7, 2)
     assert words[6:9] == (1, 3, 2) and words[9:15] == (0, 2, 2, 5, 1, 1)
     assert words[15:18] == (2, 0, 0)
     assert words[18:] == (11, 12, 13)
@@ -76,7 +76,7 @@ def test_the_written_tree_of_manifests_and_shards(tmp_path):
         "manifest-1.txt", "manifest.txt", "shard-0.bin", "shard-1.bin", "shard-2.bin", "shard-3.bin"]
     text = (d / "manifest.txt").read_text()
     lines = text.splitlines()
-    assert lines[:3] == ["alphac-checkpoint 1", "version 3", f"identity {root.identity:016x}"]
+    assert lines[:3] == ["alphac-checkpoint 2", "version 3", f"identity {root.identity:016x}"]
     assert lines[3:6] == [f"learner {LEARNER}", f"contract {CONTRACT}", f"layout {LAYOUT}"]
     assert lines[6:9] == ["region parameters 4", "region state 3", "owners 0 1 2 3"]
     child = (d / "manifest-1.txt").read_bytes()
@@ -84,9 +84,13 @@ def test_the_written_tree_of_manifests_and_shards(tmp_path):
     assert [x.split()[:2] for x in lines if x.startswith("shard ")] == [
         ["shard", "0"], ["shard", "1"], ["shard", "2"], ["shard", "3"]]
     assert lines[-1] == "sha256 " + hashlib.sha256(text[:text.rindex("sha256 ")].encode()).hexdigest()
-    for s in root.shards:
+    for s in root.shards:  # each byte hashed once: the header, then each fragment's sha256
         raw = (d / s.file).read_bytes()
-        assert s.bytes == len(raw) and s.sha256 == hashlib.sha256(raw).hexdigest()
+        frags = [f for f in root.fragments if f.owner == s.owner]
+        head = frags[0].offset if frags else len(raw)
+        assert head == 48 + sum(24 + 24 * len(f.runs) for f in frags)
+        want = hashlib.sha256(raw[:head] + b"".join(bytes.fromhex(f.sha256) for f in frags)).hexdigest()
+        assert s.bytes == len(raw) and s.sha256 == want and want != hashlib.sha256(raw).hexdigest()
     sub = read_manifest(d, "manifest-1.txt")
     assert sub.owners == (1, 3) and [s.owner for s in sub.shards] == [1, 3] and sub.manifests == {}
     assert root.identity == identity_of(LEARNER, CONTRACT, LAYOUT)
@@ -164,6 +168,18 @@ def test_a_fragment_whose_words_do_not_match_its_hash(tmp_path):
     assert text != render(bad)
 
 
+def test_a_fragment_not_where_its_shard_lays_it_is_malformed(tmp_path):
+    d = tmp_path / "ckpt-3"
+    root = write(d)
+    f = next(f for f in root.fragments if f.owner == 0 and f.region == "state")
+    bad = dataclasses.replace(root, fragments=tuple(
+        dataclasses.replace(x, offset=x.offset - 8) if x == f else x for x in root.fragments))
+    (d / "manifest.txt").write_text(render(bad))
+    err = refusal(d)
+    assert err.code == "checkpoint-manifest" and "state fragment lies outside its shard" in err.message
+    assert err.line == root.line_of["fragment 0 state"]
+
+
 def test_a_deleted_shard_or_child_manifest_is_missing(tmp_path):
     d = tmp_path / "ckpt-3"
     write(d)
@@ -194,8 +210,9 @@ def test_a_shard_of_another_version(tmp_path):
     shutil.copy(tmp_path / "ckpt-2" / "shard-3.bin", d / "shard-3.bin")
     root = read_manifest(d)
     raw = (d / "shard-3.bin").read_bytes()
-    shards = tuple(dataclasses.replace(s, sha256=hashlib.sha256(raw).hexdigest()) if s.owner == 3 else s
-                   for s in root.shards)
+    (f,) = [f for f in root.fragments if f.owner == 3]
+    sha = shard_digest(raw[:f.offset], [f.sha256])
+    shards = tuple(dataclasses.replace(s, sha256=sha) if s.owner == 3 else s for s in root.shards)
     (d / "manifest.txt").write_text(render(dataclasses.replace(root, shards=shards)))
     err = refusal(d)
     assert err.code == "checkpoint-version" and "version 2" in err.message

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from alphac.checkpoint import logical_words, verify
+from alphac.checkpoint import logical_words, read_manifest, render, verify
 from alphac.ir import nodes as n
 from alphac.launch import session
 from alphac.launch.launcher import compare, run_arguments
@@ -203,6 +203,18 @@ def test_a_flipped_byte_anywhere_refuses_hash_mismatch(written, tmp_path, target
         assert rc == 1 and err.split(":", 2)[1].strip() in ("checkpoint-hash-mismatch", "checkpoint-manifest"), err
         if target != "manifest.txt" or at != 0:
             assert "checkpoint-hash-mismatch" in err, err
+
+
+def test_a_fragment_not_where_its_shard_lays_it_refuses(written, tmp_path):
+    """The shard's digest hashes the fragments' digests, not their bytes in place: a fragment
+    line (re-signed) pointing elsewhere in the file is refused before any word is used."""
+    ckpt = _copy(written, tmp_path)
+    root = read_manifest(ckpt)
+    f = next(f for f in root.fragments if f.owner == 0 and f.words)
+    moved = tuple(dataclasses.replace(x, offset=x.offset + 8) if x == f else x for x in root.fragments)
+    (ckpt / "manifest.txt").write_text(render(dataclasses.replace(root, fragments=moved)))
+    rc, err = _restore(tmp_path, ckpt)
+    assert rc == 1 and err.startswith("refused: checkpoint-manifest: ") and "lies outside its shard" in err, err
 
 
 def test_a_missing_shard_refuses(written, tmp_path):

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-HEAD = "alphac-checkpoint 1"
+HEAD = "alphac-checkpoint 2"
 ROOT_MANIFEST = "manifest.txt"
 SHARD_MAGIC = 0x54504B4341484C41  # "ALHACKPT"
-SHARD_FORMAT = 1
+SHARD_FORMAT = 2
 REGIONS = {"parameters": 1, "state": 2}
 REGION_NAMES = {v: k for k, v in REGIONS.items()}
 Run = tuple[int, int, int]  # start, step, count
@@ -96,6 +96,15 @@ def identity_of(learner: str, contract: str, layout: str) -> int:
     doc = json.dumps({"contract": contract, "layout": layout, "learner": learner}, sort_keys=True,
                      separators=(",", ":"))
     return int(hashlib.sha256(doc.encode()).hexdigest()[:16], 16)
+
+
+def shard_digest(head: bytes, fragment_sha256s) -> str:
+    """A shard's sha256: of its header and fragment table (`head`, every byte before its
+    fragments' words) followed by each fragment's sha256 (32 bytes), in the file's order."""
+    h = hashlib.sha256(head)
+    for sha in fragment_sha256s:
+        h.update(bytes.fromhex(sha))
+    return h.hexdigest()
 
 
 def runs_text(runs) -> str:
@@ -236,22 +245,46 @@ def _sha(path: Path) -> str:
     return h.hexdigest()
 
 
+def _head_bytes(p: Path, s: ShardEntry, m: Manifest, frags: list[FragmentEntry]) -> int:
+    """The length of the shard's header and fragment table: the manifest lays the fragments'
+    words one after another from there to the end of the file."""
+    at = head = s.bytes - 8 * sum(f.words for f in frags)
+    for f in frags:
+        if f.offset != at or head < 48:
+            raise CheckpointError("checkpoint-manifest", f"{p}: owner {f.owner}'s {f.region} fragment lies "
+                                  "outside its shard", m.path, m.line_of.get(f"fragment {f.owner} {f.region}", 0))
+        at += 8 * f.words
+    return head
+
+
 def _read_shard(d: Path, s: ShardEntry, m: Manifest) -> bytes:
+    """The shard's bytes, checked as a restore checks them: its size and sha256 (over its
+    header and its fragments' sha256), its header, then each fragment's sha256."""
     p = d / s.file
     line = m.line_of.get(f"shard {s.owner}", 0)
     if not p.is_file():
         raise CheckpointError("checkpoint-shard-missing", f"{p} is missing (owner {s.owner}'s shard)",
                               m.path, line)
     data = p.read_bytes()
-    if len(data) != s.bytes or hashlib.sha256(data).hexdigest() != s.sha256:
+    frags = [f for f in m.fragments if f.owner == s.owner]
+    if len(data) != s.bytes:
         raise CheckpointError("checkpoint-hash-mismatch", f"{p}: its sha256 is not the manifest's", m.path,
                               line)
-    head = struct.unpack_from("<6Q", data, 0) if len(data) >= 48 else (0,) * 6
+    head = _head_bytes(p, s, m, frags)
+    shas = [hashlib.sha256(memoryview(data)[f.offset:f.offset + 8 * f.words]).hexdigest() for f in frags]
+    if shard_digest(data[:head], shas) != s.sha256:
+        raise CheckpointError("checkpoint-hash-mismatch", f"{p}: its sha256 is not the manifest's", m.path,
+                              line)
+    head = struct.unpack_from("<6Q", data, 0)
     if head[0] != SHARD_MAGIC or head[1] != SHARD_FORMAT or head[3] != s.owner:
         raise CheckpointError("checkpoint-manifest", f"{p} is not owner {s.owner}'s shard", m.path, line)
     if head[4] != m.version or head[2] != m.identity:
         raise CheckpointError("checkpoint-version", f"{p} holds version {head[4]} of identity {head[2]:016x}, "
                               f"the manifest version {m.version} of {m.identity:016x}", m.path, line)
+    for f, sha in zip(frags, shas):
+        if sha != f.sha256:
+            raise CheckpointError("checkpoint-hash-mismatch", f"{p}: owner {f.owner}'s {f.region} fragment does "
+                                  "not match its sha256", m.path, m.line_of.get(f"fragment {f.owner} {f.region}", 0))
     return data
 
 
@@ -263,13 +296,7 @@ def verify(ckpt_dir: str | Path) -> Manifest:
     root = read_manifest(d)
     child_manifests(d, root)
     for s in root.shards:
-        data = _read_shard(d, s, root)
-        for f in (f for f in root.fragments if f.owner == s.owner):
-            words = data[f.offset:f.offset + 8 * f.words]
-            if len(words) != 8 * f.words or hashlib.sha256(words).hexdigest() != f.sha256:
-                raise CheckpointError("checkpoint-hash-mismatch", f"{d / s.file}: owner {f.owner}'s {f.region} "
-                                      "fragment does not match its sha256", root.path,
-                                      root.line_of.get(f"fragment {f.owner} {f.region}", 0))
+        _read_shard(d, s, root)
     check_coverage(root)
     return root
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from alphac.checkpoint.manifest import (REGION_NAMES, REGIONS, ROOT_MANIFEST, SHARD_FORMAT,
                                         SHARD_MAGIC, FragmentEntry, Manifest, Run, ShardEntry,
-                                        identity_of, parse, render)
+                                        identity_of, parse, render, shard_digest)
 
 Fragment = tuple  # (region: "parameters" | "state" | 1 | 2, runs, words)
 
@@ -114,7 +114,8 @@ def write_checkpoint(directory: str | Path, *, version: int, learner: str, contr
         data, entries[o] = shard_file(identity, o, version, fragments[o])
         name = f"shard-{o}.bin"
         _create(d / name, data)
-        shards[o] = ShardEntry(o, name, len(data), hashlib.sha256(data).hexdigest())
+        head = entries[o][0].offset if entries[o] else len(data)
+        shards[o] = ShardEntry(o, name, len(data), shard_digest(data[:head], [f.sha256 for f in entries[o]]))
     if children and any(children.values()):
         root, subtree = _subtrees(owners, children)
     else:

@@ -150,8 +150,9 @@ class OwnerLayout:
         partitioned, else its coordinates' state words and every shared word."""
         if not self.optimizer_state:
             return _frozen(np.arange(self.m, dtype=np.int64))
-        shared = np.array(self.shared_state, dtype=np.int64)
-        return _frozen(np.union1d(self.coordinate_state(owner), shared).astype(np.int64))
+        coords, shared = self.coordinate_state(owner), self.replicated_state()
+        # disjoint (a coordinate's state word is never shared), both ascending: a merge
+        return _frozen(np.insert(coords, np.searchsorted(coords, shared), shared).astype(np.int64))
 
     def state_stored(self, owner: int) -> np.ndarray:
         """The state offsets `owner` holds, in the order its executable stores them (compact
@@ -164,7 +165,7 @@ class OwnerLayout:
         return _frozen(np.concatenate([self.replicated_state(), self.coordinate_state(owner)]))
 
     def state_count(self, owner: int) -> int:
-        return len(self.state_held(owner)) if self.optimizer_state else self.m
+        return len(self.coordinate_state(owner)) + len(self.replicated_state()) if self.optimizer_state else self.m
 
     def replicated_state(self) -> np.ndarray:
         """The state offsets every owner holds alike: all m, or the shared words (ascending)

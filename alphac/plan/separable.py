@@ -53,16 +53,14 @@ class Layout:
 
 
 def state_classes(k: int, m: int, w: int, shared: frozenset[int]) -> np.ndarray:
-    """Coordinate (or SHARED / UNCLAIMED) of each of the m state words."""
+    """Coordinate (or SHARED / UNCLAIMED) of each of the m state words: the r-th word not
+    shared belongs to coordinate r mod k while r < w*k."""
     out = np.full(m, UNCLAIMED, dtype=np.int64)
-    rank = 0
-    for j in range(m):
-        if j in shared:
-            out[j] = SHARED
-            continue
-        if rank < w * k:
-            out[j] = rank % k
-        rank += 1
+    is_shared = np.zeros(m, dtype=bool)
+    is_shared[[j for j in shared if 0 <= j < m]] = True
+    claimed = np.flatnonzero(~is_shared)[:max(w, 0) * k]
+    out[claimed] = np.arange(len(claimed), dtype=np.int64) % k
+    out[is_shared] = SHARED
     return out
 
 

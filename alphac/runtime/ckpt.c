@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #define SHARD_MAGIC UINT64_C(0x54504B4341484C41) /* "ALHACKPT" */
-#define SHARD_FORMAT 1
+#define SHARD_FORMAT 2
 #define ENTRY_WORDS(frags) (6 + 4 * (frags)) /* owner, bytes, file sha, a sha per fragment */
 
 static int64_t frag_count(const struct rt *rt, int64_t o) { return (int64_t)img_sec(rt, SEC_FRAG_COUNT)[o]; }
@@ -101,8 +101,20 @@ int rt_ckpt_open(struct rt *rt) {
 
 static int64_t entry_words(const struct rt *rt, const uint64_t *e) { return ENTRY_WORDS(frag_count(rt, (int64_t)e[0])); }
 
+/* A fragment's words in its runs' order, a span of compact storage at a time (store.c). */
+static void put_fragment(struct rt *rt, struct rt_writer *w, const uint64_t *f) {
+    int region = (int)f[0];
+    const uint64_t *src = region == REGION_PARAMETERS ? rt->params : rt->state;
+    for (const uint64_t *run = f + 3; run < next_frag(f); run += 3)
+        for (int64_t i = 0, n, slot; i < (int64_t)run[2]; i += n) {
+            n = rt_slot_span(rt, region, (int64_t)(run[0] + (uint64_t)i * run[1]), (int64_t)run[1],
+                             (int64_t)run[2] - i, &slot);
+            rt_writer_words(w, src + slot, n);
+        }
+}
+
 /* A shard's words: its header, each fragment's descriptor, then each fragment's words in
-   its runs' order (each hashed as a part), read from this owner's compact storage. */
+   its runs' order (each hashed once, as a part), read from this owner's compact storage. */
 static void put_shard(struct rt *rt, struct rt_writer *w, uint64_t v, uint64_t *e) {
     int64_t nf = frag_count(rt, rt->owner);
     uint64_t head[6] = {SHARD_MAGIC, SHARD_FORMAT, img_field(rt, IMG_CKPT_IDENTITY), (uint64_t)rt->owner, v,
@@ -113,12 +125,8 @@ static void put_shard(struct rt *rt, struct rt_writer *w, uint64_t v, uint64_t *
         for (const uint64_t *x = f; x < next_frag(f); x++) rt_writer_put(w, *x);
     f = frags_of(rt, rt->owner);
     for (int64_t j = 0; j < nf; j++, f = next_frag(f)) {
-        int region = (int)f[0];
-        const uint64_t *src = region == REGION_PARAMETERS ? rt->params : rt->state;
         rt_writer_part(w);
-        for (uint64_t r = 0; r < f[2]; r++)
-            for (uint64_t i = 0; i < f[5 + 3 * r]; i++)
-                rt_writer_put(w, src[rt_slot(rt, region, (int64_t)(f[3 + 3 * r] + i * f[4 + 3 * r]))]);
+        put_fragment(rt, w, f);
         rt_writer_part_end(w, (unsigned char *)(e + 6 + 4 * j));
     }
 }
@@ -226,7 +234,7 @@ int rt_ckpt_manifest(struct rt *rt, uint64_t v) {
     struct ckpt *c = &rt->ck;
     struct text t = {0};
     char sha[65];
-    put(&t, "alphac-checkpoint 1\nversion %llu\nidentity %016llx\nlearner %s\ncontract %s\nlayout %s\n",
+    put(&t, "alphac-checkpoint 2\nversion %llu\nidentity %016llx\nlearner %s\ncontract %s\nlayout %s\n",
         (unsigned long long)v, (unsigned long long)img_field(rt, IMG_CKPT_IDENTITY),
         img_text(rt, IMG_STR_CKPT_LEARNER), img_text(rt, IMG_STR_CKPT_CONTRACT), img_text(rt, IMG_STR_CKPT_LAYOUT));
     put(&t, "region parameters %lld\nregion state %lld\nowners", (long long)rt->k, (long long)rt->m);

@@ -3,7 +3,7 @@
    or link, a shared --out, or an unwritable directory is refused before any work; it is
    written and fsynced after the last update, and linked to PATH only once the root's commit
    record (PATH.commit of the root's output) is durable. link(2) never overwrites. Words
-   are written through a small buffer (rt_writer), so no output needs a copy of the state. */
+   are written through a buffer (rt_writer), so no output needs a copy of the state. */
 #include "rt.h"
 
 #include <errno.h>
@@ -113,7 +113,10 @@ int rt_open_outputs(struct rt *rt) {
     return RT_OK;
 }
 
-/* -- a file of words written through a small buffer, hashed as it goes ----------------- */
+/* -- a file of words written through a buffer, hashed as it goes ---------------------- */
+
+#define SYNC_BYTES (8 << 20) /* writeback is started every 8 MiB, so the disk works while we hash */
+#define DIRECT_WORDS (1 << 17) /* long spans are hashed and written 1 MiB at a time, uncopied */
 
 void rt_writer_init(struct rt_writer *w, struct rt *rt, int fd, const char *path) {
     memset(w, 0, sizeof *w);
@@ -121,16 +124,24 @@ void rt_writer_init(struct rt_writer *w, struct rt *rt, int fd, const char *path
     rt_sha256_init(&w->sha);
 }
 
-static void flush(struct rt_writer *w) {
-    size_t n = (size_t)w->used * 8;
-    w->used = 0;
+/* n bytes: hashed (into the part, or the file's digest outside parts), then written. */
+static void emit(struct rt_writer *w, const void *p, size_t n) {
     if (w->rc != RT_OK || n == 0) return;
-    if (write_fd(w->fd, w->buf, n) != 0) {
+    rt_sha256_update(w->in_part ? &w->part : &w->sha, p, n);
+    if (write_fd(w->fd, p, n) != 0) {
         w->rc = rt_fail(w->rt, RT_IO_ERROR, "writing '%s' failed (%s)", w->path, strerror(errno));
         return;
     }
-    rt_sha256_update(&w->sha, w->buf, n);
-    if (w->in_part) rt_sha256_update(&w->part, w->buf, n);
+    w->written += (int64_t)n;
+    if (w->written - w->synced >= SYNC_BYTES) {
+        sync_file_range(w->fd, w->synced, w->written - w->synced, SYNC_FILE_RANGE_WRITE); /* a hint */
+        w->synced = w->written;
+    }
+}
+
+static void flush(struct rt_writer *w) {
+    emit(w, w->buf, (size_t)w->used * 8);
+    w->used = 0;
 }
 
 void rt_writer_put(struct rt_writer *w, uint64_t word) {
@@ -138,7 +149,19 @@ void rt_writer_put(struct rt_writer *w, uint64_t word) {
     if (w->used == WRITER_WORDS) flush(w);
 }
 
-/* The words put from here to rt_writer_part_end are a part with a sha256 of its own. */
+/* n words in a row: a short span through the buffer, a long one straight from `words`. */
+void rt_writer_words(struct rt_writer *w, const uint64_t *words, int64_t n) {
+    if (n < WRITER_WORDS) {
+        for (int64_t j = 0; j < n; j++) rt_writer_put(w, words[j]);
+        return;
+    }
+    flush(w);
+    for (int64_t j = 0; j < n; j += DIRECT_WORDS)
+        emit(w, words + j, (size_t)(n - j < DIRECT_WORDS ? n - j : DIRECT_WORDS) * 8);
+}
+
+/* The words put from here to rt_writer_part_end are a part with a sha256 of its own, which
+   stands for them in the file's digest (docs/checkpoints.md, "The shard file"). */
 void rt_writer_part(struct rt_writer *w) {
     flush(w);
     rt_sha256_init(&w->part);
@@ -149,13 +172,15 @@ void rt_writer_part_end(struct rt_writer *w, unsigned char digest[32]) {
     flush(w);
     w->in_part = 0;
     rt_sha256_final(&w->part, digest);
+    rt_sha256_update(&w->sha, digest, 32);
 }
 
-/* Flush and fsync; the sha256 of every byte written in `digest`. */
+/* Flush and make durable; the file's digest in `digest`: the sha256 of every byte written
+   outside parts and of each part's digest in its place. */
 int rt_writer_end(struct rt_writer *w, unsigned char digest[32]) {
     flush(w);
     TRY(w->rc);
-    if (fsync(w->fd) != 0) return rt_fail(w->rt, RT_IO_ERROR, "flushing '%s' failed (%s)", w->path, strerror(errno));
+    if (fdatasync(w->fd) != 0) return rt_fail(w->rt, RT_IO_ERROR, "flushing '%s' failed (%s)", w->path, strerror(errno));
     rt_sha256_final(&w->sha, digest);
     return RT_OK;
 }

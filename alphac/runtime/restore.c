@@ -4,6 +4,7 @@
    holds now (hash, header, each fragment's hash), from which it selects those words. */
 #include "rt.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #define SHARD_MAGIC UINT64_C(0x54504B4341484C41)
+#define SHARD_FORMAT 2
 
 struct frag {
     int64_t owner, region, offset, words;
@@ -63,13 +65,17 @@ static int read_all(struct rt *rt, const char *path, char **out, size_t *len, in
     return RT_OK;
 }
 
+static void to_hex(const unsigned char d[32], char out[65]) {
+    for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", d[i]);
+}
+
 static void sha_hex(const void *data, size_t n, char out[65]) {
     struct rt_sha256 s;
     unsigned char d[32];
     rt_sha256_init(&s);
     rt_sha256_update(&s, data, n);
     rt_sha256_final(&s, d);
-    for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", d[i]);
+    to_hex(d, out);
 }
 
 static int bad(struct rt *rt, const struct manifest *m, int64_t line, const char *what) {
@@ -90,7 +96,7 @@ static int parse(struct rt *rt, struct manifest *m) {
     sha_hex(m->text, (size_t)(trailer - m->text), want);
     if (strcmp(want, m->sha) != 0)
         return rt_fail(rt, RT_CHECKPOINT_HASH_MISMATCH, "%s: its sha256 line does not match its contents", m->path);
-    if (strncmp(m->text, "alphac-checkpoint 1\n", 20) != 0) return bad(rt, m, 1, "not an alphac checkpoint manifest");
+    if (strncmp(m->text, "alphac-checkpoint 2\n", 20) != 0) return bad(rt, m, 1, "not an alphac checkpoint manifest");
     int64_t line = 1, cap_f = 0, cap_s = 0, cap_c = 0, have = 0;
     for (char *p = m->text + 20; p < trailer; line++) {
         char *end = strchr(p, '\n');
@@ -212,31 +218,55 @@ static int coverage(struct rt *rt, const struct manifest *m, unsigned char *coun
     return RT_OK;
 }
 
-/* Whether this owner holds any of fragment f's positions (held: one byte per position of
-   the region, 1 where it holds the word); with `words`, each of those is selected from the
-   fragment's words into its compact storage (store.c). */
-static int held_words(struct rt *rt, const struct frag *f, const unsigned char *held, const uint64_t *words) {
-    int region = (int)f->region, any = 0;
-    uint64_t *dst = region == REGION_PARAMETERS ? rt->params : rt->state;
-    int64_t j = 0;
-    for (const char *r = f->runs; *r && *r != '-';) {
+/* A fragment's runs, parsed: (start, step, count) triples. */
+struct runs {
+    int64_t *r, n;
+};
+static int parse_runs(const struct frag *f, struct runs *out) {
+    size_t cap = strlen(f->runs) / 6 + 1; /* each run takes at least "0+0x0," */
+    out->r = malloc(sizeof *out->r * 3 * cap), out->n = 0;
+    if (!out->r) return 0;
+    for (const char *r = f->runs; *r && *r != '-' && (size_t)out->n < cap; out->n++) {
         long long s, st, c;
         int used = 0;
-        sscanf(r, "%lld+%lldx%lld%n", &s, &st, &c, &used);
-        for (long long i = 0; i < c; i++, j++) {
-            if (!held[s + i * st]) continue;
-            if (!words) return 1;
-            any = 1;
-            dst[rt_slot(rt, region, s + i * st)] = words[j];
-        }
+        sscanf(r, "%lld+%lldx%lld%n", &s, &st, &c, &used); /* checked by coverage() */
+        out->r[3 * out->n] = s, out->r[3 * out->n + 1] = st, out->r[3 * out->n + 2] = c;
         r += used + (r[used] == ',');
+    }
+    return 1;
+}
+
+/* Where a fragment's words go: its runs, and how far they have been walked. */
+struct selector {
+    struct runs runs;
+    int64_t run, i;
+};
+
+/* The fragment's next n words (`words`; NULL: only whether this owner holds any of them),
+   each word this owner holds selected into its compact storage, a span at a time. */
+static int select_words(struct rt *rt, int region, struct selector *s, const uint64_t *words, int64_t n) {
+    uint64_t *dst = region == REGION_PARAMETERS ? rt->params : rt->state;
+    int any = 0;
+    for (int64_t j = 0, got, slot; j < n && s->run < s->runs.n; j += got) {
+        const int64_t *r = s->runs.r + 3 * s->run;
+        int64_t left = r[2] - s->i;
+        got = left == 0 ? 0 : rt_slot_span(rt, region, r[0] + s->i * r[1], r[1], left < n - j ? left : n - j, &slot);
+        if (got && slot >= 0) {
+            if (!words) return 1;
+            memcpy(dst + slot, words + j, (size_t)got * 8);
+            any = 1;
+        }
+        if ((s->i += got) == r[2]) s->run++, s->i = 0;
     }
     return any;
 }
 
-static void mark(void *held, int64_t pos, int64_t slot) {
-    (void)slot;
-    ((unsigned char *)held)[pos] = 1;
+/* Whether this owner holds any of fragment f's positions. */
+static int holds_any(struct rt *rt, const struct frag *f) {
+    struct selector s = {{0}, 0, 0};
+    int any = !parse_runs(f, &s.runs) || select_words(rt, (int)f->region, &s, NULL, f->words); /* OOM: read it */
+    free(s.runs.r);
+    return any;
 }
 
 static char *join(const char *dir, const char *file) {
@@ -246,7 +276,124 @@ static char *join(const char *dir, const char *file) {
     return s;
 }
 
-static int restore(struct rt *rt, const char *dir, struct manifest *m, unsigned char *count, unsigned char *held) {
+#define CHUNK_WORDS (1 << 17) /* a shard is read, hashed and selected from 1 MiB at a time */
+
+static int read_exact(int fd, void *buf, size_t n) {
+    for (size_t done = 0; done < n;) {
+        ssize_t r = read(fd, (char *)buf + done, n - done);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        done += (size_t)r;
+    }
+    return 0;
+}
+
+/* Fragment f's words from the shard open at fd: read, hashed and selected in one pass, a
+   chunk at a time; its sha256 into the shard's digest. */
+static int read_fragment(struct rt *rt, int fd, const struct frag *f, uint64_t *chunk, struct rt_sha256 *file,
+                         char sha[65]) {
+    struct selector s = {{0}, 0, 0};
+    if (!parse_runs(f, &s.runs)) return -1;
+    struct rt_sha256 h;
+    unsigned char d[32];
+    rt_sha256_init(&h);
+    int rc = 0;
+    for (int64_t j = 0, n; j < f->words && rc == 0; j += n) {
+        n = f->words - j < CHUNK_WORDS ? f->words - j : CHUNK_WORDS;
+        rc = read_exact(fd, chunk, (size_t)n * 8);
+        if (rc == 0) rt_sha256_update(&h, chunk, (size_t)n * 8), select_words(rt, (int)f->region, &s, chunk, n);
+    }
+    free(s.runs.r);
+    rt_sha256_final(&h, d);
+    rt_sha256_update(file, d, 32);
+    to_hex(d, sha);
+    return rc;
+}
+
+/* The header and fragment table: the shard's bytes before its fragments' words, which its
+   manifest lays one after another to the end of the file. */
+static int read_head(struct rt *rt, int fd, const struct manifest *m, const struct shard *s, const char *path,
+                     uint64_t **head, int64_t *len) {
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_size != s->bytes)
+        return rt_fail(rt, RT_CHECKPOINT_HASH_MISMATCH, "%s: its sha256 is not the one %s names", path, m->path);
+    int64_t words = 0, at;
+    for (int64_t q = 0; q < m->nfrags; q++)
+        if (m->frags[q].owner == s->owner) words += m->frags[q].words;
+    *len = at = s->bytes - 8 * words;
+    for (int64_t q = 0; q < m->nfrags; q++) {
+        const struct frag *f = &m->frags[q];
+        if (f->owner != s->owner) continue;
+        if (f->offset != at)
+            return rt_fail(rt, RT_CHECKPOINT_MANIFEST, "%s: owner %lld's fragment lies outside its shard", m->path,
+                           (long long)f->owner);
+        at += 8 * f->words;
+    }
+    if (*len < 48) return rt_fail(rt, RT_CHECKPOINT_MANIFEST, "%s is not owner %lld's shard", path, (long long)s->owner);
+    *head = malloc((size_t)*len);
+    if (!*head || read_exact(fd, *head, (size_t)*len) != 0)
+        return rt_fail(rt, RT_IO_ERROR, "cannot read '%s'", path);
+    return RT_OK;
+}
+
+/* The header's magic, format, owner, version and identity, once the shard's hash agreed. */
+static int check_head(struct rt *rt, const struct manifest *m, const struct shard *s, const char *path,
+                      const uint64_t *h) {
+    if (h[0] != SHARD_MAGIC || h[1] != SHARD_FORMAT || h[3] != (uint64_t)s->owner)
+        return rt_fail(rt, RT_CHECKPOINT_MANIFEST, "%s is not owner %lld's shard", path, (long long)s->owner);
+    if (h[4] != m->version || h[2] != m->identity)
+        return rt_fail(rt, RT_CHECKPOINT_VERSION, "%s holds version %llu of identity %016llx, %s version %llu of %016llx",
+                       path, (unsigned long long)h[4], (unsigned long long)h[2], m->path,
+                       (unsigned long long)m->version, (unsigned long long)m->identity);
+    return RT_OK;
+}
+
+/* A shard this owner needs words of, in one pass: its header, then each fragment read,
+   hashed and selected; then its digest (over the header and the fragments' digests), each
+   fragment's, and its header are checked, in that order. */
+static int shard_pass(struct rt *rt, int fd, const struct manifest *m, const struct shard *s, const char *path,
+                      uint64_t *chunk) {
+    uint64_t *head = NULL;
+    int64_t len = 0;
+    int rc = read_head(rt, fd, m, s, path, &head, &len);
+    struct rt_sha256 file;
+    rt_sha256_init(&file);
+    if (rc == RT_OK) rt_sha256_update(&file, head, (size_t)len);
+    const struct frag *wrong = NULL;
+    for (int64_t q = 0; q < m->nfrags && rc == RT_OK; q++) {
+        const struct frag *f = &m->frags[q];
+        char sha[65];
+        if (f->owner != s->owner) continue;
+        if (read_fragment(rt, fd, f, chunk, &file, sha) != 0) rc = rt_fail(rt, RT_IO_ERROR, "cannot read '%s'", path);
+        else if (!wrong && strcmp(sha, f->sha) != 0) wrong = f;
+    }
+    unsigned char d[32];
+    char sha[65];
+    rt_sha256_final(&file, d);
+    to_hex(d, sha);
+    if (rc == RT_OK && strcmp(sha, s->sha) != 0)
+        rc = rt_fail(rt, RT_CHECKPOINT_HASH_MISMATCH, "%s: its sha256 is not the one %s names", path, m->path);
+    if (rc == RT_OK) rc = check_head(rt, m, s, path, head);
+    if (rc == RT_OK && wrong)
+        rc = rt_fail(rt, RT_CHECKPOINT_HASH_MISMATCH, "%s: owner %lld's %s fragment does not match its sha256",
+                     path, (long long)wrong->owner, wrong->region == 1 ? "parameters" : "state");
+    free(head);
+    return rc;
+}
+
+static int read_shard(struct rt *rt, const char *dir, const struct manifest *m, const struct shard *s,
+                      uint64_t *chunk) {
+    char *path = join(dir, s->file);
+    if (!path) return rt_fail(rt, RT_IO_ERROR, "out of memory");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int rc = fd < 0 ? rt_fail(rt, RT_CHECKPOINT_SHARD_MISSING, "'%s' is missing", path)
+                    : shard_pass(rt, fd, m, s, path, chunk);
+    if (fd >= 0) close(fd);
+    free(path);
+    return rc;
+}
+
+static int restore(struct rt *rt, const char *dir, struct manifest *m, unsigned char *count, uint64_t *chunk) {
     int same = rt->ck.resume_mode != 2;
     TRY(parse(rt, m));
     TRY(check_lines(rt, m, same));
@@ -276,50 +423,11 @@ static int restore(struct rt *rt, const char *dir, struct manifest *m, unsigned 
     TRY(coverage(rt, m, count, 1, rt->k));
     TRY(coverage(rt, m, count, 2, rt->m));
     /* the shards holding words this owner holds now */
-    unsigned char *hp = held, *hs = held + rt->k;
-    memset(held, 0, (size_t)(rt->k + rt->m));
-    rt_each_held(rt, REGION_PARAMETERS, mark, hp);
-    rt_each_held(rt, REGION_STATE, mark, hs);
     for (int64_t j = 0; j < m->nshards; j++) {
-        const struct shard *s = &m->shards[j];
         int needed = 0;
         for (int64_t q = 0; q < m->nfrags && !needed; q++)
-            if (m->frags[q].owner == s->owner)
-                needed = held_words(rt, &m->frags[q], m->frags[q].region == REGION_PARAMETERS ? hp : hs, NULL);
-        if (!needed) continue;
-        char *path = join(dir, s->file), *data = NULL, sha[65];
-        size_t len = 0;
-        int rc = path ? read_all(rt, path, &data, &len, RT_CHECKPOINT_SHARD_MISSING) : RT_IO_ERROR;
-        if (rc == RT_OK) {
-            sha_hex(data, len, sha);
-            if ((int64_t)len != s->bytes || strcmp(sha, s->sha) != 0)
-                rc = rt_fail(rt, RT_CHECKPOINT_HASH_MISMATCH, "%s: its sha256 is not the one %s names", path, m->path);
-        }
-        const uint64_t *h = (const uint64_t *)data;
-        if (rc == RT_OK && (len < 48 || h[0] != SHARD_MAGIC || h[1] != 1 || h[3] != (uint64_t)s->owner))
-            rc = rt_fail(rt, RT_CHECKPOINT_MANIFEST, "%s is not owner %lld's shard", path, (long long)s->owner);
-        if (rc == RT_OK && (h[4] != m->version || h[2] != m->identity))
-            rc = rt_fail(rt, RT_CHECKPOINT_VERSION, "%s holds version %llu of identity %016llx, %s version %llu of %016llx",
-                         path, (unsigned long long)h[4], (unsigned long long)h[2], m->path,
-                         (unsigned long long)m->version, (unsigned long long)m->identity);
-        for (int64_t q = 0; q < m->nfrags && rc == RT_OK; q++) {
-            const struct frag *f = &m->frags[q];
-            if (f->owner != s->owner) continue;
-            if (f->offset < 48 || f->offset % 8 || f->offset + 8 * f->words > (int64_t)len) {
-                rc = rt_fail(rt, RT_CHECKPOINT_MANIFEST, "%s: owner %lld's fragment lies outside its shard", m->path,
-                             (long long)f->owner);
-                break;
-            }
-            sha_hex(data + f->offset, (size_t)f->words * 8, sha);
-            if (strcmp(sha, f->sha) != 0)
-                rc = rt_fail(rt, RT_CHECKPOINT_HASH_MISMATCH, "%s: owner %lld's %s fragment does not match its sha256",
-                             path, (long long)f->owner, f->region == 1 ? "parameters" : "state");
-            else
-                held_words(rt, f, f->region == REGION_PARAMETERS ? hp : hs, (const uint64_t *)(data + f->offset));
-        }
-        free(data);
-        free(path);
-        TRY(rc);
+            needed = m->frags[q].owner == m->shards[j].owner && holds_any(rt, &m->frags[q]);
+        if (needed) TRY(read_shard(rt, dir, m, &m->shards[j], chunk));
     }
     rt->start = (int64_t)m->version;
     struct ckpt *c = &rt->ck;
@@ -341,11 +449,12 @@ int rt_restore(struct rt *rt) {
     char *path = join(dir, "manifest.txt");
     m.path = path;
     int64_t most = rt->k > rt->m ? rt->k : rt->m;
-    unsigned char *count = malloc((size_t)most + 1), *held = malloc((size_t)(rt->k + rt->m) + 1);
-    int rc = path && count && held ? read_all(rt, path, &m.text, &m.len, RT_CHECKPOINT_MANIFEST)
+    unsigned char *count = malloc((size_t)most + 1);
+    uint64_t *chunk = malloc(CHUNK_WORDS * 8);
+    int rc = path && count && chunk ? read_all(rt, path, &m.text, &m.len, RT_CHECKPOINT_MANIFEST)
                                    : rt_fail(rt, RT_IO_ERROR, "out of memory");
-    if (rc == RT_OK) rc = restore(rt, dir, &m, count, held);
+    if (rc == RT_OK) rc = restore(rt, dir, &m, count, chunk);
     for (int64_t j = 0; j < m.nfrags; j++) free(m.frags[j].runs);
-    free(m.frags), free(m.shards), free(m.children), free(m.text), free(path), free(count), free(held);
+    free(m.frags), free(m.shards), free(m.children), free(m.text), free(path), free(count), free(chunk);
     return rc;
 }

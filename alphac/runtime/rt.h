@@ -276,6 +276,7 @@ int rt_next_coord(struct rt_coords *it, int64_t *i);
 int64_t rt_owned_count(const struct rt *rt, int64_t t);   /* coordinates owner t holds */
 int64_t rt_state_offset(const struct rt *rt, int64_t rank); /* of the rank-th non-shared word */
 int64_t rt_slot(const struct rt *rt, int region, int64_t pos); /* where it keeps a word, or -1 */
+int64_t rt_slot_span(const struct rt *rt, int region, int64_t pos, int64_t step, int64_t count, int64_t *slot);
 typedef void (*rt_word_fn)(void *ctx, int64_t pos, int64_t slot);
 void rt_each_held(const struct rt *rt, int region, rt_word_fn fn, void *ctx); /* ascending */
 
@@ -388,17 +389,19 @@ int rt_ckpt_publish(struct rt *rt, uint64_t v);
 int rt_restore(struct rt *rt);
 
 /* -- output.c -------------------------------------------------------------------------- */
-#define WRITER_WORDS 512
-struct rt_writer { /* a file of words written through a small buffer, hashed as it goes */
+#define WRITER_WORDS 8192
+struct rt_writer { /* a file of words written through a buffer, hashed as it goes */
     struct rt *rt;
     int fd;
     const char *path;
     struct rt_sha256 sha, part;
     int in_part, used, rc;
+    int64_t written, synced; /* bytes written; bytes whose writeback was started */
     uint64_t buf[WRITER_WORDS];
 };
 void rt_writer_init(struct rt_writer *w, struct rt *rt, int fd, const char *path);
 void rt_writer_put(struct rt_writer *w, uint64_t word);
+void rt_writer_words(struct rt_writer *w, const uint64_t *words, int64_t n);
 void rt_writer_part(struct rt_writer *w);
 void rt_writer_part_end(struct rt_writer *w, unsigned char digest[32]);
 int rt_writer_end(struct rt_writer *w, unsigned char digest[32]);

@@ -82,6 +82,47 @@ int64_t rt_slot(const struct rt *rt, int region, int64_t pos) {
     return rt->alike + rank / rt->k * rt->kc + local_of(rt, rank % rt->k);
 }
 
+/* How many of the coordinates i, i + step, ... (at most count, count >= 1) one owner holds
+   one after another in its local order: a block's (step 1) or, with B = 1, every n-th. */
+static int64_t coord_span(const struct rt *rt, int64_t i, int64_t step, int64_t count) {
+    int64_t B = (int64_t)img_field(rt, IMG_BLOCK_WORDS);
+    if (step == 1 && rt->n == 1) return count;
+    if (step == 1) return B - i % B < count ? B - i % B : count;
+    return B == 1 && step == rt->n ? count : 1;
+}
+
+/* The state word at position pos (not shared) and the positions pos + step, ... after it
+   with no shared word between them and inside its block of k: how many (at most count) this
+   owner keeps one after another from *slot on, or does not hold (*slot = -1). */
+static int64_t state_span(const struct rt *rt, int64_t pos, int64_t below, int64_t step, int64_t count,
+                          int64_t *slot) {
+    int64_t rank = pos - below, w = (int64_t)img_field(rt, IMG_W);
+    if (rank >= w * rt->k) return *slot = -1, 1;
+    int64_t i = rank % rt->k, limit = (rt->k - i + step - 1) / step;
+    if (below < shared_count(rt)) {
+        int64_t gap = ((int64_t)img_sec(rt, SEC_SHARED)[below] - pos + step - 1) / step;
+        limit = gap < limit ? gap : limit;
+    }
+    int64_t n = coord_span(rt, i, step, limit < count ? limit : count);
+    *slot = owner_of(rt, i) == rt->owner ? rt->alike + rank / rt->k * rt->kc + local_of(rt, i) : -1;
+    return n;
+}
+
+/* The positions pos, pos + step, ... (count >= 1 of them, step >= 1) of a region: how many
+   from the first on this owner keeps at *slot, *slot + 1, ... (at least 1), or does not hold
+   (*slot = -1): copies between a run of positions and compact storage, a span at a time. */
+int64_t rt_slot_span(const struct rt *rt, int region, int64_t pos, int64_t step, int64_t count, int64_t *slot) {
+    if (count == 1) step = 1;
+    if (!partitioned(rt, region)) return *slot = pos, step == 1 ? count : 1;
+    if (region == REGION_PARAMETERS) {
+        *slot = owner_of(rt, pos) == rt->owner ? local_of(rt, pos) : -1;
+        return coord_span(rt, pos, step, count);
+    }
+    int64_t below = shared_below(rt, pos);
+    if (below < shared_count(rt) && (int64_t)img_sec(rt, SEC_SHARED)[below] == pos) return *slot = below, 1;
+    return state_span(rt, pos, below, step, count, slot);
+}
+
 /* fn(ctx, position, slot) for every word of the region this owner holds, by ascending
    position: a partitioned state merges the shared words with the blocks' words. */
 void rt_each_held(const struct rt *rt, int region, rt_word_fn fn, void *ctx) {
