@@ -201,6 +201,10 @@ TOOLING = {
     "oracle-mismatch": "an owner's final words or version differ from the oracle's",
     "bad-output": "an owner exited 0 but its output file is missing or malformed",
     "run-not-committed": "the run ended without the root's commit record: no owner's output is published",
+    # any command
+    "unknown-code": "`alphac explain` was given a code the catalogue does not list",
+    "internal-error": "a stage failed with an unexpected exception (a bug in alphac); the message "
+                      "names it",
 }
 
 CATALOGUE: dict[str, str] = {}

@@ -1,5 +1,6 @@
 """The stages, one function each: what the commands, the launcher and the demo call.
 
+    spec_path(arg) -> str                           `-` names standard input
     load(path) -> CheckedSpec                       parse, check, lower; CompileError
     deployment(path) -> Deployment                  the file's one deployment; CompileError
     check(path) -> CheckResult                      the checker, then the planner on every
@@ -24,6 +25,7 @@
                                                     CheckpointError
     path_kind(path) -> str                          "checkpoint", "output" or "executable"
     buildable_targets(), target_names()             the targets known and those buildable
+    explain(code), explain_listing(), code_names()  `alphac explain`: the code catalogue
 
 The driver owns which stage runs after which and what each one is handed; it prints
 nothing and parses no command line (alphac.commands does both). Stages are imported when
@@ -73,6 +75,13 @@ def __getattr__(name: str):
 
         return MutantError
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def spec_path(arg: str) -> str:
+    """The spec a command line names: `-` is standard input (alphac.syntax.parse.STDIN)."""
+    from alphac.syntax.parse import STDIN
+
+    return STDIN if arg == "-" else arg
 
 
 def load(path: str) -> "CheckedSpec":
@@ -308,3 +317,24 @@ def target_names() -> tuple[str, ...]:
     from alphac.targets.target import target_names as names
 
     return names()
+
+
+def explain(code: str):
+    """The explanation of a catalogued code (alphac.explain.Explanation), or None."""
+    from alphac.explain import explain as find
+
+    return find(code)
+
+
+def explain_listing() -> str:
+    """Every catalogued code by stage, one line each."""
+    from alphac.explain import listing
+
+    return listing()
+
+
+def code_names() -> tuple[str, ...]:
+    """Every catalogued code."""
+    from alphac.codes import CATALOGUE
+
+    return tuple(CATALOGUE)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from alphac import __version__
-from alphac.commands import build, check, inspect, launch, oracle, plan
+from alphac.commands import build, check, explain, inspect, launch, oracle, plan
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -22,10 +22,11 @@ def main() -> None:
     alphac launch SPEC             run every owner on 127.0.0.1 and compare with the oracle
     alphac inspect EXE|CKPT|OUT    an executable's embedded plan; a checkpoint, verified;
                                    an owner's output file
+    alphac explain [CODE]          what a code means and how to fix it; every code by stage
     """
 
 
-for _module in (check, plan, oracle, build, launch, inspect):
+for _module in (check, plan, oracle, build, launch, inspect, explain):
     main.add_command(_module.command)
 
 __all__ = ["main"]
