@@ -236,14 +236,16 @@ def edit_distance(a: str, b: str) -> int:
 
 
 def nearest(name: str, choices, limit: int = 3) -> list[str]:
-    """The choices closest to `name` (ignoring case), at most `limit`, each within a third
-    of the longer name's length (at least 2 edits): what "did you mean" offers."""
+    """The choices closest to `name` (ignoring case) and equally close, at most `limit`,
+    within a third of the longer name's length (at least 2 edits): what "did you mean"
+    offers."""
     scored = []
     for choice in set(choices):
         d = edit_distance(name.lower(), choice.lower())
         if d <= max(2, max(len(name), len(choice)) // 3) and choice != name:
             scored.append((d, choice))
-    return [choice for _, choice in sorted(scored)[:limit]]
+    scored.sort()
+    return [choice for d, choice in scored[:limit] if d == scored[0][0]]
 
 
 def did_you_mean(name: str, choices) -> str | None:
@@ -252,3 +254,9 @@ def did_you_mean(name: str, choices) -> str | None:
     if not close:
         return None
     return "did you mean " + " or ".join(close) + "?"
+
+
+def hinted(message: str, name: str, choices) -> str:
+    """`message` followed by `; did you mean X?` when a choice is close to `name`."""
+    hint = did_you_mean(name, choices)
+    return f"{message}; {hint}" if hint else message

@@ -15,7 +15,7 @@ import numpy as np
 
 from alphac.check import words as W
 from alphac.check.modules import CtorSchema, FieldSchema, ModuleInfo, World
-from alphac.diagnostics import NO_SPAN, Span
+from alphac.diagnostics import NO_SPAN, Span, did_you_mean, nearest
 from alphac.syntax import ast
 
 NAT, BOOL, STRING, U64 = "Std.Core.Nat", "Std.Core.Bool", "Std.Core.String", "Std.Core.StdU64"
@@ -24,6 +24,7 @@ UNIVERSE = "Type"
 MAX_NAT = 1 << 62
 MAX_ITEMS = 1 << 20  # the most items a list of anything but words may hold
 MAX_OWNERS = 1 << 16  # the most owners a deployment may have (docs/language.md)
+FEW_CHOICES = 8  # an unknown name lists its family's constructors when there are this few
 
 
 class _Any:
@@ -343,8 +344,10 @@ class Evaluator:
                 return params[e.name]
             got = self.value_of(info, e.name, e.span)
             if got is None:
-                if self.world.lookup(info, e.name, "values", e.span, report=False) is None:
-                    self.bag.error("unknown-name", f"no Nat value named {e.name} is in scope", e.span)
+                if (self.world.lookup(info, e.name, "values", e.span, report=False) is None
+                        and not self.world.unknown_is_follow_on(info)):
+                    self.bag.error("unknown-name", f"no Nat value named {e.name} is in scope", e.span,
+                                   self.world.suggestions(info, e.name, ("values",)))
                 return None
             v, ty = got
             if not isinstance(v, VNat):
@@ -427,10 +430,22 @@ class Evaluator:
             self.world.lookup(info, e.name, "values", e.span)  # reports ambiguous-name
             return None
         if ctor is None:
-            self.bag.error("unknown-name", f"no value or constructor named {e.name} is in scope",
-                           e.span)
+            if not self.world.unknown_is_follow_on(info):
+                self.bag.error("unknown-name", f"no value or constructor named {e.name} is in "
+                               "scope", e.span, self._name_notes(info, e.name, ty))
             return None
         return self._construct(info, ast.Construct(e.name, (), e.span), ty, ctor[1], bare=True)
+
+    def _name_notes(self, info: ModuleInfo, name: str, ty: Ty) -> list[str]:
+        """A "did you mean" among the constructors of the expected family (else every value
+        and constructor in scope), and the family's constructors when they are few."""
+        schema = self.world.family_schema(ty.key)
+        choices = [c.name for c in schema.ctors] if schema is not None else []
+        hint = did_you_mean(name, choices) if choices else None
+        notes = [hint] if hint else self.world.suggestions(info, name, ("values", "ctors"))
+        if 1 < len(choices) <= FEW_CHOICES:
+            notes.append(f"{schema.name} is one of: {', '.join(choices)}")
+        return notes
 
     def _check_nat(self, info: ModuleInfo, e: ast.Expr):
         if isinstance(e, ast.IntLit):
@@ -597,11 +612,16 @@ class Evaluator:
         params = {name: arg for (name, _), arg in zip(schema.params, ty.args)}
         given: dict[str, object] = {}
         ok = True
+        misspelt: set[str] = set()  # fields an unknown one most likely meant
         for init in e.fields:
             fs = ctor.field(init.name)
             if fs is None:
+                names = [f.name for f in ctor.fields]
+                close = nearest(init.name, [n for n in names if n not in given], 1)
+                misspelt.update(close)
                 self.bag.error("unknown-field", f"{ctor.name} has no field {init.name}", init.span,
-                               [f"its fields: {', '.join(f.name for f in ctor.fields) or 'none'}"])
+                               ([f"did you mean {close[0]}?"] if close else [])
+                               + [f"its fields: {', '.join(names) or 'none'}"])
                 ok = False
                 continue
             if init.name in given:
@@ -620,7 +640,7 @@ class Evaluator:
             if fs.name not in given and fs.default is not None:
                 given[fs.name] = self.default_of(ctor, fs)  # None: reported at the default
                 ok = ok and given[fs.name] is not None
-        missing = [f.name for f in ctor.fields if f.name not in given]
+        missing = [f.name for f in ctor.fields if f.name not in given and f.name not in misspelt]
         if missing:
             notes = [f"a bare {ctor.name} gives only the fields that have defaults; write "
                      f"{ctor.name} {{ {missing[0]} = ..., ... }}"] if bare else []

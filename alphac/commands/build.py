@@ -13,7 +13,7 @@ from alphac import driver
 from alphac.commands.report import diagnostics as print_diagnostics
 from alphac.commands.report import error as _error
 from alphac.commands.report import interrupted, stage_error
-from alphac.diagnostics import CompileError
+from alphac.diagnostics import CompileError, hinted
 
 
 EPILOG = """\b
@@ -68,11 +68,13 @@ def select_pairs(dep, role: str | None, target: str | None, build_all: bool) -> 
     """The pairs a command line asks for; TargetError for an unknown role or target."""
     roles = [r.name for r in dep.roles]
     if role is not None and role not in roles:
-        raise driver.TargetError("unknown-role", f"unknown role {role!r}; roles: {', '.join(roles)}")
+        raise driver.TargetError("unknown-role", hinted(f"unknown role {role!r}; roles: "
+                                                        f"{', '.join(roles)}", role, roles))
     buildable = driver.buildable_targets()
     if target is not None and target not in buildable:
         code = "target-not-buildable" if target in driver.target_names() else "unknown-target"
-        raise driver.TargetError(code, f"unknown target {target!r}; targets: {', '.join(buildable)}"
+        raise driver.TargetError(code, hinted(f"unknown target {target!r}; targets: "
+                                              f"{', '.join(buildable)}", target, buildable)
                                  if code == "unknown-target" else
                                  f"target {target!r} cannot be built yet; targets: {', '.join(buildable)}")
     if build_all:

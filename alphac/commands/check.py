@@ -23,10 +23,14 @@ from alphac.commands import report
 def command(spec: str, as_json: bool) -> None:
     """Parse and check SPEC (`-`: read it from stdin). Exit 0 with one `ok` line, or 1 with
     every diagnostic."""
-    sys.exit(report.reported("check", as_json, lambda: run(spec)))
+    sys.exit(run(spec, as_json))
 
 
-def run(spec: str) -> int:
+def run(spec: str, as_json: bool = False) -> int:
+    return report.reported("check", as_json, lambda: _run(spec))
+
+
+def _run(spec: str) -> int:
     try:
         result = driver.check(driver.spec_path(spec))
     except Exception as exc:  # a checker bug must still end in one line, never a traceback
