@@ -2,7 +2,8 @@
 
     spec_path(arg) -> str                           `-` names standard input
     load(path) -> CheckedSpec                       parse, check, lower; CompileError
-    deployment(path) -> Deployment                  the file's one deployment; CompileError
+    deployment(path, name=None) -> Deployment       the file's deployment NAME, or its one;
+                                                    CompileError
     check(path) -> CheckResult                      the checker, then the planner on every
                                                     deployment: all diagnostics at once
     plan(dep, mutant=None) -> Plan                  CompileError; MutantError (a mutant that
@@ -23,6 +24,7 @@
                                                     facts; TargetError
     inspect_checkpoint(path) -> dict                a checkpoint directory, verified;
                                                     CheckpointError
+    checkpoint_words(path) -> dict                  its logical words by region, verified
     path_kind(path) -> str                          "checkpoint", "output" or "executable"
     buildable_targets(), target_names()             the targets known and those buildable
     explain(code), explain_listing(), code_names()  `alphac explain`: the code catalogue
@@ -91,11 +93,17 @@ def load(path: str) -> "CheckedSpec":
     return load_spec(path)
 
 
-def deployment(path: str) -> "Deployment":
-    """The single deployment of `path`; CompileError (no-deployment if none or several)."""
+# The most updates a command line may ask for (--rounds): a typo of a few digits more must
+# not start a run that never ends.
+MAX_ROUNDS = 10**7
+
+
+def deployment(path: str, name: str | None = None) -> "Deployment":
+    """The deployment `name` of `path`, or its single one; CompileError (no-deployment if
+    none, or several and none is named)."""
     from alphac.check import load_deployment
 
-    return load_deployment(path)
+    return load_deployment(path, name)
 
 
 @dataclass(frozen=True)
@@ -276,6 +284,14 @@ def inspect_checkpoint(path: "str | os.PathLike") -> dict:
     from alphac.checkpoint.inspect import describe_checkpoint
 
     return describe_checkpoint(path)
+
+
+def checkpoint_words(path: "str | os.PathLike") -> dict:
+    """A checkpoint's logical words by region ("parameters", "state"), as uint64 arrays,
+    after verifying it whole; CheckpointError."""
+    from alphac.checkpoint import logical_words, verify
+
+    return logical_words(path, verify(path))
 
 
 def path_kind(path: "str | os.PathLike") -> str:

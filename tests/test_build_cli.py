@@ -27,7 +27,7 @@ def spec(monkeypatch, tmp_path):
     deps = {"small.alpha": small_deployment(),
             "hier.alpha": small_deployment(topology=n.Hierarchy(2), stem="lsq_small_h",
                                            placement=("x86_64",) * 4)}
-    monkeypatch.setattr(alphac.driver, "deployment", lambda path: deps[Path(path).name])
+    monkeypatch.setattr(alphac.driver, "deployment", lambda path, name=None: deps[Path(path).name])
     return tmp_path / "small.alpha"
 
 

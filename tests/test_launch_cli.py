@@ -99,7 +99,7 @@ def test_ctrl_c_on_launch_leaves_no_owner_behind(tmp_path):
         shutil.copy2(exe, target)
         os.utime(target, (time.time() + 3600,) * 2)
     p = subprocess.Popen([sys.executable, "-m", "alphac", "launch",
-                          "specs/lsq_plain_hierarchy.alpha", "--rounds", str(10**9),
+                          "specs/lsq_plain_hierarchy.alpha", "--rounds", str(10**7),
                           "-o", str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     owners: list[int] = []

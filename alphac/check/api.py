@@ -8,7 +8,7 @@ from dataclasses import replace
 from alphac.check.lower import DEPLOYMENT, LEARNER, RESUME, Lowering
 from alphac.check.modules import World
 from alphac.check.values import Evaluator, VObj
-from alphac.diagnostics import CompileError, Diagnostic, DiagnosticBag, SourceCache, Span
+from alphac.diagnostics import CompileError, Diagnostic, DiagnosticBag, SourceCache, Span, hinted
 from alphac.ir import nodes as ir
 
 # The syntax stage bounds tree depth (syntax/parse.py MAX_DEPTH); checking recurses a few
@@ -108,12 +108,23 @@ def load_spec(path: str) -> ir.CheckedSpec:
     return spec
 
 
-def load_deployment(path: str) -> ir.Deployment:
-    """The file's single deployment; CompileError(no-deployment) if it has none or several."""
+def load_deployment(path: str, name: str | None = None) -> ir.Deployment:
+    """The file's deployment named `name`, or its single one; CompileError(no-deployment) if
+    it has none, several and none is named, or none of that name."""
     spec = load_spec(path)
-    if len(spec.deployments) != 1:
-        found = len(spec.deployments)
-        raise CompileError(Diagnostic(
-            "no-deployment", f"{path} defines {found} deployments; exactly one is needed here",
-            Span(path, 1, 1)))
-    return spec.deployments[0]
+    deps = spec.deployments
+    names = [d.name for d in deps]
+    if name is not None:
+        if name in names:
+            return deps[names.index(name)]
+        raise CompileError(Diagnostic("no-deployment", hinted(
+            f"{path} defines no deployment named {name}", name, names), Span(path, 1, 1),
+            (f"its deployments: {', '.join(names) or 'none'}",)))
+    if len(deps) == 1:
+        return deps[0]
+    if not deps:
+        raise CompileError(Diagnostic("no-deployment", f"{path} defines 0 deployments; exactly "
+                                      "one is needed here", Span(path, 1, 1)))
+    raise CompileError(Diagnostic(
+        "no-deployment", f"{path} defines {len(deps)} deployments; name one with --deployment NAME",
+        deps[1].span, (f"its deployments: {', '.join(names)}",)))

@@ -10,7 +10,7 @@ import time
 import click
 
 from alphac import driver
-from alphac.commands.report import diagnostics as print_diagnostics
+from alphac.commands import report
 from alphac.commands.report import error as _error
 from alphac.commands.report import interrupted, stage_error
 from alphac.diagnostics import CompileError, hinted
@@ -38,15 +38,19 @@ def mutant_help(what: str) -> str:
 @click.option("--all", "build_all", is_flag=True, help="Build every (role, target) the placement needs.")
 @click.option("-o", "--output", "out_dir", default="out", show_default=True, help="Output directory.")
 @click.option("--mutant", type=click.Choice(list(driver.MUTANTS)), default=None, help=mutant_help("Build"))
+@click.option("--deployment", "deployment", default=None, metavar="NAME",
+              help="The deployment to build, where SPEC declares several.")
+@click.option("--json", "as_json", is_flag=True, help="The executables built, as JSON.")
 def command(spec: str, role: str | None, target: str | None, build_all: bool, out_dir: str,
-            mutant: str | None) -> None:
+            mutant: str | None, deployment: str | None, as_json: bool) -> None:
     """Compile SPEC into native executables, one per role and target."""
     from alphac.launch.runner import interruptible
 
     # this process is the command: a compiler it started gets SIGTERM too (see run)
     with interruptible(forward=True):
         try:
-            status = run(spec, role, target, build_all, out_dir, mutant)
+            status = report.reported("build", as_json, lambda: run(
+                spec, role, target, build_all, out_dir, mutant, deployment))
         except KeyboardInterrupt as exc:  # before or after run's own handling
             status = interrupted(exc)
     sys.exit(status)
@@ -86,16 +90,16 @@ def select_pairs(dep, role: str | None, target: str | None, build_all: bool) -> 
             if (role is None or r == role) and (target is None or t == target)]
 
 
-def load_plan(spec: str, mutant: str | None = None):
+def load_plan(spec: str, mutant: str | None = None, name: str | None = None):
     """The checked deployment's plan (its executed mutant's, if given), or None after
     printing why not."""
     try:
-        return driver.plan(driver.deployment(spec), mutant)
+        return driver.plan(driver.deployment(spec, name), mutant)
     except ImportError as exc:
         _error("build-usage", f"a stage is missing from this installation ({exc})")
         return None
     except CompileError as exc:
-        print_diagnostics(exc)
+        report.diagnostics(exc)
         return None
     except driver.MutantError as exc:
         _error(exc.code, exc.message)
@@ -103,14 +107,14 @@ def load_plan(spec: str, mutant: str | None = None):
 
 
 def run(spec: str, role: str | None, target: str | None, build_all: bool, out_dir: str,
-        mutant: str | None = None) -> int:
+        mutant: str | None = None, name: str | None = None) -> int:
     """The build with its exit status; SIGINT, SIGTERM and SIGHUP are handled like Ctrl-C
     from the first step to the last, and the previous handlers restored afterwards."""
     from alphac.launch.runner import Interrupted, interruptible
 
     with interruptible() as interrupts:
         try:
-            status = _run(spec, role, target, build_all, out_dir, mutant)
+            status = _run(spec, role, target, build_all, out_dir, mutant, name)
         except KeyboardInterrupt as exc:
             return interrupted(exc)
         except Exception:
@@ -123,14 +127,14 @@ def run(spec: str, role: str | None, target: str | None, build_all: bool, out_di
 
 
 def _run(spec: str, role: str | None, target: str | None, build_all: bool, out_dir: str,
-         mutant: str | None) -> int:
+         mutant: str | None, name: str | None) -> int:
     if not build_all and role is None and target is None:
         _error("build-usage", "give --role ROLE and/or --target TARGET, or --all")
         return 2
     if build_all and (role is not None or target is not None):
         _error("build-usage", "--all builds every (role, target); give it alone")
         return 2
-    the_plan = load_plan(spec, mutant)
+    the_plan = load_plan(spec, mutant, name)
     if the_plan is None:
         return 1
     try:
@@ -143,16 +147,20 @@ def _run(spec: str, role: str | None, target: str | None, build_all: bool, out_d
                if target is None else f"no owner is placed on {target!r}")
         return 1
     start = time.perf_counter()
+    built: list[dict] = []
+    report.result(executables=built)
     try:
         for r, t in pairs:
             t0 = time.perf_counter()
             exe = driver.build(the_plan, r, t, out_dir)
             info = driver.describe(exe)
-            linking = "static" if info["static"] else "dynamic"
-            print(f"built {exe}  ({t}, {linking}, {info['size']} bytes, "
-                  f"{time.perf_counter() - t0:.2f} s)")
+            built.append({"path": str(exe), "role": r, "target": t, "static": info["static"],
+                          "size": info["size"], "seconds": round(time.perf_counter() - t0, 3)})
+            if not report.json_mode():
+                print(f"built {exe}  ({t}, {'static' if info['static'] else 'dynamic'}, "
+                      f"{info['size']} bytes, {built[-1]['seconds']:.2f} s)")
     except CompileError as exc:
-        print_diagnostics(exc)
+        report.diagnostics(exc)
         return 1
     except ImportError as exc:
         _error("build-usage", f"code generation is missing from this installation ({exc})")
@@ -162,6 +170,6 @@ def _run(spec: str, role: str | None, target: str | None, build_all: bool, out_d
         return 1
     except Exception as exc:  # a stage's one-line error (targets, image)
         return stage_error(exc)
-    if len(pairs) > 1:
+    if len(pairs) > 1 and not report.json_mode():
         print(f"built {len(pairs)} executables in {time.perf_counter() - start:.2f} s")
     return 0

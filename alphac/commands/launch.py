@@ -1,7 +1,9 @@
 """`alphac launch SPEC`: build if needed, run every owner on 127.0.0.1, compare with the oracle.
 
-Prints the table (owner, role, target, version, digest, oracle) or, with --json, the keys of
-`alphac oracle --json` plus `match` per owner and at the top. Exit 0 only if every owner
+Prints the table (owner, role, target, version, digest, oracle), the words of each distinct
+digest (a summary; every word with --full) and the run directory, or, with --json, the
+keys of `alphac oracle --json` plus `match` per owner and at the top, and `run_dir`. On a
+terminal it shows what it is doing on stderr (alphac.launch.progress) unless --quiet. Exit 0 only if every owner
 matched; a failed owner's stderr is shown on stderr. With `--mutant NAME` the owners are an
 executed mutant's executables: every owner should mismatch the declared program's oracle,
 and a note says whether they computed the oracle's evaluation of the mutant. The spec is loaded through
@@ -12,15 +14,15 @@ the signal's number).
 
 from __future__ import annotations
 
-import json
 import sys
 
 import click
 
 from alphac import driver
+from alphac.commands import report
 from alphac.commands.build import mutant_help
-from alphac.commands.report import diagnostics as print_diagnostics
 from alphac.commands.report import error, interrupted, stage_error
+from alphac.commands.words import lines
 from alphac.diagnostics import CompileError
 
 
@@ -34,9 +36,14 @@ partial executable is left, and the status is 128 + the signal's number: 130,
 
 @click.command("launch", epilog=EPILOG)
 @click.argument("spec", type=str)
-@click.option("--rounds", type=click.IntRange(min=0), default=None,
-              help="Number of updates (default: the deployment's).")
+@click.option("--rounds", type=click.IntRange(min=0, max=driver.MAX_ROUNDS), default=None,
+              help=f"Number of updates (default: the deployment's; at most {driver.MAX_ROUNDS}).")
+@click.option("--deployment", "deployment", default=None, metavar="NAME",
+              help="The deployment to run, where SPEC declares several.")
 @click.option("--json", "as_json", is_flag=True, help="The result table as JSON.")
+@click.option("--full", is_flag=True, help="Every word of each owner (default: a summary).")
+@click.option("--quiet", is_flag=True, help="No progress on stderr (default: shown on a terminal).")
+@click.option("--progress", is_flag=True, help="Progress on stderr even when it is not a terminal.")
 @click.option("-o", "--output", "out_dir", default="out", show_default=True,
               help="Directory for executables and results.")
 @click.option("--checkpoint-dir", type=click.Path(file_okay=False), default=None,
@@ -46,23 +53,28 @@ partial executable is left, and the status is 128 + the signal's number: 130,
 @click.option("--new-contract", is_flag=True,
               help="With --resume: start a new contract on the checkpoint's state (another owner "
                    "count or tree); without it the checkpoint's order of operations must be this one's.")
-@click.option("--timeout", type=float, default=120.0, show_default=True,
-              help="Seconds before every owner is stopped.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=120.0,
+              show_default=True, help="Seconds before every owner is stopped (above 0).")
 @click.option("--mutant", type=click.Choice(list(driver.MUTANTS)), default=None,
               help=mutant_help("Run") + " Every owner is then expected to mismatch (exit 1).")
-def command(spec: str, rounds: int | None, as_json: bool, out_dir: str, checkpoint_dir: str | None,
+def command(spec: str, rounds: int | None, deployment: str | None, as_json: bool, full: bool,
+            quiet: bool, progress: bool, out_dir: str, checkpoint_dir: str | None,
             resume: str | None, new_contract: bool, timeout: float, mutant: str | None) -> None:
     """Build if needed, run every owner on 127.0.0.1, compare each with the oracle."""
+    from alphac.launch.progress import Progress
     from alphac.launch.runner import interruptible
 
     if new_contract and resume is None:
         error("usage", "--new-contract goes with --resume PATH")
         sys.exit(2)
+    shown = Progress.for_stderr(quiet, progress)
     # this process is the command: a compiler it started gets SIGTERM too (see run)
     with interruptible(forward=True):
         try:
-            status = run(spec, rounds, as_json, out_dir, timeout, checkpoint_dir=checkpoint_dir,
-                         resume=resume, new_contract=new_contract, mutant=mutant)
+            status = report.reported("launch", as_json, lambda: run(
+                spec, rounds, as_json, out_dir, timeout, checkpoint_dir=checkpoint_dir,
+                resume=resume, new_contract=new_contract, mutant=mutant, name=deployment,
+                full=full, progress=shown))
         except KeyboardInterrupt as exc:  # before or after run's own handling
             status = interrupted(exc, "; every owner was stopped")
     sys.exit(status)
@@ -78,6 +90,20 @@ def table(report) -> str:
                      (r.digest or "-")[:16], verdict))
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)
+
+
+def words(result, full: bool = False) -> str:
+    """The words of each distinct digest once, with the owners holding them."""
+    groups: dict[str, list] = {}
+    for r in result.rows:
+        if r.digest is not None:
+            groups.setdefault(r.digest, []).append(r)
+    out = []
+    for digest, rows in groups.items():
+        out.append(f"digest {digest[:16]}: owner{'s' if len(rows) > 1 else ''} "
+                   f"{', '.join(str(r.owner) for r in rows)}")
+        out += lines("params", rows[0].params, full) + lines("state", rows[0].state, full)
+    return "\n".join(out)
 
 
 def print_failures(report, err=None) -> None:
@@ -97,12 +123,12 @@ def print_failures(report, err=None) -> None:
         print(text.rstrip("\n"), file=err)
 
 
-def load(spec: str):
+def load(spec: str, name: str | None = None):
     """The spec's deployment; located diagnostics (and None) if it does not check."""
     try:
-        return driver.deployment(spec)
+        return driver.deployment(spec, name)
     except CompileError as exc:
-        print_diagnostics(exc)
+        report.diagnostics(exc)
         return None
 
 
@@ -126,26 +152,35 @@ def run(spec: str, rounds: int | None, as_json: bool, out_dir: str, timeout: flo
         return status
 
 
-def _run(spec: str, rounds: int | None, as_json: bool, out_dir: str, timeout: float, **options) -> int:
+def _run(spec: str, rounds: int | None, as_json: bool, out_dir: str, timeout: float,
+         name: str | None = None, full: bool = False, progress=None, **options) -> int:
     from alphac.launch.launcher import LaunchError, launch
+    from alphac.launch.progress import Progress
 
-    dep = load(spec)
+    dep = load(spec, name)
     if dep is None:
         return 1
+    progress = progress or Progress(None)
     try:
-        report = launch(dep, out_dir=out_dir, rounds=rounds, deadline_s=timeout, spec=spec,
-                        log=lambda m: print(f"alphac: {m}", file=sys.stderr), **options)
+        result = launch(dep, out_dir=out_dir, rounds=rounds, deadline_s=timeout, spec=spec,
+                        log=progress.say, progress=progress, **options)
     except LaunchError as exc:
         error(exc.code, exc.message)
         return 1
     except CompileError as exc:
-        print_diagnostics(exc)
+        report.diagnostics(exc)
         return 1
     except Exception as exc:  # a stage's one-line error (build, targets)
         return stage_error(exc)
     if as_json:
-        print(json.dumps(report.as_json(), indent=2))
-    else:
-        print(table(report))
-    print_failures(report)
-    return 0 if report.match else 1
+        report.result(**result.as_json(), run_dir=str(result.run_dir))
+        for r in result.rows:
+            if not r.match:
+                code, _, message = r.why.partition(": ")
+                error(code if code in driver.code_names() else "owner-failed", message, r.owner)
+        return 0 if result.match else 1
+    print(table(result))
+    print(words(result, full))
+    print(f"run directory: {result.run_dir}")
+    print_failures(result)
+    return 0 if result.match else 1

@@ -31,10 +31,13 @@ class Envelope:
     payload: dict = field(default_factory=dict)
 
     def document(self, status: int) -> dict:
-        return {"format": f"alphac-{self.command}-{FORMATS[self.command]}", "ok": status == 0,
-                "diagnostics": self.diagnostics, "refusals": self.refusals,
-                "suppressed": sum(self.suppressed.values()),
-                "suppressed_codes": dict(sorted(self.suppressed.items())), **self.payload}
+        doc = {"format": f"alphac-{self.command}-{FORMATS[self.command]}", "ok": status == 0,
+               "diagnostics": self.diagnostics, "refusals": self.refusals,
+               "suppressed": sum(self.suppressed.values()),
+               "suppressed_codes": dict(sorted(self.suppressed.items()))}
+        for key, value in self.payload.items():  # the envelope's own keys are never replaced
+            doc.setdefault(key, value)
+        return doc
 
 
 _envelope: Envelope | None = None  # set while a --json command runs

@@ -366,7 +366,7 @@ def usage_text(plan, role: str, target: str, role_owners) -> str:
     return (
         "usage: EXE --owner I --peers FILE --out PATH [--updates N] [--timeout-ms MS]\n"
         "           [--key FILE] [--listen-any] [--checkpoint-dir DIR] [--resume CKPT [--new-contract]]\n"
-        "           [--run-id HEX] [--help] [--version]\n"
+        "           [--run-id HEX] [--status-fd FD] [--help] [--version]\n"
         f"  deployment {dep.name}, role {role} (owners {owners}) of {dep.owners}, "
         f"target {target}, protocol {plan.protocol_hex}\n"
         f"{'  ' if plan.mutant else ''}{mutant_note(plan)}"
@@ -385,6 +385,7 @@ def usage_text(plan, role: str, target: str, role_owners) -> str:
         "  --new-contract   with --resume: start a new contract on its state (another owner count\n"
         "                   or tree); without it the checkpoint's order of operations must be this one\n"
         "  --run-id HEX     the run's id (every owner the same; names partial checkpoint directories)\n"
+        "  --status-fd FD   write 'update V' to descriptor FD after each update (never blocking)\n"
         "  --version        what this executable was built for\n"
         "  exit 0: output written; 1: refused (stderr: 'refused: CODE: detail'); 2: usage\n")
 

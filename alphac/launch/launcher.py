@@ -17,6 +17,7 @@ import hashlib
 import os
 import struct
 import tempfile
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping
@@ -55,10 +56,11 @@ def needed(dep) -> list[tuple[str, str]]:
 
 
 def ensure_built(plan, out_dir: str | Path, force: bool = False,
-                 log=None) -> dict[tuple[str, str], Path]:
+                 log=None, progress=None) -> dict[tuple[str, str], Path]:
     """Build each needed (role, target) into out_dir unless an up-to-date one is there
-    (alphac.driver.build). A mutant's executables have their own names (`-mutant-NAME`)
-    and identity, so they never stand in for a normal build's, nor it for theirs."""
+    (alphac.driver.build); `log` hears why each one is built, `progress` how long it took.
+    A mutant's executables have their own names (`-mutant-NAME`) and identity, so they
+    never stand in for a normal build's, nor it for theirs."""
     from alphac import driver
     from alphac.launch.cache import data_files, stale_reason
 
@@ -73,7 +75,10 @@ def ensure_built(plan, out_dir: str | Path, force: bool = False,
         if why is not None:
             if log:
                 log(f"build {path.name}: {why}")
+            t0 = time.perf_counter()
             path = driver.build(plan, role, target, out)
+            if progress is not None:
+                progress.built(path.name, time.perf_counter() - t0)
         exes[(role, target)] = path
     return exes
 
@@ -126,12 +131,14 @@ def run_plan(dep, exes: Mapping[tuple[str, str], Path] | list[Path], run_dir: st
              deadline_s: float = 120.0, owners: list[int] | None = None,
              extra_argv: Mapping[int, tuple[str, ...]] | None = None,
              ports: list[int] | None = None, authenticate: bool = True,
-             root: int | None = None) -> PlanRun:
+             root: int | None = None, progress=None) -> PlanRun:
     """Start owners (all, or `owners`) of `dep` from `exes` ({(role, target): exe}, or one
     exe per owner), wait up to `deadline_s`, kill and reap what is left, then settle the run
     by its commit record (`root`: the owner at the tree's root, default the plan's) and read
     the committed outputs. With `authenticate`, every owner gets the run's fresh key file
-    (`run.key` in the run directory), so every frame carries an HMAC-SHA-256 tag."""
+    (`run.key` in the run directory), so every frame carries an HMAC-SHA-256 tag. With an
+    enabled `progress` (alphac.launch.progress), every owner reports each update on its
+    status channel and the counts are shown as they come."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     per_owner = exes if isinstance(exes, list) else owner_exes(dep, exes)
@@ -140,17 +147,25 @@ def run_plan(dep, exes: Mapping[tuple[str, str], Path] | list[Path], run_dir: st
     key = write_key(run_dir / "run.key") if authenticate else None
     cmds = []
     outs = {o: run_dir / f"owner-{o}.out" for o in range(dep.owners)}
-    for o in (owners if owners is not None else range(dep.owners)):
+    started = list(owners if owners is not None else range(dep.owners))
+    status = _status_channel(progress, started, dep.updates if updates is None else updates)
+    for o in started:
         target = dep.placement[o]
         argv = owner_argv(per_owner[o], o, peers, outs[o], runner_for(target), updates, timeout_ms)
         if key is not None:
             argv += ("--key", str(key))
-        argv += tuple((extra_argv or {}).get(o, ()))
-        cmds.append(OwnerCommand(o, argv, outs[o], f"{dep.role_of(o).name}/{target}"))
+        argv += tuple((extra_argv or {}).get(o, ())) + (status.argv(o) if status else ())
+        cmds.append(OwnerCommand(o, argv, outs[o], f"{dep.role_of(o).name}/{target}",
+                                 status.child_fds(o) if status else ()))
+    if progress is not None:
+        progress.started(len(cmds), run_dir)
     try:
-        result = run_owners(cmds, deadline_s, run_dir)
+        result = run_owners(cmds, deadline_s, run_dir, tick=status.poll if status else None)
     except OSError as exc:
         raise LaunchError("owner-failed", f"cannot start an owner: {exc}") from None
+    finally:
+        if status is not None:
+            status.close()
     run = PlanRun(run_dir, peers, result)
     if root is None:
         from alphac import driver
@@ -167,6 +182,14 @@ def run_plan(dep, exes: Mapping[tuple[str, str], Path] | list[Path], run_dir: st
             except (OSError, ResultError) as exc:
                 run.output_errors[o] = str(exc)
     return run
+
+
+def _status_channel(progress, owners, total: int):
+    from alphac.launch.progress import StatusChannel
+
+    if progress is None or not progress.enabled:
+        return None
+    return StatusChannel(owners, progress, total)
 
 
 def _words(x) -> tuple[int, ...]:
@@ -347,7 +370,8 @@ def _evaluate(dep, n: int, start, resume, new_contract: bool, mutant: str | None
 def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
            deadline_s: float = 120.0, timeout_ms: int | None = None, spec: str = "",
            plan=None, log=None, checkpoint_dir=None, resume=None,
-           new_contract: bool = False, mutant: str | None = None) -> LaunchReport:
+           new_contract: bool = False, mutant: str | None = None,
+           progress=None) -> LaunchReport:
     """Plan, build what is missing, run every owner, evaluate the oracle, compare. With
     `resume` (or the spec's resume declaration) every owner restores the checkpoint at that
     path, verified whole first, and the oracle continues from its words; `checkpoint_dir`
@@ -356,7 +380,8 @@ def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
     owner should mismatch); the report also says whether they computed the oracle's
     evaluation of the mutant. SIGINT, SIGTERM and SIGHUP raise runner.Interrupted in any of
     these steps, after every owner is stopped (runner.interruptible; the previous handlers
-    are restored)."""
+    are restored). `progress` (alphac.launch.progress.Progress) shows the builds, the owners
+    and their updates as they happen."""
     from alphac import driver
 
     if mutant is not None and (resume is not None or checkpoint_dir is not None):
@@ -368,7 +393,7 @@ def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
     if resume is None and declared is not None:
         resume, new_contract = declared.path, declared.mode == "new"
     start = resume_start(resume) if resume is not None else None
-    exes = ensure_built(plan, out_dir, log=log)
+    exes = ensure_built(plan, out_dir, log=log, progress=progress)
     if timeout_ms is None:
         # socket and connect bounds well inside the launch deadline, so owners refuse by
         # name before the launcher has to kill them
@@ -376,7 +401,9 @@ def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
     args = run_arguments(checkpoint_dir, resume, new_contract)
     run = run_plan(dep, exes, new_run_dir(out_dir, spec_stem(dep)), updates=rounds,
                    timeout_ms=timeout_ms, deadline_s=deadline_s, root=plan.tree.owner,
-                   extra_argv={o: args for o in range(dep.owners)})
+                   extra_argv={o: args for o in range(dep.owners)}, progress=progress)
+    if progress is not None:
+        progress.say(f"comparing with the oracle's {n} updates")
     oracle, refusal = _evaluate(dep, n, start, resume, new_contract)
     report = compare(plan, run, oracle, n, spec, refusal)
     if mutant is None:

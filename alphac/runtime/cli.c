@@ -25,6 +25,7 @@ int rt_init(struct rt *rt, const uint64_t *image) {
     rt->rate = image[IMG_RATE];
     rt->timeout_ms = DEFAULT_TIMEOUT_MS;
     rt->owner = -1;
+    rt->status_fd = -1;
     return RT_OK;
 }
 
@@ -41,7 +42,7 @@ static int parse_num(struct rt *rt, const char *text, const char *flag, int64_t 
 
 enum {
     O_OWNER = 1, O_PEERS, O_OUT, O_UPDATES, O_TIMEOUT, O_KEY, O_LISTEN_ANY, O_CKPT_DIR, O_RESUME,
-    O_NEW_CONTRACT, O_RUN_ID, O_HELP, O_VERSION
+    O_NEW_CONTRACT, O_RUN_ID, O_STATUS_FD, O_HELP, O_VERSION
 };
 
 static const struct option options[] = {
@@ -56,6 +57,7 @@ static const struct option options[] = {
     {"resume", required_argument, NULL, O_RESUME},
     {"new-contract", no_argument, NULL, O_NEW_CONTRACT},
     {"run-id", required_argument, NULL, O_RUN_ID},
+    {"status-fd", required_argument, NULL, O_STATUS_FD},
     {"help", no_argument, NULL, O_HELP},
     {"version", no_argument, NULL, O_VERSION},
     {NULL, 0, NULL, 0},
@@ -92,6 +94,12 @@ int rt_parse_args(struct rt *rt, int argc, char **argv) {
             rt->ck.run_id = strtoull(optarg, &end, 16);
             if (!*optarg || *end || errno || !rt->ck.run_id)
                 return rt_fail(rt, RT_USAGE, "--run-id needs a non-zero hexadecimal number, got '%s' (try --help)", optarg);
+            break;
+        }
+        case O_STATUS_FD: {
+            int64_t fd;
+            TRY(parse_num(rt, optarg, "--status-fd", &fd));
+            TRY(rt_status_open(rt, fd));
             break;
         }
         case O_HELP: fputs(img_text(rt, IMG_STR_USAGE), stdout); fflush(stdout); return RT_DONE;

@@ -103,6 +103,7 @@ struct rt {
     int in_connect;
     const char *peers_path, *out_path, *key_path;
     int listen_any;
+    int status_fd;         /* --status-fd: where progress lines go, -1 for none */
     unsigned char *key;    /* NULL: frames are not authenticated */
     size_t key_len;
     struct session *sessions; /* n, when keyed */
@@ -226,6 +227,8 @@ int64_t rt_owned_count(const struct rt *rt, int64_t t);  /* coordinates owner t 
 int64_t rt_coordinates(const struct rt *rt, int64_t t, uint64_t *out); /* them, ascending */
 int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t version);
 int rt_run(struct rt *rt);
+int rt_status_open(struct rt *rt, int64_t fd);
+void rt_status(struct rt *rt, int64_t version);
 void rt_digest(struct rt *rt);
 
 /* -- ckpt.c, restore.c ------------------------------------------------------------------ */
