@@ -41,8 +41,9 @@ def test_launch_json_has_the_oracle_keys_plus_match(tmp_path):
     assert q.returncode == 0, q.stderr
     want = json.loads(q.stdout)
     assert got["match"] is True
-    assert set(got) == set(want) | {"match"}
-    for key in set(want) - {"owners", "protocol"}:
+    assert set(got) == set(want) | {"match", "run_dir"}
+    assert (got["format"], want["format"]) == ("alphac-launch-1", "alphac-oracle-1")
+    for key in set(want) - {"owners", "protocol", "format"}:
         assert got[key] == want[key], key
     # the oracle is independent of the planner and may leave the protocol out (null)
     from alphac.check import load_deployment

@@ -98,3 +98,10 @@ def test_a_misspelt_role_and_target_on_the_command_line():
     assert out.exit_code == 1 and out.stderr == (
         "alphac: error[unknown-target]: unknown target 'x86-64'; targets: aarch64, x86_64; "
         "did you mean x86_64?\n")
+
+
+def test_the_only_field_left_is_what_an_unknown_one_meant(misspelt):
+    code, err = misspelt("DataParallelStar,", "DataParallelHierarchy { hierarchyFanout = 2 },")
+    assert code == 1 and err.splitlines()[3:] == [
+        "  note: did you mean dataParallelFanout?", "  note: its fields: dataParallelFanout"]
+    assert "missing-field" not in err

@@ -612,16 +612,11 @@ class Evaluator:
         params = {name: arg for (name, _), arg in zip(schema.params, ty.args)}
         given: dict[str, object] = {}
         ok = True
-        misspelt: set[str] = set()  # fields an unknown one most likely meant
+        unknown: list[ast.FieldInit] = []
         for init in e.fields:
             fs = ctor.field(init.name)
             if fs is None:
-                names = [f.name for f in ctor.fields]
-                close = nearest(init.name, [n for n in names if n not in given], 1)
-                misspelt.update(close)
-                self.bag.error("unknown-field", f"{ctor.name} has no field {init.name}", init.span,
-                               ([f"did you mean {close[0]}?"] if close else [])
-                               + [f"its fields: {', '.join(names) or 'none'}"])
+                unknown.append(init)
                 ok = False
                 continue
             if init.name in given:
@@ -636,11 +631,14 @@ class Evaluator:
             v = self.check(info, init.value, fty)
             ok = ok and v is not None
             given[init.name] = v
+        open_fields = [f.name for f in ctor.fields if f.name not in given]
         for fs in ctor.fields:
             if fs.name not in given and fs.default is not None:
                 given[fs.name] = self.default_of(ctor, fs)  # None: reported at the default
                 ok = ok and given[fs.name] is not None
-        missing = [f.name for f in ctor.fields if f.name not in given and f.name not in misspelt]
+        missing = [f.name for f in ctor.fields if f.name not in given]
+        meant = self._unknown_fields(ctor, unknown, open_fields, missing)
+        missing = [name for name in missing if name not in meant]
         if missing:
             notes = [f"a bare {ctor.name} gives only the fields that have defaults; write "
                      f"{ctor.name} {{ {missing[0]} = ..., ... }}"] if bare else []
@@ -649,6 +647,22 @@ class Evaluator:
                            f"{', '.join(missing)}", e.span, notes)
             ok = False
         return VObj(ty.key, ctor.name, given, e.span, ty.args, complete=ok)
+
+    def _unknown_fields(self, ctor, unknown, open_fields: list[str], missing: list[str]) -> set[str]:
+        """Report each unknown field with the field it most likely meant: the nearest one
+        not given, or the only field missing when one unknown field stands for it. The
+        fields meant, which are then not also reported missing."""
+        meant: set[str] = set()
+        names = ", ".join(f.name for f in ctor.fields) or "none"
+        for init in unknown:
+            close = nearest(init.name, [n for n in open_fields if n not in meant], 1)
+            if not close and len(unknown) == 1 and len(missing) == 1:
+                close = missing
+            meant.update(close)
+            self.bag.error("unknown-field", f"{ctor.name} has no field {init.name}", init.span,
+                           ([f"did you mean {close[0]}?"] if close else [])
+                           + [f"its fields: {names}"])
+        return meant
 
 
 def _a(noun: str) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from alphac import __version__
-from alphac.commands import build, check, explain, inspect, launch, oracle, plan
+from alphac.commands import build, check, clean, explain, inspect, launch, oracle, plan
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -23,10 +23,11 @@ def main() -> None:
     alphac inspect EXE|CKPT|OUT    an executable's embedded plan; a checkpoint, verified;
                                    an owner's output file
     alphac explain [CODE]          what a code means and how to fix it; every code by stage
+    alphac clean [-o DIR]          remove DIR/runs/ and the executables built in DIR
     """
 
 
-for _module in (check, plan, oracle, build, launch, inspect, explain):
+for _module in (check, plan, oracle, build, launch, inspect, explain, clean):
     main.add_command(_module.command)
 
 __all__ = ["main"]

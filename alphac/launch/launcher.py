@@ -106,9 +106,15 @@ class PlanRun:
 
 
 def new_run_dir(out_dir: str | Path, stem: str) -> Path:
+    """A fresh `OUT/runs/<stem>-XXXXXXXX/`; only the newest KEEP_RUNS run directories are
+    kept (alphac.launch.runs)."""
+    from alphac.launch.runs import prune_runs
+
     base = Path(out_dir) / "runs"
     base.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f"{stem}-", dir=base))
+    made = Path(tempfile.mkdtemp(prefix=f"{stem}-", dir=base))
+    prune_runs(out_dir)
+    return made
 
 
 def owner_exes(dep, exes: Mapping[tuple[str, str], Path]) -> list[Path]:
