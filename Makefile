@@ -1,26 +1,28 @@
 # alphac — the README's two commands are `make demo` and `make test`.
-PY ?= python3
-APT_PACKAGES := qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+# Everything runs in a virtual environment, .venv/ (PEP 668: a Debian-managed interpreter
+# is never installed into); `make setup` makes it from the system's python3.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+APT_PACKAGES := qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross python3-venv
 DEMO_SPEC := specs/demo.alpha
 
 .PHONY: setup demo test test-gpu bench size clean
 
-# pip refuses to install into a Debian-managed interpreter unless told to (PEP 668).
-PIP_FLAGS := $(shell $(PY) -c "import os, sysconfig; print('--break-system-packages' if os.path.exists(os.path.join(sysconfig.get_path('stdlib'), 'EXTERNALLY-MANAGED')) else '')" 2>/dev/null)
-
-# Idempotent: installs only what is missing.
+# Idempotent: installs only what is missing (the Debian packages, the environment, the
+# project in it, editable, pointing at this tree).
 setup:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	$(PY) -m pip --version >/dev/null 2>&1 || missing="$$missing python3-pip"; \
 	if [ -n "$$missing" ]; then \
 	  echo "setup: installing$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+	@[ -x $(PY) ] || (echo "setup: creating $(VENV)" && $(PYTHON) -m venv $(VENV))
 	@# the editable install must point at this tree (a clone elsewhere must not run another copy)
-	@cd / && $(PY) -c "import lark, click, llvmlite, elftools, pytest, hypothesis, numpy, wheel" 2>/dev/null \
-	  && $(PY) -m pip show alphac 2>/dev/null | grep -qx "Editable project location: $(CURDIR)" \
-	  || (cd $(CURDIR) && $(PY) -m pip install -q $(PIP_FLAGS) -e '.[test]')
+	@cd / && $(abspath $(PY)) -c "import lark, click, llvmlite, elftools, pytest, hypothesis, numpy, wheel, jsonschema" 2>/dev/null \
+	  && $(abspath $(PY)) -m pip show alphac 2>/dev/null | grep -qx "Editable project location: $(CURDIR)" \
+	  || (cd $(CURDIR) && $(PY) -m pip install -q -e '.[test]')
 
 demo: setup
 	$(PY) -m alphac.demo $(DEMO_SPEC)
@@ -47,5 +49,6 @@ size:
 	  else printf '%-16s %6s\n' $$d "-"; fi; \
 	done; printf '%-16s %6d lines\n' total $$total
 
+# The environment stays (make setup would only make it again); `rm -rf .venv` removes it.
 clean:
 	rm -rf out build .pytest_cache .hypothesis

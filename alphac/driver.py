@@ -1,6 +1,7 @@
 """The stages, one function each: what the commands, the launcher and the demo call.
 
     spec_path(arg) -> str                           `-` names standard input
+    spec_files(path) -> list[str]                   the spec and every module it imports
     load(path) -> CheckedSpec                       parse, check, lower; CompileError
     deployment(path, name=None) -> Deployment       the file's deployment NAME, or its one;
                                                     CompileError
@@ -84,6 +85,13 @@ def spec_path(arg: str) -> str:
     from alphac.syntax.parse import STDIN
 
     return STDIN if arg == "-" else arg
+
+
+def spec_files(path: str) -> list[str]:
+    """Every file a check of `path` reads: the spec and the modules it imports."""
+    from alphac.check import module_files
+
+    return module_files(path)
 
 
 def load(path: str) -> "CheckedSpec":

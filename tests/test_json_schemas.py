@@ -117,7 +117,7 @@ def test_build_launch_inspect_and_clean(tmp_path):
     assert (output["kind"], output["version"], output["words"]["params"]["hex"]) == (
         "output", 2, doc["owners"][1]["params"])
     removed = validated("clean", "-o", out, status=0)["removed"]
-    assert len(removed) == 4 and removed[0] == str(Path(out) / "runs")
+    assert len(removed) == 7 and removed[0] == str(Path(out) / "runs")  # runs, 3 executables, 3 records
 
 
 def test_build_and_launch_failures(tmp_path):

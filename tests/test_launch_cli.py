@@ -55,17 +55,11 @@ def test_launch_json_has_the_oracle_keys_plus_match(tmp_path):
     for g, w in zip(got["owners"], want["owners"]):
         assert g.pop("match") is True
         assert g == w
-    # the second launch reuses the executables and writes to a fresh run directory (dated
-    # ahead so that no concurrent edit of a compiler module makes them stale)
-    import os
-    import time
-
-    ahead = time.time() + 3600
-    for f in tmp_path.iterdir():
-        if f.is_file():
-            os.utime(f, (ahead, ahead))
+    # the second launch reuses the executables (their inputs hash the same) and writes to a
+    # fresh run directory
     before = {f: f.stat().st_mtime_ns for f in tmp_path.iterdir() if f.is_file()}
-    assert len(before) == 3  # coordinator-x86_64, worker-aarch64, worker-x86_64
+    # coordinator-x86_64, worker-aarch64, worker-x86_64, each with its record of inputs
+    assert sorted(f.suffix for f in before) == ["", "", "", ".deps", ".deps", ".deps"]
     p2 = _run("-m", "alphac", "launch", spec, "-o", str(tmp_path))
     assert p2.returncode == 0, p2.stderr
     assert "build" not in p2.stderr
@@ -93,12 +87,14 @@ def test_ctrl_c_on_launch_leaves_no_owner_behind(tmp_path):
 
     from alphac.launch import session
 
-    # executables built beforehand, dated ahead so the launch starts owners at once
+    # executables built beforehand, with their records of inputs, so the launch starts owners
+    # at once
+    from alphac.launch.cache import deps_path
+
     dep = session.deployment(str(ROOT / "specs/lsq_plain_hierarchy.alpha"))
     for exe in session.built("lsq_plain_hierarchy", dep).values():
-        target = tmp_path / exe.name
-        shutil.copy2(exe, target)
-        os.utime(target, (time.time() + 3600,) * 2)
+        shutil.copy2(exe, tmp_path / exe.name)
+        shutil.copy2(deps_path(exe), deps_path(tmp_path / exe.name))
     p = subprocess.Popen([sys.executable, "-m", "alphac", "launch",
                           "specs/lsq_plain_hierarchy.alpha", "--rounds", str(10**7),
                           "-o", str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,

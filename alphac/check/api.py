@@ -100,6 +100,14 @@ def _attach_resumes(lowering: Lowering, resumes, lowered: dict[int, int], refuse
         deployments[index] = replace(dep, resume=resume)
 
 
+def module_files(path: str) -> list[str]:
+    """The files a check of `path` reads: the file and every module it imports (the
+    prelude and std modules included), found as the checker finds them, parsed only."""
+    world = World(DiagnosticBag(), SourceCache())
+    world.load_root(path)
+    return sorted(world.by_file)
+
+
 def load_spec(path: str) -> ir.CheckedSpec:
     """The checked spec of `path`; raises CompileError holding every diagnostic."""
     spec, diagnostics, _ = check_file(path)

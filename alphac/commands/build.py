@@ -14,6 +14,7 @@ from alphac.commands import report
 from alphac.commands.report import error as _error
 from alphac.commands.report import interrupted, stage_error
 from alphac.diagnostics import CompileError, hinted
+from alphac.launch.cache import data_files, record_inputs
 
 
 EPILOG = """\b
@@ -153,6 +154,7 @@ def _run(spec: str, role: str | None, target: str | None, build_all: bool, out_d
         for r, t in pairs:
             t0 = time.perf_counter()
             exe = driver.build(the_plan, r, t, out_dir)
+            record_inputs(exe, the_plan.deployment.source_file or None, data_files(the_plan.deployment))
             info = driver.describe(exe)
             built.append({"path": str(exe), "role": r, "target": t, "static": info["static"],
                           "size": info["size"], "seconds": round(time.perf_counter() - t0, 3)})

@@ -16,6 +16,7 @@ check prints its diagnostics; both exit 1.
 from __future__ import annotations
 
 import sys
+import time
 
 import click
 
@@ -39,11 +40,17 @@ from alphac.diagnostics import CompileError
 @click.option("--deployment", "deployment", default=None, metavar="NAME",
               help="The deployment to evaluate, where SPEC declares several.")
 @click.option("--full", is_flag=True, help="Every word, in hex (default: a summary per owner).")
+@click.option("--quiet", is_flag=True, help="No progress on stderr (default: shown on a terminal).")
+@click.option("--progress", is_flag=True, help="Progress on stderr even when it is not a terminal.")
 @click.option("--json", "as_json", is_flag=True, help="Per-owner words as JSON (keys in the README).")
 def command(spec: str, rounds: int | None, resume: str | None, new_contract: bool,
-            mutant: str | None, deployment: str | None, full: bool, as_json: bool) -> None:
+            mutant: str | None, deployment: str | None, full: bool, quiet: bool, progress: bool,
+            as_json: bool) -> None:
     """Evaluate SPEC's deployment with the independent binary64 oracle."""
-    sys.exit(run(spec, rounds, as_json, resume, new_contract, mutant, deployment, full))
+    from alphac.launch.progress import Progress
+
+    sys.exit(run(spec, rounds, as_json, resume, new_contract, mutant, deployment, full,
+                 Progress.for_stderr(quiet, progress)))
 
 
 def protocol_hex(dep, mutant: str | None = None) -> str | None:
@@ -95,13 +102,13 @@ def as_table(spec: str, result, resume=None, mutant: str | None = None, full: bo
 
 def run(spec: str, rounds: int | None, as_json_flag: bool, resume: str | None = None,
         new_contract: bool = False, mutant: str | None = None, deployment: str | None = None,
-        full: bool = False) -> int:
+        full: bool = False, progress=None) -> int:
     return report.reported("oracle", as_json_flag, lambda: _run(
-        spec, rounds, resume, new_contract, mutant, deployment, full))
+        spec, rounds, resume, new_contract, mutant, deployment, full, progress))
 
 
 def _run(spec: str, rounds: int | None, resume: str | None, new_contract: bool,
-         mutant: str | None, deployment: str | None, full: bool) -> int:
+         mutant: str | None, deployment: str | None, full: bool, progress) -> int:
     try:
         dep = driver.deployment(spec, deployment)
     except CompileError as err:
@@ -112,11 +119,17 @@ def _run(spec: str, rounds: int | None, resume: str | None, new_contract: bool,
     elif new_contract:
         report.refused("usage", "--new-contract needs --resume PATH or a resume declaration")
         return 1
+    if progress is not None:
+        progress.say(f"evaluating deployment {dep.name} ({dep.owners} owners, "
+                     f"{dep.updates if rounds is None else rounds} updates)")
+    t0 = time.perf_counter()
     try:
         result = driver.oracle(dep, rounds, mutant)
     except driver.Refusal as r:
         report.refused(r.code, r.detail)
         return 1
+    if progress is not None:
+        progress.say(f"evaluated in {time.perf_counter() - t0:.2f} s")
     if report.json_mode():
         report.result(**as_json(spec, result, protocol_hex(dep, mutant), dep.resume, mutant))
     else:

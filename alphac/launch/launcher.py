@@ -62,7 +62,7 @@ def ensure_built(plan, out_dir: str | Path, force: bool = False,
     A mutant's executables have their own names (`-mutant-NAME`) and identity, so they
     never stand in for a normal build's, nor it for theirs."""
     from alphac import driver
-    from alphac.launch.cache import data_files, stale_reason
+    from alphac.launch.cache import data_files, record_inputs, stale_reason
 
     dep = plan.deployment
     out = Path(out_dir)
@@ -77,6 +77,7 @@ def ensure_built(plan, out_dir: str | Path, force: bool = False,
                 log(f"build {path.name}: {why}")
             t0 = time.perf_counter()
             path = driver.build(plan, role, target, out)
+            record_inputs(path, dep.source_file or None, data_files(dep))
             if progress is not None:
                 progress.built(path.name, time.perf_counter() - t0)
         exes[(role, target)] = path

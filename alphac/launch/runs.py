@@ -29,7 +29,9 @@ def prune_runs(out_dir: str | Path, keep: int = KEEP_RUNS) -> list[Path]:
 
 def built_here(out_dir: str | Path) -> list[Path]:
     """The executables (and shared libraries) alphac built in OUT, known by their `.alphac`
-    section, and the staging directories an interrupted build may have left."""
+    section, with their records of inputs (EXE.deps), and the staging directories an
+    interrupted build may have left."""
+    from alphac.launch.cache import deps_path
     from alphac.targets.elf import read_metadata
     from alphac.targets.target import TargetError
 
@@ -46,6 +48,8 @@ def built_here(out_dir: str | Path) -> list[Path]:
         except (TargetError, OSError):
             continue
         found.append(p)
+        if deps_path(p).is_file():
+            found.append(deps_path(p))
     return found
 
 
