@@ -148,6 +148,10 @@ FIXES = {
     "usage": "Correct the command line (EXE --help) or the peers file (one `OWNER HOST:PORT` "
              "line per owner).",
     "corrupt-executable": "Rebuild the executable.",
+    "transport-unavailable": "Say shm (shared memory where it can be set up, else TCP) or tcp "
+                             "for the pair in the peers file, or run both owners on one host.",
+    "shm-segment": "Another process replaced or damaged the segment: rerun, and keep /dev/shm "
+                   "private to the run's user.",
     # checkpoints
     "checkpoint-manifest": "Name a published checkpoint directory (ckpt-<u>/ with its "
                            "manifest.txt); `alphac inspect` verifies one.",
@@ -170,7 +174,6 @@ FIXES = {
     "bad-metadata": "Rebuild the executable.",
     "program-unsupported": "Rewrite the program without the construct named (docs/targets.md).",
     "build-failed": "Report it with the spec: the plan needs an operation the runtime lacks.",
-    "coordinate-blocks-unsupported": "Set partitionBlockWords = 1 to build and run it.",
     "compiler-missing": "Install the target's C compiler (make setup installs it).",
     "compile-failed": "Read the compiler's message; check the target's toolchain.",
     "mutant-not-applicable": "Choose a mutant that applies to the deployment (the message says "

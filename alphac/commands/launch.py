@@ -1,12 +1,14 @@
 """`alphac launch SPEC`: build if needed, run every owner on 127.0.0.1, compare with the oracle.
 
-Prints the table (owner, role, target, version, digest, oracle), the words of each distinct
-digest (a summary; every word with --full) and the run directory, or, with --json, the
-keys of `alphac oracle --json` plus `match` per owner and at the top, and `run_dir`. On a
-terminal it shows what it is doing on stderr (alphac.launch.progress) unless --quiet. Exit 0 only if every owner
-matched; a failed owner's stderr is shown on stderr. With `--mutant NAME` the owners are an
-executed mutant's executables: every owner should mismatch the declared program's oracle,
-and a note says whether they computed the oracle's evaluation of the mutant. The spec is loaded through
+Prints the table (owner, role, target, transport, version, digest, oracle), the words of
+each distinct digest (a summary; every word with --full) and the run directory, or, with
+--json, the keys of `alphac oracle --json` plus `match` per owner and at the top, `run_dir`,
+and per owner `transport`, `connections` and its measured `persistent_bytes` and
+`peak_bytes` (its `--stats`). On a terminal it shows what it is doing on stderr
+(alphac.launch.progress) unless --quiet. Exit 0 only if every owner matched; a failed
+owner's stderr is shown on stderr. With `--mutant NAME` the owners are an executed mutant's
+executables: every owner should mismatch the declared program's oracle, and a note says
+whether they computed the oracle's evaluation of the mutant. The spec is loaded through
 alphac.driver; running the owners is alphac.launch's (which builds through the driver).
 Ctrl-C, SIGTERM and SIGHUP stop the launch in any phase, every owner first (exit 128 +
 the signal's number).
@@ -24,6 +26,7 @@ from alphac.commands.build import mutant_help
 from alphac.commands.report import error, interrupted, stage_error
 from alphac.commands.words import lines
 from alphac.diagnostics import CompileError
+from alphac.launch.runner import TRANSPORTS
 
 
 EPILOG = """\b
@@ -57,9 +60,13 @@ partial executable is left, and the status is 128 + the signal's number: 130,
               show_default=True, help="Seconds before every owner is stopped (above 0).")
 @click.option("--mutant", type=click.Choice(list(driver.MUTANTS)), default=None,
               help=mutant_help("Run") + " Every owner is then expected to mismatch (exit 1).")
+@click.option("--transport", type=click.Choice(TRANSPORTS), default=None,
+              help="What the owners may use with each other: shm (shared memory, TCP where it "
+                   "cannot be set up; the default, or $ALPHAC_TRANSPORT), shm-only, or tcp.")
 def command(spec: str, rounds: int | None, deployment: str | None, as_json: bool, full: bool,
             quiet: bool, progress: bool, out_dir: str, checkpoint_dir: str | None,
-            resume: str | None, new_contract: bool, timeout: float, mutant: str | None) -> None:
+            resume: str | None, new_contract: bool, timeout: float, mutant: str | None,
+            transport: str | None) -> None:
     """Build if needed, run every owner on 127.0.0.1, compare each with the oracle."""
     from alphac.launch.progress import Progress
     from alphac.launch.runner import interruptible
@@ -74,19 +81,19 @@ def command(spec: str, rounds: int | None, deployment: str | None, as_json: bool
             status = report.reported("launch", as_json, lambda: run(
                 spec, rounds, as_json, out_dir, timeout, checkpoint_dir=checkpoint_dir,
                 resume=resume, new_contract=new_contract, mutant=mutant, name=deployment,
-                full=full, progress=shown))
+                full=full, progress=shown, transport=transport))
         except KeyboardInterrupt as exc:  # before or after run's own handling
             status = interrupted(exc, "; every owner was stopped")
     sys.exit(status)
 
 
 def table(report) -> str:
-    head = ("owner", "role", "target", "version", "digest", "oracle")
+    head = ("owner", "role", "target", "transport", "version", "digest", "oracle")
     rows = [head]
     for r in report.rows:
         verdict = "match" if r.match else ("MISMATCH" if r.params is not None
                                            else r.why.split(":", 1)[0])
-        rows.append((str(r.owner), r.role, r.target, "-" if r.version is None else str(r.version),
+        rows.append((str(r.owner), r.role, r.target, r.transport, "-" if r.version is None else str(r.version),
                      (r.digest or "-")[:16], verdict))
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)

@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Mapping
 
 from alphac.launch.commit import Resolution, resolve
-from alphac.launch.results import OwnerResult, ResultError, read_result
+from alphac.launch.results import (Connection, OwnerResult, ResultError, read_connections, read_result,
+                                   transport_summary)
+from alphac.launch.stats import OwnerStats, StatsError, read_stats
 from alphac.launch.runner import (OwnerCommand, RunResult, free_ports, owner_argv, run_owners,
                                   write_peers)
 from alphac.launch.runner import interruptible
@@ -100,6 +102,9 @@ class PlanRun:
     outputs: dict[int, OwnerResult] = field(default_factory=dict)
     output_errors: dict[int, str] = field(default_factory=dict)
     resolution: Resolution | None = None  # what the commit record decided
+    stats: dict[int, OwnerStats] = field(default_factory=dict)  # each owner's measured bytes
+    # each owner's connections report (None: it wrote none)
+    connections: dict[int, tuple[Connection, ...] | None] = field(default_factory=dict)
 
     @property
     def committed(self) -> bool:
@@ -138,29 +143,41 @@ def run_plan(dep, exes: Mapping[tuple[str, str], Path] | list[Path], run_dir: st
              deadline_s: float = 120.0, owners: list[int] | None = None,
              extra_argv: Mapping[int, tuple[str, ...]] | None = None,
              ports: list[int] | None = None, authenticate: bool = True,
-             root: int | None = None, progress=None) -> PlanRun:
+             root: int | None = None, stats: bool = True, transport: str | None = None,
+             progress=None) -> PlanRun:
     """Start owners (all, or `owners`) of `dep` from `exes` ({(role, target): exe}, or one
     exe per owner), wait up to `deadline_s`, kill and reap what is left, then settle the run
     by its commit record (`root`: the owner at the tree's root, default the plan's) and read
-    the committed outputs. With `authenticate`, every owner gets the run's fresh key file
-    (`run.key` in the run directory), so every frame carries an HMAC-SHA-256 tag. With an
-    enabled `progress` (alphac.launch.progress), every owner reports each update on its
-    status channel and the counts are shown as they come."""
+    the committed outputs and every owner's connections report. With `authenticate`, every
+    owner gets the run's fresh key file (`run.key` in the run directory), so every frame
+    carries an HMAC-SHA-256 tag. With `stats`, every owner writes its measured bytes
+    (`--stats RUN/owner-I.stats`), read into `PlanRun.stats` for the owners that wrote them.
+    `transport` is what the peers file lets every owner use (runner.default_transport():
+    shared memory unless $ALPHAC_TRANSPORT says otherwise). With an enabled `progress`
+    (alphac.launch.progress), every owner reports each update on its status channel and
+    the counts are shown as they come."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     per_owner = exes if isinstance(exes, list) else owner_exes(dep, exes)
     ports = ports if ports is not None else free_ports(dep.owners)
-    peers = write_peers(run_dir / f"{spec_stem(dep)}.peers", ports)
+    try:
+        peers = write_peers(run_dir / f"{spec_stem(dep)}.peers", ports, transport=transport)
+    except ValueError as exc:  # $ALPHAC_TRANSPORT names no transport
+        raise LaunchError("usage", str(exc)) from None
     key = write_key(run_dir / "run.key") if authenticate else None
     cmds = []
     outs = {o: run_dir / f"owner-{o}.out" for o in range(dep.owners)}
+    reports = {o: run_dir / f"owner-{o}.connections" for o in range(dep.owners)}
     started = list(owners if owners is not None else range(dep.owners))
     status = _status_channel(progress, started, dep.updates if updates is None else updates)
     for o in started:
         target = dep.placement[o]
-        argv = owner_argv(per_owner[o], o, peers, outs[o], runner_for(target), updates, timeout_ms)
+        argv = owner_argv(per_owner[o], o, peers, outs[o], runner_for(target), updates, timeout_ms,
+                          reports[o])
         if key is not None:
             argv += ("--key", str(key))
+        if stats:
+            argv += ("--stats", str(_stats_path(run_dir, o)))
         argv += tuple((extra_argv or {}).get(o, ())) + (status.argv(o) if status else ())
         cmds.append(OwnerCommand(o, argv, outs[o], f"{dep.role_of(o).name}/{target}",
                                  status.child_fds(o) if status else ()))
@@ -173,7 +190,8 @@ def run_plan(dep, exes: Mapping[tuple[str, str], Path] | list[Path], run_dir: st
     finally:
         if status is not None:
             status.close()
-    run = PlanRun(run_dir, peers, result)
+    run = PlanRun(run_dir, peers, result, stats=_read_stats(run_dir, cmds) if stats else {})
+    run.connections = {oc.owner: read_connections(reports[oc.owner]) for oc in result.outcomes}
     if root is None:
         from alphac import driver
 
@@ -199,6 +217,21 @@ def _status_channel(progress, owners, total: int):
     return StatusChannel(owners, progress, total)
 
 
+def _stats_path(run_dir: Path, owner: int) -> Path:
+    return run_dir / f"owner-{owner}.stats"
+
+
+def _read_stats(run_dir: Path, cmds) -> dict[int, OwnerStats]:
+    """The stats files the owners wrote (one killed before it could write has none)."""
+    out = {}
+    for cmd in cmds:
+        try:
+            out[cmd.owner] = read_stats(_stats_path(run_dir, cmd.owner))
+        except (OSError, StatsError):
+            continue
+    return out
+
+
 def _words(x) -> tuple[int, ...]:
     if hasattr(x, "as_tuple"):
         return x.as_tuple()
@@ -215,6 +248,13 @@ class OwnerRow:
     state: tuple[int, ...] | None
     match: bool
     why: str = ""  # when not matched: the refusal, timeout, or first differing word
+    stats: OwnerStats | None = None  # its measured bytes, when it wrote them
+    connections: tuple[Connection, ...] | None = None  # its report: which transport each peer
+
+    @property
+    def transport(self) -> str:
+        """shm, tcp, shm+tcp, or "-" (no connections report)."""
+        return transport_summary(self.connections)
 
     @property
     def digest(self) -> str | None:
@@ -263,7 +303,10 @@ class LaunchReport:
                 "owner": r.owner, "role": r.role, "target": r.target, "version": r.version,
                 "params": None if r.params is None else [f"{w:016x}" for w in r.params],
                 "state": None if r.state is None else [f"{w:016x}" for w in r.state],
-                "digest": r.digest, "match": r.match,
+                "digest": r.digest, "match": r.match, "transport": r.transport,
+                "connections": None if r.connections is None else [c.as_json() for c in r.connections],
+                "persistent_bytes": r.stats.persistent if r.stats else None,
+                "peak_bytes": r.stats.peak if r.stats else None,
                 **({"error": r.why} if not r.match else {}),
             } for r in self.rows],
         }
@@ -289,6 +332,7 @@ def compare(plan, run: PlanRun, oracle, rounds: int, spec: str = "",
         role, target = dep.role_of(o).name, dep.placement[o]
         oc = by_owner.get(o)
         res = run.outputs.get(o)
+        stats = run.stats.get(o)
         if oc is None:
             rows.append(OwnerRow(o, role, target, None, None, None, False, "not started"))
             continue
@@ -303,7 +347,7 @@ def compare(plan, run: PlanRun, oracle, rounds: int, spec: str = "",
             else:
                 line = oc.refusal() or (oc.stderr.strip().splitlines() or ["no message"])[-1]
                 why = f"owner-failed: owner {o} ({role} on {target}) exited {oc.returncode}: {line}"
-            rows.append(OwnerRow(o, role, target, None, None, None, False, why))
+            rows.append(OwnerRow(o, role, target, None, None, None, False, why, stats))
             failures.append(why)
             continue
         why = None
@@ -311,7 +355,7 @@ def compare(plan, run: PlanRun, oracle, rounds: int, spec: str = "",
             why = f"published, but the oracle refuses: {oracle_refusal}"
             failures.append(f"oracle-mismatch: owner {o} ({role} on {target}): {why}")
             rows.append(OwnerRow(o, role, target, res.version, res.params, res.state, False,
-                                 failures[-1]))
+                                 failures[-1], stats))
             continue
         want = oracle.owners[o]
         if res.owner != o:
@@ -325,8 +369,9 @@ def compare(plan, run: PlanRun, oracle, rounds: int, spec: str = "",
             why = f"oracle-mismatch: owner {o} ({role} on {target}): {why}"
             failures.append(why)
         rows.append(OwnerRow(o, role, target, res.version, res.params, res.state,
-                             why is None, why or ""))
+                             why is None, why or "", stats))
     stderr = {oc.owner: oc.stderr for oc in run.result.outcomes if not oc.ok and oc.stderr}
+    rows = [replace(r, connections=run.connections.get(r.owner)) for r in rows]
     return LaunchReport(spec or spec_stem(dep), dep.name, rounds, plan.protocol_hex,
                         tuple(rows), tuple(failures), stderr, run.result.seconds, run.run_dir,
                         oracle_refusal)
@@ -378,17 +423,18 @@ def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
            deadline_s: float = 120.0, timeout_ms: int | None = None, spec: str = "",
            plan=None, log=None, checkpoint_dir=None, resume=None,
            new_contract: bool = False, mutant: str | None = None,
-           progress=None) -> LaunchReport:
+           transport: str | None = None, progress=None) -> LaunchReport:
     """Plan, build what is missing, run every owner, evaluate the oracle, compare. With
     `resume` (or the spec's resume declaration) every owner restores the checkpoint at that
     path, verified whole first, and the oracle continues from its words; `checkpoint_dir`
-    overrides where the deployment's checkpoints go. With `mutant`, the owners are that
-    executed mutant's executables, compared with the declared program's oracle (so every
-    owner should mismatch); the report also says whether they computed the oracle's
-    evaluation of the mutant. SIGINT, SIGTERM and SIGHUP raise runner.Interrupted in any of
-    these steps, after every owner is stopped (runner.interruptible; the previous handlers
-    are restored). `progress` (alphac.launch.progress.Progress) shows the builds, the owners
-    and their updates as they happen."""
+    overrides where the deployment's checkpoints go; `transport` is what the owners may use
+    (run_plan). With `mutant`, the owners are that executed mutant's executables, compared
+    with the declared program's oracle (so every owner should mismatch); the report also
+    says whether they computed the oracle's evaluation of the mutant. SIGINT, SIGTERM and
+    SIGHUP raise runner.Interrupted in any of these steps, after every owner is stopped
+    (runner.interruptible; the previous handlers are restored). `progress`
+    (alphac.launch.progress.Progress) shows the builds, the owners and their updates as
+    they happen."""
     from alphac import driver
 
     if mutant is not None and (resume is not None or checkpoint_dir is not None):
@@ -408,7 +454,8 @@ def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
     args = run_arguments(checkpoint_dir, resume, new_contract)
     run = run_plan(dep, exes, new_run_dir(out_dir, spec_stem(dep)), updates=rounds,
                    timeout_ms=timeout_ms, deadline_s=deadline_s, root=plan.tree.owner,
-                   extra_argv={o: args for o in range(dep.owners)}, progress=progress)
+                   extra_argv={o: args for o in range(dep.owners)}, transport=transport,
+                   progress=progress)
     if progress is not None:
         progress.say(f"comparing with the oracle's {n} updates")
     oracle, refusal = _evaluate(dep, n, start, resume, new_contract)

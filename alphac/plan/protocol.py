@@ -51,6 +51,9 @@ OP_KINDS = (
 REGION_PARAMETERS = 1
 REGION_STATE = 2  # the per-coordinate optimizer-state words (never the shared words)
 OP_CODE = {kind: i for i, kind in enumerate(OP_KINDS)}
+# A partitioned protocol's register carries, after its words, the leaf range [lo, hi) it
+# covers (selection registers; sum registers carry zeros there), in frames too.
+LEAF_TAG_WORDS = 2
 
 
 @dataclass(frozen=True)
@@ -304,8 +307,17 @@ def register_count(proto: OwnerProtocol) -> int:
     return max(regs) + 1
 
 
+# The op kinds that move a frame to or from their `peer` (a slice's peer is the owner whose
+# coordinates it selects: no frame).
+TALKING = frozenset({"send", "recv", "digest-send", "digest-recv", "publish-send", "publish-recv",
+                     "ckpt-send", "ckpt-recv"})
+
+
 def peers(proto: OwnerProtocol) -> tuple[int, ...]:
-    return tuple(sorted({op.peer for op in proto.update_ops + proto.finish_ops if op.peer >= 0}))
+    """The owners this owner exchanges frames with, in its update, finish and checkpoint
+    ops: exactly those it connects to or accepts."""
+    ops = proto.update_ops + proto.finish_ops + proto.checkpoint_ops
+    return tuple(sorted({op.peer for op in ops if op.kind in TALKING}))
 
 
 def owned_count(k: int, n: int, owner: int) -> int:
@@ -439,10 +451,3 @@ def project_partitioned(root: TreeNode, n: int, part, k: int,
     ckpt = _checkpoint_ops(root, n, nodes)
     return tuple(OwnerProtocol(o, tuple(sch.ops[o]), finish[o], tuple(sch.words[o]), ckpt[o])
                  for o in range(n))
-
-
-def register_words(proto: OwnerProtocol, k: int, n: int) -> int:
-    """Words held by every register of `proto` together (each register lives for one update)."""
-    if proto.register_words:
-        return sum(proto.register_words)
-    return register_count(proto) * (k + 1)
