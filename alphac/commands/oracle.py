@@ -5,9 +5,10 @@ updates u, u+1, ... (by default up to the deployment's update count, or N more).
 `--mutant NAME`, the oracle's evaluation of that executed mutant instead of the declared
 program: what `alphac build --mutant NAME` executables must compute.
 
-The table lists, per owner: owner, role, target, version, digest, then the parameter and
-state words it holds as 16-digit lowercase hex. `--json` prints the keys documented in
-docs/oracle.md; its `protocol` is the planner's identity of the deployment (the one the
+The table lists, per owner: owner, role, target, version, digest, then a summary of the
+parameter and state words it holds (the first few in decimal and hex; with --full every
+word as 16-digit lowercase hex). `--json` prints the envelope (commands/report.py) with the
+keys documented in docs/oracle.md; its `protocol` is the planner's identity of the deployment (the one the
 executables check in every frame), looked up here, in the command layer, so that the
 evaluator itself stays independent of the planner. A refusal prints `refused: CODE: detail` on stderr; a spec that does not
 check prints its diagnostics; both exit 1.
