@@ -5,22 +5,32 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 APT_PACKAGES := qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross python3-venv
+# The peers the benchmarks measure beside alphac, in their own virtual environment (alphac
+# itself stays in $(VENV)): torch's gloo, and Open MPI through mpi4py.
+BENCH_VENV := bench/.venv
+BENCH_APT_PACKAGES := openmpi-bin libopenmpi-dev
+BENCH_PIP_PACKAGES := torch==2.13.0 mpi4py numpy
 DEMO_SPEC := specs/demo.alpha
 
-.PHONY: setup demo test test-gpu bench size clean
+.PHONY: setup bench-peers demo test test-gpu bench size clean
+
+# Installs those of the Debian packages $(1) that are missing (through sudo unless root).
+define apt_install
+missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+if [ -n "$$missing" ]; then \
+  echo "$@: installing$$missing"; \
+  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
+fi
+endef
 
 # Idempotent: installs only what is missing (the Debian packages, the environment, the
 # project in it, editable, pointing at this tree).
 setup:
-	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
-	  echo "setup: installing$$missing"; \
-	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
-	fi
+	@$(call apt_install,$(APT_PACKAGES))
 	@[ -x $(PY) ] || (echo "setup: creating $(VENV)" && $(PYTHON) -m venv $(VENV))
 	@# the editable install must point at this tree (a clone elsewhere must not run another copy)
-	@cd / && $(abspath $(PY)) -c "import lark, click, llvmlite, elftools, pytest, hypothesis, numpy, wheel, jsonschema" 2>/dev/null \
+	@cd / && $(abspath $(PY)) -c "import lark, click, llvmlite, elftools, numba, pytest, hypothesis, numpy, wheel, jsonschema" 2>/dev/null \
 	  && $(abspath $(PY)) -m pip show alphac 2>/dev/null | grep -qx "Editable project location: $(CURDIR)" \
 	  || (cd $(CURDIR) && $(PY) -m pip install -q -e '.[test]')
 
@@ -35,7 +45,14 @@ test-gpu: setup
 	@$(PY) -m pytest -q -p no:cacheprovider -m gpu; rc=$$?; \
 	if [ $$rc = 5 ]; then echo "test-gpu: no test is marked gpu yet (SM86 is not built)"; rc=0; fi; exit $$rc
 
-bench: setup
+# Idempotent too: the Debian packages, then the virtual environment unless it imports all.
+bench-peers:
+	@$(call apt_install,$(BENCH_APT_PACKAGES))
+	@$(BENCH_VENV)/bin/python -c "import torch, mpi4py.MPI, numpy; assert torch.__version__.startswith('2.13.0')" 2>/dev/null \
+	  || ($(PYTHON) -m venv $(BENCH_VENV) && $(BENCH_VENV)/bin/pip install -q $(BENCH_PIP_PACKAGES))
+
+# The benchmarks run from $(PY); they start the peers from $(BENCH_VENV) themselves.
+bench: setup bench-peers
 	$(PY) bench/make_big_data.py
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 

@@ -162,6 +162,8 @@ RUNTIME = {
     # io-error (listed under SYNTAX) also names a file or socket the executable cannot use
     "usage": "the command line or the peers file is malformed",
     "corrupt-executable": "the executable's embedded op table holds an op kind it cannot run",
+    "cpu-unsupported": "the executable's kernels were built for a CPU level (`alphac build --cpu`) "
+                       "whose features this CPU lacks",
 }
 
 # -- checkpoints (alphac/checkpoint, the executables' restore, `alphac inspect CKPT`) ------
@@ -197,6 +199,7 @@ TOOLING = {
                              "on) this deployment: stale-replica without partitioned parameters, "
                              "swap-branch on fewer than three leaves, deliver-to-next on one "
                              "owner, duplicate-mass without samples, any mutant with checkpoints",
+    "unknown-cpu-level": "the CPU level is none the target describes (baseline, its [levels], host)",
     # launch
     "owner-failed": "an owner process exited non-zero or could not be started",
     "launch-timeout": "owners were still running at the launch deadline and were killed",

@@ -1,6 +1,7 @@
-"""`alphac build SPEC --role R --target T | --all [-o DIR] [--mutant NAME]`: check, plan,
-and build one executable per (role, target), each reported on one line; with `--mutant`,
-an executed mutant's executables (a testing aid) instead of the declared program's."""
+"""`alphac build SPEC --role R --target T | --all [-o DIR] [--cpu LEVEL] [--mutant NAME]`:
+check, plan, and build one executable per (role, target), each reported on one line; with
+`--mutant`, an executed mutant's executables (a testing aid) instead of the declared
+program's."""
 
 from __future__ import annotations
 
@@ -38,12 +39,17 @@ def mutant_help(what: str) -> str:
 @click.option("--target", help="The target: x86_64 or aarch64; alone: every role placed on it.")
 @click.option("--all", "build_all", is_flag=True, help="Build every (role, target) the placement needs.")
 @click.option("-o", "--output", "out_dir", default="out", show_default=True, help="Output directory.")
+@click.option("--cpu", "cpu", default="baseline", show_default=True, metavar="LEVEL",
+              help="The CPU level of the x86-64 kernels: baseline, x86-64-v2, x86-64-v3, x86-64-v4 "
+                   "or host (this machine's CPU); an executable built above the baseline refuses "
+                   "cpu-unsupported on a CPU lacking the level's features. AArch64 kernels are "
+                   "built for its baseline.")
 @click.option("--mutant", type=click.Choice(list(driver.MUTANTS)), default=None, help=mutant_help("Build"))
 @click.option("--deployment", "deployment", default=None, metavar="NAME",
               help="The deployment to build, where SPEC declares several.")
 @click.option("--json", "as_json", is_flag=True, help="The executables built, as JSON.")
 def command(spec: str, role: str | None, target: str | None, build_all: bool, out_dir: str,
-            mutant: str | None, deployment: str | None, as_json: bool) -> None:
+            cpu: str, mutant: str | None, deployment: str | None, as_json: bool) -> None:
     """Compile SPEC into native executables, one per role and target."""
     from alphac.launch.runner import interruptible
 
@@ -51,7 +57,7 @@ def command(spec: str, role: str | None, target: str | None, build_all: bool, ou
     with interruptible(forward=True):
         try:
             status = report.reported("build", as_json, lambda: run(
-                spec, role, target, build_all, out_dir, mutant, deployment))
+                spec, role, target, build_all, out_dir, cpu, mutant, deployment))
         except KeyboardInterrupt as exc:  # before or after run's own handling
             status = interrupted(exc)
     sys.exit(status)
@@ -108,14 +114,14 @@ def load_plan(spec: str, mutant: str | None = None, name: str | None = None):
 
 
 def run(spec: str, role: str | None, target: str | None, build_all: bool, out_dir: str,
-        mutant: str | None = None, name: str | None = None) -> int:
+        cpu: str = "baseline", mutant: str | None = None, name: str | None = None) -> int:
     """The build with its exit status; SIGINT, SIGTERM and SIGHUP are handled like Ctrl-C
     from the first step to the last, and the previous handlers restored afterwards."""
     from alphac.launch.runner import Interrupted, interruptible
 
     with interruptible() as interrupts:
         try:
-            status = _run(spec, role, target, build_all, out_dir, mutant, name)
+            status = _run(spec, role, target, build_all, out_dir, cpu, mutant, name)
         except KeyboardInterrupt as exc:
             return interrupted(exc)
         except Exception:
@@ -128,7 +134,7 @@ def run(spec: str, role: str | None, target: str | None, build_all: bool, out_di
 
 
 def _run(spec: str, role: str | None, target: str | None, build_all: bool, out_dir: str,
-         mutant: str | None, name: str | None) -> int:
+         cpu: str, mutant: str | None, name: str | None) -> int:
     if not build_all and role is None and target is None:
         _error("build-usage", "give --role ROLE and/or --target TARGET, or --all")
         return 2
@@ -140,6 +146,7 @@ def _run(spec: str, role: str | None, target: str | None, build_all: bool, out_d
         return 1
     try:
         pairs = select_pairs(the_plan.deployment, role, target, build_all)
+        cpus = {t: driver.cpu_level_for(t, cpu) for _, t in pairs}
     except driver.TargetError as exc:
         _error(exc.code, exc.message)
         return 1
@@ -153,14 +160,16 @@ def _run(spec: str, role: str | None, target: str | None, build_all: bool, out_d
     try:
         for r, t in pairs:
             t0 = time.perf_counter()
-            exe = driver.build(the_plan, r, t, out_dir)
+            exe = driver.build(the_plan, r, t, out_dir, cpu=cpus[t])
             record_inputs(exe, the_plan.deployment.source_file or None, data_files(the_plan.deployment))
             info = driver.describe(exe)
             built.append({"path": str(exe), "role": r, "target": t, "static": info["static"],
-                          "size": info["size"], "seconds": round(time.perf_counter() - t0, 3)})
+                          "cpu": info["metadata"]["cpu"]["level"], "size": info["size"],
+                          "seconds": round(time.perf_counter() - t0, 3)})
             if not report.json_mode():
-                print(f"built {exe}  ({t}, {'static' if info['static'] else 'dynamic'}, "
-                      f"{info['size']} bytes, {built[-1]['seconds']:.2f} s)")
+                print(f"built {exe}  ({t}, cpu {built[-1]['cpu']}, "
+                      f"{'static' if info['static'] else 'dynamic'}, {info['size']} bytes, "
+                      f"{built[-1]['seconds']:.2f} s)")
     except CompileError as exc:
         report.diagnostics(exc)
         return 1

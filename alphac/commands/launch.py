@@ -1,4 +1,5 @@
-"""`alphac launch SPEC`: build if needed, run every owner on 127.0.0.1, compare with the oracle.
+"""`alphac launch SPEC`: build if needed (the x86-64 kernels for this machine's CPU unless
+--cpu says otherwise), run every owner on 127.0.0.1, compare with the oracle.
 
 Prints the table (owner, role, target, transport, version, digest, oracle), the words of
 each distinct digest (a summary; every word with --full) and the run directory, or, with
@@ -63,10 +64,14 @@ partial executable is left, and the status is 128 + the signal's number: 130,
 @click.option("--transport", type=click.Choice(TRANSPORTS), default=None,
               help="What the owners may use with each other: shm (shared memory, TCP where it "
                    "cannot be set up; the default, or $ALPHAC_TRANSPORT), shm-only, or tcp.")
+@click.option("--cpu", default="host", show_default=True, metavar="LEVEL",
+              help="The CPU level of the x86-64 kernels (every owner runs on this machine, so by "
+                   "default its own CPU): baseline, x86-64-v2, x86-64-v3, x86-64-v4 or host. "
+                   "AArch64 kernels are built for its baseline.")
 def command(spec: str, rounds: int | None, deployment: str | None, as_json: bool, full: bool,
             quiet: bool, progress: bool, out_dir: str, checkpoint_dir: str | None,
             resume: str | None, new_contract: bool, timeout: float, mutant: str | None,
-            transport: str | None) -> None:
+            transport: str | None, cpu: str) -> None:
     """Build if needed, run every owner on 127.0.0.1, compare each with the oracle."""
     from alphac.launch.progress import Progress
     from alphac.launch.runner import interruptible
@@ -81,7 +86,7 @@ def command(spec: str, rounds: int | None, deployment: str | None, as_json: bool
             status = report.reported("launch", as_json, lambda: run(
                 spec, rounds, as_json, out_dir, timeout, checkpoint_dir=checkpoint_dir,
                 resume=resume, new_contract=new_contract, mutant=mutant, name=deployment,
-                full=full, progress=shown, transport=transport))
+                full=full, progress=shown, transport=transport, cpu=cpu))
         except KeyboardInterrupt as exc:  # before or after run's own handling
             status = interrupted(exc, "; every owner was stopped")
     sys.exit(status)

@@ -64,6 +64,15 @@ class ImageError(Exception):
 
 
 @dataclass(frozen=True)
+class CpuNeeds:
+    """What an executable's kernels need of its CPU: how it names their level, and the bits
+    of the target's `cpu_checks` features they require (0 at the baseline)."""
+
+    label: str = "baseline"
+    required: int = 0
+
+
+@dataclass(frozen=True)
 class OwnerImage:
     owner: int
     ops: tuple[tuple[int, ...], ...]  # OP_WORDS each: update, finish, then checkpoint ops
@@ -121,6 +130,7 @@ class RoleImage:
     initial_state: np.ndarray       # the alike state words, then each role owner's own
     usage: str
     version: str
+    cpu: CpuNeeds = CpuNeeds()
 
     @property
     def owned(self) -> bool:
@@ -170,6 +180,7 @@ class RoleImage:
             "str_owners": string(", ".join(str(o.owner) for o in self.owners)),
             "ckpt_interval": self.ckpt_interval, "ckpt_identity": self.ckpt_lines.identity,
             "run_id": self.run_id, "resume_mode": self.resume[1] if self.resume else 0,
+            "cpu_required": self.cpu.required, "str_cpu": string(self.cpu.label),
             "str_ckpt_learner": string(self.ckpt_lines.learner),
             "str_ckpt_contract": string(self.ckpt_lines.contract),
             "str_ckpt_layout": string(self.ckpt_lines.layout),
@@ -472,9 +483,10 @@ def _owner_ops(proto, steps, counts, prepared, below, fragments, inner) -> tuple
     return tuple(ops)
 
 
-def build_image(plan, role: str, target: str) -> RoleImage:
-    """The image of `role`'s executable for `target`; ImageError if the plan needs an op
-    the runtime does not execute or has no such role."""
+def build_image(plan, role: str, target: str, cpu: CpuNeeds = CpuNeeds()) -> RoleImage:
+    """The image of `role`'s executable for `target`, its kernels built for the CPU `cpu`
+    describes; ImageError if the plan needs an op the runtime does not execute or has no
+    such role."""
     dep = plan.deployment
     learner = dep.learner
     k, s, m, n = learner.k, learner.s, learner.m, dep.owners
@@ -518,8 +530,8 @@ def build_image(plan, role: str, target: str) -> RoleImage:
     lines = checkpoint_lines(plan)
     spec = Path(dep.source_file or dep.name).stem
     version = (f"{executable_name(plan, role, target)}: deployment {dep.name}, role {role} of {n} "
-               f"owners, target {target}, protocol {plan.protocol_hex}, wire format "
-               f"{wire.WIRE_FORMAT}\n{mutant_note(plan)}")
+               f"owners, target {target}, cpu {cpu.label}, protocol {plan.protocol_hex}, "
+               f"wire format {wire.WIRE_FORMAT}\n{mutant_note(plan)}")
     return RoleImage(
         spec=spec, deployment=dep.name, role=role, target=target, protocol_id=plan.protocol_id,
         n=n, k=k, s=s, m=m, updates=dep.updates, rate=learner.rate,
@@ -533,4 +545,4 @@ def build_image(plan, role: str, target: str) -> RoleImage:
         block_words=layout.block_words,
         shared=tuple(int(j) for j in layout.replicated_state()) if layout.optimizer_state else (),
         state_alike=init.alike, samples=samples, initial=init.params, initial_state=init.state,
-        usage=usage_text(plan, role, target, role_v.owners), version=version)
+        usage=usage_text(plan, role, target, role_v.owners), version=version, cpu=cpu)

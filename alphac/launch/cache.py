@@ -5,9 +5,11 @@ Every build leaves a record of what it read beside the executable, `EXE.deps`: t
 of the compiler (its modules and the data shipped with them: grammar, std library,
 targets, runtime sources) and of each input file (the spec, every module it imports, the
 data files it loads). An executable is reused only if it exists, its metadata names the
-plan's protocol identity, role and target, and its record says that the compiler and every
-input still hash the same; files beside the spec that it does not import do not matter.
-Format (docs/launch.md): `alphac-deps 1`, `compiler SHA256`, then `file SHA256 PATH` lines.
+plan's protocol identity, role and target and the CPU the build asks for (level, LLVM cpu
+and features: a `host` build from another machine is rebuilt), and its record says that
+the compiler and every input still hash the same; files beside the spec that it does not
+import do not matter. Format (docs/launch.md): `alphac-deps 1`, `compiler SHA256`, then
+`file SHA256 PATH` lines.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import functools
 import hashlib
 from pathlib import Path
 
+from alphac.targets import levels, load_target
 from alphac.targets.elf import read_metadata
 from alphac.targets.target import TargetError
 
@@ -52,6 +55,11 @@ def data_files(dep) -> tuple[str, ...]:
     words are embedded in the executables but are not part of the protocol identity."""
     L = dep.learner
     return tuple(src for src in (L.samples.source, L.initial.source, L.initial_state.source) if src)
+
+
+def cpu_wanted(target: str, level: str) -> dict:
+    """The `cpu` record of an executable for `target` built at `level`, resolved here."""
+    return levels.record(levels.at_level(load_target(target), level))
 
 
 def inputs(spec_file: str | Path | None, data: tuple[str, ...] = ()) -> list[str]:
@@ -91,9 +99,10 @@ def _recorded(exe: Path) -> tuple[str, dict[str, str]] | None:
     return lines[1].split(" ", 1)[1], files
 
 
-def stale_reason(exe: str | Path, protocol_hex: str, role: str, target: str,
+def stale_reason(exe: str | Path, protocol_hex: str, role: str, target: str, cpu: dict,
                  spec_file: str | Path | None, data: tuple[str, ...] = ()) -> str | None:
-    """Why `exe` must be rebuilt, or None when it can be reused."""
+    """Why `exe` must be rebuilt, or None when it can be reused (`cpu`: the record
+    `cpu_wanted` gives for the level the build asks for)."""
     p = Path(exe)
     if not p.exists():
         return "missing"
@@ -105,6 +114,10 @@ def stale_reason(exe: str | Path, protocol_hex: str, role: str, target: str,
         return f"protocol {meta.get('protocol')} differs from the plan's {protocol_hex}"
     if meta.get("role") != role or meta.get("target") != target:
         return "built for another role or target"
+    if meta.get("cpu") != cpu:
+        built = meta.get("cpu") or {}
+        return (f"built for CPU level {built.get('level')} (LLVM cpu {built.get('llvm_cpu')}), "
+                f"not {cpu['level']} (LLVM cpu {cpu['llvm_cpu']})")
     recorded = _recorded(p)
     if recorded is None:
         return f"no record of its inputs ({deps_path(p).name})"

@@ -2,13 +2,15 @@
 
 The API other tools call (the CLI, the demo, the gate tests, benchmarks):
 
-    exes   = ensure_built(plan, out_dir)                  # {(role, target): Path}
+    exes   = ensure_built(plan, out_dir, cpu="host")      # {(role, target): Path}
     run    = run_plan(plan, exes, run_dir, updates=..)    # start owners, deadline, cleanup
     report = compare(plan, run, oracle, rounds)           # per-owner rows, word for word
     report = launch(dep, out_dir=.., rounds=..)           # all three
 
 Owners run on 127.0.0.1, each from its (role, target) executable, AArch64 ones under the
-target's runner (qemu-aarch64); results go to a fresh run directory every time.
+target's runner (qemu-aarch64); results go to a fresh run directory every time. Every owner
+runs on this machine, so the x86-64 kernels are built for its own CPU (level `host`)
+unless the caller asks for another level.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import hashlib
 import os
 import struct
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -57,14 +60,18 @@ def needed(dep) -> list[tuple[str, str]]:
     return out
 
 
-def ensure_built(plan, out_dir: str | Path, force: bool = False,
-                 log=None, progress=None) -> dict[tuple[str, str], Path]:
+LOCAL_CPU = "host"  # every owner of a launch runs on this machine
+
+
+def ensure_built(plan, out_dir: str | Path, force: bool = False, log=None,
+                 cpu: str = LOCAL_CPU, progress=None) -> dict[tuple[str, str], Path]:
     """Build each needed (role, target) into out_dir unless an up-to-date one is there
-    (alphac.driver.build); `log` hears why each one is built, `progress` how long it took.
-    A mutant's executables have their own names (`-mutant-NAME`) and identity, so they
-    never stand in for a normal build's, nor it for theirs."""
+    (alphac.driver.build), the kernels for the CPU level `cpu` (on targets that describe
+    it: AArch64 ones for its baseline); `log` hears why each one is built, `progress` how
+    long it took. A mutant's executables have their own names (`-mutant-NAME`) and
+    identity, so they never stand in for a normal build's, nor it for theirs."""
     from alphac import driver
-    from alphac.launch.cache import data_files, record_inputs, stale_reason
+    from alphac.launch.cache import cpu_wanted, data_files, record_inputs, stale_reason
 
     dep = plan.deployment
     out = Path(out_dir)
@@ -72,13 +79,15 @@ def ensure_built(plan, out_dir: str | Path, force: bool = False,
     exes: dict[tuple[str, str], Path] = {}
     for role, target in needed(dep):
         path = out / driver.executable_name(plan, role, target)
+        level = driver.cpu_level_for(target, cpu)
         why = "forced" if force else stale_reason(path, plan.protocol_hex, role, target,
+                                                  cpu_wanted(target, level),
                                                   dep.source_file or None, data_files(dep))
         if why is not None:
             if log:
                 log(f"build {path.name}: {why}")
             t0 = time.perf_counter()
-            path = driver.build(plan, role, target, out)
+            path = driver.build(plan, role, target, out, cpu=level)
             record_inputs(path, dep.source_file or None, data_files(dep))
             if progress is not None:
                 progress.built(path.name, time.perf_counter() - t0)
@@ -423,8 +432,10 @@ def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
            deadline_s: float = 120.0, timeout_ms: int | None = None, spec: str = "",
            plan=None, log=None, checkpoint_dir=None, resume=None,
            new_contract: bool = False, mutant: str | None = None,
-           transport: str | None = None, progress=None) -> LaunchReport:
-    """Plan, build what is missing, run every owner, evaluate the oracle, compare. With
+           transport: str | None = None, cpu: str = LOCAL_CPU, progress=None) -> LaunchReport:
+    """Plan, build what is missing (the x86-64 kernels for the CPU level `cpu`), run every
+    owner while the oracle evaluates beside them (a thread: the numba engine and numpy
+    release the interpreter's lock), compare. With
     `resume` (or the spec's resume declaration) every owner restores the checkpoint at that
     path, verified whole first, and the oracle continues from its words; `checkpoint_dir`
     overrides where the deployment's checkpoints go; `transport` is what the owners may use
@@ -446,22 +457,52 @@ def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
     if resume is None and declared is not None:
         resume, new_contract = declared.path, declared.mode == "new"
     start = resume_start(resume) if resume is not None else None
-    exes = ensure_built(plan, out_dir, log=log, progress=progress)
+    exes = ensure_built(plan, out_dir, log=log, cpu=cpu, progress=progress)
     if timeout_ms is None:
         # socket and connect bounds well inside the launch deadline, so owners refuse by
         # name before the launcher has to kill them
         timeout_ms = max(1000, min(30000, int(deadline_s * 1000 / 3)))
     args = run_arguments(checkpoint_dir, resume, new_contract)
+
+    # the oracle (and a mutant's) evaluates while the owners run
+    expected = Beside(lambda: _evaluate(dep, n, start, resume, new_contract))
+    as_mutant = Beside(lambda: _evaluate(dep, n, None, None, False, mutant)) if mutant else None
     run = run_plan(dep, exes, new_run_dir(out_dir, spec_stem(dep)), updates=rounds,
                    timeout_ms=timeout_ms, deadline_s=deadline_s, root=plan.tree.owner,
                    extra_argv={o: args for o in range(dep.owners)}, transport=transport,
                    progress=progress)
     if progress is not None:
         progress.say(f"comparing with the oracle's {n} updates")
-    oracle, refusal = _evaluate(dep, n, start, resume, new_contract)
+    oracle, refusal = expected.result()
     report = compare(plan, run, oracle, n, spec, refusal)
-    if mutant is None:
+    if as_mutant is None:
         return report
-    oracle, refusal = _evaluate(dep, n, None, None, False, mutant)
-    as_mutant = compare(plan, run, oracle, n, spec, refusal)
-    return replace(report, mutant=mutant, mutant_match=as_mutant.match or as_mutant.refusals_agree)
+    oracle, refusal = as_mutant.result()
+    theirs = compare(plan, run, oracle, n, spec, refusal)
+    return replace(report, mutant=mutant, mutant_match=theirs.match or theirs.refusals_agree)
+
+
+class Beside:
+    """`work()` in a daemon thread, started at once: the launcher's own work (the oracle)
+    beside the owners'. `result()` waits in short steps, so a signal still interrupts the
+    main thread; an interrupted launch leaves the thread to die with the process."""
+
+    def __init__(self, work):
+        self._done: list = []
+        self._thread = threading.Thread(target=self._run, args=(work,), daemon=True,
+                                        name="alphac-oracle")
+        self._thread.start()
+
+    def _run(self, work) -> None:
+        try:
+            self._done.append((work(), None))
+        except BaseException as exc:  # raised again in the waiting thread
+            self._done.append((None, exc))
+
+    def result(self):
+        while self._thread.is_alive():
+            self._thread.join(0.05)
+        value, exc = self._done[0]
+        if exc is not None:
+            raise exc
+        return value

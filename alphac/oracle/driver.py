@@ -6,9 +6,11 @@ program maps (parameters, state, mean, rate) to the next parameters and state. O
 with no samples contribute (+0.0, 0). The result lists every owner's words for the
 deployment's layout.
 
-Two engines run the programs: `scalar` (Python floats, one slot at a time) and `vector`
-(numpy over loop ranges and batches of samples). They give the same words; `auto` picks
-the scalar engine for small learners.
+Three engines run the programs: `scalar` (Python floats, one slot at a time), `vector`
+(numpy over loop ranges and batches of samples) and `numba` (each program lowered to a
+function numba compiles without fast-math, alphac/oracle/compiled.py). They give the same
+words and name the same refusals; `auto` picks the scalar engine for small learners, the
+vector one for mid-sized runs and numba for large ones, where its compilation pays.
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ from alphac.oracle.refusal import Refusal, Site
 from alphac.oracle.tree import combine_tree, leaves as tree_leaves
 from alphac.oracle.words import bits_of, digest, floats, to_float
 
-ENGINES = ("auto", "scalar", "vector")
+ENGINES = ("auto", "scalar", "vector", "numba")
 SCALAR_LIMIT = 50_000   # slot-words per update up to which `auto` walks with Python floats
+NUMBA_LIMIT = 50_000_000  # slot-words of all updates from which `auto` compiles with numba
 CHUNK_WORDS = 1 << 24   # slot-words per batch of samples on the vector engine
 
 
@@ -82,13 +85,15 @@ def _validate(dep: Deployment) -> None:
         raise Refusal("oracle-inconsistent", "; ".join(problems))
 
 
-def _choose(engine: str, L: Learner) -> str:
+def _choose(engine: str, L: Learner, rounds: int) -> str:
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, not {engine!r}")
     if engine != "auto":
         return engine
     work = (sum(L.samples.shares) + 1) * (2 * L.k + L.s + L.m + 1)
-    return "scalar" if work <= SCALAR_LIMIT else "vector"
+    if work <= SCALAR_LIMIT:
+        return "scalar"
+    return "numba" if work * rounds >= NUMBA_LIMIT else "vector"
 
 
 # ----------------------------------------------------------------------------- engines
@@ -157,6 +162,20 @@ def _contributions_vector(L: Learner, params: np.ndarray, samples: np.ndarray,
     return [accs[o] for o in sorted(accs)]
 
 
+def _contributions_numba(L: Learner, params: np.ndarray, samples: np.ndarray,
+                         u: int) -> list[np.ndarray]:
+    from alphac.oracle import compiled
+
+    owner, pos = _owner_of_rows(L.samples.shares)
+    return compiled.contributions(L, params, samples, owner, pos, u)
+
+
+def _update_numba(L: Learner, params, state, m_, rate: float, u: int):
+    from alphac.oracle import compiled
+
+    return compiled.update(L, params, state, m_, rate, u)
+
+
 def _update_scalar(L: Learner, params, state, m_, rate: float, u: int):
     slots = params.tolist() + state.tolist() + m_.tolist() + [rate]
     scalar.run_program(L.update, slots, Site(u, "update"))
@@ -174,6 +193,11 @@ def _update_vector(L: Learner, params, state, m_, rate: float, u: int):
                              "but the scalar engine found every value finite") from None
     out = store.rows(0, L.k + L.m)[:, 0].copy()
     return out[:L.k], out[L.k:]
+
+
+_ENGINES = {"scalar": (_contributions_scalar, _update_scalar),
+            "vector": (_contributions_vector, _update_vector),
+            "numba": (_contributions_numba, _update_numba)}
 
 
 # ----------------------------------------------------------------------------- driver
@@ -202,9 +226,7 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
     rounds = max(0, dep.updates - first) if rounds is None else rounds
     if rounds < 0:
         raise ValueError(f"rounds must be >= 0, not {rounds}")
-    kind = _choose(engine, L)
-    contributions = _contributions_scalar if kind == "scalar" else _contributions_vector
-    update = _update_scalar if kind == "scalar" else _update_vector
+    contributions, update = _ENGINES[_choose(engine, L, rounds)]
     root = combine_tree(dep.owners, dep.topology)
     order = tree_leaves(root)
     if sorted(order) != list(range(dep.owners)):

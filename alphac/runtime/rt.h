@@ -288,6 +288,9 @@ void rt_payload_digest(const uint64_t *payload, int64_t len, unsigned char out[3
 void rt_frame_tag(const struct rt *rt, int64_t peer, uint64_t seq, const uint64_t *header,
                   const unsigned char payload_digest[32], uint64_t checksum, uint64_t tag[TAG_WORDS]);
 
+/* -- cpu.c ----------------------------------------------------------------------------- */
+int rt_check_cpu(struct rt *rt);
+
 /* -- cli.c ----------------------------------------------------------------------------- */
 int rt_init(struct rt *rt, const uint64_t *image);
 int rt_parse_args(struct rt *rt, int argc, char **argv);
