@@ -253,7 +253,8 @@ def did_you_mean(name: str, choices) -> str | None:
     close = nearest(name, choices)
     if not close:
         return None
-    return "did you mean " + " or ".join(close) + "?"
+    listed = ", ".join(close[:-1]) + " or " + close[-1] if len(close) > 1 else close[0]
+    return f"did you mean {listed}?"
 
 
 def hinted(message: str, name: str, choices) -> str:

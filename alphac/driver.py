@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from alphac.diagnostics import CompileError, Diagnostic, DiagnosticBag, SourceCache
+from alphac.diagnostics import CompileError, Diagnostic, DiagnosticBag, SourceCache, hinted
 from alphac.ir.mutants import MUTANTS
 from alphac.targets.target import TargetError
 
@@ -214,7 +214,8 @@ def cpu_level_for(target: str, requested: str) -> str:
 
     known = cpu_levels()
     if requested not in known:
-        raise TargetError("unknown-cpu-level", f"unknown CPU level {requested!r}; levels: {', '.join(known)}")
+        raise TargetError("unknown-cpu-level", hinted(f"unknown CPU level {requested!r}; levels: "
+                                                      f"{', '.join(known)}", requested, known))
     return levels.level_for(load_target(target), requested)
 
 

@@ -148,6 +148,8 @@ FIXES = {
     "usage": "Correct the command line (EXE --help) or the peers file (one `OWNER HOST:PORT` "
              "line per owner).",
     "corrupt-executable": "Rebuild the executable.",
+    "cpu-unsupported": "Rebuild for a lower level (`alphac build --cpu baseline`), or run it on "
+                       "a CPU with the level's features.",
     "transport-unavailable": "Say shm (shared memory where it can be set up, else TCP) or tcp "
                              "for the pair in the peers file, or run both owners on one host.",
     "shm-segment": "Another process replaced or damaged the segment: rerun, and keep /dev/shm "
@@ -161,6 +163,8 @@ FIXES = {
     "checkpoint-version": "The checkpoint mixes parts of two runs: use another one.",
     "checkpoint-exists": "Give a fresh --checkpoint-dir; checkpoints are never overwritten.",
     # build and launch
+    "unknown-cpu-level": "Use a level the target describes: baseline, x86-64-v2, x86-64-v3, "
+                         "x86-64-v4 or host.",
     "unknown-target": "Use one of the targets listed (alphac/targets/*.toml).",
     "target-not-buildable": "Use a buildable target (x86_64, aarch64).",
     "bad-target-file": "Fix the target description: the message names the key.",

@@ -24,6 +24,8 @@ def test_nearest_keeps_only_the_closest():
     assert nearest("TargetArm64", ["TargetAArch64", "TargetX86_64", "TargetSM86"]) == ["TargetAArch64"]
     assert nearest("zzz", ["TargetAArch64"]) == []
     assert did_you_mean("roleOwner", ["roleName", "roleOwners"]) == "did you mean roleOwners?"
+    assert did_you_mean("x86-64-v5", ["x86-64-v2", "x86-64-v3", "x86-64-v4", "host"]) == (
+        "did you mean x86-64-v2, x86-64-v3 or x86-64-v4?")
 
 
 @pytest.fixture
