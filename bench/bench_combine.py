@@ -4,7 +4,7 @@ all_reduce(SUM) of float64 arrays of the same size.
 
 The learner is the smallest that puts k-word frames on the wire: k parameters in the
 indexed form, one sample per owner, c[i] = w[i] * x and w[i] := w[i] - rate * mean[i].
-Each update moves k + 1 words per tree edge, up then down (star and hierarchy:2), on 2, 4
+Each update moves k + 1 words per tree edge, up then down (star, hierarchy:2 and the sample tree), on 2, 4
 and 8 owners by default. Runs are timed without a key, and with one (every frame tagged
 with HMAC-SHA-256). Seconds per update = (T(N) - T(1)) / (N - 1), medians over the rounds,
 so process start-up and connection set-up cancel; wall time is the slowest owner's, CPU
@@ -82,7 +82,8 @@ def learner(k: int, owners: int) -> N.Learner:
 
 
 def deployment(k: int, owners: int, topology) -> N.Deployment:
-    name = f"combine_{'star' if isinstance(topology, N.Star) else 'hierarchy'}{owners}"
+    tree = {"Star": "star", "Hierarchy": "hierarchy", "SampleTree": "sampletree"}[type(topology).__name__]
+    name = f"combine_{tree}{owners}"
     return N.Deployment(name, learner(k, owners), owners, topology, N.Partitioning(),
                         (N.Role("coordinator", (0,)), N.Role("worker", tuple(range(1, owners)))),
                         ("x86_64",) * owners, 1, N.Contract(), N.Checkpoint(),
@@ -96,11 +97,16 @@ def solo(k: int) -> N.Deployment:
                         source_file="bench/combine_solo.alpha")
 
 
-def _deployments(k: int, owners: int):
-    return (deployment(k, owners, N.Star()), deployment(k, owners, N.Hierarchy(2)))
+def _deployments(k: int, owners: int, sample_tree: bool = True):
+    """The timed deployments (a baseline revision builds them without the sample tree,
+    which older trees do not have)."""
+    trees = (N.Star(), N.Hierarchy(2)) + ((N.SampleTree(),) if sample_tree else ())
+    return tuple(deployment(k, owners, t) for t in trees)
 
 
 def topology_name(dep) -> str:
+    if isinstance(dep.topology, N.SampleTree):
+        return "sample tree"
     return "star" if isinstance(dep.topology, N.Star) else f"hierarchy:{dep.topology.fanout}"
 
 
@@ -121,7 +127,7 @@ if os.path.exists(os.path.join(sys.argv[1], "alphac", "driver.py")):
 else:
     from alphac.codegen.build import build_executable as build
 out = {}
-for dep in bench._deployments(int(sys.argv[3]), int(sys.argv[5])):
+for dep in bench._deployments(int(sys.argv[3]), int(sys.argv[5]), sample_tree=False):
     p = plan(dep)
     pairs = sorted({(dep.role_of(o).name, dep.placement[o]) for o in range(dep.owners)})
     out[dep.name] = {f"{r} {t}": str(build(p, r, t, sys.argv[4] + "/" + dep.name)) for r, t in pairs}

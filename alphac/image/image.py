@@ -18,7 +18,8 @@ carries its sender's op index, and a receive op carries the index of the matchin
 (the j-th send of a kind from p to q matches the j-th receive of that kind at q from p).
 
 Expect: a receive of a sum carries the sample count the plan declares beneath it (the sum
-of the shares of the leaves whose contributions it holds; the receiver refuses another
+of the shares of the leaves whose contributions it holds; under the sample tree, the
+number of samples the value covers; the receiver refuses another
 count as `frame-count`), a send or receive of "prepared" the number of owners whose output
 digests it carries (the sender's subtree), of a checkpoint report its payload's words;
 other ops NO_EXPECT.
@@ -147,8 +148,11 @@ class RoleImage:
 
     @property
     def max_payload(self) -> int:
-        """The longest frame payload of the protocol: a register, or `small_payload`."""
-        regs = max([w for o in self.owners for w in o.reg_words] + [1]) + self.tag_words
+        """The longest frame payload of the protocol: a register sent or received, or
+        `small_payload` (a sample-block register, never sent, may be longer)."""
+        moved = (OP_CODE["send"], OP_CODE["recv"])
+        regs = max([o.reg_words[op[3] if op[0] == moved[0] else op[2]] for o in self.owners for op in o.ops
+                    if op[0] in moved] + [1]) + self.tag_words
         return max(regs, self.small_payload)
 
     def encode(self) -> bytes:
@@ -292,6 +296,8 @@ def expected_counts(protocols: tuple[OwnerProtocol, ...], shares, steps) -> dict
                     ready.append(waiting.pop((o, i)))
             elif op.kind == "local":
                 c[op.dst] = shares[o]
+            elif op.kind == "sample-block":
+                c[op.dst] = op.b
             elif op.kind == "combine":
                 a, b = c.get(op.a), c.get(op.b)
                 c[op.dst] = None if a is None or b is None else a + b

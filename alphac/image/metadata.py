@@ -18,6 +18,8 @@ def topology_tag(topology) -> str:
         return "star"
     if isinstance(topology, n.Hierarchy):
         return f"hierarchy:{topology.fanout}"
+    if isinstance(topology, n.SampleTree):
+        return "sample-tree"
     return "explicit"
 
 
