@@ -157,3 +157,39 @@ def test_anything_else_is_read_as_an_executable(tmp_path):
     out = inspect(str(p))
     assert out.exit_code == 1 and out.stderr.startswith("alphac: error[not-an-alphac-executable]: ")
     assert driver.path_kind(p) == "executable" and driver.path_kind(tmp_path) == "checkpoint"
+
+
+def test_an_output_file_decoded_and_exported(tmp_path):
+    import numpy as np
+
+    words = (0x3FD0000000000000, 0xBFE8000000000000)  # 0.25, -0.75
+    p = tmp_path / "out-0.bin"
+    p.write_bytes(encode_result(OwnerResult(0, 3, 7, words, (0x3FF0000000000000,))))
+    out = inspect(str(p), "--npy", str(tmp_path / "w.npy"))
+    assert out.exit_code == 0
+    assert out.stdout.splitlines()[-2:] == [
+        "  params 2 words: 0.25 (3fd0000000000000), -0.75 (bfe8000000000000)",
+        "  state  1 word: 1.0 (3ff0000000000000)"]
+    assert np.load(tmp_path / "w.npy").tolist() == [0.25, -0.75]
+    full = inspect(str(p), "--full").stdout.splitlines()
+    assert full[-2:] == ["  params 3fd0000000000000 bfe8000000000000", "  state  3ff0000000000000"]
+
+
+def test_the_logical_words_of_a_checkpoint_exported(tmp_path):
+    import numpy as np
+
+    out = inspect(str(FIXTURE), "--npy", str(tmp_path / "c.npy"))
+    assert out.exit_code == 0 and "logical words (version 2):" in out.stdout.splitlines()
+    want = driver.checkpoint_words(FIXTURE)["parameters"].view("<f8").tolist()
+    assert np.load(tmp_path / "c.npy").tolist() == want
+
+
+def test_npy_of_an_executable_is_refused(tmp_path):
+    from alphac.launch import session
+
+    spec = str(Path(__file__).resolve().parents[1] / "specs" / "lsq_plain_star.alpha")
+    exe = session.built("lsq_plain_star", session.deployment(spec))[("coordinator", "x86_64")]
+    out = inspect(str(exe), "--npy", str(tmp_path / "x.npy"))
+    assert out.exit_code == 1 and not (tmp_path / "x.npy").exists()
+    assert out.stderr == ("alphac: error[usage]: --npy exports the words of a checkpoint or an "
+                          "owner's output file\n")

@@ -151,9 +151,9 @@ def checkpoint_refused(exc) -> int:
 
 # ----------------------------------------------------------------------------- owner outputs
 
-def describe_output(path: str) -> dict:
-    """An owner's output file: owner, version, protocol, k, m and word counts; TargetError
-    (bad-output) when it does not follow the format."""
+def describe_output(path: str) -> tuple[dict, dict]:
+    """An owner's output file: owner, version, protocol, k, m and word counts, and its words
+    by region; TargetError (bad-output) when it does not follow the format."""
     import struct
 
     from alphac.launch.results import HEAD_WORDS_OWNED, ResultError, read_result
@@ -173,8 +173,8 @@ def describe_output(path: str) -> dict:
             "protocol": f"{r.protocol:016x}", "k": k, "m": m, "params": len(r.params),
             "state": len(r.state), "holds": "owned words" if owned else "every word",
             "param_coords": None if not owned else list(r.param_coords),
-            "state_offsets": None if not owned else list(r.state_offsets),
-            "words": decoded({"params": r.params, "state": r.state})}
+            "state_offsets": None if not owned else list(r.state_offsets)}, {
+            "params": r.params, "state": r.state}
 
 
 def decoded(regions: dict) -> dict:
@@ -207,30 +207,30 @@ def run(path: str, as_json: bool, full: bool = False, npy: str | None = None) ->
 
 def _run(path: str, full: bool, npy: str | None) -> int:
     kind = driver.path_kind(path)
+    words = None  # a checkpoint's or an output's words, by region
     try:
         if kind == "checkpoint":
-            s = driver.inspect_checkpoint(path)
-            s["words"] = decoded(_regions(driver.checkpoint_words(path)))
-            text = render_checkpoint
+            s, text = driver.inspect_checkpoint(path), render_checkpoint
+            words = _regions(driver.checkpoint_words(path))
         elif kind == "output":
-            s = describe_output(path)
-            text = render_output
+            (s, words), text = describe_output(path), render_output
         else:
-            s = summary(path)
-            text = render
+            s, text = summary(path), render
     except driver.CheckpointError as exc:
         return checkpoint_refused(exc)
     except driver.TargetError as exc:
         return stage_error(exc)
-    if npy is not None and not _export(kind, s, npy):
+    if npy is not None and not _export(words, npy):
         return 1
-    report.result(kind=kind, **s)
-    if not report.json_mode():
-        print(text(s))
-        if kind == "checkpoint":
-            print(f"logical words (version {s['version']}):")
-        for name, region in s.get("words", {}).items():
-            print("\n".join(lines(name, [int(h, 16) for h in region["hex"]], full)))
+    if report.json_mode():
+        report.result(kind=kind, **s, **({} if words is None else {"words": decoded(words)}),
+                      **({} if npy is None else {"npy": npy}))
+        return 0
+    print(text(s))
+    if kind == "checkpoint":
+        print(f"logical words (version {s['version']}):")
+    for name, region in (words or {}).items():
+        print("\n".join(lines(name, region, full)))
     return 0
 
 
@@ -238,18 +238,17 @@ def _regions(words: dict) -> dict:
     return {"params": words.get("parameters", ()), "state": words.get("state", ())}
 
 
-def _export(kind: str, s: dict, npy: str) -> bool:
+def _export(words: dict | None, npy: str) -> bool:
     """Write the parameter words to `npy` (float64, 1-D); False after reporting why not."""
     import numpy as np
 
-    if kind == "executable":
+    if words is None:
         error("usage", "--npy exports the words of a checkpoint or an owner's output file")
         return False
-    words = np.array([int(h, 16) for h in s["words"]["params"]["hex"]], dtype=np.uint64)
     try:
-        np.save(npy, words.view(np.float64), allow_pickle=False)
+        np.save(npy, np.asarray(words["params"], dtype=np.uint64).view(np.float64),
+                allow_pickle=False)
     except OSError as exc:
         error("io-error", f"{npy}: {exc.strerror or exc}")
         return False
-    s["npy"] = npy
     return True
