@@ -15,7 +15,7 @@ def main() -> None:
     """Compile a declarative spec of a distributed learner into native per-role executables.
 
     \b
-    alphac check SPEC              parse and check; every problem as FILE:LINE:COL: error[CODE]
+    alphac check SPEC|-            parse and check; every problem as FILE:LINE:COL: error[CODE]
     alphac plan SPEC               combine tree, phases, per-owner protocol and bytes
     alphac oracle SPEC [--resume CKPT]  independent binary64 evaluation of the declared order
     alphac build SPEC [--role R] [--target T] | --all
@@ -24,6 +24,9 @@ def main() -> None:
                                    an owner's output file
     alphac explain [CODE]          what a code means and how to fix it; every code by stage
     alphac clean [-o DIR]          remove DIR/runs/ and the executables built in DIR
+
+    Every --json prints one envelope {format, ok, diagnostics, refusals, ...}, on failure
+    too (docs/cli.md, docs/schemas/).
     """
 
 
