@@ -4,7 +4,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-APT_PACKAGES := qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross python3-venv
+APT_PACKAGES := qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross openmpi-bin libopenmpi-dev slurm-wlm \
+                python3-venv
 # The peers the benchmarks measure beside alphac, in their own virtual environment (alphac
 # itself stays in $(VENV)): torch's gloo, and Open MPI through mpi4py.
 BENCH_VENV := bench/.venv

@@ -157,10 +157,15 @@ RUNTIME = {
     "data-parallel-replica-version": "a contribution reads a read replica of another version than the update's",
     "data-parallel-replica-retained": "the version would advance while the read replica is still held",
     "owner-not-in-role": "the executable was started as an owner outside its role",
+    "owner-ambiguous": "two sources of the owner index (--owner, SLURM_PROCID, "
+                       "OMPI_COMM_WORLD_RANK) disagree",
+    "local-rank-mismatch": "an engine's rank of the owner on its node (SLURM_LOCALID, "
+                           "OMPI_COMM_WORLD_LOCAL_RANK) is not its place among the owners the "
+                           "node list or hostfile puts on that host",
     "output-exists": "the output path, its staged PATH.tmp or the commit record exists already; "
                      "results are never overwritten",
     # io-error (listed under SYNTAX) also names a file or socket the executable cannot use
-    "usage": "the command line or the peers file is malformed",
+    "usage": "the command line, the peers file, a node list or a hostfile is malformed",
     "corrupt-executable": "the executable's embedded op table holds an op kind it cannot run",
     "cpu-unsupported": "the executable's kernels were built for a CPU level (`alphac build --cpu`) "
                        "whose features this CPU lacks",
@@ -206,6 +211,12 @@ TOOLING = {
     "oracle-mismatch": "an owner's final words or version differ from the oracle's",
     "bad-output": "an owner exited 0 but its output file is missing or malformed",
     "run-not-committed": "the run ended without the root's commit record: no owner's output is published",
+    # qualify
+    "qualify-db": "the qualification tracker cannot be opened, read or written, or is not a "
+                  "tracker of the format this alphac writes",
+    # verify
+    "run-protocol-mismatch": "a run's commit record names another protocol identity or owner count "
+                             "than the spec's plan (`alphac verify` of another spec's run)",
     # any command
     "unknown-code": "`alphac explain` was given a code the catalogue does not list",
     "internal-error": "a stage failed with an unexpected exception (a bug in alphac); the message "

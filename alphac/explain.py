@@ -144,6 +144,10 @@ FIXES = {
     "data-parallel-replica-retained": "An internal runtime law: report it with the spec.",
     "owner-not-in-role": "Start the executable of the owner's role (`alphac inspect EXE` lists "
                          "its owners).",
+    "owner-ambiguous": "Give --owner only where the engine sets no rank, or the same index it "
+                       "sets (SLURM_PROCID, OMPI_COMM_WORLD_RANK).",
+    "local-rank-mismatch": "Start the owners as the emitted files do (`alphac launch --emit`): "
+                           "the node list or hostfile must place them as the engine does.",
     "output-exists": "Give a fresh --out path; results are never overwritten.",
     "usage": "Correct the command line (EXE --help) or the peers file (one `OWNER HOST:PORT` "
              "line per owner).",
@@ -188,6 +192,8 @@ FIXES = {
                        "with the spec (or, with --mutant, this is what is expected).",
     "bad-output": "Rerun the launch; an owner's output file is damaged.",
     "run-not-committed": "Read the root owner's refusal; nothing of the run is published.",
+    "qualify-db": "Give --db a tracker this alphac wrote, or a new path (it is created).",
+    "run-protocol-mismatch": "Verify the run against the spec it was built from.",
     "unknown-code": "Use a code `alphac explain` lists (the error suggests the nearest).",
     "internal-error": "Report it with the spec and the message: alphac itself failed.",
 }

@@ -20,7 +20,8 @@ SPEC = str(ROOT / "specs" / "lsq_plain_star.alpha")
 BAD = str(ROOT / "tests" / "errors" / "unknown-field.alpha")
 BAD_PLAN = str(ROOT / "tests" / "errors" / "combine-leaf-order.alpha")
 CKPT = str(ROOT / "tests" / "errors" / "checkpoints" / "lsq-star-v2")
-COMMANDS = ("check", "plan", "oracle", "build", "launch", "inspect", "explain", "clean")
+COMMANDS = ("check", "plan", "oracle", "build", "launch", "verify", "inspect", "qualify", "explain",
+            "clean")
 needs_qemu = pytest.mark.skipif(shutil.which("qemu-aarch64") is None, reason="qemu-aarch64 missing")
 
 
@@ -113,6 +114,8 @@ def test_build_launch_inspect_and_clean(tmp_path):
     assert validated("inspect", doc["executables"][0]["path"], status=0)["kind"] == "executable"
     doc = validated("launch", SPEC, "--rounds", "2", "-o", out, status=0)
     assert doc["match"] is True and Path(doc["run_dir"]).parent == Path(out) / "runs"
+    checked = validated("verify", doc["run_dir"], SPEC, status=0)
+    assert checked["match"] is True and checked["owners"][1]["params"] == doc["owners"][1]["params"]
     output = validated("inspect", str(Path(doc["run_dir"]) / "owner-1.out"), status=0)
     assert (output["kind"], output["version"], output["words"]["params"]["hex"]) == (
         "output", 2, doc["owners"][1]["params"])
@@ -128,4 +131,20 @@ def test_build_and_launch_failures(tmp_path):
     assert [r["code"] for r in doc["refusals"]] == ["unknown-role"]
     doc = validated("launch", BAD, "-o", out, status=1)
     assert [d["code"] for d in doc["diagnostics"]] == ["unknown-field"]
+    doc = validated("verify", str(tmp_path), BAD, status=1)
+    assert [d["code"] for d in doc["diagnostics"]] == ["unknown-field"]
     assert validated("clean", "-o", str(tmp_path / "none"), status=0)["removed"] == []
+
+
+def test_qualify_with_a_tracker_it_cannot_use(tmp_path, monkeypatch):
+    """The tracker's refusal in the envelope. The gate suite itself takes minutes, so a
+    stand-in for alphac.qualify.suite.qualify raises what the tracker raises."""
+    from alphac.qualify import suite
+    from alphac.qualify.tracker import TrackerError
+
+    def refuse(db, *args, **kwargs):
+        raise TrackerError(f"{db}: not a tracker")
+    monkeypatch.setattr(suite, "qualify", refuse)
+    db = tmp_path / "q.db"
+    doc = validated("qualify", "--db", str(db), "--specs", str(ROOT / "specs"), status=1)
+    assert doc["refusals"] == [{"code": "qualify-db", "message": f"{db}: not a tracker"}]
