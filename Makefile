@@ -1,8 +1,13 @@
 # alphac — the README's two commands are `make demo` and `make test`.
-PY ?= python3
-APT_PACKAGES := qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross openmpi-bin libopenmpi-dev slurm-wlm
+# Everything runs in a virtual environment, .venv/ (PEP 668: a Debian-managed interpreter
+# is never installed into); `make setup` makes it from the system's python3.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+APT_PACKAGES := qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross openmpi-bin libopenmpi-dev slurm-wlm \
+                python3-venv
 # The peers the benchmarks measure beside alphac, in their own virtual environment (alphac
-# itself stays in $(PY)'s): torch's gloo, and Open MPI through mpi4py.
+# itself stays in $(VENV)): torch's gloo, and Open MPI through mpi4py.
 BENCH_VENV := bench/.venv
 BENCH_APT_PACKAGES := openmpi-bin libopenmpi-dev
 # torch from its CPU wheel index: PyPI's Linux wheel pulls in the CUDA libraries as well.
@@ -13,10 +18,6 @@ DEMO_SPEC := specs/demo.alpha
 
 .PHONY: setup bench-peers demo test test-gpu bench size clean
 
-# pip refuses to install into a Debian-managed interpreter unless told to (PEP 668).
-PIP_FLAGS := $(shell $(PY) -c "import os, sysconfig; print('--break-system-packages' if os.path.exists(os.path.join(sysconfig.get_path('stdlib'), 'EXTERNALLY-MANAGED')) else '')" 2>/dev/null)
-
-# Idempotent: installs only what is missing.
 # Installs those of the Debian packages $(1) that are missing (through sudo unless root).
 define apt_install
 missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -27,12 +28,15 @@ if [ -n "$$missing" ]; then \
 fi
 endef
 
+# Idempotent: installs only what is missing (the Debian packages, the environment, the
+# project in it, editable, pointing at this tree).
 setup:
-	@$(call apt_install,$(APT_PACKAGES) $$($(PY) -m pip --version >/dev/null 2>&1 || echo python3-pip))
+	@$(call apt_install,$(APT_PACKAGES))
+	@[ -x $(PY) ] || (echo "setup: creating $(VENV)" && $(PYTHON) -m venv $(VENV))
 	@# the editable install must point at this tree (a clone elsewhere must not run another copy)
-	@cd / && $(PY) -c "import lark, click, llvmlite, elftools, numba, pytest, hypothesis, numpy, wheel" 2>/dev/null \
-	  && $(PY) -m pip show alphac 2>/dev/null | grep -qx "Editable project location: $(CURDIR)" \
-	  || (cd $(CURDIR) && $(PY) -m pip install -q $(PIP_FLAGS) -e '.[test]')
+	@cd / && $(abspath $(PY)) -c "import lark, click, llvmlite, elftools, numba, pytest, hypothesis, numpy, wheel, jsonschema" 2>/dev/null \
+	  && $(abspath $(PY)) -m pip show alphac 2>/dev/null | grep -qx "Editable project location: $(CURDIR)" \
+	  || (cd $(CURDIR) && $(PY) -m pip install -q -e '.[test]')
 
 demo: setup
 	$(PY) -m alphac.demo $(DEMO_SPEC)
@@ -49,7 +53,7 @@ test-gpu: setup
 bench-peers:
 	@$(call apt_install,$(BENCH_APT_PACKAGES))
 	@$(BENCH_VENV)/bin/python -c "import torch, mpi4py.MPI, numpy; assert torch.__version__.startswith('2.13.0')" 2>/dev/null \
-	  || ($(PY) -m venv $(BENCH_VENV) \
+	  || ($(PYTHON) -m venv $(BENCH_VENV) \
 	      && $(BENCH_VENV)/bin/pip install -q --index-url $(BENCH_TORCH_INDEX) $(BENCH_TORCH) \
 	      && $(BENCH_VENV)/bin/pip install -q $(BENCH_PIP_PACKAGES))
 
@@ -68,5 +72,6 @@ size:
 	  else printf '%-16s %6s\n' $$d "-"; fi; \
 	done; printf '%-16s %6d lines\n' total $$total
 
+# The environment stays (make setup would only make it again); `rm -rf .venv` removes it.
 clean:
 	rm -rf out build .pytest_cache .hypothesis

@@ -232,6 +232,10 @@ TOOLING = {
     # verify
     "run-protocol-mismatch": "a run's commit record names another protocol identity or owner count "
                              "than the spec's plan (`alphac verify` of another spec's run)",
+    # any command
+    "unknown-code": "`alphac explain` was given a code the catalogue does not list",
+    "internal-error": "a stage failed with an unexpected exception (a bug in alphac); the message "
+                      "names it",
 }
 
 CATALOGUE: dict[str, str] = {}

@@ -48,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _demo(args) -> int:
     from alphac import driver
-    from alphac.commands.launch import load, print_diagnostics, print_failures, table
+    from alphac.commands.launch import load, print_failures, table
+    from alphac.commands.report import diagnostics as print_diagnostics
     from alphac.diagnostics import CompileError
     from alphac.launch.launcher import LaunchError, ensure_built, launch
 

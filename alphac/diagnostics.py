@@ -53,6 +53,8 @@ class Diagnostic:
             "file": self.span.file,
             "line": self.span.line,
             "col": self.span.col,
+            "end_line": self.span.end_line or self.span.line,
+            "end_col": self.span.end_col or self.span.col,
             "notes": list(self.notes),
             "severity": self.severity,
         }
@@ -87,10 +89,11 @@ def sources_of(diagnostics) -> SourceCache:
     return cache
 
 
-def render_all(diagnostics, suppressed=None) -> str:
-    """Every diagnostic rendered with its source line and caret, in order, then the line
-    saying how many more were not kept (`suppressed`, by default the list's own)."""
-    cache = sources_of(diagnostics)
+def render_all(diagnostics, suppressed=None, sources: SourceCache | None = None) -> str:
+    """Every diagnostic rendered with its source line and caret (from `sources`, by default
+    the files read again), in order, then the line saying how many more were not kept
+    (`suppressed`, by default the list's own)."""
+    cache = sources_of(diagnostics) if sources is None else sources
     lines = [d.render(cache) for d in diagnostics]
     note = suppressed_note(getattr(diagnostics, "suppressed", {}) if suppressed is None else suppressed)
     if note:
@@ -217,3 +220,44 @@ class DiagnosticBag:
 
     def __bool__(self) -> bool:
         return bool(self.items)
+
+
+# ----------------------------------------------------------------------------- suggestions
+
+def edit_distance(a: str, b: str) -> int:
+    """Levenshtein distance: insertions, deletions and substitutions of one character."""
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i]
+        for j, cb in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
+        previous = current
+    return previous[-1]
+
+
+def nearest(name: str, choices, limit: int = 3) -> list[str]:
+    """The choices closest to `name` (ignoring case) and equally close, at most `limit`,
+    within a third of the longer name's length (at least 2 edits): what "did you mean"
+    offers."""
+    scored = []
+    for choice in set(choices):
+        d = edit_distance(name.lower(), choice.lower())
+        if d <= max(2, max(len(name), len(choice)) // 3) and choice != name:
+            scored.append((d, choice))
+    scored.sort()
+    return [choice for d, choice in scored[:limit] if d == scored[0][0]]
+
+
+def did_you_mean(name: str, choices) -> str | None:
+    """`did you mean X?` (or `X or Y?`) for the nearest choices, or None."""
+    close = nearest(name, choices)
+    if not close:
+        return None
+    listed = ", ".join(close[:-1]) + " or " + close[-1] if len(close) > 1 else close[0]
+    return f"did you mean {listed}?"
+
+
+def hinted(message: str, name: str, choices) -> str:
+    """`message` followed by `; did you mean X?` when a choice is close to `name`."""
+    hint = did_you_mean(name, choices)
+    return f"{message}; {hint}" if hint else message

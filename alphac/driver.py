@@ -1,7 +1,10 @@
 """The stages, one function each: what the commands, the launcher and the demo call.
 
+    spec_path(arg) -> str                           `-` names standard input
+    spec_files(path) -> list[str]                   the spec and every module it imports
     load(path) -> CheckedSpec                       parse, check, lower; CompileError
-    deployment(path) -> Deployment                  the file's one deployment; CompileError
+    deployment(path, name=None) -> Deployment       the file's deployment NAME, or its one;
+                                                    CompileError
     check(path) -> CheckResult                      the checker, then the planner on every
                                                     deployment: all diagnostics at once
     plan(dep, mutant=None) -> Plan                  CompileError; MutantError (a mutant that
@@ -25,8 +28,10 @@
                                                     facts; TargetError
     inspect_checkpoint(path) -> dict                a checkpoint directory, verified;
                                                     CheckpointError
+    checkpoint_words(path) -> dict                  its logical words by region, verified
     path_kind(path) -> str                          "checkpoint", "output" or "executable"
     buildable_targets(), target_names()             the targets known and those buildable
+    explain(code), explain_listing(), code_names()  `alphac explain`: the code catalogue
 
 The driver owns which stage runs after which and what each one is handed; it prints
 nothing and parses no command line (alphac.commands does both). Stages are imported when
@@ -44,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from alphac.diagnostics import CompileError, Diagnostic, DiagnosticBag, SourceCache
+from alphac.diagnostics import CompileError, Diagnostic, DiagnosticBag, SourceCache, hinted
 from alphac.ir.mutants import MUTANTS
 from alphac.targets.target import TargetError
 
@@ -79,6 +84,20 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def spec_path(arg: str) -> str:
+    """The spec a command line names: `-` is standard input (alphac.syntax.parse.STDIN)."""
+    from alphac.syntax.parse import STDIN
+
+    return STDIN if arg == "-" else arg
+
+
+def spec_files(path: str) -> list[str]:
+    """Every file a check of `path` reads: the spec and the modules it imports."""
+    from alphac.check import module_files
+
+    return module_files(path)
+
+
 def load(path: str) -> "CheckedSpec":
     """The checked spec of `path`; CompileError holding every checker diagnostic."""
     from alphac.check import load_spec
@@ -86,11 +105,17 @@ def load(path: str) -> "CheckedSpec":
     return load_spec(path)
 
 
-def deployment(path: str) -> "Deployment":
-    """The single deployment of `path`; CompileError (no-deployment if none or several)."""
+# The most updates a command line may ask for (--rounds): a typo of a few digits more must
+# not start a run that never ends.
+MAX_ROUNDS = 10**7
+
+
+def deployment(path: str, name: str | None = None) -> "Deployment":
+    """The deployment `name` of `path`, or its single one; CompileError (no-deployment if
+    none, or several and none is named)."""
     from alphac.check import load_deployment
 
-    return load_deployment(path)
+    return load_deployment(path, name)
 
 
 @dataclass(frozen=True)
@@ -189,7 +214,8 @@ def cpu_level_for(target: str, requested: str) -> str:
 
     known = cpu_levels()
     if requested not in known:
-        raise TargetError("unknown-cpu-level", f"unknown CPU level {requested!r}; levels: {', '.join(known)}")
+        raise TargetError("unknown-cpu-level", hinted(f"unknown CPU level {requested!r}; levels: "
+                                                      f"{', '.join(known)}", requested, known))
     return levels.level_for(load_target(target), requested)
 
 
@@ -302,6 +328,14 @@ def inspect_checkpoint(path: "str | os.PathLike") -> dict:
     return describe_checkpoint(path)
 
 
+def checkpoint_words(path: "str | os.PathLike") -> dict:
+    """A checkpoint's logical words by region ("parameters", "state"), as uint64 arrays,
+    after verifying it whole; CheckpointError."""
+    from alphac.checkpoint import logical_words, verify
+
+    return logical_words(path, verify(path))
+
+
 def path_kind(path: "str | os.PathLike") -> str:
     """What `alphac inspect PATH` looks at: "checkpoint" (a directory), "output" (a file
     starting with the ALHAOUT1 magic) or "executable" (anything else)."""
@@ -341,3 +375,24 @@ def target_names() -> tuple[str, ...]:
     from alphac.targets.target import target_names as names
 
     return names()
+
+
+def explain(code: str):
+    """The explanation of a catalogued code (alphac.explain.Explanation), or None."""
+    from alphac.explain import explain as find
+
+    return find(code)
+
+
+def explain_listing() -> str:
+    """Every catalogued code by stage, one line each."""
+    from alphac.explain import listing
+
+    return listing()
+
+
+def code_names() -> tuple[str, ...]:
+    """Every catalogued code."""
+    from alphac.codes import CATALOGUE
+
+    return tuple(CATALOGUE)

@@ -27,7 +27,7 @@ def spec(monkeypatch, tmp_path):
     deps = {"small.alpha": small_deployment(),
             "hier.alpha": small_deployment(topology=n.Hierarchy(2), stem="lsq_small_h",
                                            placement=("x86_64",) * 4)}
-    monkeypatch.setattr(alphac.driver, "deployment", lambda path: deps[Path(path).name])
+    monkeypatch.setattr(alphac.driver, "deployment", lambda path, name=None: deps[Path(path).name])
     return tmp_path / "small.alpha"
 
 
@@ -49,8 +49,8 @@ def test_build_all_names_every_executable(spec, tmp_path):
     result = build(str(spec), "--all", "-o", str(out))
     assert result.exit_code == 0, result.output + result.stderr
     names = sorted(p.name for p in out.iterdir())
-    assert names == ["lsq_small-coordinator-x86_64", "lsq_small-worker-aarch64",
-                     "lsq_small-worker-x86_64"]
+    exes = ["lsq_small-coordinator-x86_64", "lsq_small-worker-aarch64", "lsq_small-worker-x86_64"]
+    assert names == sorted(exes + [f"{e}.deps" for e in exes])  # each with its record of inputs
     lines = result.output.splitlines()
     assert len(lines) == 4 and lines[-1].startswith("built 3 executables in ")
     assert lines[1].startswith(f"built {out}/lsq_small-worker-aarch64  (aarch64, cpu baseline, static, ")
@@ -65,7 +65,7 @@ def test_builds_are_byte_identical(spec, tmp_path, monkeypatch):
     assert build(str(spec), "--all", "-o", str(a)).exit_code == 0
     monkeypatch.chdir(tmp_path)  # another working directory and output path
     assert build(str(spec), "--all", "-o", str(b)).exit_code == 0
-    for exe in sorted(a.iterdir()):
+    for exe in sorted(p for p in a.iterdir() if p.suffix != ".deps"):
         assert exe.read_bytes() == (b / exe.name).read_bytes(), exe.name
 
 
@@ -73,7 +73,8 @@ def test_one_role_one_target(spec, tmp_path):
     out = tmp_path / "o"
     result = build(str(spec), "--role", "coordinator", "--target", "x86_64", "-o", str(out))
     assert result.exit_code == 0, result.stderr
-    assert [p.name for p in out.iterdir()] == ["lsq_small-coordinator-x86_64"]
+    assert sorted(p.name for p in out.iterdir()) == ["lsq_small-coordinator-x86_64",
+                                                     "lsq_small-coordinator-x86_64.deps"]
     assert result.output.count("\n") == 1
 
 
@@ -134,7 +135,7 @@ def test_demo_spec_builds_reproducibly(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     assert build(str(spec), "--all", "-o", str(a)).exit_code == 0
     assert build(str(spec), "--all", "-o", str(b)).exit_code == 0
-    names = sorted(p.name for p in a.iterdir())
+    names = sorted(p.name for p in a.iterdir() if p.suffix != ".deps")
     assert {read_metadata(a / name)["target"] for name in names} == {"x86_64", "aarch64"}
     for name in names:
         assert (a / name).read_bytes() == (b / name).read_bytes()

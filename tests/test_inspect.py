@@ -69,10 +69,11 @@ def test_inspect_json_of_a_built_executable(built):
     assert got["machine"] == "EM_X86_64" and got["linking"] == "dynamic" and got["static"] is False
     assert got["size"] == exe.stat().st_size
     assert exe.name == "lsq_small-worker-x86_64"
-    assert {k: got[k] for k in ("format", "spec", "deployment", "role", "role_owners", "target",
-                                "triple", "owners", "topology", "protocol", "placement",
+    assert (got["format"], got["ok"], got["kind"]) == ("alphac-inspect-1", True, "executable")
+    assert {k: got[k] for k in ("metadata_format", "spec", "deployment", "role", "role_owners",
+                                "target", "triple", "owners", "topology", "protocol", "placement",
                                 "updates")} == {
-        "format": 1, "spec": "lsq_small", "deployment": "run_lsq_small", "role": "worker",
+        "metadata_format": 1, "spec": "lsq_small", "deployment": "run_lsq_small", "role": "worker",
         "role_owners": [1, 2, 3], "target": "x86_64", "triple": "x86_64-unknown-linux-gnu",
         "owners": 4, "topology": "star", "protocol": star.protocol_hex,
         "placement": ["x86_64", "aarch64", "x86_64", "aarch64"], "updates": 5}

@@ -46,6 +46,15 @@ def test_the_fixture_as_json():
         "sha256": manifest[10].split()[-1]}
     assert got["resumed_from"] is None
     assert got["verified"] == {"ok": True, "manifests": 1, "shards": 4, "fragments": 2, "hashes": 7}
+    assert (got.pop("format"), got.pop("ok"), got.pop("kind")) == ("alphac-inspect-1", True, "checkpoint")
+    assert {k: got.pop(k) for k in ("diagnostics", "refusals", "suppressed", "suppressed_codes")} == {
+        "diagnostics": [], "refusals": [], "suppressed": 0, "suppressed_codes": {}}
+    words = driver.checkpoint_words(FIXTURE)
+    assert got.pop("words") == {
+        "params": {"hex": [f"{w:016x}" for w in words["parameters"]],
+                   "values": list(words["parameters"].view("<f8"))},
+        "state": {"hex": [f"{w:016x}" for w in words["state"]],
+                  "values": list(words["state"].view("<f8"))}}
     assert got == driver.inspect_checkpoint(FIXTURE) | {"checkpoint": str(FIXTURE),
                                                         "manifest": str(FIXTURE / "manifest.txt")}
 
@@ -95,7 +104,9 @@ def test_a_checkpoint_that_does_not_verify_is_refused(tmp_path):
     (d / "shard-3.bin").unlink()
     shutil.copy(FIXTURE / "shard-0.bin", d / "shard-0.bin")
     out = inspect(str(d), "--json")
-    assert out.exit_code == 1 and out.stderr.startswith("alphac: error[checkpoint-shard-missing]: ")
+    doc = json.loads(out.stdout)
+    assert out.exit_code == 1 and out.stderr == "" and doc["ok"] is False
+    assert [r["code"] for r in doc["refusals"]] == ["checkpoint-shard-missing"]
     out = inspect(str(tmp_path))
     assert out.exit_code == 1 and out.stderr.startswith("alphac: error[checkpoint-manifest]: ")
 
@@ -115,14 +126,23 @@ def test_an_owner_output_file(tmp_path):
     p = tmp_path / "out-1.bin"
     p.write_bytes(encode_result(OwnerResult(1, 5, 0xABCDEF0123456789, (1, 2), (3, 4, 5))))
     got = json.loads(inspect(str(p), "--json").stdout)
-    assert got == {"output": str(p), "format": 1, "owner": 1, "version": 5,
-                   "protocol": "abcdef0123456789", "k": 2, "m": 3, "params": 2, "state": 3,
-                   "holds": "every word"}
+    assert {k: got[k] for k in ("format", "ok", "kind", "refusals")} == {
+        "format": "alphac-inspect-1", "ok": True, "kind": "output", "refusals": []}
+    assert {k: got[k] for k in ("output", "output_format", "owner", "version", "protocol", "k",
+                                "m", "params", "state", "holds", "param_coords", "words")} == {
+        "output": str(p), "output_format": 1, "owner": 1, "version": 5,
+        "protocol": "abcdef0123456789", "k": 2, "m": 3, "params": 2, "state": 3,
+        "holds": "every word", "param_coords": None,
+        "words": {"params": {"hex": ["0000000000000001", "0000000000000002"],
+                             "values": [5e-324, 1e-323]},
+                  "state": {"hex": ["0000000000000003", "0000000000000004", "0000000000000005"],
+                            "values": [1.5e-323, 2e-323, 2.5e-323]}}}
     owned = tmp_path / "out-2.bin"
     owned.write_bytes(encode_result(OwnerResult(2, 4, 7, (9,), (8, 7), (2,), (0, 2)), k=4, m=3))
     got = json.loads(inspect(str(owned), "--json").stdout)
-    assert (got["format"], got["k"], got["m"], got["params"], got["state"], got["holds"]) == (
+    assert (got["output_format"], got["k"], got["m"], got["params"], got["state"], got["holds"]) == (
         2, 4, 3, 1, 2, "owned words")
+    assert (got["param_coords"], got["state_offsets"]) == ([2], [0, 2])
     text = inspect(str(owned)).stdout
     assert "owner     2" in text and "learner   k 4 m 3" in text
     bad = tmp_path / "bad.bin"
@@ -137,3 +157,39 @@ def test_anything_else_is_read_as_an_executable(tmp_path):
     out = inspect(str(p))
     assert out.exit_code == 1 and out.stderr.startswith("alphac: error[not-an-alphac-executable]: ")
     assert driver.path_kind(p) == "executable" and driver.path_kind(tmp_path) == "checkpoint"
+
+
+def test_an_output_file_decoded_and_exported(tmp_path):
+    import numpy as np
+
+    words = (0x3FD0000000000000, 0xBFE8000000000000)  # 0.25, -0.75
+    p = tmp_path / "out-0.bin"
+    p.write_bytes(encode_result(OwnerResult(0, 3, 7, words, (0x3FF0000000000000,))))
+    out = inspect(str(p), "--npy", str(tmp_path / "w.npy"))
+    assert out.exit_code == 0
+    assert out.stdout.splitlines()[-2:] == [
+        "  params 2 words: 0.25 (3fd0000000000000), -0.75 (bfe8000000000000)",
+        "  state  1 word: 1.0 (3ff0000000000000)"]
+    assert np.load(tmp_path / "w.npy").tolist() == [0.25, -0.75]
+    full = inspect(str(p), "--full").stdout.splitlines()
+    assert full[-2:] == ["  params 3fd0000000000000 bfe8000000000000", "  state  3ff0000000000000"]
+
+
+def test_the_logical_words_of_a_checkpoint_exported(tmp_path):
+    import numpy as np
+
+    out = inspect(str(FIXTURE), "--npy", str(tmp_path / "c.npy"))
+    assert out.exit_code == 0 and "logical words (version 2):" in out.stdout.splitlines()
+    want = driver.checkpoint_words(FIXTURE)["parameters"].view("<f8").tolist()
+    assert np.load(tmp_path / "c.npy").tolist() == want
+
+
+def test_npy_of_an_executable_is_refused(tmp_path):
+    from alphac.launch import session
+
+    spec = str(Path(__file__).resolve().parents[1] / "specs" / "lsq_plain_star.alpha")
+    exe = session.built("lsq_plain_star", session.deployment(spec))[("coordinator", "x86_64")]
+    out = inspect(str(exe), "--npy", str(tmp_path / "x.npy"))
+    assert out.exit_code == 1 and not (tmp_path / "x.npy").exists()
+    assert out.stderr == ("alphac: error[usage]: --npy exports the words of a checkpoint or an "
+                          "owner's output file\n")

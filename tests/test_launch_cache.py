@@ -6,7 +6,8 @@ import time
 from pathlib import Path
 
 from alphac.launch import session
-from alphac.launch.cache import cpu_wanted, stale_reason
+from alphac.launch.cache import (compiler_digest, cpu_wanted, deps_path, inputs, record_inputs,
+                                 stale_reason)
 from alphac.targets.elf import read_metadata
 from alphac.launch.launcher import ensure_built
 
@@ -21,8 +22,7 @@ def _fresh_copy(tmp_path):
     exe = session.built("lsq_plain_star", dep)[("coordinator", "x86_64")]
     copy = tmp_path / exe.name
     shutil.copy2(exe, copy)
-    ahead = time.time() + 3600  # newer than the spec and every compiler module
-    os.utime(copy, (ahead, ahead))
+    shutil.copy2(deps_path(exe), deps_path(copy))
     return plan, copy
 
 
@@ -33,10 +33,22 @@ def test_metadata_names_protocol_role_and_target(tmp_path):
     assert (meta["role"], meta["target"], meta["owners"]) == ("coordinator", "x86_64", 4)
 
 
+def test_the_record_of_inputs_names_the_compiler_and_every_file_read(tmp_path):
+    plan, exe = _fresh_copy(tmp_path)
+    lines = deps_path(exe).read_text().splitlines()
+    assert lines[:2] == ["alphac-deps 1", f"compiler {compiler_digest()}"]
+    files = [line.split(" ", 2)[2] for line in lines[2:]]
+    assert files == inputs(SPEC)
+    assert str(Path(SPEC).resolve()) in files and str((SPECS / "Gates" / "Lsq.alpha").resolve()) in files
+    assert all(not f.endswith("lsq_plain_hierarchy.alpha") for f in files)
+
+
 def test_reuse_and_each_reason_to_rebuild(tmp_path):
     plan, exe = _fresh_copy(tmp_path)
     host = cpu_wanted("x86_64", "host")  # what a launch builds for
     args = (plan.protocol_hex, "coordinator", "x86_64", host, SPEC)
+    assert stale_reason(exe, *args) is None
+    os.utime(exe, (1, 1))  # the time of a file is not its content
     assert stale_reason(exe, *args) is None
     assert stale_reason(exe, "0" * 16, "coordinator", "x86_64", host, SPEC).startswith("protocol ")
     assert stale_reason(exe, plan.protocol_hex, "worker", "x86_64", host, SPEC) == \
@@ -52,14 +64,32 @@ def test_reuse_and_each_reason_to_rebuild(tmp_path):
     assert stale_reason(tmp_path / "text", *args) == "no .alphac metadata"
     data = tmp_path / "samples.npy"
     data.write_bytes(b"")
+    assert stale_reason(exe, *args, (str(data),)) == f"{data.resolve()} is a new input"
+    record_inputs(exe, SPEC, (str(data),))
     assert stale_reason(exe, *args, (str(data),)) is None
-    later = time.time() + 7200  # a data file the executable embeds, edited after the build
-    os.utime(data, (later, later))
-    assert stale_reason(exe, *args, (str(data),)) == f"older than its data file {data}"
-    assert stale_reason(exe, *args, (str(tmp_path / "gone.npy"),)) == \
-        f"cannot read its data file {tmp_path / 'gone.npy'}"
-    os.utime(exe, (1, 1))
-    assert stale_reason(exe, *args) == "older than the spec or the compiler"
+    data.write_bytes(b"x")  # a data file the executable embeds, edited after the build
+    assert stale_reason(exe, *args, (str(data),)) == f"{data.resolve()} changed"
+    data.unlink()
+    assert stale_reason(exe, *args, (str(data),)).startswith("cannot read its input ")
+    deps_path(exe).write_text("alphac-deps 1\ncompiler " + "0" * 64 + "\n")
+    assert stale_reason(exe, *args) == "the compiler changed"
+    deps_path(exe).unlink()
+    assert stale_reason(exe, *args) == f"no record of its inputs ({exe.name}.deps)"
+
+
+def test_an_unrelated_file_beside_the_spec_does_not_make_it_stale(tmp_path):
+    shutil.copytree(SPECS / "Gates", tmp_path / "Gates")
+    spec = tmp_path / "star.alpha"
+    spec.write_text(Path(SPEC).read_text())
+    plan, exe = _fresh_copy(tmp_path)
+    record_inputs(exe, spec)
+    args = (plan.protocol_hex, "coordinator", "x86_64", cpu_wanted("x86_64", "host"), spec)
+    (tmp_path / "other.alpha").write_text("value k : Nat = 1\n")
+    (tmp_path / "Gates" / "Unused.alpha").write_text("value j : Nat = 1\n")
+    assert stale_reason(exe, *args) is None
+    lsq = tmp_path / "Gates" / "Lsq.alpha"
+    lsq.write_text(lsq.read_text() + "\n-- an edit of an imported module\n")
+    assert stale_reason(exe, *args) == f"{lsq.resolve()} changed"
 
 
 def test_data_files_are_the_loaded_sources(tmp_path):

@@ -42,8 +42,9 @@ def test_launch_json_has_the_oracle_keys_plus_match_and_measured_bytes(tmp_path)
     assert q.returncode == 0, q.stderr
     want = json.loads(q.stdout)
     assert got["match"] is True
-    assert set(got) == set(want) | {"match"}
-    for key in set(want) - {"owners", "protocol"}:
+    assert set(got) == set(want) | {"match", "run_dir"}
+    assert (got["format"], want["format"]) == ("alphac-launch-1", "alphac-oracle-1")
+    for key in set(want) - {"owners", "protocol", "format"}:
         assert got[key] == want[key], key
     # the oracle is independent of the planner and may leave the protocol out (null)
     from alphac.check import load_deployment
@@ -64,16 +65,11 @@ def test_launch_json_has_the_oracle_keys_plus_match_and_measured_bytes(tmp_path)
         connections = g.pop("connections")
         assert [(c["peer"], c["transport"]) for c in connections] == [(p, used) for p in peers[g["owner"]]]
         assert g == w
-    # the second launch reuses the executables and writes to a fresh run directory (dated
-    # ahead so that no concurrent edit of a compiler module makes them stale)
-    import time
-
-    ahead = time.time() + 3600
-    for f in tmp_path.iterdir():
-        if f.is_file():
-            os.utime(f, (ahead, ahead))
+    # the second launch reuses the executables (their inputs hash the same) and writes to a
+    # fresh run directory
     before = {f: f.stat().st_mtime_ns for f in tmp_path.iterdir() if f.is_file()}
-    assert len(before) == 3  # coordinator-x86_64, worker-aarch64, worker-x86_64
+    # coordinator-x86_64, worker-aarch64, worker-x86_64, each with its record of inputs
+    assert sorted(f.suffix for f in before) == ["", "", "", ".deps", ".deps", ".deps"]
     p2 = _run("-m", "alphac", "launch", spec, "-o", str(tmp_path))
     assert p2.returncode == 0, p2.stderr
     assert "build" not in p2.stderr
@@ -101,14 +97,16 @@ def test_ctrl_c_on_launch_leaves_no_owner_behind(tmp_path):
 
     from alphac.launch import session
 
-    # executables built beforehand, dated ahead so the launch starts owners at once
+    # executables built beforehand, with their records of inputs, so the launch starts owners
+    # at once
+    from alphac.launch.cache import deps_path
+
     dep = session.deployment(str(ROOT / "specs/lsq_plain_hierarchy.alpha"))
     for exe in session.built("lsq_plain_hierarchy", dep).values():
-        target = tmp_path / exe.name
-        shutil.copy2(exe, target)
-        os.utime(target, (time.time() + 3600,) * 2)
+        shutil.copy2(exe, tmp_path / exe.name)
+        shutil.copy2(deps_path(exe), deps_path(tmp_path / exe.name))
     p = subprocess.Popen([sys.executable, "-m", "alphac", "launch",
-                          "specs/lsq_plain_hierarchy.alpha", "--rounds", str(10**9),
+                          "specs/lsq_plain_hierarchy.alpha", "--rounds", str(10**7),
                           "-o", str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     owners: list[int] = []

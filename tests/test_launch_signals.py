@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from alphac.launch.cache import deps_path
 from alphac.launch.runner import (Interrupted, die_with_parent, interrupt_status,
                                   interruptible)
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "specs/lsq_plain_hierarchy.alpha"  # four owners, x86-64 and AArch64
 AARCH64 = shutil.which("qemu-aarch64") and shutil.which("aarch64-linux-gnu-gcc")
-AHEAD = 3600  # prebuilt executables are dated ahead, so a launch reuses them
 
 
 # --- processes --------------------------------------------------------------------------
@@ -145,7 +145,7 @@ def _out_with(tmp: Path, exes: dict) -> Path:
     out.mkdir()
     for exe in exes.values():
         shutil.copy2(exe, out / exe.name)
-        os.utime(out / exe.name, (time.time() + AHEAD,) * 2)
+        shutil.copy2(deps_path(exe), deps_path(out / exe.name))
     return out
 
 
@@ -164,7 +164,7 @@ def _message(sig: int) -> str:
                          ids=lambda s: signal.Signals(s).name)
 def test_a_signal_while_owners_run_leaves_no_owner(tmp_path, x86_spec, x86_exes, sig):
     out = _out_with(tmp_path, x86_exes)
-    cmd = Command(tmp_path, "launch", str(x86_spec), "--rounds", str(10**9), "-o", str(out))
+    cmd = Command(tmp_path, "launch", str(x86_spec), "--rounds", str(10**7), "-o", str(out))
     owners = _wait_for(lambda: (lambda o: o if len(o) == 4 else None)(_owners(out)), 60)
     assert owners, cmd.err()
     assert "build" not in cmd.err()  # the prebuilt executables were reused
@@ -190,7 +190,7 @@ def test_aarch64_owners_under_qemu_die_with_the_launcher(tmp_path, sig):
 
     exes = session.built("lsq_plain_hierarchy", session.deployment(str(SPEC)))
     out = _out_with(tmp_path, exes)
-    cmd = Command(tmp_path, "launch", str(SPEC), "--rounds", str(10**9), "-o", str(out))
+    cmd = Command(tmp_path, "launch", str(SPEC), "--rounds", str(10**7), "-o", str(out))
     owners = _wait_for(lambda: (lambda o: o if len(o) == 4 else None)(_owners(out)), 60)
     assert owners, cmd.err()
     under_qemu = [p for p in owners if os.path.basename(_argv(p)[0]) == "qemu-aarch64"]
@@ -227,7 +227,7 @@ def _assert_build_left_nothing(out: Path, cache: Path, tmp: Path):
                          ids=["SIGTERM-start", "SIGTERM-cc", "SIGHUP-cc", "SIGINT-cc"])
 def test_a_signal_while_launch_builds_leaves_nothing(tmp_path, x86_spec, sig, when):
     out = tmp_path / "out"
-    cmd, cache, tmp = _start_build(tmp_path, "launch", str(x86_spec), "-o", str(out))
+    cmd, cache, tmp = _start_build(tmp_path, "launch", str(x86_spec), "--progress", "-o", str(out))
     assert _wait_for(lambda: "alphac: build " in cmd.err(), 60), cmd.err()
     if when == "in cc":  # the C compiler of the runtime is running
         assert _wait_for(lambda: _working_in(tmp), 30), cmd.err()
@@ -343,7 +343,7 @@ def test_sigterm_while_planning_in_process(tmp_path, monkeypatch, capsys, defaul
     from alphac import driver
     from alphac.commands import launch as launch_command
 
-    def deployment(spec):
+    def deployment(spec, name=None):
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(5)
         raise AssertionError("not interrupted")

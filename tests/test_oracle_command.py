@@ -26,8 +26,8 @@ def spec(monkeypatch, tmp_path):
     path.write_text("-- a spec\nvalue broken : Nat = \n")
     box = {"dep": gate("adam", updates=2)}
 
-    def load(p):
-        assert p == str(path)
+    def load(p, name=None):
+        assert p == str(path) and name is None
         if isinstance(box["dep"], Exception):
             raise box["dep"]
         return box["dep"]
@@ -40,7 +40,8 @@ def test_json_lists_every_owner_with_hex_words_version_and_digest(spec):
     out = CliRunner().invoke(main, ["oracle", path, "--json"])
     assert out.exit_code == 0, out.output
     doc = json.loads(out.output)
-    assert list(doc) == ["spec", "deployment", "rounds", "protocol", "owners"]
+    assert list(doc) == ["format", "ok", "diagnostics", "refusals", "suppressed",
+                         "suppressed_codes", "spec", "deployment", "rounds", "protocol", "owners"]
     assert (doc["spec"], doc["deployment"], doc["rounds"], doc["protocol"]) == (
         path, "lsq_adam_indexed", 2, plan(box["dep"]).protocol_hex)
     assert len(doc["protocol"]) == 16 and int(doc["protocol"], 16) == plan(box["dep"]).protocol_id
@@ -69,7 +70,7 @@ def test_rounds_override_and_initial_words(spec):
 def test_table(spec):
     path, box = spec
     box["dep"] = gate("momentum", updates=1)
-    out = CliRunner().invoke(main, ["oracle", path])
+    out = CliRunner().invoke(main, ["oracle", path, "--full"])
     assert out.exit_code == 0
     lines = out.output.splitlines()
     r = evaluate(box["dep"])

@@ -102,12 +102,14 @@ def test_json_has_the_documented_keys_and_the_same_protocols(good):
     res = invoke(good, "--json")
     assert res.exit_code == 0, res.output
     data = json.loads(res.output)
-    assert sorted(data) == ["contract", "deliveries", "deployment", "format", "learner", "owners",
-                            "partitioning", "per_owner", "protocol", "reduce", "replicate", "sample_tree",
-                            "shard_maps", "topology", "tree"]
+    assert sorted(data) == ["contract", "deliveries", "deployment", "diagnostics", "format",
+                            "learner", "ok", "owners", "partitioning", "per_owner", "protocol",
+                            "reduce", "refusals", "replicate", "sample_tree", "shard_maps",
+                            "suppressed", "suppressed_codes", "topology", "tree"]
+    assert (data["ok"], data["diagnostics"], data["refusals"]) == (True, [], [])
     assert data["sample_tree"] is None  # a hierarchy: the tree over owners is the combine
     p = plan_spec(good)
-    assert data["format"] == "alphac-plan-1" and data["protocol"] == p.protocol_hex
+    assert data["format"] == "alphac-plan-2" and data["protocol"] == p.protocol_hex
     assert data["tree"]["leaf_order"] == [0, 1, 3, 4, 2, 5, 6]
     assert data["tree"]["nodes"][-1] == {"id": 12, "name": "b5", "kind": "branch", "owner": 0,
                                          "left": 6, "right": 11}

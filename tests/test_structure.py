@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "alphac"
 
 # Lowest first: a stage may import itself and the stages before it. `resources` finds the
 # package's data files; `runtime` holds the runtime's C sources (package data).
-ORDER = ["codes", "wire", "resources", "diagnostics", "ir", "checkpoint", "syntax", "check", "plan", "oracle", "image",
+ORDER = ["codes", "wire", "resources", "diagnostics", "explain", "ir", "checkpoint", "syntax", "check", "plan", "oracle", "image",
          "codegen", "runtime", "targets", "driver", "launch", "qualify", "commands", "demo", "__main__"]
 RANK = {stage: i for i, stage in enumerate(ORDER)}
 ROOT = "alphac"  # the package itself (its version): below every stage, imports nothing

@@ -9,7 +9,7 @@ from alphac.check.lower import DEPLOYMENT, LEARNER, RESUME, Lowering
 from alphac.check.modules import World
 from alphac.check.shapes import LOCAL_CORRELATION, NAMED, lower_named
 from alphac.check.values import Evaluator, VObj
-from alphac.diagnostics import CompileError, Diagnostic, DiagnosticBag, SourceCache, Span
+from alphac.diagnostics import CompileError, Diagnostic, DiagnosticBag, SourceCache, Span, hinted
 from alphac.ir import nodes as ir
 
 # The syntax stage bounds tree depth (syntax/parse.py MAX_DEPTH); checking recurses a few
@@ -102,6 +102,14 @@ def _attach_resumes(lowering: Lowering, resumes, lowered: dict[int, int], refuse
         deployments[index] = replace(dep, resume=resume)
 
 
+def module_files(path: str) -> list[str]:
+    """The files a check of `path` reads: the file and every module it imports (the
+    prelude and std modules included), found as the checker finds them, parsed only."""
+    world = World(DiagnosticBag(), SourceCache())
+    world.load_root(path)
+    return sorted(world.by_file)
+
+
 def load_spec(path: str) -> ir.CheckedSpec:
     """The checked spec of `path`; raises CompileError holding every diagnostic."""
     spec, diagnostics, _ = check_file(path)
@@ -110,12 +118,23 @@ def load_spec(path: str) -> ir.CheckedSpec:
     return spec
 
 
-def load_deployment(path: str) -> ir.Deployment:
-    """The file's single deployment; CompileError(no-deployment) if it has none or several."""
+def load_deployment(path: str, name: str | None = None) -> ir.Deployment:
+    """The file's deployment named `name`, or its single one; CompileError(no-deployment) if
+    it has none, several and none is named, or none of that name."""
     spec = load_spec(path)
-    if len(spec.deployments) != 1:
-        found = len(spec.deployments)
-        raise CompileError(Diagnostic(
-            "no-deployment", f"{path} defines {found} deployments; exactly one is needed here",
-            Span(path, 1, 1)))
-    return spec.deployments[0]
+    deps = spec.deployments
+    names = [d.name for d in deps]
+    if name is not None:
+        if name in names:
+            return deps[names.index(name)]
+        raise CompileError(Diagnostic("no-deployment", hinted(
+            f"{path} defines no deployment named {name}", name, names), Span(path, 1, 1),
+            (f"its deployments: {', '.join(names) or 'none'}",)))
+    if len(deps) == 1:
+        return deps[0]
+    if not deps:
+        raise CompileError(Diagnostic("no-deployment", f"{path} defines 0 deployments; exactly "
+                                      "one is needed here", Span(path, 1, 1)))
+    raise CompileError(Diagnostic(
+        "no-deployment", f"{path} defines {len(deps)} deployments; name one with --deployment NAME",
+        deps[1].span, (f"its deployments: {', '.join(names)}",)))

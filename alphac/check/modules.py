@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from alphac.diagnostics import CompileError, DiagnosticBag, SourceCache, Span
+from alphac.diagnostics import CompileError, DiagnosticBag, SourceCache, Span, did_you_mean
 from alphac.resources import data_path
 from alphac.syntax import ast
 from alphac.syntax.parse import parse_text, read_source
@@ -23,6 +23,20 @@ DEFAULT_STD = data_path("alphac", "std")
 
 def std_root() -> Path:
     return Path(os.environ.get("ALPHAC_STD") or DEFAULT_STD)
+
+
+SUGGEST_DEPTH = 3  # how deep "did you mean" looks for modules (A.B.C is A/B/C.alpha)
+
+
+def known_modules(beside: str) -> list[str]:
+    """The modules an import could name, for "did you mean": the std library's and those
+    beside `beside`, at most SUGGEST_DEPTH directories down."""
+    found = []
+    for base in (std_root(), Path(beside).parent):
+        for depth in range(1, SUGGEST_DEPTH + 1):
+            found += [".".join(p.relative_to(base).with_suffix("").parts)
+                      for p in base.glob("/".join(["*"] * depth) + ".alpha")]
+    return found
 
 
 @dataclass(frozen=True)
@@ -79,6 +93,8 @@ class World:
         self.sources = sources
         self.modules: dict[str, ModuleInfo] = {}
         self.by_file: dict[str, ModuleInfo] = {}
+        # modules with an import that failed: their unknown names are that error's follow-ons
+        self.broken: set[str] = set()
 
     # ------------------------------------------------------------------ loading
     def _parse(self, path: str) -> ast.Module | None:
@@ -151,16 +167,22 @@ class World:
                     continue
                 path = self._find(item.name, info.file, info.name)
                 if path is None:
-                    self.bag.error("unknown-module",
-                                   f"no module {item.name} in the std library or beside {info.file}",
-                                   item.span,
-                                   [f"looked for {Path(*item.name.split('.')).with_suffix('.alpha')}"])
+                    self._unknown_module(info, item)
                     continue
                 loaded = self._load_module(item.name, path, item.span)
                 if loaded is not None:
                     pending.append(loaded)
         for info in self.modules.values():
             info.visible = self._closure(info)
+
+    def _unknown_module(self, info: ModuleInfo, item: ast.Import) -> None:
+        hint = did_you_mean(item.name, known_modules(info.file))
+        self.bag.error("unknown-module",
+                       f"no module {item.name} in the std library or beside {info.file}", item.span,
+                       [f"looked for {Path(*item.name.split('.')).with_suffix('.alpha')}"]
+                       + ([hint] if hint else [])
+                       + ["names it would define are not reported as unknown"])
+        self.broken.add(info.name)
 
     def _load_module(self, name: str, path: str, where: Span) -> ModuleInfo | None:
         if path in self.by_file:
@@ -277,11 +299,35 @@ class World:
                     self.bag.error("ambiguous-name", f"{name} is defined in {where}", span,
                                    ["qualify it with its module name"])
                 return None
-        if report:
+        if report and not self.unknown_is_follow_on(info):
             code = "unknown-type" if kind == "families" else "unknown-name"
             what = {"families": "family", "ctors": "constructor", "values": "value"}[kind]
-            self.bag.error(code, f"no {what} named {name} is in scope", span)
+            self.bag.error(code, f"no {what} named {name} is in scope", span,
+                           self.suggestions(info, name, (kind,)))
         return None
+
+    def family_schema(self, key: str) -> FamilySchema | None:
+        """The family of a type key `Module.Name`, or None (not a family)."""
+        module, _, name = key.rpartition(".")
+        home = self.modules.get(module)
+        return home.families.get(name) if home is not None else None
+
+    def unknown_is_follow_on(self, info: ModuleInfo) -> bool:
+        """Whether an unknown name in `info` may be what a failed import would define."""
+        return any(m in self.broken for m in info.visible or [info.name])
+
+    def in_scope(self, info: ModuleInfo, kinds) -> set[str]:
+        """Every name of the given kinds `info` sees unqualified."""
+        names: set[str] = set()
+        for m in info.visible or [info.name]:
+            for kind in kinds:
+                names |= set(getattr(self.modules[m], kind))
+        return names
+
+    def suggestions(self, info: ModuleInfo, name: str, kinds) -> list[str]:
+        """The "did you mean" note for a name not in scope, or none."""
+        hint = did_you_mean(name.rpartition(".")[2], self.in_scope(info, kinds))
+        return [hint] if hint else []
 
     def ambiguous(self, info: ModuleInfo, name: str) -> bool:
         """Whether `name` is a value or constructor of several modules `info` imports."""

@@ -15,7 +15,7 @@ import numpy as np
 
 from alphac.check import words as W
 from alphac.check.modules import CtorSchema, FieldSchema, ModuleInfo, World
-from alphac.diagnostics import NO_SPAN, Span
+from alphac.diagnostics import NO_SPAN, Span, did_you_mean, nearest
 from alphac.syntax import ast
 
 NAT, BOOL, STRING, U64 = "Std.Core.Nat", "Std.Core.Bool", "Std.Core.String", "Std.Core.StdU64"
@@ -24,6 +24,7 @@ UNIVERSE = "Type"
 MAX_NAT = 1 << 62
 MAX_ITEMS = 1 << 20  # the most items a list of anything but words may hold
 MAX_OWNERS = 1 << 16  # the most owners a deployment may have (docs/language.md)
+FEW_CHOICES = 8  # an unknown name lists its family's constructors when there are this few
 
 
 class _Any:
@@ -343,8 +344,10 @@ class Evaluator:
                 return params[e.name]
             got = self.value_of(info, e.name, e.span)
             if got is None:
-                if self.world.lookup(info, e.name, "values", e.span, report=False) is None:
-                    self.bag.error("unknown-name", f"no Nat value named {e.name} is in scope", e.span)
+                if (self.world.lookup(info, e.name, "values", e.span, report=False) is None
+                        and not self.world.unknown_is_follow_on(info)):
+                    self.bag.error("unknown-name", f"no Nat value named {e.name} is in scope", e.span,
+                                   self.world.suggestions(info, e.name, ("values",)))
                 return None
             v, ty = got
             if not isinstance(v, VNat):
@@ -427,10 +430,22 @@ class Evaluator:
             self.world.lookup(info, e.name, "values", e.span)  # reports ambiguous-name
             return None
         if ctor is None:
-            self.bag.error("unknown-name", f"no value or constructor named {e.name} is in scope",
-                           e.span)
+            if not self.world.unknown_is_follow_on(info):
+                self.bag.error("unknown-name", f"no value or constructor named {e.name} is in "
+                               "scope", e.span, self._name_notes(info, e.name, ty))
             return None
         return self._construct(info, ast.Construct(e.name, (), e.span), ty, ctor[1], bare=True)
+
+    def _name_notes(self, info: ModuleInfo, name: str, ty: Ty) -> list[str]:
+        """A "did you mean" among the constructors of the expected family (else every value
+        and constructor in scope), and the family's constructors when they are few."""
+        schema = self.world.family_schema(ty.key)
+        choices = [c.name for c in schema.ctors] if schema is not None else []
+        hint = did_you_mean(name, choices) if choices else None
+        notes = [hint] if hint else self.world.suggestions(info, name, ("values", "ctors"))
+        if 1 < len(choices) <= FEW_CHOICES:
+            notes.append(f"{schema.name} is one of: {', '.join(choices)}")
+        return notes
 
     def _check_nat(self, info: ModuleInfo, e: ast.Expr):
         if isinstance(e, ast.IntLit):
@@ -597,11 +612,11 @@ class Evaluator:
         params = {name: arg for (name, _), arg in zip(schema.params, ty.args)}
         given: dict[str, object] = {}
         ok = True
+        unknown: list[ast.FieldInit] = []
         for init in e.fields:
             fs = ctor.field(init.name)
             if fs is None:
-                self.bag.error("unknown-field", f"{ctor.name} has no field {init.name}", init.span,
-                               [f"its fields: {', '.join(f.name for f in ctor.fields) or 'none'}"])
+                unknown.append(init)
                 ok = False
                 continue
             if init.name in given:
@@ -616,11 +631,14 @@ class Evaluator:
             v = self.check(info, init.value, fty)
             ok = ok and v is not None
             given[init.name] = v
+        open_fields = [f.name for f in ctor.fields if f.name not in given]
         for fs in ctor.fields:
             if fs.name not in given and fs.default is not None:
                 given[fs.name] = self.default_of(ctor, fs)  # None: reported at the default
                 ok = ok and given[fs.name] is not None
         missing = [f.name for f in ctor.fields if f.name not in given]
+        meant = self._unknown_fields(ctor, unknown, open_fields, missing)
+        missing = [name for name in missing if name not in meant]
         if missing:
             notes = [f"a bare {ctor.name} gives only the fields that have defaults; write "
                      f"{ctor.name} {{ {missing[0]} = ..., ... }}"] if bare else []
@@ -629,6 +647,22 @@ class Evaluator:
                            f"{', '.join(missing)}", e.span, notes)
             ok = False
         return VObj(ty.key, ctor.name, given, e.span, ty.args, complete=ok)
+
+    def _unknown_fields(self, ctor, unknown, open_fields: list[str], missing: list[str]) -> set[str]:
+        """Report each unknown field with the field it most likely meant: the nearest one
+        not given, or the only field missing when one unknown field stands for it. The
+        fields meant, which are then not also reported missing."""
+        meant: set[str] = set()
+        names = ", ".join(f.name for f in ctor.fields) or "none"
+        for init in unknown:
+            close = nearest(init.name, [n for n in open_fields if n not in meant], 1)
+            if not close and len(unknown) == 1 and len(missing) == 1:
+                close = missing
+            meant.update(close)
+            self.bag.error("unknown-field", f"{ctor.name} has no field {init.name}", init.span,
+                           ([f"did you mean {close[0]}?"] if close else [])
+                           + [f"its fields: {names}"])
+        return meant
 
 
 def _a(noun: str) -> str:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import click
 
 from alphac import __version__
-from alphac.commands import build, check, inspect, launch, oracle, plan, qualify, verify
+from alphac.commands import (build, check, clean, explain, inspect, launch, oracle, plan, qualify,
+                             verify)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -15,7 +16,7 @@ def main() -> None:
     """Compile a declarative spec of a distributed learner into native per-role executables.
 
     \b
-    alphac check SPEC              parse and check; every problem as FILE:LINE:COL: error[CODE]
+    alphac check SPEC|-            parse and check; every problem as FILE:LINE:COL: error[CODE]
     alphac plan SPEC               combine tree, phases, per-owner protocol and bytes
     alphac oracle SPEC [--resume CKPT]  independent binary64 evaluation of the declared order
     alphac build SPEC [--role R] [--target T] | --all
@@ -26,10 +27,15 @@ def main() -> None:
                                    --report, --html FILE: the recorded runs
     alphac inspect EXE|CKPT|OUT    an executable's embedded plan; a checkpoint, verified;
                                    an owner's output file
+    alphac explain [CODE]          what a code means and how to fix it; every code by stage
+    alphac clean [-o DIR]          remove DIR/runs/ and the executables built in DIR
+
+    Every --json prints one envelope {format, ok, diagnostics, refusals, ...}, on failure
+    too (docs/cli.md, docs/schemas/).
     """
 
 
-for _module in (check, plan, oracle, build, launch, verify, inspect, qualify):
+for _module in (check, plan, oracle, build, launch, verify, inspect, qualify, explain, clean):
     main.add_command(_module.command)
 
 __all__ = ["main"]

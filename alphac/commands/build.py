@@ -11,10 +11,11 @@ import time
 import click
 
 from alphac import driver
-from alphac.commands.report import diagnostics as print_diagnostics
+from alphac.commands import report
 from alphac.commands.report import error as _error
 from alphac.commands.report import interrupted, stage_error
-from alphac.diagnostics import CompileError
+from alphac.diagnostics import CompileError, hinted
+from alphac.launch.cache import data_files, record_inputs
 
 
 EPILOG = """\b
@@ -44,15 +45,19 @@ def mutant_help(what: str) -> str:
                    "cpu-unsupported on a CPU lacking the level's features. AArch64 kernels are "
                    "built for its baseline.")
 @click.option("--mutant", type=click.Choice(list(driver.MUTANTS)), default=None, help=mutant_help("Build"))
+@click.option("--deployment", "deployment", default=None, metavar="NAME",
+              help="The deployment to build, where SPEC declares several.")
+@click.option("--json", "as_json", is_flag=True, help="The executables built, as JSON.")
 def command(spec: str, role: str | None, target: str | None, build_all: bool, out_dir: str,
-            cpu: str, mutant: str | None) -> None:
+            cpu: str, mutant: str | None, deployment: str | None, as_json: bool) -> None:
     """Compile SPEC into native executables, one per role and target."""
     from alphac.launch.runner import interruptible
 
     # this process is the command: a compiler it started gets SIGTERM too (see run)
     with interruptible(forward=True):
         try:
-            status = run(spec, role, target, build_all, out_dir, cpu, mutant)
+            status = report.reported("build", as_json, lambda: run(
+                spec, role, target, build_all, out_dir, cpu, mutant, deployment))
         except KeyboardInterrupt as exc:  # before or after run's own handling
             status = interrupted(exc)
     sys.exit(status)
@@ -74,11 +79,13 @@ def select_pairs(dep, role: str | None, target: str | None, build_all: bool) -> 
     """The pairs a command line asks for; TargetError for an unknown role or target."""
     roles = [r.name for r in dep.roles]
     if role is not None and role not in roles:
-        raise driver.TargetError("unknown-role", f"unknown role {role!r}; roles: {', '.join(roles)}")
+        raise driver.TargetError("unknown-role", hinted(f"unknown role {role!r}; roles: "
+                                                        f"{', '.join(roles)}", role, roles))
     buildable = driver.buildable_targets()
     if target is not None and target not in buildable:
         code = "target-not-buildable" if target in driver.target_names() else "unknown-target"
-        raise driver.TargetError(code, f"unknown target {target!r}; targets: {', '.join(buildable)}"
+        raise driver.TargetError(code, hinted(f"unknown target {target!r}; targets: "
+                                              f"{', '.join(buildable)}", target, buildable)
                                  if code == "unknown-target" else
                                  f"target {target!r} cannot be built yet; targets: {', '.join(buildable)}")
     if build_all:
@@ -90,16 +97,16 @@ def select_pairs(dep, role: str | None, target: str | None, build_all: bool) -> 
             if (role is None or r == role) and (target is None or t == target)]
 
 
-def load_plan(spec: str, mutant: str | None = None):
+def load_plan(spec: str, mutant: str | None = None, name: str | None = None):
     """The checked deployment's plan (its executed mutant's, if given), or None after
     printing why not."""
     try:
-        return driver.plan(driver.deployment(spec), mutant)
+        return driver.plan(driver.deployment(spec, name), mutant)
     except ImportError as exc:
         _error("build-usage", f"a stage is missing from this installation ({exc})")
         return None
     except CompileError as exc:
-        print_diagnostics(exc)
+        report.diagnostics(exc)
         return None
     except driver.MutantError as exc:
         _error(exc.code, exc.message)
@@ -107,14 +114,14 @@ def load_plan(spec: str, mutant: str | None = None):
 
 
 def run(spec: str, role: str | None, target: str | None, build_all: bool, out_dir: str,
-        cpu: str = "baseline", mutant: str | None = None) -> int:
+        cpu: str = "baseline", mutant: str | None = None, name: str | None = None) -> int:
     """The build with its exit status; SIGINT, SIGTERM and SIGHUP are handled like Ctrl-C
     from the first step to the last, and the previous handlers restored afterwards."""
     from alphac.launch.runner import Interrupted, interruptible
 
     with interruptible() as interrupts:
         try:
-            status = _run(spec, role, target, build_all, out_dir, cpu, mutant)
+            status = _run(spec, role, target, build_all, out_dir, cpu, mutant, name)
         except KeyboardInterrupt as exc:
             return interrupted(exc)
         except Exception:
@@ -127,14 +134,14 @@ def run(spec: str, role: str | None, target: str | None, build_all: bool, out_di
 
 
 def _run(spec: str, role: str | None, target: str | None, build_all: bool, out_dir: str,
-         cpu: str, mutant: str | None) -> int:
+         cpu: str, mutant: str | None, name: str | None) -> int:
     if not build_all and role is None and target is None:
         _error("build-usage", "give --role ROLE and/or --target TARGET, or --all")
         return 2
     if build_all and (role is not None or target is not None):
         _error("build-usage", "--all builds every (role, target); give it alone")
         return 2
-    the_plan = load_plan(spec, mutant)
+    the_plan = load_plan(spec, mutant, name)
     if the_plan is None:
         return 1
     try:
@@ -148,16 +155,23 @@ def _run(spec: str, role: str | None, target: str | None, build_all: bool, out_d
                if target is None else f"no owner is placed on {target!r}")
         return 1
     start = time.perf_counter()
+    built: list[dict] = []
+    report.result(executables=built)
     try:
         for r, t in pairs:
             t0 = time.perf_counter()
             exe = driver.build(the_plan, r, t, out_dir, cpu=cpus[t])
+            record_inputs(exe, the_plan.deployment.source_file or None, data_files(the_plan.deployment))
             info = driver.describe(exe)
-            linking = "static" if info["static"] else "dynamic"
-            print(f"built {exe}  ({t}, cpu {info['metadata']['cpu']['level']}, {linking}, "
-                  f"{info['size']} bytes, {time.perf_counter() - t0:.2f} s)")
+            built.append({"path": str(exe), "role": r, "target": t, "static": info["static"],
+                          "cpu": info["metadata"]["cpu"]["level"], "size": info["size"],
+                          "seconds": round(time.perf_counter() - t0, 3)})
+            if not report.json_mode():
+                print(f"built {exe}  ({t}, cpu {built[-1]['cpu']}, "
+                      f"{'static' if info['static'] else 'dynamic'}, {info['size']} bytes, "
+                      f"{built[-1]['seconds']:.2f} s)")
     except CompileError as exc:
-        print_diagnostics(exc)
+        report.diagnostics(exc)
         return 1
     except ImportError as exc:
         _error("build-usage", f"code generation is missing from this installation ({exc})")
@@ -167,6 +181,6 @@ def _run(spec: str, role: str | None, target: str | None, build_all: bool, out_d
         return 1
     except Exception as exc:  # a stage's one-line error (targets, image)
         return stage_error(exc)
-    if len(pairs) > 1:
+    if len(pairs) > 1 and not report.json_mode():
         print(f"built {len(pairs)} executables in {time.perf_counter() - start:.2f} s")
     return 0

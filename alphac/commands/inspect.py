@@ -6,33 +6,44 @@
   regions, manifest tree, shards and fragments and what it resumed from, after verifying
   every hash as a restore does (docs/checkpoints.md); a checkpoint that does not verify
   prints its refusal and exits 1;
-- an owner's output file (ALHAOUT1): its owner, version, protocol, k, m and word counts.
+- an owner's output file (ALHAOUT1): its owner, version, protocol, k, m and its words,
+  decoded (decimal and hex).
+
+A checkpoint's and an output's words are summarised (every word with --full); `--npy FILE`
+writes the parameter words (a checkpoint's logical parameters, or those an output holds)
+as a 1-D float64 .npy file.
 """
 
 from __future__ import annotations
 
-import json
+import math
 import sys
 
 import click
 
 from alphac import driver
+from alphac.commands import report
 from alphac.commands.report import error, stage_error
-from alphac.diagnostics import render_all
+from alphac.commands.words import decimal, hex_word, lines
 
 
 @click.command("inspect")
 @click.argument("path", type=str)
 @click.option("--json", "as_json", is_flag=True, help="As JSON.")
-def command(path: str, as_json: bool) -> None:
+@click.option("--full", is_flag=True, help="Every word of a checkpoint or output (default: a summary).")
+@click.option("--npy", "npy", default=None, metavar="FILE",
+              help="Write the parameter words of a checkpoint or output to FILE (.npy, float64).")
+def command(path: str, as_json: bool, full: bool, npy: str | None) -> None:
     """Show what an executable, a checkpoint directory or an owner's output file holds."""
-    sys.exit(run(path, as_json))
+    sys.exit(run(path, as_json, full, npy))
 
 
 def summary(path: str) -> dict:
-    """The embedded metadata plus `machine`, `linking`, `static` and `size`; TargetError."""
+    """The embedded metadata (its `format` as `metadata_format`) plus `machine`, `linking`,
+    `static` and `size`; TargetError."""
     info = driver.describe(path)
     out = dict(info["metadata"])
+    out["metadata_format"] = out.pop("format", None)
     out.update({
         "executable": str(path),
         "machine": info["machine"],
@@ -131,7 +142,7 @@ def checkpoint_refused(exc) -> int:
     """A checkpoint that does not verify: a malformed manifest as its located diagnostic,
     anything else as one line (with the manifest's line when it names one)."""
     if exc.code == "checkpoint-manifest" and exc.line > 0:
-        print(render_all([exc.diagnostic()]), file=sys.stderr)
+        report.located([exc.diagnostic()])
     else:
         where = f"{exc.path}:{exc.line}: " if exc.line > 0 and exc.path else ""
         error(exc.code, where + exc.message)
@@ -140,9 +151,9 @@ def checkpoint_refused(exc) -> int:
 
 # ----------------------------------------------------------------------------- owner outputs
 
-def describe_output(path: str) -> dict:
-    """An owner's output file: owner, version, protocol, k, m and word counts; TargetError
-    (bad-output) when it does not follow the format."""
+def describe_output(path: str) -> tuple[dict, dict]:
+    """An owner's output file: owner, version, protocol, k, m and word counts, and its words
+    by region; TargetError (bad-output) when it does not follow the format."""
     import struct
 
     from alphac.launch.results import HEAD_WORDS_OWNED, ResultError, read_result
@@ -158,9 +169,24 @@ def describe_output(path: str) -> dict:
     fmt = struct.unpack_from("<Q", head, 8)[0]
     owned = r.param_coords is not None
     k, m = struct.unpack_from("<2Q", head, 40) if owned else (len(r.params), len(r.state))
-    return {"output": str(path), "format": fmt, "owner": r.owner, "version": r.version,
+    return {"output": str(path), "output_format": fmt, "owner": r.owner, "version": r.version,
             "protocol": f"{r.protocol:016x}", "k": k, "m": m, "params": len(r.params),
-            "state": len(r.state), "holds": "owned words" if owned else "every word"}
+            "state": len(r.state), "holds": "owned words" if owned else "every word",
+            "param_coords": None if not owned else list(r.param_coords),
+            "state_offsets": None if not owned else list(r.state_offsets)}, {
+            "params": r.params, "state": r.state}
+
+
+def decoded(regions: dict) -> dict:
+    """Each region's words as 16-digit hex and as the binary64 values they are (null for a
+    word that is not a finite number, which JSON cannot write)."""
+    return {name: {"hex": [hex_word(w) for w in words], "values": [_value(w) for w in words]}
+            for name, words in regions.items()}
+
+
+def _value(w: int) -> float | None:
+    v = float(decimal(w))
+    return v if math.isfinite(v) else None
 
 
 def render_output(o: dict) -> str:
@@ -171,28 +197,58 @@ def render_output(o: dict) -> str:
         ("protocol", o["protocol"]),
         ("learner", f"k {o['k']} m {o['m']}"),
         ("words", f"{o['params']} parameter and {o['state']} state words ({o['holds']}, "
-                  f"format {o['format']})"),
+                  f"format {o['output_format']})"),
     ])
 
 
-def run(path: str, as_json: bool) -> int:
+def run(path: str, as_json: bool, full: bool = False, npy: str | None = None) -> int:
+    return report.reported("inspect", as_json, lambda: _run(path, full, npy))
+
+
+def _run(path: str, full: bool, npy: str | None) -> int:
     kind = driver.path_kind(path)
+    words = None  # a checkpoint's or an output's words, by region
     try:
         if kind == "checkpoint":
-            s = driver.inspect_checkpoint(path)
-            text = render_checkpoint
+            s, text = driver.inspect_checkpoint(path), render_checkpoint
+            words = _regions(driver.checkpoint_words(path))
         elif kind == "output":
-            s = describe_output(path)
-            text = render_output
+            (s, words), text = describe_output(path), render_output
         else:
-            s = summary(path)
-            text = render
+            s, text = summary(path), render
     except driver.CheckpointError as exc:
         return checkpoint_refused(exc)
     except driver.TargetError as exc:
         return stage_error(exc)
-    if as_json:
-        print(json.dumps(s, indent=2, sort_keys=True, ensure_ascii=False))
-    else:
-        print(text(s))
+    if npy is not None and not _export(words, npy):
+        return 1
+    if report.json_mode():
+        report.result(kind=kind, **s, **({} if words is None else {"words": decoded(words)}),
+                      **({} if npy is None else {"npy": npy}))
+        return 0
+    print(text(s))
+    if kind == "checkpoint":
+        print(f"logical words (version {s['version']}):")
+    for name, region in (words or {}).items():
+        print("\n".join(lines(name, region, full)))
     return 0
+
+
+def _regions(words: dict) -> dict:
+    return {"params": words.get("parameters", ()), "state": words.get("state", ())}
+
+
+def _export(words: dict | None, npy: str) -> bool:
+    """Write the parameter words to `npy` (float64, 1-D); False after reporting why not."""
+    import numpy as np
+
+    if words is None:
+        error("usage", "--npy exports the words of a checkpoint or an owner's output file")
+        return False
+    try:
+        np.save(npy, np.asarray(words["params"], dtype=np.uint64).view(np.float64),
+                allow_pickle=False)
+    except OSError as exc:
+        error("io-error", f"{npy}: {exc.strerror or exc}")
+        return False
+    return True

@@ -1,15 +1,18 @@
 """`alphac launch SPEC`: build if needed (the x86-64 kernels for this machine's CPU unless
 --cpu says otherwise), run every owner on 127.0.0.1, compare with the oracle.
 
-Prints the table (owner, role, target, transport, version, digest, oracle) or, with --json,
-the keys of `alphac oracle --json` plus `match` per owner and at the top, and per owner
-`transport`, `connections` and its measured `persistent_bytes` and `peak_bytes` (its
-`--stats`). Exit 0 only if every owner matched; a failed owner's stderr is shown on stderr.
-With `--mutant NAME` the owners are an executed mutant's executables: every owner should
-mismatch the declared program's oracle, and a note says whether they computed the oracle's
-evaluation of the mutant. With `--emit slurm|mpirun` it runs nothing: it builds into -o DIR
-(the x86-64 kernels for the baseline CPU) and writes the files an existing engine starts
-the owners from (alphac.launch.emit), and prints what it wrote. The spec is loaded through
+Prints the table (owner, role, target, transport, version, digest, oracle), the words of
+each distinct digest (a summary; every word with --full) and the run directory, or, with
+--json, the keys of `alphac oracle --json` plus `match` per owner and at the top, `run_dir`,
+and per owner `transport`, `connections` and its measured `persistent_bytes` and
+`peak_bytes` (its `--stats`). On a terminal it shows what it is doing on stderr
+(alphac.launch.progress) unless --quiet. Exit 0 only if every owner matched; a failed
+owner's stderr is shown on stderr. With `--mutant NAME` the owners are an executed mutant's
+executables: every owner should mismatch the declared program's oracle, and a note says
+whether they computed the oracle's evaluation of the mutant. With `--emit slurm|mpirun` it
+runs nothing: it builds into -o DIR (the x86-64 kernels for the baseline CPU) and writes
+the files an existing engine starts the owners from (alphac.launch.emit), and prints what
+it wrote. The spec is loaded through
 alphac.driver; running the owners is alphac.launch's (which builds through the driver).
 Ctrl-C, SIGTERM and SIGHUP stop the launch in any phase, every owner first (exit 128 +
 the signal's number).
@@ -17,15 +20,15 @@ the signal's number).
 
 from __future__ import annotations
 
-import json
 import sys
 
 import click
 
 from alphac import driver
+from alphac.commands import report
 from alphac.commands.build import mutant_help
-from alphac.commands.report import diagnostics as print_diagnostics
 from alphac.commands.report import error, interrupted, stage_error
+from alphac.commands.words import lines
 from alphac.diagnostics import CompileError
 from alphac.launch.emit import DEFAULT_BASE_PORT, ENGINES
 from alphac.launch.runner import TRANSPORTS
@@ -41,9 +44,14 @@ partial executable is left, and the status is 128 + the signal's number: 130,
 
 @click.command("launch", epilog=EPILOG)
 @click.argument("spec", type=str)
-@click.option("--rounds", type=click.IntRange(min=0), default=None,
-              help="Number of updates (default: the deployment's).")
+@click.option("--rounds", type=click.IntRange(min=0, max=driver.MAX_ROUNDS), default=None,
+              help=f"Number of updates (default: the deployment's; at most {driver.MAX_ROUNDS}).")
+@click.option("--deployment", "deployment", default=None, metavar="NAME",
+              help="The deployment to run, where SPEC declares several.")
 @click.option("--json", "as_json", is_flag=True, help="The result table as JSON.")
+@click.option("--full", is_flag=True, help="Every word of each owner (default: a summary).")
+@click.option("--quiet", is_flag=True, help="No progress on stderr (default: shown on a terminal).")
+@click.option("--progress", is_flag=True, help="Progress on stderr even when it is not a terminal.")
 @click.option("-o", "--output", "out_dir", default="out", show_default=True,
               help="Directory for executables and results.")
 @click.option("--checkpoint-dir", type=click.Path(file_okay=False), default=None,
@@ -53,9 +61,11 @@ partial executable is left, and the status is 128 + the signal's number: 130,
 @click.option("--new-contract", is_flag=True,
               help="With --resume: start a new contract on the checkpoint's state (another owner "
                    "count or tree); without it the checkpoint's order of operations must be this one's.")
-@click.option("--timeout", type=float, default=120.0, show_default=True,
-              help="Seconds before every owner is stopped (with --emit: the owners' own bound on "
-                   "connecting and each frame is a third of it, at most 30 s, as in a local launch).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=120.0,
+              show_default=True,
+              help="Seconds before every owner is stopped, above 0 (with --emit: the owners' own "
+                   "bound on connecting and each frame is a third of it, at most 30 s, as in a "
+                   "local launch).")
 @click.option("--mutant", type=click.Choice(list(driver.MUTANTS)), default=None,
               help=mutant_help("Run") + " Every owner is then expected to mismatch (exit 1).")
 @click.option("--transport", type=click.Choice(TRANSPORTS), default=None,
@@ -78,12 +88,14 @@ partial executable is left, and the status is 128 + the signal's number: 130,
 @click.option("--native", multiple=True, type=click.Choice(list(driver.target_names())),
               help="With --emit: owners on this target run without its runner (qemu-aarch64), on nodes "
                    "of that instruction set. Repeatable.")
-def command(spec: str, rounds: int | None, as_json: bool, out_dir: str, checkpoint_dir: str | None,
+def command(spec: str, rounds: int | None, deployment: str | None, as_json: bool, full: bool,
+            quiet: bool, progress: bool, out_dir: str, checkpoint_dir: str | None,
             resume: str | None, new_contract: bool, timeout: float, mutant: str | None,
             transport: str | None, cpu: str, emit: str | None, base_port: int | None,
             hosts: str | None, native: tuple[str, ...]) -> None:
     """Build if needed, run every owner on 127.0.0.1, compare each with the oracle; or, with
     --emit, write the files Slurm or mpirun runs them from."""
+    from alphac.launch.progress import Progress
     from alphac.launch.runner import interruptible
 
     if new_contract and resume is None:
@@ -101,28 +113,33 @@ def command(spec: str, rounds: int | None, as_json: bool, out_dir: str, checkpoi
         error("usage", f"{local_only[0]} goes with a local launch: owners an engine starts speak TCP "
               "and run kernels built for the baseline CPU")
         sys.exit(2)
-    options = dict(checkpoint_dir=checkpoint_dir, resume=resume, new_contract=new_contract)
+    options = dict(checkpoint_dir=checkpoint_dir, resume=resume, new_contract=new_contract,
+                   name=deployment)
+    shown = Progress.for_stderr(quiet, progress)
     # this process is the command: a compiler it started gets SIGTERM too (see run)
     with interruptible(forward=True):
         try:
             if emit is not None:
-                status = run_emit(spec, emit, rounds, as_json, out_dir, timeout, base_port or DEFAULT_BASE_PORT,
-                                  hosts, native, **options)
+                status = report.reported("launch", as_json, lambda: run_emit(
+                    spec, emit, rounds, as_json, out_dir, timeout, base_port or DEFAULT_BASE_PORT,
+                    hosts, native, **options))
             else:
-                status = run(spec, rounds, as_json, out_dir, timeout, mutant=mutant, transport=transport,
-                             cpu=cpu, **options)
+                status = report.reported("launch", as_json, lambda: run(
+                    spec, rounds, as_json, out_dir, timeout, mutant=mutant, transport=transport,
+                    cpu=cpu, full=full, progress=shown, **options))
         except KeyboardInterrupt as exc:  # before or after run's own handling
             status = interrupted(exc, "; every owner was stopped")
     sys.exit(status)
 
 
 def run_emit(spec: str, engine: str, rounds: int | None, as_json: bool, out_dir: str, timeout: float,
-             base_port: int, hosts: str | None, native: tuple[str, ...], **options) -> int:
+             base_port: int, hosts: str | None, native: tuple[str, ...], name: str | None = None,
+             **options) -> int:
     """Build and write the engine's files; print them, and how to start and verify a run."""
     from alphac.launch.emit import emit
     from alphac.launch.launcher import LaunchError
 
-    dep = load(spec)
+    dep = load(spec, name)
     if dep is None:
         return 1
     try:
@@ -132,12 +149,12 @@ def run_emit(spec: str, engine: str, rounds: int | None, as_json: bool, out_dir:
         error(exc.code, exc.message)
         return 2 if exc.code == "usage" else 1
     except CompileError as exc:
-        print_diagnostics(exc)
+        report.diagnostics(exc)
         return 1
     except Exception as exc:  # a stage's one-line error (build, targets)
         return stage_error(exc)
     if as_json:
-        print(json.dumps(done.as_json(), indent=2))
+        report.result(**done.as_json())
         return 0
     for path in done.files:
         print(f"wrote {path}")
@@ -158,6 +175,20 @@ def table(report) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)
 
 
+def words(result, full: bool = False) -> str:
+    """The words of each distinct digest once, with the owners holding them."""
+    groups: dict[str, list] = {}
+    for r in result.rows:
+        if r.digest is not None:
+            groups.setdefault(r.digest, []).append(r)
+    out = []
+    for digest, rows in groups.items():
+        out.append(f"digest {digest[:16]}: owner{'s' if len(rows) > 1 else ''} "
+                   f"{', '.join(str(r.owner) for r in rows)}")
+        out += lines("params", rows[0].params, full) + lines("state", rows[0].state, full)
+    return "\n".join(out)
+
+
 def print_failures(report, err=None) -> None:
     err = sys.stderr if err is None else err
     for line in report.failures:
@@ -175,12 +206,12 @@ def print_failures(report, err=None) -> None:
         print(text.rstrip("\n"), file=err)
 
 
-def load(spec: str):
+def load(spec: str, name: str | None = None):
     """The spec's deployment; located diagnostics (and None) if it does not check."""
     try:
-        return driver.deployment(spec)
+        return driver.deployment(spec, name)
     except CompileError as exc:
-        print_diagnostics(exc)
+        report.diagnostics(exc)
         return None
 
 
@@ -204,26 +235,35 @@ def run(spec: str, rounds: int | None, as_json: bool, out_dir: str, timeout: flo
         return status
 
 
-def _run(spec: str, rounds: int | None, as_json: bool, out_dir: str, timeout: float, **options) -> int:
+def _run(spec: str, rounds: int | None, as_json: bool, out_dir: str, timeout: float,
+         name: str | None = None, full: bool = False, progress=None, **options) -> int:
     from alphac.launch.launcher import LaunchError, launch
+    from alphac.launch.progress import Progress
 
-    dep = load(spec)
+    dep = load(spec, name)
     if dep is None:
         return 1
+    progress = progress or Progress(None)
     try:
-        report = launch(dep, out_dir=out_dir, rounds=rounds, deadline_s=timeout, spec=spec,
-                        log=lambda m: print(f"alphac: {m}", file=sys.stderr), **options)
+        result = launch(dep, out_dir=out_dir, rounds=rounds, deadline_s=timeout, spec=spec,
+                        log=progress.say, progress=progress, **options)
     except LaunchError as exc:
         error(exc.code, exc.message)
         return 1
     except CompileError as exc:
-        print_diagnostics(exc)
+        report.diagnostics(exc)
         return 1
     except Exception as exc:  # a stage's one-line error (build, targets)
         return stage_error(exc)
     if as_json:
-        print(json.dumps(report.as_json(), indent=2))
-    else:
-        print(table(report))
-    print_failures(report)
-    return 0 if report.match else 1
+        report.result(**result.as_json(), run_dir=str(result.run_dir))
+        for r in result.rows:
+            if not r.match:
+                code, _, message = r.why.partition(": ")
+                error(code if code in driver.code_names() else "owner-failed", message, r.owner)
+        return 0 if result.match else 1
+    print(table(result))
+    print(words(result, full))
+    print(f"run directory: {result.run_dir}")
+    print_failures(result)
+    return 0 if result.match else 1

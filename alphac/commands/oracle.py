@@ -5,9 +5,10 @@ updates u, u+1, ... (by default up to the deployment's update count, or N more).
 `--mutant NAME`, the oracle's evaluation of that executed mutant instead of the declared
 program: what `alphac build --mutant NAME` executables must compute.
 
-The table lists, per owner: owner, role, target, version, digest, then the parameter and
-state words it holds as 16-digit lowercase hex. `--json` prints the keys documented in
-docs/oracle.md; its `protocol` is the planner's identity of the deployment (the one the
+The table lists, per owner: owner, role, target, version, digest, then a summary of the
+parameter and state words it holds (the first few in decimal and hex; with --full every
+word as 16-digit lowercase hex). `--json` prints the envelope (commands/report.py) with the
+keys documented in docs/oracle.md; its `protocol` is the planner's identity of the deployment (the one the
 executables check in every frame), looked up here, in the command layer, so that the
 evaluator itself stays independent of the planner. A refusal prints `refused: CODE: detail` on stderr; a spec that does not
 check prints its diagnostics; both exit 1.
@@ -15,21 +16,21 @@ check prints its diagnostics; both exit 1.
 
 from __future__ import annotations
 
-import json
 import sys
+import time
 
 import click
 
 from alphac import driver
-from alphac.diagnostics import CompileError, render_all
-
-WORDS_PER_LINE = 4
+from alphac.commands import report
+from alphac.commands.words import hex_word, lines
+from alphac.diagnostics import CompileError
 
 
 @click.command("oracle")
 @click.argument("spec", type=str)
-@click.option("--rounds", type=click.IntRange(min=0), default=None,
-              help="Number of updates (default: the deployment's).")
+@click.option("--rounds", type=click.IntRange(min=0, max=driver.MAX_ROUNDS), default=None,
+              help=f"Number of updates (default: the deployment's; at most {driver.MAX_ROUNDS}).")
 @click.option("--resume", "resume", type=str, default=None, metavar="PATH",
               help="Start from the checkpoint directory PATH (default: SPEC's resume declaration).")
 @click.option("--new-contract", is_flag=True,
@@ -37,11 +38,20 @@ WORDS_PER_LINE = 4
 @click.option("--mutant", type=click.Choice(list(driver.MUTANTS)), default=None,
               help="Evaluate this executed mutant instead of the declared program (a testing aid; "
                    "docs/oracle.md): the words `alphac build --mutant` executables compute.")
+@click.option("--deployment", "deployment", default=None, metavar="NAME",
+              help="The deployment to evaluate, where SPEC declares several.")
+@click.option("--full", is_flag=True, help="Every word, in hex (default: a summary per owner).")
+@click.option("--quiet", is_flag=True, help="No progress on stderr (default: shown on a terminal).")
+@click.option("--progress", is_flag=True, help="Progress on stderr even when it is not a terminal.")
 @click.option("--json", "as_json", is_flag=True, help="Per-owner words as JSON (keys in the README).")
 def command(spec: str, rounds: int | None, resume: str | None, new_contract: bool,
-            mutant: str | None, as_json: bool) -> None:
+            mutant: str | None, deployment: str | None, full: bool, quiet: bool, progress: bool,
+            as_json: bool) -> None:
     """Evaluate SPEC's deployment with the independent binary64 oracle."""
-    sys.exit(run(spec, rounds, as_json, resume, new_contract, mutant))
+    from alphac.launch.progress import Progress
+
+    sys.exit(run(spec, rounds, as_json, resume, new_contract, mutant, deployment, full,
+                 Progress.for_stderr(quiet, progress)))
 
 
 def protocol_hex(dep, mutant: str | None = None) -> str | None:
@@ -51,10 +61,6 @@ def protocol_hex(dep, mutant: str | None = None) -> str | None:
         return driver.plan(dep, mutant).protocol_hex
     except (CompileError, driver.MutantError):
         return None
-
-
-def hex_word(w: int) -> str:
-    return f"{int(w):016x}"
 
 
 def as_json(spec: str, result, protocol: str | None = None, resume=None, mutant: str | None = None) -> dict:
@@ -79,52 +85,54 @@ def as_json(spec: str, result, protocol: str | None = None, resume=None, mutant:
     return out
 
 
-def _word_lines(name: str, words: tuple[int, ...]) -> list[str]:
-    if not words:
-        return [f"  {name:<6} (none)"]
-    out = []
-    for i in range(0, len(words), WORDS_PER_LINE):
-        head = name if i == 0 else ""
-        out.append(f"  {head:<6} " + " ".join(hex_word(w) for w in words[i:i + WORDS_PER_LINE]))
-    return out
-
-
-def as_table(spec: str, result, resume=None, mutant: str | None = None) -> str:
+def as_table(spec: str, result, resume=None, mutant: str | None = None, full: bool = False) -> str:
     head = f"oracle: {result.deployment} ({spec}) after {result.rounds} updates"
     if resume is not None:
         head += (f" from version {result.start} of {resume.path} ({resume.mode} contract), "
                  f"version {result.version}")
     if mutant:
         head += f", evaluated as mutant {mutant}"
-    lines = [head]
+    rows = [head]
     for o in result.owners:
-        lines.append(f"owner {o.owner}  role {o.role}  target {o.target}  "
+        rows.append(f"owner {o.owner}  role {o.role}  target {o.target}  "
                      f"version {o.version}  digest {o.digest}")
-        lines += _word_lines("params", o.params)
-        lines += _word_lines("state", o.state)
-    return "\n".join(lines)
+        rows += lines("params", o.params, full)
+        rows += lines("state", o.state, full)
+    return "\n".join(rows)
 
 
 def run(spec: str, rounds: int | None, as_json_flag: bool, resume: str | None = None,
-        new_contract: bool = False, mutant: str | None = None) -> int:
+        new_contract: bool = False, mutant: str | None = None, deployment: str | None = None,
+        full: bool = False, progress=None) -> int:
+    return report.reported("oracle", as_json_flag, lambda: _run(
+        spec, rounds, resume, new_contract, mutant, deployment, full, progress))
+
+
+def _run(spec: str, rounds: int | None, resume: str | None, new_contract: bool,
+         mutant: str | None, deployment: str | None, full: bool, progress) -> int:
     try:
-        dep = driver.deployment(spec)
+        dep = driver.deployment(spec, deployment)
     except CompileError as err:
-        print(render_all(err.diagnostics), file=sys.stderr)
+        report.diagnostics(err)
         return 1
     if resume is not None or (new_contract and dep.resume is not None):
         dep = driver.resumed(dep, resume if resume is not None else dep.resume.path, new_contract)
     elif new_contract:
-        print("refused: usage: --new-contract needs --resume PATH or a resume declaration",
-              file=sys.stderr)
+        report.refused("usage", "--new-contract needs --resume PATH or a resume declaration")
         return 1
+    if progress is not None:
+        progress.say(f"evaluating deployment {dep.name} ({dep.owners} owners, "
+                     f"{dep.updates if rounds is None else rounds} updates)")
+    t0 = time.perf_counter()
     try:
         result = driver.oracle(dep, rounds, mutant)
     except driver.Refusal as r:
-        print(r.line(), file=sys.stderr)
+        report.refused(r.code, r.detail)
         return 1
-    if as_json_flag:
-        print(json.dumps(as_json(spec, result, protocol_hex(dep, mutant), dep.resume, mutant), indent=2))
+    if progress is not None:
+        progress.say(f"evaluated in {time.perf_counter() - t0:.2f} s")
+    if report.json_mode():
+        report.result(**as_json(spec, result, protocol_hex(dep, mutant), dep.resume, mutant))
     else:
-        print(as_table(spec, result, dep.resume, mutant))
+        print(as_table(spec, result, dep.resume, mutant, full))
     return 0

@@ -3,13 +3,13 @@ the combine tree as Graphviz dot."""
 
 from __future__ import annotations
 
-import json
 import sys
 
 import click
 
 from alphac import driver
-from alphac.diagnostics import CompileError, sources_of
+from alphac.commands import report
+from alphac.diagnostics import CompileError
 
 
 @click.command("plan")
@@ -26,29 +26,22 @@ def command(spec: str, as_json: bool, as_dot: bool) -> None:
 
 
 def run(spec: str, as_json: bool = False, as_dot: bool = False) -> int:
+    return report.reported("plan", as_json, lambda: _run(spec, as_dot))
+
+
+def _run(spec: str, as_dot: bool) -> int:
     from alphac.plan.render import plan_dot, plan_json, plan_text
 
     try:
         p = driver.plan(driver.deployment(spec))
     except CompileError as err:
-        cache = sources_of(err.diagnostics)
-        if as_json:
-            print(json.dumps({"ok": False, "file": spec,
-                              "diagnostics": [d.as_json() for d in err.diagnostics],
-                              "suppressed": sum(err.suppressed.values()),
-                              "suppressed_codes": dict(sorted(err.suppressed.items()))}, indent=2))
-        else:
-            for d in err.diagnostics:
-                print(d.render(cache), file=sys.stderr)
-            if err.diagnostics.note():
-                print(err.diagnostics.note(), file=sys.stderr)
+        report.diagnostics(err)
         return 1
     except Exception as exc:  # a planner bug must still end in one line, never a traceback
-        print(f"alphac: error: internal error while planning {spec}: {type(exc).__name__}: {exc}",
-              file=sys.stderr)
+        report.internal(f"planning {spec}", exc)
         return 1
-    if as_json:
-        print(json.dumps(plan_json(p), indent=1, sort_keys=True))
+    if report.json_mode():
+        report.result(**plan_json(p))
     elif as_dot:
         print(plan_dot(p))
     else:

@@ -4,12 +4,12 @@ alphac.qualify's; this module parses the command line and prints."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import click
 
+from alphac.commands import report as reporting
 from alphac.commands.report import error, interrupted
 
 EPILOG = """\b
@@ -61,13 +61,26 @@ def command(gates: tuple[str, ...], gpu: bool, db: str | None, work: str | None,
             sys.exit(show(db_path, report, html_file))
         with interruptible(forward=True):
             try:
-                status = run(db_path, gates, gpu, work, specs, as_json)
+                status = reporting.reported("qualify", as_json, lambda: tracked(
+                    db_path, gates, gpu, work, specs, as_json))
             except KeyboardInterrupt as exc:
                 status = interrupted(exc, "; every owner was stopped, nothing was recorded")
     except TrackerError as exc:
         error(exc.code, exc.message)
         status = 1
     sys.exit(status)
+
+
+def tracked(db: Path, gates: tuple[str, ...], gpu: bool, work: str | None, specs: str | None,
+            as_json: bool) -> int:
+    """The run, with a tracker that cannot be used reported as its refusal."""
+    from alphac.qualify.tracker import TrackerError
+
+    try:
+        return run(db, gates, gpu, work, specs, as_json)
+    except TrackerError as exc:
+        error(exc.code, exc.message)
+        return 1
 
 
 def show(db: Path, report: bool, html_file: str | None) -> int:
@@ -88,7 +101,7 @@ def run(db: Path, gates: tuple[str, ...], gpu: bool, work: str | None, specs: st
 
     done = qualify(db, gates or None, gpu, work, specs, log=lambda m: print(f"alphac: {m}", file=sys.stderr))
     if as_json:
-        print(json.dumps(done.as_json(), indent=2))
+        reporting.result(**done.as_json())
     else:
         print(run_table(done))
         print(f"qualify: run {done.id} {done.result}, recorded in {db}")

@@ -4,11 +4,11 @@ changed. Exit 0 only if every owner matched."""
 
 from __future__ import annotations
 
-import json
 import sys
 
 import click
 
+from alphac.commands import report
 from alphac.commands.launch import load, print_failures, table
 from alphac.commands.report import error, stage_error
 from alphac.diagnostics import CompileError
@@ -37,7 +37,8 @@ def command(run_dir: str, spec: str, rounds: int | None, as_json: bool, resume: 
     if new_contract and resume is None:
         error("usage", "--new-contract goes with --resume PATH")
         sys.exit(2)
-    sys.exit(run(run_dir, spec, rounds, as_json, resume, new_contract))
+    sys.exit(report.reported("verify", as_json, lambda: run(
+        run_dir, spec, rounds, as_json, resume, new_contract)))
 
 
 def run(run_dir: str, spec: str, rounds: int | None, as_json: bool, resume: str | None,
@@ -54,15 +55,20 @@ def run(run_dir: str, spec: str, rounds: int | None, as_json: bool, resume: str 
         error(exc.code, exc.message)
         return 1
     except CompileError as exc:
-        from alphac.commands.report import diagnostics
-
-        diagnostics(exc)
+        report.diagnostics(exc)
         return 1
     except Exception as exc:  # a stage's one-line error (the checkpoint of --resume)
         return stage_error(exc)
-    report = checked.report
-    print(json.dumps(report.as_json(), indent=2) if as_json else table(report))
-    print_failures(report)
+    result = checked.report
+    if as_json:
+        report.result(**result.as_json(), notes=list(checked.notes))
+        for r in result.rows:
+            if not r.match:
+                code, _, message = r.why.partition(": ")
+                error(code, message, r.owner)
+        return 0 if result.match else 1
+    print(table(result))
+    print_failures(result)
     for note in checked.notes:
         print(f"alphac: note: {note}", file=sys.stderr)
-    return 0 if report.match else 1
+    return 0 if result.match else 1

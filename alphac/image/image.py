@@ -407,7 +407,8 @@ def usage_text(plan, role: str, target: str, role_owners) -> str:
     return (
         "usage: EXE --owner I --peers FILE --out PATH [--updates N] [--timeout-ms MS]\n"
         "           [--key FILE] [--listen-any] [--checkpoint-dir DIR] [--resume CKPT [--new-contract]]\n"
-        "           [--run-id HEX] [--stats FILE] [--connections FILE] [--help] [--version]\n"
+        "           [--run-id HEX] [--stats FILE] [--connections FILE] [--status-fd FD]\n"
+        "           [--help] [--version]\n"
         "       EXE [--owner I] [--nodelist LIST | --hostfile FILE] --base-port P\n"
         "           (--out PATH | --out-dir DIR) ...   (an owner started by srun or mpirun)\n"
         f"  deployment {dep.name}, role {role} (owners {owners}) of {dep.owners}, "
@@ -441,6 +442,7 @@ def usage_text(plan, role: str, target: str, role_owners) -> str:
         "  --stats FILE     write the bytes of the learner's buffers (now and at their highest, by\n"
         "                   category) to FILE at exit, on a refusal too\n"
         "  --connections FILE  write which transport each connection uses, once all are set up\n"
+        "  --status-fd FD   write 'update V' to descriptor FD after each update (never blocking)\n"
         "  --version        what this executable was built for\n"
         "  exit 0: output written; 1: refused (stderr: 'refused: CODE: detail'); 2: usage\n")
 

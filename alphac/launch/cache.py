@@ -1,14 +1,21 @@
-"""Which executables a launch must (re)build: the embedded `.alphac` metadata and staleness.
+"""Which executables a launch must (re)build: the embedded `.alphac` metadata and staleness
+by content.
 
-An executable is reused only if it exists, its metadata names the plan's protocol identity,
-role and target and the CPU the build asks for (level, LLVM cpu and features: a `host`
-build from another machine is rebuilt), and it is newer than the spec, the .alpha files it may import and every
-file of the compiler: its modules and the data shipped with them (grammar, std library,
-targets, runtime sources). Samples and initial words are embedded, not all in the identity.
+Every build leaves a record of what it read beside the executable, `EXE.deps`: the sha256
+of the compiler (its modules and the data shipped with them: grammar, std library,
+targets, runtime sources) and of each input file (the spec, every module it imports, the
+data files it loads). An executable is reused only if it exists, its metadata names the
+plan's protocol identity, role and target and the CPU the build asks for (level, LLVM cpu
+and features: a `host` build from another machine is rebuilt), and its record says that
+the compiler and every input still hash the same; files beside the spec that it does not
+import do not matter. Format (docs/launch.md): `alphac-deps 1`, `compiler SHA256`, then
+`file SHA256 PATH` lines.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from pathlib import Path
 
 from alphac.targets import levels, load_target
@@ -18,31 +25,29 @@ from alphac.targets.target import TargetError
 _PACKAGE = Path(__file__).resolve().parents[1]
 # What the compiler is made of: its modules and the data files shipped beside them.
 _COMPILER_SUFFIXES = (".py", ".lark", ".alpha", ".toml", ".c", ".h")
+DEPS_HEAD = "alphac-deps 1"
 
 
-def _std_dir() -> Path:
-    from alphac.check.modules import std_root
+def deps_path(exe: str | Path) -> Path:
+    p = Path(exe)
+    return p.with_name(p.name + ".deps")
 
-    return std_root()
+
+def _sha256(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
-def _newest_source_mtime(spec_file: str | Path | None) -> float:
-    """The newest of: the spec, every .alpha file beside it or below (imports are resolved
-    there), the std library, and every file of the compiler."""
-    files = [p for p in _PACKAGE.rglob("*") if p.suffix in _COMPILER_SUFFIXES]
-    files += _std_dir().rglob("*.alpha")
-    if spec_file:
-        spec = Path(spec_file)
-        files.append(spec)
-        if spec.parent.is_dir():
-            files += spec.parent.rglob("*.alpha")
-    newest = 0.0
-    for p in files:
-        try:
-            newest = max(newest, p.stat().st_mtime)
-        except OSError:
-            pass
-    return newest
+@functools.lru_cache(maxsize=1)
+def compiler_digest() -> str:
+    """sha256 over every file of the compiler, by path relative to the package, in order."""
+    h = hashlib.sha256()
+    for p in sorted(p for p in _PACKAGE.rglob("*") if p.suffix in _COMPILER_SUFFIXES and p.is_file()):
+        h.update(str(p.relative_to(_PACKAGE)).encode() + b"\0" + _sha256(p).encode() + b"\n")
+    return h.hexdigest()
 
 
 def data_files(dep) -> tuple[str, ...]:
@@ -55,6 +60,43 @@ def data_files(dep) -> tuple[str, ...]:
 def cpu_wanted(target: str, level: str) -> dict:
     """The `cpu` record of an executable for `target` built at `level`, resolved here."""
     return levels.record(levels.at_level(load_target(target), level))
+
+
+def inputs(spec_file: str | Path | None, data: tuple[str, ...] = ()) -> list[str]:
+    """The files a build of the spec reads: the spec, its modules, its data files."""
+    from alphac import driver
+
+    found = driver.spec_files(str(spec_file)) if spec_file else []
+    return sorted({str(Path(p).resolve()) for p in [*found, *data]})
+
+
+def record_inputs(exe: str | Path, spec_file: str | Path | None, data: tuple[str, ...] = ()) -> Path:
+    """Write `EXE.deps`: the compiler's digest and every input's, as read now."""
+    lines = [DEPS_HEAD, f"compiler {compiler_digest()}"]
+    lines += [f"file {_sha256(p)} {p}" for p in inputs(spec_file, data)]
+    path = deps_path(exe)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def _recorded(exe: Path) -> tuple[str, dict[str, str]] | None:
+    """(compiler digest, {path: sha256}) of EXE.deps, or None when it is missing or malformed."""
+    try:
+        lines = deps_path(exe).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if len(lines) < 2 or lines[0] != DEPS_HEAD or not lines[1].startswith("compiler "):
+        return None
+    files = {}
+    for line in lines[2:]:
+        word, _, rest = line.partition(" ")
+        digest, _, path = rest.partition(" ")
+        if word != "file" or len(digest) != 64 or not path:
+            return None
+        files[path] = digest
+    return lines[1].split(" ", 1)[1], files
 
 
 def stale_reason(exe: str | Path, protocol_hex: str, role: str, target: str, cpu: dict,
@@ -76,12 +118,19 @@ def stale_reason(exe: str | Path, protocol_hex: str, role: str, target: str, cpu
         built = meta.get("cpu") or {}
         return (f"built for CPU level {built.get('level')} (LLVM cpu {built.get('llvm_cpu')}), "
                 f"not {cpu['level']} (LLVM cpu {cpu['llvm_cpu']})")
-    if p.stat().st_mtime < _newest_source_mtime(spec_file):
-        return "older than the spec or the compiler"
-    for src in data:
+    recorded = _recorded(p)
+    if recorded is None:
+        return f"no record of its inputs ({deps_path(p).name})"
+    compiler, files = recorded
+    if compiler != compiler_digest():
+        return "the compiler changed"
+    for path in inputs(spec_file, data):
+        if path not in files:
+            return f"{path} is a new input"
+    for path, digest in files.items():
         try:
-            if p.stat().st_mtime < Path(src).stat().st_mtime:
-                return f"older than its data file {src}"
+            if _sha256(path) != digest:
+                return f"{path} changed"
         except OSError:
-            return f"cannot read its data file {src}"
+            return f"cannot read its input {path}"
     return None

@@ -20,6 +20,7 @@ import os
 import struct
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping
@@ -65,14 +66,14 @@ LOCAL_CPU = "host"  # every owner of a launch runs on this machine
 
 
 def ensure_built(plan, out_dir: str | Path, force: bool = False, log=None,
-                 cpu: str = LOCAL_CPU) -> dict[tuple[str, str], Path]:
+                 cpu: str = LOCAL_CPU, progress=None) -> dict[tuple[str, str], Path]:
     """Build each needed (role, target) into out_dir unless an up-to-date one is there
     (alphac.driver.build), the kernels for the CPU level `cpu` (on targets that describe
-    it: AArch64 ones for its baseline). A mutant's executables have their own names
-    (`-mutant-NAME`) and identity, so they never stand in for a normal build's, nor it for
-    theirs."""
+    it: AArch64 ones for its baseline); `log` hears why each one is built, `progress` how
+    long it took. A mutant's executables have their own names (`-mutant-NAME`) and
+    identity, so they never stand in for a normal build's, nor it for theirs."""
     from alphac import driver
-    from alphac.launch.cache import cpu_wanted, data_files, stale_reason
+    from alphac.launch.cache import cpu_wanted, data_files, record_inputs, stale_reason
 
     dep = plan.deployment
     out = Path(out_dir)
@@ -87,7 +88,11 @@ def ensure_built(plan, out_dir: str | Path, force: bool = False, log=None,
         if why is not None:
             if log:
                 log(f"build {path.name}: {why}")
+            t0 = time.perf_counter()
             path = driver.build(plan, role, target, out, cpu=level)
+            record_inputs(path, dep.source_file or None, data_files(dep))
+            if progress is not None:
+                progress.built(path.name, time.perf_counter() - t0)
         exes[(role, target)] = path
     return exes
 
@@ -113,9 +118,15 @@ class PlanRun:
 
 
 def new_run_dir(out_dir: str | Path, stem: str) -> Path:
+    """A fresh `OUT/runs/<stem>-XXXXXXXX/`; only the newest KEEP_RUNS run directories are
+    kept (alphac.launch.runs)."""
+    from alphac.launch.runs import prune_runs
+
     base = Path(out_dir) / "runs"
     base.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f"{stem}-", dir=base))
+    made = Path(tempfile.mkdtemp(prefix=f"{stem}-", dir=base))
+    prune_runs(out_dir)
+    return made
 
 
 KEY_BYTES = 32
@@ -141,7 +152,8 @@ def run_plan(dep, exes: Mapping[tuple[str, str], Path] | list[Path], run_dir: st
              deadline_s: float = 120.0, owners: list[int] | None = None,
              extra_argv: Mapping[int, tuple[str, ...]] | None = None,
              ports: list[int] | None = None, authenticate: bool = True,
-             root: int | None = None, stats: bool = True, transport: str | None = None) -> PlanRun:
+             root: int | None = None, stats: bool = True, transport: str | None = None,
+             progress=None) -> PlanRun:
     """Start owners (all, or `owners`) of `dep` from `exes` ({(role, target): exe}, or one
     exe per owner), wait up to `deadline_s`, kill and reap what is left, then settle the run
     by its commit record (`root`: the owner at the tree's root, default the plan's) and read
@@ -150,7 +162,9 @@ def run_plan(dep, exes: Mapping[tuple[str, str], Path] | list[Path], run_dir: st
     carries an HMAC-SHA-256 tag. With `stats`, every owner writes its measured bytes
     (`--stats RUN/owner-I.stats`), read into `PlanRun.stats` for the owners that wrote them.
     `transport` is what the peers file lets every owner use (runner.default_transport():
-    shared memory unless $ALPHAC_TRANSPORT says otherwise)."""
+    shared memory unless $ALPHAC_TRANSPORT says otherwise). With an enabled `progress`
+    (alphac.launch.progress), every owner reports each update on its status channel and
+    the counts are shown as they come."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     table = role_table(dep, exes)
@@ -163,19 +177,26 @@ def run_plan(dep, exes: Mapping[tuple[str, str], Path] | list[Path], run_dir: st
     cmds = []
     outs = run_outputs(run_dir, dep.owners)
     reports = {o: run_dir / f"owner-{o}.connections" for o in range(dep.owners)}
-    for o in (owners if owners is not None else range(dep.owners)):
+    started = list(owners if owners is not None else range(dep.owners))
+    status = _status_channel(progress, started, dep.updates if updates is None else updates)
+    for o in started:
         e = table[o]
         argv = owner_argv(e.exe, o, peers, outs[o], e.runner, updates, timeout_ms, reports[o])
         if key is not None:
             argv += ("--key", str(key))
         if stats:
             argv += ("--stats", str(_stats_path(run_dir, o)))
-        argv += tuple((extra_argv or {}).get(o, ()))
-        cmds.append(OwnerCommand(o, argv, outs[o], e.label))
+        argv += tuple((extra_argv or {}).get(o, ())) + (status.argv(o) if status else ())
+        cmds.append(OwnerCommand(o, argv, outs[o], e.label, status.child_fds(o) if status else ()))
+    if progress is not None:
+        progress.started(len(cmds), run_dir)
     try:
-        result = run_owners(cmds, deadline_s, run_dir)
+        result = run_owners(cmds, deadline_s, run_dir, tick=status.poll if status else None)
     except OSError as exc:
         raise LaunchError("owner-failed", f"cannot start an owner: {exc}") from None
+    finally:
+        if status is not None:
+            status.close()
     run = PlanRun(run_dir, peers, result, stats=_read_stats(run_dir, cmds) if stats else {})
     run.connections = {oc.owner: read_connections(reports[oc.owner]) for oc in result.outcomes}
     if root is None:
@@ -199,6 +220,14 @@ def settled(run: PlanRun, outs: dict[int, Path], root: int, settle: bool = True)
             except (OSError, ResultError) as exc:
                 run.output_errors[o] = str(exc)
     return run
+
+
+def _status_channel(progress, owners, total: int):
+    from alphac.launch.progress import StatusChannel
+
+    if progress is None or not progress.enabled:
+        return None
+    return StatusChannel(owners, progress, total)
 
 
 def _stats_path(run_dir: Path, owner: int) -> Path:
@@ -432,7 +461,7 @@ def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
            deadline_s: float = 120.0, timeout_ms: int | None = None, spec: str = "",
            plan=None, log=None, checkpoint_dir=None, resume=None,
            new_contract: bool = False, mutant: str | None = None,
-           transport: str | None = None, cpu: str = LOCAL_CPU) -> LaunchReport:
+           transport: str | None = None, cpu: str = LOCAL_CPU, progress=None) -> LaunchReport:
     """Plan, build what is missing (the x86-64 kernels for the CPU level `cpu`), run every
     owner while the oracle evaluates beside them (a thread: the numba engine and numpy
     release the interpreter's lock), compare. With
@@ -443,7 +472,9 @@ def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
     with the declared program's oracle (so every owner should mismatch); the report also
     says whether they computed the oracle's evaluation of the mutant. SIGINT, SIGTERM and
     SIGHUP raise runner.Interrupted in any of these steps, after every owner is stopped
-    (runner.interruptible; the previous handlers are restored)."""
+    (runner.interruptible; the previous handlers are restored). `progress`
+    (alphac.launch.progress.Progress) shows the builds, the owners and their updates as
+    they happen."""
     from alphac import driver
 
     if mutant is not None and (resume is not None or checkpoint_dir is not None):
@@ -453,7 +484,7 @@ def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
     n = dep.updates if rounds is None else rounds
     resume, new_contract = resume_of(dep, resume, new_contract)
     start = resume_start(resume) if resume is not None else None
-    exes = ensure_built(plan, out_dir, log=log, cpu=cpu)
+    exes = ensure_built(plan, out_dir, log=log, cpu=cpu, progress=progress)
     if timeout_ms is None:
         timeout_ms = owner_timeout_ms(deadline_s)
     args = run_arguments(checkpoint_dir, resume, new_contract)
@@ -463,7 +494,10 @@ def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
     as_mutant = Beside(lambda: _evaluate(dep, n, None, None, False, mutant)) if mutant else None
     run = run_plan(dep, exes, new_run_dir(out_dir, spec_stem(dep)), updates=rounds,
                    timeout_ms=timeout_ms, deadline_s=deadline_s, root=plan.tree.owner,
-                   extra_argv={o: args for o in range(dep.owners)}, transport=transport)
+                   extra_argv={o: args for o in range(dep.owners)}, transport=transport,
+                   progress=progress)
+    if progress is not None:
+        progress.say(f"comparing with the oracle's {n} updates")
     oracle, refusal = expected.result()
     report = compare(plan, run, oracle, n, spec, refusal)
     if as_mutant is None:

@@ -106,6 +106,7 @@ class OwnerCommand:
     argv: tuple[str, ...]
     out: Path
     label: str = ""  # e.g. "worker/aarch64", for messages
+    pass_fds: tuple[int, ...] = ()  # descriptors the owner inherits (its status channel)
 
 
 def owner_argv(exe: str | Path, owner: int, peers: str | Path, out: str | Path,
@@ -363,20 +364,21 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def run_owners(commands: Sequence[OwnerCommand], deadline_s: float, log_dir: str | Path,
-               poll_s: float = 0.01) -> RunResult:
+               poll_s: float = 0.01, tick=None) -> RunResult:
     """Start every owner, wait until all exit or `deadline_s` passes, then kill and reap
     whatever is left. stderr goes to `log_dir/owner-I.stderr` (a file, not a pipe, so a
     chatty owner can never block on a full pipe). Ctrl-C, SIGTERM and SIGHUP kill every
     owner, then `Interrupted` is raised again (see `interruptible`); an owner also dies when
     the launcher does (`die_with_parent`). A failure to start an owner is an OSError.
+    `tick`, if given, is called at every poll (to read the owners' status channels).
     """
     log = Path(log_dir)
     log.mkdir(parents=True, exist_ok=True)
     with interruptible():
-        return _run_owners(commands, deadline_s, log, poll_s)
+        return _run_owners(commands, deadline_s, log, poll_s, tick)
 
 
-def _run_owners(commands, deadline_s: float, log: Path, poll_s: float) -> RunResult:
+def _run_owners(commands, deadline_s: float, log: Path, poll_s: float, tick=None) -> RunResult:
     procs: list[tuple[OwnerCommand, subprocess.Popen, float, Path]] = []
     start = time.monotonic()
     ended: dict[int, tuple[int | None, float]] = {}
@@ -392,7 +394,8 @@ def _run_owners(commands, deadline_s: float, log: Path, poll_s: float) -> RunRes
                 try:
                     p = subprocess.Popen(cmd.argv, stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL, stderr=err, env=env,
-                                         start_new_session=True, preexec_fn=preexec)
+                                         start_new_session=True, preexec_fn=preexec,
+                                         pass_fds=cmd.pass_fds)
                 except subprocess.SubprocessError as exc:  # the preexec_fn failed
                     raise OSError(f"{cmd.argv[0]}: {exc}") from None
                 procs.append((cmd, p, time.monotonic(), err_path))
@@ -409,6 +412,8 @@ def _run_owners(commands, deadline_s: float, log: Path, poll_s: float) -> RunRes
             if time.monotonic() >= limit:
                 timed_out = True
                 break
+            if tick is not None:
+                tick()
             time.sleep(poll_s)
     finally:
         # also on Ctrl-C, SIGTERM, SIGHUP (Interrupted propagates after this); a signal

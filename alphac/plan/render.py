@@ -7,7 +7,7 @@ from alphac.plan.contract import topology_name
 from alphac.plan.phases import branch_numbers, value_name
 from alphac.plan.protocol import REGION_PARAMETERS, REGION_STATE, Op
 
-JSON_FORMAT = "alphac-plan-1"
+JSON_FORMAT = "alphac-plan-2"  # the envelope of `alphac plan --json` (commands/report.py)
 
 
 def _regions(mask: int) -> str:

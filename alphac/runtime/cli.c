@@ -26,6 +26,7 @@ int rt_init(struct rt *rt, const uint64_t *image) {
     rt->rate = image[IMG_RATE];
     rt->timeout_ms = DEFAULT_TIMEOUT_MS;
     rt->owner = -1;
+    rt->status_fd = -1;
     return RT_OK;
 }
 
@@ -42,8 +43,8 @@ static int parse_num(struct rt *rt, const char *text, const char *flag, int64_t 
 
 enum {
     O_OWNER = 1, O_PEERS, O_OUT, O_UPDATES, O_TIMEOUT, O_KEY, O_LISTEN_ANY, O_CKPT_DIR, O_RESUME,
-    O_NEW_CONTRACT, O_RUN_ID, O_STATS, O_CONNECTIONS, O_HELP, O_VERSION, O_BASE_PORT, O_NODELIST,
-    O_HOSTFILE, O_OUT_DIR
+    O_NEW_CONTRACT, O_RUN_ID, O_STATS, O_CONNECTIONS, O_STATUS_FD, O_HELP, O_VERSION, O_BASE_PORT,
+    O_NODELIST, O_HOSTFILE, O_OUT_DIR
 };
 
 static const struct option options[] = {
@@ -60,6 +61,7 @@ static const struct option options[] = {
     {"run-id", required_argument, NULL, O_RUN_ID},
     {"stats", required_argument, NULL, O_STATS},
     {"connections", required_argument, NULL, O_CONNECTIONS},
+    {"status-fd", required_argument, NULL, O_STATUS_FD},
     {"help", no_argument, NULL, O_HELP},
     {"version", no_argument, NULL, O_VERSION},
     {"base-port", required_argument, NULL, O_BASE_PORT},
@@ -104,6 +106,12 @@ int rt_parse_args(struct rt *rt, int argc, char **argv) {
         }
         case O_STATS: rt->stats_path = optarg; break;
         case O_CONNECTIONS: rt->connections_path = optarg; break;
+        case O_STATUS_FD: {
+            int64_t fd;
+            TRY(parse_num(rt, optarg, "--status-fd", &fd));
+            TRY(rt_status_open(rt, fd));
+            break;
+        }
         case O_BASE_PORT:
             TRY(parse_num(rt, optarg, "--base-port", &rt->base_port));
             if (rt->base_port < 1 || rt->base_port > 65535)

@@ -581,6 +581,7 @@ int rt_run(struct rt *rt) {
         TRY(rt_run_ops(rt, 0, n_update, (uint64_t)u));
         if (every && (u + 1) % every == 0)
             TRY(rt_run_ops(rt, n_update + n_finish, img_mine(rt, SEC_N_CHECKPOINT), (uint64_t)(u + 1)));
+        rt_status(rt, u + 1);
     }
     rt_digest(rt);
     return rt_run_ops(rt, n_update, n_finish, (uint64_t)rt->updates);

@@ -179,6 +179,7 @@ struct rt {
     struct rt_mem mem;
     int64_t rss_start_kb;       /* VmRSS before anything of the learner is allocated */
     int listen_any;
+    int status_fd;         /* --status-fd: where progress lines go, -1 for none */
     /* an engine's owner index and hosts (engine.c): what gave the owner index; the node
        list (--nodelist or SLURM_STEP_NODELIST) or --hostfile, and which of the three
        (nodes_from, for messages); the owners' first port; --out-dir */
@@ -377,6 +378,8 @@ void rt_close_all(struct rt *rt);
 int rt_alloc(struct rt *rt);
 int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t version);
 int rt_run(struct rt *rt);
+int rt_status_open(struct rt *rt, int64_t fd);
+void rt_status(struct rt *rt, int64_t version);
 void rt_digest(struct rt *rt);
 
 /* -- ckpt.c, restore.c ------------------------------------------------------------------ */

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+import sys
 from functools import lru_cache
 from importlib.resources import files
 
@@ -53,29 +54,23 @@ def max_bytes() -> int:
         return MAX_BYTES
 
 
+# The name of a spec read from standard input (`alphac check -`); its imports resolve in the
+# working directory.
+STDIN = "<stdin>"
+
+
 def read_source(path: str) -> str:
-    """The text of `path`, or CompileError(io-error | file-too-large | invalid-encoding)."""
+    """The text of `path` (STDIN: standard input, read to its end), or
+    CompileError(io-error | file-too-large | invalid-encoding)."""
     where = Span(path, 1, 1)
     try:
-        if os.path.isdir(path):
-            raise _error("io-error", "is a directory, not a spec file", where)
-        info = os.stat(path)
-        if not stat.S_ISREG(info.st_mode):
-            # a pipe or device could block or never end
-            raise _error("io-error", "is not a regular file", where)
-        limit = max_bytes()
-        size = info.st_size
-        if size > limit:
-            raise _error("file-too-large",
-                         f"the file has {size} bytes; a spec may have at most {limit}", where)
-        with open(path, "rb") as handle:
-            data = handle.read(limit + 1)
+        data = sys.stdin.buffer.read(max_bytes() + 1) if path == STDIN else _read_file(path, where)
     except FileNotFoundError:
         raise _error("io-error", "no such file", where) from None
     except OSError as exc:
         raise _error("io-error", f"cannot read: {exc.strerror or exc}", where) from None
-    if len(data) > limit:
-        raise _error("file-too-large", f"a spec may have at most {limit} bytes", where)
+    if len(data) > max_bytes():
+        raise _error("file-too-large", f"a spec may have at most {max_bytes()} bytes", where)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -84,6 +79,21 @@ def read_source(path: str) -> str:
         raise _error("invalid-encoding",
                      f"byte 0x{data[exc.start]:02x} at offset {exc.start} is not UTF-8 text",
                      Span(path, line, col)) from None
+
+
+def _read_file(path: str, where: Span) -> bytes:
+    if os.path.isdir(path):
+        raise _error("io-error", "is a directory, not a spec file", where)
+    info = os.stat(path)
+    if not stat.S_ISREG(info.st_mode):
+        # a pipe or device could block or never end
+        raise _error("io-error", "is not a regular file", where)
+    limit = max_bytes()
+    if info.st_size > limit:
+        raise _error("file-too-large",
+                     f"the file has {info.st_size} bytes; a spec may have at most {limit}", where)
+    with open(path, "rb") as handle:
+        return handle.read(limit + 1)
 
 
 _BRACKETS = re.compile(r'--[^\n]*|"[^"\n]*"|[(\[{]|[)\]}]')

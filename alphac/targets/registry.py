@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from alphac.diagnostics import hinted
 from alphac.targets import aarch64, x86_64
 from alphac.targets.native import NativeBackend
 from alphac.targets.target import TargetError, target_names
@@ -21,5 +22,6 @@ def backend(name: str) -> NativeBackend:
             raise TargetError("target-not-buildable",
                               f"target {name!r} is described but cannot be built yet; "
                               f"buildable: {', '.join(buildable())}")
-        raise TargetError("unknown-target", f"unknown target {name!r}; known: {', '.join(buildable())}")
+        raise TargetError("unknown-target", hinted(f"unknown target {name!r}; known: "
+                                                   f"{', '.join(buildable())}", name, buildable()))
     return BUILDERS[name]()

@@ -9,6 +9,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from alphac.diagnostics import hinted
 from alphac.resources import data_path
 
 # The `*.toml` files shipped in this package (`alphac/targets/`); `$ALPHAC_TARGETS` overrides it.
@@ -149,7 +150,8 @@ def _load(directory: str, name: str) -> Target:
     path = Path(directory) / f"{name}.toml"
     known = target_names()
     if name not in known:
-        raise TargetError("unknown-target", f"unknown target {name!r}; known: {', '.join(known)}")
+        raise TargetError("unknown-target", hinted(f"unknown target {name!r}; known: "
+                                                   f"{', '.join(known)}", name, known))
     target = parse_target(path.read_text(encoding="utf-8"), str(path))
     if target.name != name:
         raise TargetError("bad-target-file", f"{path}: name {target.name!r} differs from the file name")

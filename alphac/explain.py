@@ -1,0 +1,270 @@
+"""`alphac explain CODE`: what each catalogued code means (alphac/codes.py), how to fix it,
+and its example, the bad spec under tests/errors/ with its golden rendering.
+
+FIXES holds one fix per code of the catalogue, nothing else (tests/test_explain.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from alphac import codes
+
+# The stages, in the order `alphac explain` lists them, with their sections.
+STAGES = (
+    ("input and syntax", codes.SYNTAX), ("checker", codes.CHECK), ("planner", codes.PLAN),
+    ("oracle", codes.ORACLE), ("executables at run time", codes.RUNTIME),
+    ("checkpoints", codes.CHECKPOINT), ("build and launch", codes.TOOLING),
+)
+
+# The bad specs live in the source tree; an installed copy has none.
+EXAMPLES = Path(__file__).resolve().parents[1] / "tests" / "errors"
+EXAMPLE_LIMIT = 4000  # bytes of a bad spec shown in full
+
+FIXES = {
+    # input and syntax
+    "io-error": "Give the path of a readable regular file (not a directory); check its permissions.",
+    "file-too-large": "Split the spec into modules, or load large word arrays with `load \"FILE\"` "
+                      "instead of writing them inline (ALPHAC_MAX_SPEC_BYTES sets the limit).",
+    "invalid-encoding": "Save the file as UTF-8.",
+    "syntax-error": "Correct the text at the caret; docs/language.md gives the grammar.",
+    "nesting-too-deep": "Name intermediate values with `value` instead of nesting brackets.",
+    # checker
+    "unknown-module": "Check the import's spelling; a module A.B is the file A/B.alpha in the std "
+                      "library (alphac/std/) or beside the importing file.",
+    "module-name-mismatch": "Make the `module` line of the file agree with its path, or import it "
+                            "by the name it declares.",
+    "duplicate-definition": "Rename or remove one of the two definitions.",
+    "misplaced-member": "Declare the constructor first, then its fields, inside the family.",
+    "unknown-name": "Check the spelling (the diagnostic suggests the nearest names in scope), or "
+                    "import the module that defines the name.",
+    "unknown-type": "Check the family's spelling, or import the module that defines it.",
+    "ambiguous-name": "Qualify the name with its module: Module.Name.",
+    "cyclic-definition": "Define the value from other values, not from itself.",
+    "type-mismatch": "Give an expression of the expected type (the message names both).",
+    "wrong-arity": "Give the family as many arguments as it declares parameters.",
+    "unknown-field": "Use one of the constructor's fields (listed in the note); a misspelt field "
+                     "is suggested.",
+    "duplicate-field": "Give each field once.",
+    "missing-field": "Give every field without a default (the message names them).",
+    "nat-range": "Use a Nat between 0 and 2**62.",
+    "size-limit": "Load large lists from a file, or shrink them.",
+    "invalid-range": "Write the range low .. high with low <= high.",
+    "misplaced-program-expression": "Use slots, views and sums only inside a `pointwise` program.",
+    "non-finite-literal": "Write a finite number (binary64 holds magnitudes below about 1.8e308); "
+                          "for a loaded file, fix the NaN or infinity at the word named.",
+    "non-finite-constant": "Change the constant expression so that it stays finite (no division "
+                           "by zero, no overflow).",
+    "inexact-conversion": "Use a Nat below 2**53, or one binary64 holds exactly.",
+    "word-out-of-range": "Write a raw word of at most 16 hex digits.",
+    "load-file": "Check the path (relative to the spec) and the file: raw little-endian binary64, "
+                 "or a float64 .npy of one or two dimensions.",
+    "length-mismatch": "Give exactly k initial parameter words (one row of k for a 2-D array).",
+    "slot-count-mismatch": "Set the erased slot count to 2k+s (contribution) or 2k+m+1 (update).",
+    "invalid-index": "Index with N, i, i+N or i-N, where i is a loop or sum variable and N a "
+                     "constant.",
+    "index-out-of-range": "Keep every access and view inside the program's slots.",
+    "region-straddle": "Split the access or view at the region boundary (parameters, sample, "
+                       "contribution, state).",
+    "slot-write-out-of-range": "Write only the slots the program may write (the message names them).",
+    "slot-read-out-of-range": "Write the contribution slot before reading it.",
+    "loop-carried-dependence": "Read and write the same index in a loop, or split the loop in two.",
+    "sample-width": "Give every sample s words (rows of s in a 2-D array).",
+    "sample-file": "Check the sample file's path and that it is readable.",
+    "sample-shares": "Make the shares add up to the number of rows in the file.",
+    "owner-count": "Give between 1 and 65536 owners, as many as the learner has sample lists.",
+    "invalid-fanout": "Give a fan-out between 1 and the owner count.",
+    "placement-length": "Name one target per owner in the placement.",
+    "role-owner-out-of-range": "Name owners 0 .. owners-1 in the role.",
+    "role-coverage": "Give every owner exactly one role.",
+    "role-name-invalid": "Name the role [a-z][a-z0-9_-]*, at most 64 characters.",
+    "role-name-duplicate": "Give the roles distinct names.",
+    "partition-block-words": "Set partitionBlockWords to 1 or more.",
+    "no-deployment": "Declare a deployment value, or name one with --deployment NAME when the "
+                     "file has several.",
+    "resume-duplicate": "Keep one resume declaration per deployment.",
+    "resume-foreign-deployment": "Declare the resume in the file that declares the deployment.",
+    # planner
+    "combine-leaf-missing": "Add a leaf for every owner holding a contribution.",
+    "combine-leaf-duplicated": "Give each owner one leaf, and list each member once.",
+    "combine-leaf-foreign": "Use only owners of the deployment (and of the declared coverage).",
+    "combine-leaf-order": "Order the tree's leaves as the member list orders them.",
+    "combine-branch-owner": "Place each branch at an owner with a leaf beneath it.",
+    "combine-delivery-partial": "Deliver the combined result to every owner (drop CombineDeliverTo).",
+    "combine-placement-unsupported": "Combine at the tree's owners (the default placement).",
+    "numerical-profile-mismatch": "Declare the profile that runs: binary64, nearest-even, "
+                                  "subnormals kept, finite-or-refuse.",
+    "numerical-order-mismatch": "Declare the order the deployment runs, or resume with "
+                                "--new-contract to start another one.",
+    "numerical-relation-unverified": "Declare the exact relation.",
+    "data-parallel-not-separable": "Make every partitioned word depend only on its own "
+                                   "coordinate's words, or replicate the state instead.",
+    "data-parallel-words-overclaimed": "Lower the words per coordinate or the shared words to "
+                                       "what the learner's state holds.",
+    "data-parallel-words-unclaimed": "Claim the written state word as a word per coordinate or "
+                                     "as shared.",
+    "data-parallel-assembly-overlap": "An internal planner law: report it with the spec.",
+    "data-parallel-assembly-coverage": "An internal planner law: report it with the spec.",
+    "shard-coverage-missing": "Give every word of the region a mutable owner (check the "
+                              "partitioning's claim).",
+    "shard-coverage-duplicated": "Give each word of the region one mutable owner.",
+    "shard-coverage-outside": "An internal planner law: report it with the spec.",
+    "shard-decode-mismatch": "An internal planner law: report it with the spec.",
+    "shard-replica-not-read-only": "An internal planner law: report it with the spec.",
+    "shard-replica-unversioned": "An internal planner law: report it with the spec.",
+    # oracle
+    "oracle-profile": "Declare the binary64 nearest-even finite-or-refuse profile.",
+    "oracle-inconsistent": "Run `alphac check SPEC`: it names the inconsistent shape.",
+    # executables at run time
+    "frame-magic": "Something other than an owner of this run reached the port: use --key, "
+                   "and check the peers file.",
+    "frame-protocol": "Rebuild every owner from the same spec and compiler (`alphac build --all`).",
+    "frame-sender": "Check the peers file: every owner must list the same endpoints.",
+    "frame-receiver": "Check the peers file: every owner must list the same endpoints.",
+    "frame-version": "Start every owner of a run together, with the same --updates and --resume.",
+    "frame-step": "Rebuild every owner from the same spec (`alphac build --all`).",
+    "frame-kind": "Rebuild every owner from the same spec (`alphac build --all`).",
+    "frame-length": "Rebuild every owner from the same spec (`alphac build --all`).",
+    "frame-oversized": "Rebuild every owner from the same spec; a peer sends what this plan "
+                       "never allows.",
+    "frame-checksum": "The connection corrupted a frame: check the network, and rerun.",
+    "frame-auth": "Give every owner the same --key file, or none to all.",
+    "frame-count": "Rebuild every owner from the same spec (`alphac build --all`).",
+    "key-file": "Give a private (chmod 600) file of 32 to 4096 bytes.",
+    "peer-closed": "Look at the peer's own refusal (`alphac launch` prints every owner's stderr).",
+    "peer-timeout": "Raise --timeout-ms, or find why the peer stalled.",
+    "connect-timeout": "Start every owner within the deadline, and check the peers file's "
+                       "addresses and firewalls (raise --timeout-ms for a slow start).",
+    "non-finite": "Change the learner or its data so that every value stays finite (a smaller "
+                  "step size, scaled samples); the oracle refuses the same way.",
+    "replica-divergence": "Rebuild every owner from the same spec; replicas computed other words.",
+    "data-parallel-replica-released": "An internal runtime law: report it with the spec.",
+    "data-parallel-replica-version": "An internal runtime law: report it with the spec.",
+    "data-parallel-replica-retained": "An internal runtime law: report it with the spec.",
+    "owner-not-in-role": "Start the executable of the owner's role (`alphac inspect EXE` lists "
+                         "its owners).",
+    "owner-ambiguous": "Give --owner only where the engine sets no rank, or the same index it "
+                       "sets (SLURM_PROCID, OMPI_COMM_WORLD_RANK).",
+    "local-rank-mismatch": "Start the owners as the emitted files do (`alphac launch --emit`): "
+                           "the node list or hostfile must place them as the engine does.",
+    "output-exists": "Give a fresh --out path; results are never overwritten.",
+    "usage": "Correct the command line (EXE --help) or the peers file (one `OWNER HOST:PORT` "
+             "line per owner).",
+    "corrupt-executable": "Rebuild the executable.",
+    "cpu-unsupported": "Rebuild for a lower level (`alphac build --cpu baseline`), or run it on "
+                       "a CPU with the level's features.",
+    "transport-unavailable": "Say shm (shared memory where it can be set up, else TCP) or tcp "
+                             "for the pair in the peers file, or run both owners on one host.",
+    "shm-segment": "Another process replaced or damaged the segment: rerun, and keep /dev/shm "
+                   "private to the run's user.",
+    # checkpoints
+    "checkpoint-manifest": "Name a published checkpoint directory (ckpt-<u>/ with its "
+                           "manifest.txt); `alphac inspect` verifies one.",
+    "checkpoint-hash-mismatch": "The checkpoint was changed after it was written: use another one.",
+    "checkpoint-shard-missing": "Restore the missing shard, or use another checkpoint.",
+    "checkpoint-learner-mismatch": "Resume with the learner the checkpoint holds.",
+    "checkpoint-version": "The checkpoint mixes parts of two runs: use another one.",
+    "checkpoint-exists": "Give a fresh --checkpoint-dir; checkpoints are never overwritten.",
+    # build and launch
+    "unknown-cpu-level": "Use a level the target describes: baseline, x86-64-v2, x86-64-v3, "
+                         "x86-64-v4 or host.",
+    "unknown-target": "Use one of the targets listed (alphac/targets/*.toml).",
+    "target-not-buildable": "Use a buildable target (x86_64, aarch64).",
+    "bad-target-file": "Fix the target description: the message names the key.",
+    "unknown-role": "Use one of the roles listed (`alphac plan SPEC` shows them).",
+    "role-not-placed": "Ask for a target the role's owners are placed on (`alphac plan SPEC`).",
+    "linker-missing": "Install the target's linker (make setup installs gcc-aarch64-linux-gnu).",
+    "link-failed": "Read the linker's message; check the target's toolchain.",
+    "build-usage": "Give --role and/or --target, or --all alone.",
+    "not-an-alphac-executable": "Give an executable `alphac build` wrote, a checkpoint "
+                                "directory or an owner's output file.",
+    "bad-metadata": "Rebuild the executable.",
+    "program-unsupported": "Rewrite the program without the construct named (docs/targets.md).",
+    "build-failed": "Report it with the spec: the plan needs an operation the runtime lacks.",
+    "compiler-missing": "Install the target's C compiler (make setup installs it).",
+    "compile-failed": "Read the compiler's message; check the target's toolchain.",
+    "mutant-not-applicable": "Choose a mutant that applies to the deployment (the message says "
+                             "why this one does not).",
+    "owner-failed": "Read the owner's refusal (printed below the table): its code says why.",
+    "launch-timeout": "Raise --timeout, or find the owner that stalled.",
+    "oracle-mismatch": "The executables computed other words than the declared order: report it "
+                       "with the spec (or, with --mutant, this is what is expected).",
+    "bad-output": "Rerun the launch; an owner's output file is damaged.",
+    "run-not-committed": "Read the root owner's refusal; nothing of the run is published.",
+    "qualify-db": "Give --db a tracker this alphac wrote, or a new path (it is created).",
+    "run-protocol-mismatch": "Verify the run against the spec it was built from.",
+    "unknown-code": "Use a code `alphac explain` lists (the error suggests the nearest).",
+    "internal-error": "Report it with the spec and the message: alphac itself failed.",
+}
+
+
+@dataclass(frozen=True)
+class Explanation:
+    code: str
+    stage: str
+    meaning: str
+    fix: str
+    example: Path | None  # the bad spec, when the source tree holds one
+    rendering: str | None  # its golden diagnostic
+
+    def text(self) -> str:
+        return render(self)
+
+    def as_json(self) -> dict:
+        return {"code": self.code, "stage": self.stage, "meaning": self.meaning, "fix": self.fix,
+                "example": None if self.example is None else str(self.example),
+                "example_text": example_text(self.example), "rendering": self.rendering}
+
+
+def stage_of(code: str) -> str | None:
+    return next((name for name, section in STAGES if code in section), None)
+
+
+def explain(code: str) -> Explanation | None:
+    """The explanation of a catalogued code, or None for an unknown one."""
+    stage = stage_of(code)
+    if stage is None:
+        return None
+    example = EXAMPLES / f"{code}.alpha"
+    golden = example.with_suffix(".expected")
+    rendering = golden.read_text(encoding="utf-8") if golden.is_file() else None
+    return Explanation(code, stage, codes.CATALOGUE[code], FIXES[code],
+                       example if example.exists() else None, rendering)
+
+
+def example_text(path: Path | None) -> str | None:
+    """A bad spec's text when it is a small UTF-8 file (not a directory, not binary)."""
+    if path is None or not path.is_file() or path.stat().st_size > EXAMPLE_LIMIT:
+        return None
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def render(e: Explanation) -> str:
+    lines = [f"{e.code} ({e.stage}): {e.meaning}", "", f"fix: {e.fix}"]
+    if e.example is None:
+        lines += ["", "example: none; no single spec produces it" if EXAMPLES.is_dir() else
+                  "example: the bad specs are in alphac's source tree (tests/errors/)"]
+        return "\n".join(lines)
+    text = example_text(e.example)
+    lines += ["", f"example: {e.example.relative_to(EXAMPLES.parents[1])}"]
+    if text is not None:
+        lines += ["  " + line for line in text.rstrip("\n").splitlines()]
+    if e.rendering:
+        lines += ["", "gives:"] + ["  " + line for line in e.rendering.rstrip("\n").splitlines()]
+    return "\n".join(lines)
+
+
+def listing() -> str:
+    """Every code by stage, with its meaning, cut to one line each."""
+    width = max(len(c) for c in codes.CATALOGUE)
+    lines = []
+    for name, section in STAGES:
+        lines.append(f"{name}:")
+        for code, meaning in section.items():
+            short = meaning if len(meaning) <= 72 else meaning[:69].rstrip() + "..."
+            lines.append(f"  {code.ljust(width)}  {short}")
+    return "\n".join(lines)

@@ -1,0 +1,138 @@
+"""The command line's hygiene: --deployment where a file holds several, `check -` from
+stdin, bounded numeric options, the run directories' retention and `alphac clean`."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from alphac import driver
+from alphac.commands import main
+from alphac.launch.launcher import new_run_dir
+from alphac.launch.runs import KEEP_RUNS, clean, prune_runs, runs_of
+
+ROOT = Path(__file__).resolve().parents[1]
+SPECS = ROOT / "specs"
+STAR = (SPECS / "lsq_plain_star.alpha").read_text()
+SECOND = """
+value second : Deployment = DeploymentOf {
+  deploymentLearner = lsqPlain,
+  deploymentOwners = 4,
+  deploymentTopology = DataParallelHierarchy { dataParallelFanout = 2 },
+  deploymentPartitioning = DataParallelReplicated,
+  deploymentRoles = [RoleOf { roleName = "worker", roleOwners = [0 .. 4] }],
+  deploymentPlacement = [TargetX86_64, TargetX86_64, TargetX86_64, TargetX86_64],
+  deploymentUpdates = 3,
+  deploymentContract = binary64Exact,
+  deploymentCheckpoint = CheckpointNever,
+}
+"""
+
+
+@pytest.fixture
+def two(tmp_path, monkeypatch) -> str:
+    shutil.copytree(SPECS / "Gates", tmp_path / "Gates")
+    monkeypatch.chdir(tmp_path)
+    Path("two.alpha").write_text(STAR + SECOND)
+    return "two.alpha"
+
+
+def test_two_deployments_check_and_need_a_name(two):
+    out = CliRunner().invoke(main, ["check", two])
+    assert out.exit_code == 0 and out.stdout.endswith(" families, 1 learner, 2 deployments\n")
+    out = CliRunner().invoke(main, ["oracle", two])
+    assert out.exit_code == 1 and out.stderr == """\
+two.alpha:22:29: error[no-deployment]: two.alpha defines 2 deployments; name one with --deployment NAME
+  value second : Deployment = DeploymentOf {
+                              ^
+  note: its deployments: run, second
+"""
+
+
+def test_deployment_selects_one(two):
+    out = CliRunner().invoke(main, ["oracle", two, "--deployment", "second"])
+    assert out.exit_code == 0 and out.stdout.startswith("oracle: second (two.alpha) after 3 updates")
+    out = CliRunner().invoke(main, ["oracle", two, "--deployment", "run", "--rounds", "1"])
+    assert out.exit_code == 0 and out.stdout.startswith("oracle: run (two.alpha) after 1 updates")
+    out = CliRunner().invoke(main, ["plan", two, "--deployment", "secnd"])
+    assert out.exit_code == 2  # plan takes no --deployment: a usage error
+    out = CliRunner().invoke(main, ["oracle", two, "--deployment", "secnd"])
+    assert out.exit_code == 1 and out.stderr.splitlines()[0] == (
+        "two.alpha:1:1: error[no-deployment]: two.alpha defines no deployment named secnd; "
+        "did you mean second?")
+
+
+def test_check_reads_stdin(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    out = CliRunner().invoke(main, ["check", "-"], input="value k : Nat = 2\nvalue n : Nat = kk\n")
+    assert out.exit_code == 1 and out.stderr == """\
+<stdin>:2:17: error[unknown-name]: no value or constructor named kk is in scope
+  value n : Nat = kk
+                  ^~
+  note: did you mean k?
+"""
+    out = CliRunner().invoke(main, ["check", "-"], input="value k : Nat = 2\n")
+    assert out.exit_code == 0 and out.stdout.startswith("ok: <stdin>: ")
+
+
+@pytest.mark.parametrize("args,bad", [
+    (["launch", "x.alpha", "--timeout", "-5"], "'--timeout'"),
+    (["launch", "x.alpha", "--timeout", "0"], "'--timeout'"),
+    (["launch", "x.alpha", "--rounds", str(10**20)], "'--rounds'"),
+    (["oracle", "x.alpha", "--rounds", str(driver.MAX_ROUNDS + 1)], "'--rounds'"),
+    (["oracle", "x.alpha", "--rounds", "-1"], "'--rounds'"),
+])
+def test_numeric_options_are_bounded(args, bad):
+    out = CliRunner().invoke(main, args)
+    assert out.exit_code == 2 and f"Invalid value for {bad}" in out.stderr
+
+
+def test_only_the_newest_runs_are_kept(tmp_path):
+    made = []
+    for i in range(KEEP_RUNS + 3):
+        made.append(new_run_dir(tmp_path, "s"))
+        t = 1_000_000 + i
+        os.utime(made[-1], (t, t))
+    assert runs_of(tmp_path) == list(reversed(made[-KEEP_RUNS:]))
+    assert prune_runs(tmp_path, keep=2) == list(reversed(made[-KEEP_RUNS:-2]))
+    assert runs_of(tmp_path) == [made[-1], made[-2]]
+
+
+def test_clean_removes_runs_and_what_alphac_built_only(tmp_path):
+    from alphac.launch import session
+
+    dep = session.deployment(str(SPECS / "lsq_plain_star.alpha"))
+    exe = next(iter(session.built("lsq_plain_star", dep).values()))
+    shutil.copy2(exe, tmp_path / exe.name)
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / ".x.1234.partial").mkdir()
+    new_run_dir(tmp_path, "s")
+    assert clean(tmp_path, runs_only=True) == [tmp_path / "runs"]
+    new_run_dir(tmp_path, "s")
+    out = CliRunner().invoke(main, ["clean", "-o", str(tmp_path)])
+    assert out.exit_code == 0 and out.stdout == (
+        f"removed {tmp_path / 'runs'}\nremoved {tmp_path / '.x.1234.partial'}\n"
+        f"removed {tmp_path / exe.name}\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+    out = CliRunner().invoke(main, ["clean", "-o", str(tmp_path)])
+    assert out.stdout == f"clean: nothing of alphac's in {tmp_path}\n"
+
+
+@pytest.mark.skipif(shutil.which("qemu-aarch64") is None, reason="qemu-aarch64 missing")
+def test_launch_prints_its_run_directory_and_a_summary(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "alphac", "launch", "specs/lsq_plain_star.alpha",
+                        "--rounds", "2", "-o", str(tmp_path)], cwd=ROOT, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stderr == ""  # not a terminal: no progress
+    lines = p.stdout.splitlines()
+    run = runs_of(tmp_path)[0]
+    assert lines[-1] == f"run directory: {run}"
+    assert lines[5].startswith("digest ") and lines[5].endswith(": owners 0, 1, 2, 3")
+    assert lines[6].startswith("  params 2 words: ") and lines[7] == "  state  (none)"
