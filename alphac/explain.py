@@ -92,6 +92,17 @@ FIXES = {
     "combine-leaf-order": "Order the tree's leaves as the member list orders them.",
     "combine-branch-owner": "Place each branch at an owner with a leaf beneath it.",
     "combine-delivery-partial": "Deliver the combined result to every owner (drop CombineDeliverTo).",
+    "combine-delivery-law": "The planner built a delivery its laws forbid: report the spec; no spec "
+                            "change should be needed (the planned transfers are checked, not written).",
+    "independent-state-region-length": "Give every owner's initial region exactly the rule's r words, "
+                                       "with r at least 1.",
+    "independent-state-owners": "List one region and one input list per owner, for the deployment's "
+                                "owner count.",
+    "independent-state-foreign-region": "Write the rule over its own region, its input pair and its "
+                                        "scale only; another owner's region is not in reach.",
+    "independent-state-partitioning": "Build the deployment through the independent-state families, "
+                                      "which hold each owner's region alone.",
+    "coordinate-not-held": "Update each coordinate from its own words and accumulator only.",
     "combine-placement-unsupported": "Combine at the tree's owners (the default placement).",
     "numerical-profile-mismatch": "Declare the profile that runs: binary64, nearest-even, "
                                   "subnormals kept, finite-or-refuse.",
