@@ -158,6 +158,14 @@ RUNTIME = {
     # io-error (listed under SYNTAX) also names a file or socket the executable cannot use
     "usage": "the command line or the peers file is malformed",
     "corrupt-executable": "the executable's embedded op table holds an op kind it cannot run",
+    # SM86 owners (alphac/runtime/device/cuda.c)
+    "cuda-unavailable": "an SM86 owner found no CUDA driver: libcuda.so.1 is missing or lacks an "
+                        "entry point, or cuInit or the device count failed (no GPU, a driver too old)",
+    "gpu-not-found": "no GPU the driver reports has the UUID given with --gpu (the detail lists those seen)",
+    "memory-admission": "the plan's device bytes exceed the GPU's free memory, or its total with "
+                        "what other alphac owners hold on it (the GPU's ledger), or an allocation failed",
+    "cuda-module": "neither the embedded cubin nor the embedded PTX loads on the GPU, or a kernel is missing",
+    "cuda-error": "a CUDA driver call failed (the detail names the call and its CUresult)",
 }
 
 # -- checkpoints (alphac/checkpoint, the executables' restore, `alphac inspect CKPT`) ------
@@ -191,6 +199,8 @@ TOOLING = {
                                      "one word, which the executables do not run yet",
     "compiler-missing": "the target's C compiler (for the role runtime) is not installed",
     "compile-failed": "the target's C compiler failed on the role runtime",
+    "assembler-missing": "the device target's assembler (ptxas) is not installed",
+    "assemble-failed": "the device target's assembler failed on the kernels' PTX",
     "mutant-not-applicable": "the executed mutant asked for cannot be built for (or evaluated "
                              "on) this deployment: stale-replica without partitioned parameters, "
                              "swap-branch on fewer than three leaves, deliver-to-next on one "

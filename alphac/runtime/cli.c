@@ -41,7 +41,7 @@ static int parse_num(struct rt *rt, const char *text, const char *flag, int64_t 
 
 enum {
     O_OWNER = 1, O_PEERS, O_OUT, O_UPDATES, O_TIMEOUT, O_KEY, O_LISTEN_ANY, O_CKPT_DIR, O_RESUME,
-    O_NEW_CONTRACT, O_RUN_ID, O_HELP, O_VERSION
+    O_NEW_CONTRACT, O_RUN_ID, O_GPU, O_HELP, O_VERSION
 };
 
 static const struct option options[] = {
@@ -56,6 +56,7 @@ static const struct option options[] = {
     {"resume", required_argument, NULL, O_RESUME},
     {"new-contract", no_argument, NULL, O_NEW_CONTRACT},
     {"run-id", required_argument, NULL, O_RUN_ID},
+    {"gpu", required_argument, NULL, O_GPU},
     {"help", no_argument, NULL, O_HELP},
     {"version", no_argument, NULL, O_VERSION},
     {NULL, 0, NULL, 0},
@@ -94,6 +95,10 @@ int rt_parse_args(struct rt *rt, int argc, char **argv) {
                 return rt_fail(rt, RT_USAGE, "--run-id needs a non-zero hexadecimal number, got '%s' (try --help)", optarg);
             break;
         }
+        case O_GPU:
+            if (!rt_dev_open) return rt_fail(rt, RT_USAGE, "--gpu: this executable runs on no GPU (try --help)");
+            rt->gpu = optarg;
+            break;
         case O_HELP: fputs(img_text(rt, IMG_STR_USAGE), stdout); fflush(stdout); return RT_DONE;
         case O_VERSION: fputs(img_text(rt, IMG_STR_VERSION), stdout); fflush(stdout); return RT_DONE;
         case ':': return rt_fail(rt, RT_USAGE, "'%s' is an option with a value (try --help)", arg);

@@ -132,6 +132,7 @@ struct rt {
     int prepared, committed, finalized;
     int code;
     char msg[1024];
+    const char *gpu;                   /* --gpu UUID (SM86 executables) */
 };
 
 /* -- the kernels (llvmlite; alphac/codegen) ------------------------------------------ */
@@ -227,6 +228,17 @@ int64_t rt_coordinates(const struct rt *rt, int64_t t, uint64_t *out); /* them, 
 int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t version);
 int rt_run(struct rt *rt);
 void rt_digest(struct rt *rt);
+int rt_non_finite_statement(struct rt *rt, const char *const *labels, int64_t status, int64_t coord,
+                            uint64_t u, const char *what, int64_t sample);
+int rt_local_refused(struct rt *rt, int64_t coord, uint64_t u, int64_t sample);
+
+/* -- device/cuda.c: SM86 executables only. Weak: in a CPU executable they are null, and
+   every caller tests them first. ------------------------------------------------------- */
+int rt_dev_open(struct rt *rt) __attribute__((weak));
+int rt_dev_local(struct rt *rt, uint64_t *acc, uint64_t u) __attribute__((weak));
+int rt_dev_update(struct rt *rt, const uint64_t *mean, uint64_t u) __attribute__((weak));
+int rt_dev_capture(struct rt *rt) __attribute__((weak));
+int rt_dev_upload(struct rt *rt, uint64_t mask, const uint64_t *params) __attribute__((weak));
 
 /* -- ckpt.c, restore.c ------------------------------------------------------------------ */
 int rt_ckpt_open(struct rt *rt);
