@@ -15,7 +15,7 @@
                            executable must JIT-load the PTX
      ALPHAC_STUB_MEM_FREE, ALPHAC_STUB_MEM_TOTAL   bytes cuMemGetInfo reports (default 8 GiB)
      ALPHAC_STUB_FAIL      NAME=CODE: the entry point NAME returns CUresult CODE
-     ALPHAC_STUB_LOG       a file to which every call of interest appends one line
+     ALPHAC_STUB_LOG       a file to which every call of interest appends one line, `PID WHAT`
      ALPHAC_STUB_SCRIBBLE  N,M,...: after the N-th host-to-device copy, fill its host source
                            with 0xff bytes (corrupting the host shadow)
      ALPHAC_STUB_CORRUPT   NAME:N: after the N-th launch of kernel NAME, flip the lowest bit
@@ -34,13 +34,14 @@ static void *twin;
 static int64_t htod_count, launches;
 static size_t allocated;
 
-static void log_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #include <stdarg.h>
+static void log_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void log_line(const char *fmt, ...) {
     const char *path = getenv("ALPHAC_STUB_LOG");
     if (!path || !*path) return;
     FILE *f = fopen(path, "a");
     if (!f) return;
+    fprintf(f, "%d ", (int)getpid());
     va_list ap;
     va_start(ap, fmt);
     vfprintf(f, fmt, ap);
