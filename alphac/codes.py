@@ -195,8 +195,6 @@ TOOLING = {
     "bad-metadata": "the .alphac section of an executable is not the expected JSON",
     "program-unsupported": "a pointwise program uses a construct code generation does not lower",
     "build-failed": "the plan needs an operation the role runtime does not execute",
-    "coordinate-blocks-unsupported": "a partitioned deployment has coordinate blocks of more than "
-                                     "one word, which the executables do not run yet",
     "compiler-missing": "the target's C compiler (for the role runtime) is not installed",
     "compile-failed": "the target's C compiler failed on the role runtime",
     "assembler-missing": "the device target's assembler (ptxas) is not installed",

@@ -121,12 +121,12 @@ def baseline_executables(rev: str, k: int, work: Path) -> dict:
     return {name: {tuple(key.split()): Path(p) for key, p in exes.items()} for name, exes in built.items()}
 
 
-def _time(key, dep, exes, updates, walls, cpus, authenticate=False):
+def _time(key, dep, exes, updates, walls, cpus, authenticate=False, stats=True):
     from alphac.launch import session
 
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     run = session.run(key, dep, exes=exes, updates=updates, timeout_ms=30000, deadline_s=300,
-                      authenticate=authenticate)
+                      authenticate=authenticate, stats=stats)
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if not run.result.ok:
         sys.exit("bench: owners failed: " + "; ".join(oc.stderr.strip() for oc in run.result.outcomes))
@@ -170,7 +170,9 @@ def bench_combine(k: int, updates: int, repeat: int, baseline: str | None) -> No
             for _ in range(repeat):  # interleaved: each round runs every variant
                 for v, exes in variants.items():
                     for n in (1, updates):
-                        last[v] = _time(key, dep, exes, n, walls[v], cpus[v], v.endswith("--key"))
+                        # a baseline revision's executables may predate --stats
+                        last[v] = _time(key, dep, exes, n, walls[v], cpus[v], v.endswith("--key"),
+                                        not v.startswith("baseline"))
             for v in variants:
                 if v.startswith("baseline"):
                     _as_published(last[v], dep, updates)

@@ -87,17 +87,37 @@ def test_checkpoints_hold_the_oracles_words_at_their_version(written, name):
             assert got.tolist() == want.tolist()
 
 
+def files_of(d: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def assert_planned_bytes(key: str, dep, d: Path, tmp_path: Path) -> None:
+    """Each checkpoint the owners wrote is, byte for byte, the one the Python writer makes
+    of the plan and the oracle's words (alphac.image.ckpt.write_plan_checkpoint)."""
+    from alphac.image.ckpt import write_plan_checkpoint
+
+    for version in (2, 4):
+        params, state = oracle_words(ADAM7, version)
+        want = tmp_path / f"{key}-planned-{version}"
+        write_plan_checkpoint(session.plan(key, dep), want, version, params, state)
+        assert files_of(d / f"ckpt-{version}") == files_of(want)
+
+
+@pytest.mark.parametrize("name", list(FLAGS))
+def test_the_owners_write_the_planned_checkpoint_byte_for_byte(written, tmp_path, name):
+    assert_planned_bytes(f"ckpt7-{name}", DEPS[name], written[name][0], tmp_path)
+
+
 def test_checkpoints_do_not_depend_on_how_gradients_are_partitioned(written):
     def files(name):
-        d, _ = written[name]
-        return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+        return files_of(written[name][0])
 
     assert files("gradients") == files("replicated")
     ungraded = variant(ADAM7, **{**FLAGS["all"], "gradients": False})
     d = written["all"][0].parent / "all-no-gradients"
     d.mkdir()
     outputs(run("ckpt7-all-nograd", ungraded, d))
-    assert {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()} == files("all")
+    assert files_of(d) == files("all")
 
 
 @pytest.mark.parametrize("src,dst", [("replicated", name) for name in FLAGS]
@@ -118,6 +138,28 @@ def test_a_resume_on_the_other_instruction_set_equals_the_uninterrupted_run(writ
     dep = variant(DEPS["all"], placement=[swap[t] for t in ADAM7.placement])
     again = outputs(run("ckpt7-all-swapped", dep, tmp_path / "c", resume=written["all"][0] / "ckpt-2"))
     assert again == written["all"][1]
+
+
+def blocks(dep, block: int):
+    return dataclasses.replace(dep, partitioning=dataclasses.replace(dep.partitioning, block_words=block))
+
+
+@pytest.mark.parametrize("src", ["all", "state", "parameters"])
+def test_a_checkpoint_of_coordinate_blocks_resumes_without_them(written, tmp_path, src):
+    """Written with B = 3, a checkpoint is the planned one (its fragments name their logical
+    positions, its words are the oracle's) and resumes, on the same contract, into B = 1 and into the replicated
+    learner with the uninterrupted runs' outputs byte for byte; and a B = 1 checkpoint
+    resumes into B = 3 with that run's own outputs."""
+    d = tmp_path / "b3"
+    d.mkdir()
+    b3 = blocks(DEPS[src], 3)
+    uninterrupted = outputs(run(f"ckpt7-{src}-b3", b3, d))
+    assert_planned_bytes(f"ckpt7-{src}-b3", b3, d, tmp_path)
+    for dst in ("all", "replicated"):
+        again = outputs(run(f"ckpt7-{dst}", DEPS[dst], tmp_path / f"to-{dst}", resume=d / "ckpt-2"))
+        assert again == written[dst][1]
+    again = outputs(run(f"ckpt7-{src}-b3", b3, tmp_path / "to-b3", resume=written["all"][0] / "ckpt-2"))
+    assert again == uninterrupted
 
 
 # -- restore refusals, by a single owner before it connects ------------------------------------

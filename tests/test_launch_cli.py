@@ -32,7 +32,7 @@ def test_demo_ends_with_the_bit_identical_line(tmp_path):
     assert all(r[-1] == "match" for r in rows)
 
 
-def test_launch_json_has_the_oracle_keys_plus_match(tmp_path):
+def test_launch_json_has_the_oracle_keys_plus_match_and_measured_bytes(tmp_path):
     spec = "specs/lsq_momentum_star.alpha"
     p = _run("-m", "alphac", "launch", spec, "--json", "--rounds", "3", "-o", str(tmp_path))
     assert p.returncode == 0, p.stdout + p.stderr
@@ -51,8 +51,11 @@ def test_launch_json_has_the_oracle_keys_plus_match(tmp_path):
     assert got["protocol"] == plan(load_deployment(str(ROOT / spec))).protocol_hex
     assert want["protocol"] in (None, got["protocol"])
     assert len(got["owners"]) == len(want["owners"]) == 4
-    for g, w in zip(got["owners"], want["owners"]):
+    laws = plan(load_deployment(str(ROOT / spec))).owners
+    for g, w, law in zip(got["owners"], want["owners"], laws):
         assert g.pop("match") is True
+        # what the executable measured is the plan's law
+        assert (g.pop("persistent_bytes"), g.pop("peak_bytes")) == (law.persistent_bytes, law.peak_bytes)
         assert g == w
     # the second launch reuses the executables and writes to a fresh run directory (dated
     # ahead so that no concurrent edit of a compiler module makes them stale)

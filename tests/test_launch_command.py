@@ -38,7 +38,7 @@ from alphac.launch.results import OwnerResult, encode_result
 ap = argparse.ArgumentParser()
 ap.add_argument('--owner', type=int); ap.add_argument('--peers'); ap.add_argument('--out')
 ap.add_argument('--updates', type=int, default=5); ap.add_argument('--timeout-ms', type=int)
-ap.add_argument('--key')
+ap.add_argument('--key'); ap.add_argument('--stats')
 a = ap.parse_args()
 peers = open(a.peers).read().split()
 assert len(peers) % 2 == 0, peers
@@ -68,7 +68,11 @@ def commit(names=None):
     open(a.out + '.commit', 'w').write('\\n'.join(lines + [f'owner {i} {h}' for i, h in enumerate(sha)]) + '\\n')
 """
 
-WRITE = ("r = OwnerResult(a.owner, a.updates, 0xabc, {p}, {s})\n"
+# a stand-in's measured bytes (docs/runtime.md "Measured bytes"): 24 persistent, 100 at the peak
+STATS = ("open(a.stats, 'w').write('alphac-stats 1\\nowner %d\\nstatus ok\\n' % a.owner + ''.join("
+         "'bytes %s 0 %d\\n' % (c, 8 * (c == 'state') + 16 * (c == 'parameters')) for c in "
+         "('parameters', 'state', 'replica', 'registers', 'scratch', 'samples')) + 'persistent 24\\npeak 100\\nrss_kb 0 0\\n')\n")
+WRITE = (STATS + "r = OwnerResult(a.owner, a.updates, 0xabc, {p}, {s})\n"
          "open(a.out + '.tmp', 'wb').write(encode_result(r))\n"
          "import os; os.rename(a.out + '.tmp', a.out)\n"
          "commit()\n")
@@ -100,7 +104,9 @@ def test_every_owner_matching(tmp_path):
     assert j["owners"][1] == {"owner": 1, "role": "worker", "target": "x86_64", "version": 5,
                               "params": ["3ff0000000000000", "4000000000000000"],
                               "state": ["3fb999999999999a"], "digest": rep.rows[1].digest,
-                              "match": True}
+                              "match": True, "persistent_bytes": 24, "peak_bytes": 100}
+    assert run.stats[2].high == {"parameters": 16, "state": 8, "replica": 0, "registers": 0,
+                                 "scratch": 0, "samples": 0}
     lines = table(rep).splitlines()
     assert lines[0].split() == ["owner", "role", "target", "version", "digest", "oracle"]
     assert lines[2].split() == ["1", "worker", "x86_64", "5", rep.rows[1].digest[:16], "match"]

@@ -118,12 +118,15 @@ def test_constructed_layouts_agree_with_the_oracle(n):
             for shared in shared_choices(w, k):
                 m = m_of(w, k, shared)
                 for opt, par, grad in FLAGS:
-                    part = Partitioning(optimizer_state=opt, parameters=par, gradients=grad,
-                                        words_per_coordinate=w, shared_state=shared)
-                    dep = bare(n, k, m, part)
-                    layout = OwnerLayout.of(dep)
-                    assert (layout.k, layout.m, layout.n, layout.w) == (k, m, n, w)
-                    assert_agrees(layout, dep)
+                    for block in (1, 2, 3, k + 5):
+                        part = Partitioning(optimizer_state=opt, parameters=par, gradients=grad,
+                                            words_per_coordinate=w, shared_state=shared,
+                                            block_words=block)
+                        dep = bare(n, k, m, part)
+                        layout = OwnerLayout.of(dep)
+                        assert (layout.k, layout.m, layout.n, layout.w) == (k, m, n, w)
+                        assert layout.block_words == block
+                        assert_agrees(layout, dep)
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 7])

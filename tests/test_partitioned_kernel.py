@@ -1,11 +1,14 @@
-"""The owned update kernel against the replicated one, called in-process: for every owner,
-each word it owns (and every shared word) has the replicated kernel's bits, every other
-word is left untouched, and a non-finite value refuses at the owner of its coordinate
-only, naming the statement and coordinate the replicated kernel names."""
+"""The owned update kernel against the replicated one, called in-process on each owner's
+compact storage (the words it holds, in their storage order): for every owner and every
+coordinate block size, each word it owns (and every shared word) has the replicated
+kernel's bits, every word it holds but does not own is left untouched, and a non-finite
+value refuses at the owner of its coordinate only, naming the statement and coordinate the
+replicated kernel names."""
 
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import subprocess
 from pathlib import Path
 
@@ -17,6 +20,7 @@ from alphac.codegen.owned import emit_owned_update
 from alphac.codegen.program import emit_program, program_regions
 from alphac.codegen.types import I64, VOID
 from alphac.launch import session
+from alphac.plan.layout import OwnerLayout
 from alphac.plan.separable import SHARED, layout_of
 from alphac.targets import compile_object
 
@@ -33,7 +37,7 @@ class Pair:
         module = ir.Module("pair")
         emit_program(module, L.update, "repl", self.regions)
         _, owner_g = emit_owned_update(module, L.update, L.k, L.s, L.m, layout_of(L, dep.partitioning),
-                                       dep.owners, "owned")
+                                       dep.owners, dep.partitioning, "owned")
         setter = ir.Function(module, ir.FunctionType(VOID, (I64,)), "set_owner")
         b = ir.IRBuilder(setter.append_basic_block("entry"))
         b.store(setter.args[0], owner_g)
@@ -45,17 +49,29 @@ class Pair:
         self.lib = ctypes.CDLL(str(so))
         self.lib.repl.restype = self.lib.owned.restype = ctypes.c_int64
         self.classes = layout_of(L, dep.partitioning).classes
+        self.layout = OwnerLayout.of(dep)
+
+    def positions(self, owner: int | None) -> list[np.ndarray]:
+        """The slots each region's words are, in storage order: all of them for the
+        replicated kernel, the owner's compact storage for the owned one."""
+        if owner is None:
+            return [np.arange(a, a + ln) for a, ln in self.regions]
+        L, (p0, _), (s0, _), (m0, _), (r0, _) = self.layout, *self.regions
+        return [p0 + L.params_held(owner), s0 + L.state_stored(owner), m0 + L.coordinates(owner),
+                np.array([r0])]
 
     def call(self, name: str, slots: np.ndarray, owner: int = 0):
+        """Run a kernel on the words of `slots` it is given; the slots afterwards."""
         if name == "owned":
             self.lib.set_owner(ctypes.c_int64(owner))
-        bufs = [np.ascontiguousarray(slots[a:a + ln], dtype=np.float64).copy() for a, ln in self.regions]
+        where = self.positions(owner if name == "owned" else None)
+        bufs = [np.ascontiguousarray(slots[pos], dtype=np.float64) for pos in where]
         coord = ctypes.c_int64(-7)
         status = getattr(self.lib, name)(*[x.ctypes.data_as(ctypes.c_void_p) for x in bufs],
                                          ctypes.byref(coord))
         out = slots.copy()
-        for (a, ln), x in zip(self.regions, bufs):
-            out[a:a + ln] = x
+        for pos, x in zip(where, bufs):
+            out[pos] = x
         return status, coord.value, out.view(np.uint64)
 
 
@@ -70,12 +86,26 @@ def _slots(pair, seed):
     return s
 
 
+def _blocks(dep, block: int, **flags):
+    return dataclasses.replace(dep, partitioning=dataclasses.replace(dep.partitioning, block_words=block,
+                                                                     **flags))
+
+
+FLAGS = {"all": {}, "state": {"parameters": False, "gradients": False},
+         "parameters": {"optimizer_state": False, "gradients": False},
+         "gradients": {"optimizer_state": False, "parameters": False}}
+
+
 @pytest.mark.parametrize("spec", ["lsq_adam_partitioned_hierarchy", "lsq_adam_partitioned_hierarchy7",
                                   "lsq_momentum_partitioned_star"])
-def test_owned_words_have_the_replicated_bits_and_others_are_untouched(tmp_path, spec):
-    dep = session.deployment(f"{SPECS}/{spec}.alpha")
+@pytest.mark.parametrize("block", [1, 2, 3, 7])
+@pytest.mark.parametrize("flags", sorted(FLAGS))
+def test_owned_words_have_the_replicated_bits_and_others_are_untouched(tmp_path, spec, block, flags):
+    dep = _blocks(session.deployment(f"{SPECS}/{spec}.alpha"), block, **FLAGS[flags])
     pair = Pair(tmp_path, dep)
-    cls = pair.classes[:pair.k + pair.m]
+    k, m = pair.k, pair.m
+    cls = pair.classes[:k + m]
+    owner = np.where(cls >= 0, (cls // block) % pair.n, -1)
     for seed in range(3):
         slots = _slots(pair, seed)
         status, _, want = pair.call("repl", slots)
@@ -84,15 +114,16 @@ def test_owned_words_have_the_replicated_bits_and_others_are_untouched(tmp_path,
         for o in range(pair.n):
             status, _, got = pair.call("owned", slots, o)
             assert status == 0
-            mine = (cls == SHARED) | ((cls >= 0) & (cls % pair.n == o))
-            assert np.array_equal(got[:pair.k + pair.m][mine], want[:pair.k + pair.m][mine])
-            assert np.array_equal(got[:pair.k + pair.m][~mine], before[:pair.k + pair.m][~mine])
-            # every word of the update changes somewhere, so "untouched" is a real check
-        assert np.all(want[:pair.k + pair.m] != before[:pair.k + pair.m])
+            mine = (cls == SHARED) | (owner == o)
+            assert np.array_equal(got[:k + m][mine], want[:k + m][mine])
+            assert np.array_equal(got[:k + m][~mine], before[:k + m][~mine])
+        # every word of the update changes somewhere, so "untouched" is a real check
+        assert np.all(want[:k + m] != before[:k + m])
 
 
-def test_non_finite_mean_refuses_only_at_its_coordinates_owner(tmp_path):
-    dep = session.deployment(f"{SPECS}/lsq_adam_partitioned_hierarchy7.alpha")
+@pytest.mark.parametrize("block,at", [(1, 3), (2, 1), (3, 1)])
+def test_non_finite_mean_refuses_only_at_its_coordinates_owner(tmp_path, block, at):
+    dep = _blocks(session.deployment(f"{SPECS}/lsq_adam_partitioned_hierarchy7.alpha"), block)
     pair = Pair(tmp_path, dep)
     k, m = pair.k, pair.m
     slots = _slots(pair, 7)
@@ -101,4 +132,4 @@ def test_non_finite_mean_refuses_only_at_its_coordinates_owner(tmp_path):
     assert (status, coord) == (3, 3)  # m1[i] := ... (after the two powers), coordinate 3
     for o in range(pair.n):
         got = pair.call("owned", slots, o)[:2]
-        assert got == ((3, 3) if o == 3 else (0, -7))
+        assert got == ((3, 3) if o == at else (0, -7))

@@ -1,8 +1,8 @@
 """Coordinate blocks (partitionBlockWords B) and the combine's placement through the planner
 and everything that describes a plan: the owner layout's shard maps, register sizes and
 bytes for B in {1, 2, 3, k, k + 5}, the protocol identity, `alphac plan` (text and JSON),
-the refusal of CombineAtBlockOwners, the build's refusal of partitioned blocks, and the
-oracle, whose words do not depend on B nor on the placement."""
+the refusal of CombineAtBlockOwners, the build and launch of a spec declaring blocks, and
+the oracle, whose words do not depend on B nor on the placement."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from click.testing import CliRunner
 from alphac import driver
 from alphac.commands import main
 from alphac.diagnostics import CompileError
-from alphac.image.image import ImageError
 from alphac.ir import nodes as ir
 from alphac.oracle import evaluate
 from alphac.plan import plan
@@ -85,8 +84,12 @@ def test_shard_maps_registers_and_bytes_follow_the_blocks(B, n):
             b = p.owners[o].bytes
             assert b.parameters == 8 * (len(coords) if par else k)
             assert b.state == 8 * (len(coords) * 2 + 2 if opt else 2 * k + 2)
-            assert b.replica == (8 * k if par else 0) and b.registers == 8 * sum(sizes)
-            assert p.owners[o].peak_bytes == b.parameters + b.state + b.replica + b.registers
+            assert b.replica == (8 * k if par else 0)
+            # a pool of register slots, each a frame buffer of its largest register
+            slots = p.owners[o].registers
+            assert max(slots.slot_words) == max(sizes) and sum(slots.slot_words) <= sum(sizes)
+            assert b.registers == 8 * slots.pool_words(2)
+            assert p.owners[o].peak_bytes == b.parameters + b.state + b.replica + b.registers + b.scratch
         if grad:  # one reduction per coordinate owner, each the size of its coordinates
             assert [d.target for d in p.deliveries] == list(range(n))
 
@@ -185,18 +188,21 @@ def test_check_and_plan_refuse_the_block_placement(tmp_path):
 
 # ----------------------------------------------------------------------------- build
 
-def test_build_refuses_partitioned_blocks_in_one_line(tmp_path):
+def test_a_spec_of_partitioned_blocks_builds_and_every_owner_equals_the_oracle(tmp_path):
+    from alphac.launch import session
+    from alphac.launch.launcher import compare
+
     spec = gate_spec(tmp_path, " partitionBlockWords = 2,")
-    p = driver.plan(driver.deployment(str(spec)))
-    with pytest.raises(ImageError) as err:
-        driver.image(p, "worker", "x86_64")
-    assert err.value.code == "coordinate-blocks-unsupported"
     out = CliRunner().invoke(main, ["build", str(spec), "--all", "-o", str(tmp_path / "out")])
-    assert out.exit_code == 1
-    assert out.stderr == ("alphac: error[coordinate-blocks-unsupported]: deployment run partitions "
-                          "coordinate blocks of 2 words: coordinate blocks of more than one word are "
-                          "not built yet\n")
-    assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []
+    assert out.exit_code == 0, out.output
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "gate-coordinator-x86_64", "gate-worker-aarch64", "gate-worker-x86_64"]
+    dep = driver.deployment(str(spec))
+    assert dep.partitioning.block_words == 2 and dep.partitioning.any
+    run = session.run("blocks-gate-2", dep, timeout_ms=10000, deadline_s=60)
+    report = compare(session.plan("blocks-gate-2", dep), run, evaluate(dep), dep.updates)
+    assert report.match, report.failures
+    assert [len(run.outputs[o].params) for o in range(4)] == [2, 0, 0, 0]  # one block of k = 2
 
 
 def test_replicated_blocks_build_the_same_op_tables():

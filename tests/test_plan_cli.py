@@ -93,7 +93,8 @@ def test_text_lists_tree_phases_protocols_and_bytes(good):
     assert "  2: 1 -> 0  b1 into b2" in lines
     assert "reductions: " + ", ".join(f"CombineDeliverTo {t}" for t in range(7)) in lines
     assert ("  owner 4 (worker, x86_64): persistent 16 B (parameters 16, state 0), peak "
-            f"{p.owners[4].peak_bytes} B (replica 0, registers {p.owners[4].bytes.registers})") in lines
+            f"{p.owners[4].peak_bytes} B (replica 0, registers {p.owners[4].bytes.registers}, "
+            f"scratch {p.owners[4].bytes.scratch})") in lines
     assert p.owners[0].persistent_bytes == 8 * (2 + 1) and p.owners[1].persistent_bytes == 8 * (2 + 1)
 
 

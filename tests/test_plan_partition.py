@@ -289,11 +289,18 @@ def test_the_read_replica_counts_toward_peak_never_toward_persistent_state():
         a, b = with_replica.owners[o].bytes, without.owners[o].bytes
         assert a.replica == 8 * k and b.replica == 0
         assert a.persistent == b.persistent - 8 * (k - (2 if o < 2 else 1))
-        assert a.peak == a.persistent + a.replica + a.registers
-    # registers: the hub of a 4-owner star holds 7 registers of k + 1 words
+        assert a.peak == a.persistent + a.replica + a.registers + a.scratch
+    # registers: the hub of a 4-owner star has 7 registers of k + 1 words, in 3 slots (its
+    # own sum, the one received and their combination; each slot a frame buffer of 8 header
+    # words, k + 1 words, a checksum and a 4-word tag); a worker's two share one slot (its
+    # sum is sent before the total arrives)
     star = plan(deployment(4, k=k, kind="adam"))
-    assert star.owners[0].bytes.registers == 7 * 8 * (k + 1)
-    assert star.owners[3].bytes.registers == 2 * 8 * (k + 1)
+    assert [len(p.slot) for p in (star.owners[0].registers, star.owners[3].registers)] == [7, 2]
+    assert star.owners[0].bytes.registers == 3 * 8 * (8 + k + 1 + 1 + 4)
+    assert star.owners[3].bytes.registers == 8 * (8 + k + 1 + 1 + 4)
+    # the contribution buffer: k words at an owner of two or more samples
+    shares = star.deployment.learner.samples.shares
+    assert [o.bytes.scratch for o in star.owners] == [8 * k if s >= 2 else 0 for s in shares]
 
 
 @pytest.mark.parametrize("n,k", [(4, 6), (7, 2), (3, 10)])

@@ -7,8 +7,8 @@ these; every floating-point operation of an executable is emitted here or in pro
     i64 alphac_add_range(double* dst, double* a, double* b, i64 lo, i64 hi) -> 1 if any bad
     i64 alphac_first_nonfinite(double* p, i64 lo, i64 hi)       -> -1 or the first such j
     i64 alphac_mean(double* g, i64 count, i64 k)                -> -1 or the first bad j
-    i64 alphac_mean_owned(double* mean, double* src, i64 count, i64 first, i64 step,
-                          i64 cnt, i64 slice_at)                -> -1 or the bad coordinate
+    i64 alphac_mean_owned(double* mean, double* src, i64 count, i64 at, i64 first, i64 step,
+                          i64 cnt, i64 sliced)                  -> -1 or the bad coordinate
 
 "Bad": a non-finite operand or result. Element loops only OR a flag, so they vectorise;
 when it is set a second pass finds the first failing coordinate (the caller refuses, so
@@ -198,25 +198,28 @@ def _mean(module: ir.Module) -> None:
 
 
 def _mean_owned(module: ir.Module) -> None:
-    """mean[i] = x / (double) count for the cnt coordinates i = first + j*step of one run
-    of an owner's coordinates, x = src[slice_at + j] (its slice) or, for slice_at < 0,
-    src[i] (the full vector); the first coordinate whose operand or quotient is non-finite
-    is returned. (The replicated mean's word: its x * (1/c) is used only when exact, so a
-    division gives the same bits.)"""
-    f = _Fn(module, "alphac_mean_owned", (PTR, PTR, I64, I64, I64, I64, I64),
-            ("mean", "src", "count", "first", "step", "cnt", "slice_at"))
-    mean, src, count, first, step, cnt, slice_at = f.fn.args
+    """mean[at + j] = x / (double) count for the cnt coordinates i = first + j*step of one
+    run of an owner's coordinates (the run's first being the owner's at-th coordinate),
+    x = src[at + j] (its slice, `sliced`) or src[i] (the full vector); the first coordinate
+    whose operand or quotient is non-finite is returned. mean may be src: each word is read
+    before any word at or above its position is written (coordinates ascend, so i >= at + j).
+    (The replicated mean's word: its x * (1/c) is used only when exact, so a division gives
+    the same bits.)"""
+    f = _Fn(module, "alphac_mean_owned", (PTR, PTR, I64, I64, I64, I64, I64, I64),
+            ("mean", "src", "count", "at", "first", "step", "cnt", "sliced"))
+    mean, src, count, at, first, step, cnt, sliced = f.fn.args
     b = f.b
     c = b.uitofp(count, F64)
-    whole = b.icmp_signed("<", slice_at, _c(0))
+    whole = b.icmp_signed("==", sliced, _c(0))
 
     def body(j, _):
         i = b.add(first, b.mul(j, step))
-        x = f.load(src, b.select(whole, i, b.add(slice_at, j)))
+        here = b.add(at, j)
+        x = f.load(src, b.select(whole, i, here))
         r = b.fdiv(x, c)
         with b.if_then(f.bad(x, r), likely=False):
             b.ret(i)
-        b.store(r, f.at(mean, i))
+        b.store(r, f.at(mean, here))
         return None
 
     f.loop(_c(0), cnt, body)

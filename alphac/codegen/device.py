@@ -320,7 +320,7 @@ def device_table(image, segs, placement) -> bytes:
     per_owner = []
     for o in image.owners:
         per_owner += [sum(1 for t in placement[:o.owner] if t == image.target),
-                      device_bytes(image.k, image.m, image.s, o.share, part_params)]
+                      device_bytes(o.params_count, o.state_count, image.k, image.s, o.share, part_params)]
     words = [DEVICE_MAGIC, DEVICE_FORMAT, len(segs), len(image.owners),
              *(seg.threads for seg in segs), *per_owner]
     return struct.pack(f"<{len(words)}Q", *words)

@@ -31,7 +31,8 @@ def kernel_module(image, metadata: dict | None = None) -> ir.Module:
     module = ir.Module(name=f"{image.spec}-{image.role}-{image.target}")
     emit_program(module, image.contribution, CONTRIBUTION, program_regions("contribution", k, s, m))
     if image.owned:
-        emit_owned_update(module, image.update, k, s, m, image.update_layout, image.n, UPDATE)
+        emit_owned_update(module, image.update, k, s, m, image.update_layout, image.n, image.partitioning,
+                          UPDATE)
     else:
         emit_program(module, image.update, UPDATE, program_regions("update", k, s, m))
         # the runtime sets the owner of the next owned update; replicated kernels ignore it

@@ -1,32 +1,52 @@
 """The owned update kernel of a partitioned learner: the update program restricted to one
-owner's coordinates (i = owner mod n) and the shared words.
+owner's coordinates (block b of B coordinates belongs to owner b mod n) and the shared
+words, over the owner's compact storage.
 
     i64 NAME(double* params, double* state, double* mean, double* rate, i64* fail_coord)
     i64 NAME_owner                    (exported global: the owner the next call runs for)
 
-The regions are those of the replicated update kernel, full length (k, m, k, 1): an owner
-keeps its words at their logical positions and never reads the others' (see
-docs/runtime.md, "Partitioned learners"). Which coordinate a statement belongs to comes from
-the separability analysis (`alphac.plan.separable.layout_of`): a per-slot assignment runs
-only at the owner of its target's coordinate, a `let` at the owner of the one coordinate it
-reads (everywhere when it reads only shared words), and an indexed loop whose targets are
-the loop's coordinate becomes a strided loop `for i = first owned >= lo; i < hi; i += n`.
-Each executed statement performs the replicated kernel's operations on the same operands,
-so every owned word has the replicated kernel's bits, and finite-or-refuse checks exactly
-the statements this owner executes (the first failing one in sequential order).
+The regions are the owner's own (alphac/image/image.py, "Compact storage"): its parameters
+(its coordinates', ascending, when parameters are partitioned, else all k), its state (the
+shared words in offset order, then block 0's word of each of its coordinates, then block
+1's, ..., when the optimizer state is partitioned, else all m), the mean of its coordinates
+(its j-th word is the mean of its j-th coordinate) and the rate. A slot of coordinate c is
+at the owner's position of c, (c // (nB)) * B + c % B, in its region; a state word of block
+b at S + b * kc + that position (S shared words, kc the owner's coordinates); a shared
+state word at its rank among the shared words. Which coordinate a statement belongs to
+comes from the separability analysis (`alphac.plan.separable.layout_of`): a per-slot
+assignment runs only at the owner of its target's coordinate, a `let` at the owner of the
+one coordinate it reads (everywhere when it reads only shared words), and an indexed loop
+whose targets are the loop's coordinate runs over the owner's coordinates in [lo, hi): its
+positions j from L(lo) to L(hi) (L(x): how many of them lie below x), coordinate
+i = (j // B) * nB + owner * B + j % B. Each executed statement performs the replicated
+kernel's operations on the same operands, so every owned word has the replicated kernel's
+bits, and finite-or-refuse checks exactly the statements this owner executes (the first
+failing one in sequential order).
 """
 
 from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
 
 import numpy as np
 from llvmlite import ir
 
 from alphac.codegen.program import _Ctx, _Checks, _count, _Emitter, _Var, program_regions
-from alphac.codegen.types import I64
+from alphac.codegen.types import F64, I64
 from alphac.diagnostics import CompileError, Diagnostic
 from alphac.ir import nodes as n
 from alphac.plan import separable
 from alphac.plan.separable import SHARED, UNCLAIMED
+
+PARAMS, STATE, MEAN, RATE = range(4)  # the update kernel's regions, in argument order
+
+
+@dataclass(frozen=True)
+class _OwnedVar(_Var):
+    """A loop over the owner's coordinates: `value` is the coordinate, `local` its position."""
+
+    local: ir.Value | None = None
 
 
 def _unsupported(message: str, span) -> CompileError:
@@ -35,13 +55,93 @@ def _unsupported(message: str, span) -> CompileError:
 
 class _OwnedEmitter(_Emitter):
     def __init__(self, module: ir.Module, update: n.Program, k: int, s: int, m: int,
-                 layout: separable.Layout, owners: int, name: str):
+                 layout: separable.Layout, owners: int, part: n.Partitioning, name: str):
         super().__init__(module, update, name, program_regions("update", k, s, m))
-        self.n = owners
+        self.k, self.m, self.n, self.B = k, m, owners, part.block_words
         self.layout = layout
+        self.compact = (part.parameters, part.optimizer_state, True, False)  # by region
+        self.shared = sorted(layout.shared) if part.optimizer_state else []
         self.owner_g = ir.GlobalVariable(module, I64, f"{name}_owner")
         self.owner_g.initializer = ir.Constant(I64, 0)
         self.let_reads: dict[str, tuple] = {}
+        # read once, before any statement: every use below is dominated by these
+        self.owner = self.b.load(self.owner_g, typ=I64)
+        self.kc = self._below(k)
+
+    # -- the owner's coordinates -------------------------------------------------------------
+
+    def _c(self, v: int) -> ir.Constant:
+        return ir.Constant(I64, v)
+
+    def _below(self, x: int) -> ir.Value:
+        """L(x): how many of the owner's coordinates lie below x (a constant)."""
+        b, B, nB = self.b, self.B, self.n * self.B
+        partial = b.sub(self._c(x % nB), b.mul(self.owner, self._c(B)))
+        partial = b.select(b.icmp_signed("<", partial, self._c(0)), self._c(0), partial)
+        partial = b.select(b.icmp_signed(">", partial, self._c(B)), self._c(B), partial)
+        return b.add(self._c(x // nB * B), partial)
+
+    def _coordinate(self, j: ir.Value) -> ir.Value:
+        """The owner's j-th coordinate: (j // B) * nB + owner * B + j % B."""
+        b, B = self.b, self._c(self.B)
+        return b.add(b.add(b.mul(b.udiv(j, B), self._c(self.n * self.B)), b.mul(self.owner, B)), b.urem(j, B))
+
+    def _position(self, c: int) -> int:
+        """Where coordinate c is among its owner's coordinates."""
+        return c // (self.n * self.B) * self.B + c % self.B
+
+    # -- addressing in the compact regions -----------------------------------------------------
+
+    def _state_block(self, offset: int) -> tuple[int, int]:
+        """(block, coordinate) of the non-shared state word at `offset`."""
+        rank = offset - bisect.bisect_left(self.shared, offset)
+        return divmod(rank, self.k)
+
+    def _block_start(self, region: int, slot: int) -> ir.Value:
+        """Where, in a compact region, the block holding `slot` starts: 0 for parameters and
+        means, S + b * kc for a state word of block b."""
+        if region != STATE:
+            return self._c(0)
+        block, _ = self._state_block(slot - self.k)
+        return self.b.add(self._c(len(self.shared)), self.b.mul(self._c(block), self.kc))
+
+    def _at(self, region: int, offset: ir.Value) -> ir.Value:
+        return self.b.gep(self.fn.args[region], [offset], inbounds=True, source_etype=F64)
+
+    def _fixed(self, slot: int, span) -> ir.Value:
+        region = self._region_of(slot, slot + 1)
+        if region is None or not self.compact[region]:
+            return super().address(n.Index(slot), {}, span)
+        if region == STATE and slot - self.k in self.shared:
+            return self._at(region, self._c(self.shared.index(slot - self.k)))
+        c = int(self.layout.classes[slot])
+        if c < 0:
+            raise _unsupported(f"{self.layout.describe(slot)} belongs to no owner", span)
+        return self._at(region, self.b.add(self._block_start(region, slot), self._c(self._position(c))))
+
+    def address(self, index: n.Index, vars_: dict, span) -> ir.Value:
+        if index.var is None:
+            return self._fixed(index.base, span)
+        var = vars_.get(index.var)
+        if var is None or var.hi <= var.lo:
+            return super().address(index, vars_, span)
+        lo, hi = index.base + var.lo, index.base + var.hi
+        region = self._region_of(lo, hi)
+        if region is None:
+            if any(self.compact[r] and lo < start + size and start < hi
+                   for r, (start, size) in enumerate(self.regions)):
+                raise _unsupported(f"slots {lo}..{hi - 1} span a partitioned region and another", span)
+            return super().address(index, vars_, span)
+        if not self.compact[region]:
+            return super().address(index, vars_, span)
+        classes = self.layout.classes[lo:hi]
+        if isinstance(var, _OwnedVar) and np.array_equal(classes, np.arange(var.lo, var.hi)):
+            return self._at(region, self.b.add(self._block_start(region, lo), var.local))
+        if region == STATE and np.all(classes == SHARED):
+            first = self.shared.index(lo - self.k)  # consecutive shared slots: consecutive ranks
+            return self._at(region, self.b.add(var.value, self._c(first - var.lo)))
+        raise _unsupported(f"slots {lo}..{hi - 1} are not one word of each of the loop's coordinates "
+                           "nor only shared words", span)
 
     # -- classes ---------------------------------------------------------------------------
 
@@ -99,19 +199,18 @@ class _OwnedEmitter(_Emitter):
                 if self._loop_kind(s) == "shared":
                     super().stmts([s], ordinal, ctx)
                 else:
-                    self._strided_loop(s, ordinal, ctx)
+                    self._owned_loop(s, ordinal, ctx)
                 ordinal += _count(s.body)
                 continue
             c = self._class(s)
             if c == SHARED:
                 ordinal = super().stmts([s], ordinal, ctx)
                 continue
-            owner = b.load(self.owner_g, typ=I64)
             self.uid += 1
             run = b.append_basic_block(f"own{self.uid}.run")
             join = b.append_basic_block(f"own{self.uid}.join")
             before = b.block
-            b.cbranch(b.icmp_signed("==", owner, ir.Constant(I64, c % self.n)), run, join)
+            b.cbranch(b.icmp_signed("==", self.owner, self._c(c // self.B % self.n)), run, join)
             b.position_at_end(run)
             ordinal = super().stmts([s], ordinal, ctx)
             ran = b.block
@@ -127,25 +226,23 @@ class _OwnedEmitter(_Emitter):
                 ctx.env[s.name] = (phi, ok)
         return ordinal
 
-    def _strided_loop(self, loop: n.Loop, ordinal: int, ctx: _Ctx) -> None:
-        b, nn = self.b, self.n
-        owner = b.load(self.owner_g, typ=I64)
-        # the first coordinate >= lo that is owner's: lo + ((owner - lo) mod n)
-        shift = b.urem(b.add(owner, ir.Constant(I64, nn - loop.lo % nn)), ir.Constant(I64, nn))
-        start = b.add(ir.Constant(I64, loop.lo), shift)
-        i, _, close = self._loop(loop.var, start, ir.Constant(I64, loop.hi), "owned")
+    def _owned_loop(self, loop: n.Loop, ordinal: int, ctx: _Ctx) -> None:
+        """The loop over the owner's coordinates in [lo, hi), by position."""
+        j, _, close = self._loop(f"{loop.var}.at", self._below(loop.lo), self._below(loop.hi), "owned")
+        i = self._coordinate(j)
         vars_ = dict(ctx.vars)
-        vars_[loop.var] = _Var(i, loop.lo, loop.hi)
+        vars_[loop.var] = _OwnedVar(i, loop.lo, loop.hi, j)
         inner = _Ctx(vars=vars_, env=dict(ctx.env), checks=_Checks(self), coord=i)
         self.stmts(loop.body, ordinal, inner)
-        close(ir.Constant(I64, nn))
+        close()
 
 
 def emit_owned_update(module: ir.Module, update: n.Program, k: int, s: int, m: int,
-                      layout: separable.Layout, owners: int,
+                      layout: separable.Layout, owners: int, part: n.Partitioning,
                       name: str) -> tuple[ir.Function, ir.GlobalVariable]:
     """Add the owned update kernel `NAME` (with `NAME_labels`) and its owner global; `layout`
-    is the separability analysis of the update (`alphac.plan.separable.layout_of`)."""
-    em = _OwnedEmitter(module, update, k, s, m, layout, owners, name)
+    is the separability analysis of the update (`alphac.plan.separable.layout_of`), `part`
+    the partitioning (which regions are compact, the block words)."""
+    em = _OwnedEmitter(module, update, k, s, m, layout, owners, part, name)
     return em.emit(), em.owner_g
 

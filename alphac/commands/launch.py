@@ -1,7 +1,8 @@
 """`alphac launch SPEC`: build if needed, run every owner on 127.0.0.1, compare with the oracle.
 
 Prints the table (owner, role, target, version, digest, oracle) or, with --json, the keys of
-`alphac oracle --json` plus `match` per owner and at the top. Exit 0 only if every owner
+`alphac oracle --json` plus `match` per owner and at the top, and each owner's measured
+`persistent_bytes` and `peak_bytes` (its `--stats`). Exit 0 only if every owner
 matched; a failed owner's stderr is shown on stderr. With `--mutant NAME` the owners are an
 executed mutant's executables: every owner should mismatch the declared program's oracle,
 and a note says whether they computed the oracle's evaluation of the mutant. The spec is loaded through

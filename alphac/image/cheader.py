@@ -1,5 +1,6 @@
 """The C runtime's generated header `alphac_gen.h`: the wire table (alphac.wire), the op
-kinds and region masks (alphac.plan.protocol), the refusal codes (`runtime_codes`) and the role image's field and section indices
+kinds and region masks (alphac.plan.protocol), the memory categories (alphac.plan.memory),
+the refusal codes (`runtime_codes`) and the role image's field and section indices
 (alphac.image.format). Generated at every runtime build, so C and Python share one table.
 """
 
@@ -8,7 +9,7 @@ from __future__ import annotations
 from alphac import codes, wire
 from alphac.image import format as fmt
 from alphac.image.image import MEAN_ZERO, NO_EXPECT, OP_WORDS
-from alphac.plan import protocol
+from alphac.plan import memory, protocol
 
 HEADER_NAME = "alphac_gen.h"
 
@@ -67,6 +68,11 @@ def runtime_header() -> str:
     define("OP_KINDS", len(protocol.OP_KINDS))
     define("REGION_PARAMETERS", protocol.REGION_PARAMETERS)
     define("REGION_STATE", protocol.REGION_STATE)
+    out.append("")
+    for i, name in enumerate(memory.CATEGORIES):
+        define(f"MEM_{_c(name)}", i)
+    define("MEM_KINDS", len(memory.CATEGORIES))
+    out.append("#define MEM_NAMES(X) " + " ".join(f'X("{name}")' for name in memory.CATEGORIES))
     out.append("")
     out.append("/* refusal codes: RT_<CODE> = 1, 2, ...; X(ENUM, \"code\") */")
     out.append("#define RT_CODES(X) \\")

@@ -21,10 +21,13 @@ FIELDS = (
     "w",                # optimizer-state words per coordinate
     "leaves",           # leaves of the combine tree
     "max_payload",      # the largest frame payload the protocol sends
+    "small_payload",    # the largest payload of a frame that is no register (hello, prepared, report)
+    "block_words",      # B: coordinate block b (coordinates bB .. bB + B - 1) belongs to owner b mod n
     "role_size",        # owners of this role
     "root",             # the owner at the root of the combine tree (it commits the run)
     "digest_params",    # 1: the replica digest covers the parameters
-    "digest_state_all",  # 1: ... and all state words (else the `repl_state` offsets)
+    "state_alike",      # the state words every owner holds alike (all m, or the shared words),
+                        # which lead every owner's compact state; the digest covers them too
     "ckpt_interval",    # checkpoint after every this many updates (0: never)
     "ckpt_identity",    # the checkpoint identity (docs/checkpoints.md)
     "run_id",           # the default run id (names a checkpoint's partial directory)
@@ -47,12 +50,19 @@ SECTIONS = (
     "mean_start", "mean_count", "mean_from",  # per role owner: for each word its mean reads,
                         # the delivered sum it is read from (MEAN_ZERO: +0.0); none: as delivered
     "reg_start", "reg_count", "reg_words",
-    "held_start", "held_count", "held_state",
+    "reg_off",          # per register (indexed like reg_words): its buffer's word offset in the pool
+    "reg_pool",         # per role owner: words of its register pool
+    "params_count", "state_count",  # per role owner: the parameter and state words it holds
+    "init_params",      # per role owner: where its initial parameters start in `initial`
+    "init_state",       # per role owner: where its own initial state words start in
+                        # `initial_state` (after the `state_alike` words every owner copies)
     "run_start", "run_count", "runs",  # per owner (all n): its coordinates as (start, step, count)
     "frag_start", "frag_count", "frags",  # per owner (all n): its checkpoint fragments, each
                         # region, words, run count, then the runs (start, step, count)
-    "repl_state", "leaf_order", "leaf_pos", "coord_off",
-    "samples", "initial", "initial_state",
+    "shared",           # the shared state offsets, ascending (empty unless the state is partitioned)
+    "leaf_order", "leaf_pos",
+    "samples",          # the role's owners' sample rows
+    "initial", "initial_state",  # the role's owners' initial words, compact (alphac.image.image)
     "text",             # NUL-terminated strings; its count is in bytes
 )
 

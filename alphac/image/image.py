@@ -1,8 +1,17 @@
 """`build_image(plan, role, target)`: what one role executable needs from the plan, as plain
 data — each owner's op table with the steps its frames carry, peers, samples and register
-sizes, the plan's owner layout (every owner's coordinates as runs, the state words each
-holds, the per-coordinate state offsets), the initial words, the programs and the texts the
-executable prints. The kernels (alphac.codegen) and the C runtime read nothing else.
+sizes and slots, the plan's owner layout (every owner's coordinates as runs, how many
+parameter and state words each of the role's owners holds, the shared state offsets), the
+initial words those owners hold, the programs and the texts the executable prints. The
+kernels (alphac.codegen) and the C runtime read nothing else.
+
+Compact storage: an owner keeps exactly the words it holds. Its parameters are its
+coordinates' parameters in ascending order when parameters are partitioned, else all k;
+its state, when the optimizer state is partitioned, is the shared words in ascending
+offset order, then block 0's word of each of its coordinates (ascending), then block 1's,
+... (w blocks), else all m in offset order. The image carries each role owner's initial
+words in that order, each word once: all k (or m) once when replicated, else the shared
+words once and then every role owner's own words.
 
 Steps: an owner numbers its ops 0, 1, ... over `update_ops` then `finish_ops`; a frame
 carries its sender's op index, and a receive op carries the index of the matching send
@@ -28,10 +37,10 @@ from alphac.image.ckpt import checkpoint_lines, owner_fragments
 from alphac.ir import nodes as ir
 from alphac.plan import separable
 from alphac.plan.mutants import ZERO
-from alphac.plan.protocol import OP_CODE, OwnerProtocol, leaves, peers, register_count
+from alphac.plan.protocol import LEAF_TAG_WORDS, OP_CODE, OwnerProtocol, leaves, peers
+from alphac.plan.registers import register_sizes
 
 OP_WORDS = 7  # kind, peer, dst, a, b, step, expect
-TAG_WORDS = 2  # a partitioned register's payload ends with the leaf range [lo, hi) it covers
 NO_EXPECT = 2**64 - 1  # an op's `expect` word when there is nothing to check
 MEAN_ZERO = ZERO & (2**64 - 1)  # a `mean_from` word: this word of the mean reads the sum +0.0
 
@@ -67,7 +76,12 @@ class OwnerImage:
     leaf_count: int        # the sample count its local value reports (a mutant's, or share)
     mean_from: tuple[int, ...]  # the delivered sum each word of its mean reads; (): as delivered
     reg_words: tuple[int, ...]  # data words of each register (sums and count, or assembled words)
-    held_state: tuple[int, ...] | None  # state offsets this owner outputs; None: all m
+    reg_off: tuple[int, ...]    # word offset of each register's buffer in the register pool
+    reg_pool: int               # words of the register pool (plan/registers.py)
+    params_count: int           # parameter words held (compact storage)
+    state_count: int            # state words held
+    init_params: int            # where its initial parameters start in the `initial` section
+    init_state: int             # where its own (not alike) initial state words start
 
 
 @dataclass(frozen=True, eq=False)
@@ -99,11 +113,12 @@ class RoleImage:
     resume: tuple[str, int] | None  # a declared resume: (checkpoint path, 1 same / 2 new contract)
     mutation: object                # alphac.plan.mutants.Mutation: the executed mutant, if any
     leaf_order: tuple[int, ...]
-    coord_off: np.ndarray           # state offset of block b's word for coordinate i, at b*k + i
-    repl_state: tuple[int, ...] | None  # state offsets every owner holds alike; None: all m
+    block_words: int                # B: coordinate block b belongs to owner b mod n
+    shared: tuple[int, ...]         # the shared state offsets, ascending (partitioned state)
+    state_alike: int                # state words every owner holds alike: they lead its state
     samples: np.ndarray             # the role's owners' sample rows, in role order
-    initial: np.ndarray
-    initial_state: np.ndarray
+    initial: np.ndarray             # the role's owners' initial parameters (compact, once each)
+    initial_state: np.ndarray       # the alike state words, then each role owner's own
     usage: str
     version: str
 
@@ -112,13 +127,19 @@ class RoleImage:
         return self.partitioning.any
 
     @property
-    def max_payload(self) -> int:
-        """The longest frame payload of the protocol: a register, a hello, or "prepared"."""
-        regs = max([w for o in self.owners for w in o.reg_words] + [1]) + self.tag_words
+    def small_payload(self) -> int:
+        """The longest payload of a frame that is no register: a hello, "prepared", a
+        checkpoint report."""
         prepared = max([wire.prepared_words(op[6]) for o in self.owners for op in o.ops
                         if op[0] in _DIGEST] + [wire.prepared_words(1)])
         ckpt = max([op[6] for o in self.owners for op in o.ops if op[0] in _CKPT] + [0])
-        return max(regs, wire.HELLO_WORDS, prepared, ckpt)
+        return max(wire.HELLO_WORDS, prepared, ckpt)
+
+    @property
+    def max_payload(self) -> int:
+        """The longest frame payload of the protocol: a register, or `small_payload`."""
+        regs = max([w for o in self.owners for w in o.reg_words] + [1]) + self.tag_words
+        return max(regs, self.small_payload)
 
     def encode(self) -> bytes:
         """The bytes the executable embeds as `alphac_image` (layout: alphac.image.format)."""
@@ -141,9 +162,9 @@ class RoleImage:
             "part_parameters": int(part.parameters), "part_state": int(part.optimizer_state),
             "part_gradients": int(part.gradients), "w": part.words_per_coordinate,
             "leaves": len(self.leaf_order), "max_payload": self.max_payload,
+            "small_payload": self.small_payload, "block_words": self.block_words,
             "role_size": len(self.owners), "root": self.root,
-            "digest_params": int(not part.parameters),
-            "digest_state_all": int(self.repl_state is None),
+            "digest_params": int(not part.parameters), "state_alike": self.state_alike,
             "str_usage": string(self.usage), "str_version": string(self.version),
             "str_role": string(self.role), "str_deployment": string(self.deployment),
             "str_owners": string(", ".join(str(o.owner) for o in self.owners)),
@@ -169,8 +190,8 @@ class RoleImage:
         op_starts, ops = flat([w for op in o.ops for w in op] for o in self.owners)
         peer_starts, peer_list = flat(o.peers for o in self.owners)
         reg_starts, reg_words = flat(o.reg_words for o in self.owners)
-        held_starts, held = flat(o.held_state or () for o in self.owners)
         mean_starts, mean_from = flat(o.mean_from for o in self.owners)
+        _, reg_off = flat(o.reg_off for o in self.owners)
         run_starts, runs = flat([w for run in r for w in run] for r in self.runs)
         frag_starts, frags = flat([w for region, fruns in f
                                    for w in (region, sum(c for _, _, c in fruns), len(fruns),
@@ -190,15 +211,16 @@ class RoleImage:
             "mean_start": mean_starts, "mean_count": [len(o.mean_from) for o in self.owners],
             "mean_from": mean_from,
             "reg_start": reg_starts, "reg_count": [len(o.reg_words) for o in self.owners],
-            "reg_words": reg_words,
-            "held_start": held_starts,
-            "held_count": [self.m if o.held_state is None else len(o.held_state) for o in self.owners],
-            "held_state": held,
+            "reg_words": reg_words, "reg_off": reg_off, "reg_pool": [o.reg_pool for o in self.owners],
+            "params_count": [o.params_count for o in self.owners],
+            "state_count": [o.state_count for o in self.owners],
+            "init_params": [o.init_params for o in self.owners],
+            "init_state": [o.init_state for o in self.owners],
             "run_start": [s // 3 for s in run_starts], "run_count": [len(r) for r in self.runs],
             "runs": runs,
             "frag_start": frag_starts, "frag_count": [len(f) for f in self.fragments], "frags": frags,
-            "repl_state": self.repl_state or (), "leaf_order": self.leaf_order, "leaf_pos": pos,
-            "coord_off": self.coord_off, "samples": self.samples, "initial": self.initial,
+            "shared": self.shared, "leaf_order": self.leaf_order, "leaf_pos": pos,
+            "samples": self.samples, "initial": self.initial,
             "initial_state": self.initial_state, "text": bytes(text),
         }
         return fmt.encode(fields, sections)
@@ -366,7 +388,7 @@ def usage_text(plan, role: str, target: str, role_owners) -> str:
     return (
         "usage: EXE --owner I --peers FILE --out PATH [--updates N] [--timeout-ms MS]\n"
         "           [--key FILE] [--listen-any] [--checkpoint-dir DIR] [--resume CKPT [--new-contract]]\n"
-        "           [--run-id HEX] [--help] [--version]\n"
+        "           [--run-id HEX] [--stats FILE] [--help] [--version]\n"
         f"  deployment {dep.name}, role {role} (owners {owners}) of {dep.owners}, "
         f"target {target}, protocol {plan.protocol_hex}\n"
         f"{'  ' if plan.mutant else ''}{mutant_note(plan)}"
@@ -385,14 +407,69 @@ def usage_text(plan, role: str, target: str, role_owners) -> str:
         "  --new-contract   with --resume: start a new contract on its state (another owner count\n"
         "                   or tree); without it the checkpoint's order of operations must be this one\n"
         "  --run-id HEX     the run's id (every owner the same; names partial checkpoint directories)\n"
+        "  --stats FILE     write the bytes of the learner's buffers (now and at their highest, by\n"
+        "                   category) to FILE at exit, on a refusal too\n"
         "  --version        what this executable was built for\n"
         "  exit 0: output written; 1: refused (stderr: 'refused: CODE: detail'); 2: usage\n")
 
 
+@dataclass(frozen=True)
+class InitialWords:
+    """The role owners' initial words in compact order, each word once (see the module's
+    docstring), and where each owner's own words start."""
+
+    params: np.ndarray
+    param_starts: tuple[int, ...]
+    state: np.ndarray            # the `alike` words every owner holds, then each owner's own
+    state_starts: tuple[int, ...]
+    alike: int
+
+
+def initial_words(layout, learner, role_owners) -> InitialWords:
+    """The initial words of `role_owners` in their storage order (`OwnerLayout.params_held`,
+    `OwnerLayout.state_stored`): what every owner holds alike once, then each owner's own."""
+    p0, s0 = learner.initial.as_array(), learner.initial_state.as_array()
+    if layout.parameters:
+        params, param_starts = _concatenated([p0[layout.params_held(o)] for o in role_owners])
+    else:
+        params, param_starts = p0, (0,) * len(role_owners)
+    alike = len(layout.replicated_state())
+    own = [s0[layout.state_stored(o)[alike:]] for o in role_owners]
+    rest, state_starts = _concatenated(own, alike)
+    return InitialWords(params, param_starts, np.concatenate([s0[layout.replicated_state()], rest]),
+                        state_starts, alike)
+
+
+def _concatenated(parts, base: int = 0) -> tuple[np.ndarray, tuple[int, ...]]:
+    starts, at = [], base
+    for part in parts:
+        starts.append(at)
+        at += len(part)
+    words = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
+    return words.astype(np.uint64, copy=False), tuple(starts)
+
+
+def _owner_ops(proto, steps, counts, prepared, below, fragments, inner) -> tuple[tuple[int, ...], ...]:
+    """An owner's op table: each op's words, its step and what it expects."""
+    o = proto.owner
+    ops = []
+    for i, (op, step) in enumerate(zip(proto.update_ops + proto.finish_ops + proto.checkpoint_ops, steps)):
+        expect = counts.get((o, i), NO_EXPECT)
+        if op.kind == "digest-recv":
+            expect = prepared[op.peer]
+        elif op.kind == "digest-send":
+            expect = prepared[o]
+        elif op.kind == "ckpt-recv":
+            expect = checkpoint_words(below[op.peer], fragments, inner)
+        elif op.kind == "ckpt-send":
+            expect = checkpoint_words(below[o], fragments, inner)
+        ops.append(op.words() + (step, expect))
+    return tuple(ops)
+
+
 def build_image(plan, role: str, target: str) -> RoleImage:
     """The image of `role`'s executable for `target`; ImageError if the plan needs an op
-    the runtime does not execute, partitions coordinate blocks of more than one word, or
-    has no such role."""
+    the runtime does not execute or has no such role."""
     dep = plan.deployment
     learner = dep.learner
     k, s, m, n = learner.k, learner.s, learner.m, dep.owners
@@ -400,13 +477,6 @@ def build_image(plan, role: str, target: str) -> RoleImage:
     if role_v is None:
         raise ImageError("unknown-role", f"the deployment has no role {role!r}")
     part = dep.partitioning
-    if part.any and part.block_words != 1:
-        # the executables hold a partitioned owner's words as coordinate i mod n; blocks of
-        # B > 1 coordinates are planned and described, not run (a replicated learner holds
-        # every word whatever B is)
-        raise ImageError("coordinate-blocks-unsupported", f"deployment {dep.name} partitions "
-                         f"coordinate blocks of {part.block_words} words: coordinate blocks of "
-                         "more than one word are not built yet")
     protocols = tuple(o.protocol for o in plan.owners)
     for p in protocols:
         for op in p.update_ops + p.finish_ops:
@@ -416,6 +486,7 @@ def build_image(plan, role: str, target: str) -> RoleImage:
         if part.any and not p.register_words:
             raise ImageError("build-failed", f"owner {p.owner}'s partitioned protocol has no register sizes")
     layout = plan.layout
+    tags = LEAF_TAG_WORDS if part.any else 0
     steps = op_steps(protocols)
     shares = learner.samples.shares
     mutated = plan.mutation
@@ -424,35 +495,21 @@ def build_image(plan, role: str, target: str) -> RoleImage:
     below = subtrees(protocols)
     fragments = owner_fragments(plan)
     inner = {p.owner for p in protocols if any(op.kind == "ckpt-manifest" for op in p.checkpoint_ops)}
+    init = initial_words(layout, learner, role_v.owners)
     owners, row = [], 0
-    for o in role_v.owners:
-        proto = protocols[o]
-        ops = []
-        for i, (op, step) in enumerate(zip(proto.update_ops + proto.finish_ops + proto.checkpoint_ops,
-                                           steps[o])):
-            expect = counts.get((o, i), NO_EXPECT)
-            if op.kind == "digest-recv":
-                expect = prepared[op.peer]
-            elif op.kind == "digest-send":
-                expect = prepared[o]
-            elif op.kind == "ckpt-recv":
-                expect = checkpoint_words(below[op.peer], fragments, inner)
-            elif op.kind == "ckpt-send":
-                expect = checkpoint_words(below[o], fragments, inner)
-            ops.append(op.words() + (step, expect))
-        ops = tuple(ops)
-        regs = proto.register_words or (k + 1,) * register_count(proto)
-        held = tuple(int(j) for j in layout.state_held(o)) if layout.optimizer_state else None
+    for j, o in enumerate(role_v.owners):
+        proto, slots = protocols[o], plan.owners[o].registers
+        ops = _owner_ops(proto, steps[o], counts, prepared, below, fragments, inner)
         owners.append(OwnerImage(o, ops, len(proto.update_ops), len(proto.finish_ops),
                                  len(proto.checkpoint_ops), peers(proto), row, shares[o],
                                  mutated.leaf_counts[o], mutated.mean_from[o],
-                                 tuple(regs), held))
+                                 register_sizes(proto, k), slots.offsets(tags), slots.pool_words(tags),
+                                 layout.params_count(o), layout.state_count(o),
+                                 init.param_starts[j], init.state_starts[j]))
         row += shares[o]
     rows = [learner.samples.owner_rows(o) for o in role_v.owners]
     samples = (np.concatenate([np.asarray(r, dtype=np.uint64).reshape(-1) for r in rows])
                if rows else np.zeros(0, dtype=np.uint64))
-    coord_off = np.asarray(layout.coordinate_state_offsets() if part.any else (), dtype=np.uint64)
-    repl = tuple(int(j) for j in layout.replicated_state()) if layout.optimizer_state else None
     lines = checkpoint_lines(plan)
     spec = Path(dep.source_file or dep.name).stem
     version = (f"{executable_name(plan, role, target)}: deployment {dep.name}, role {role} of {n} "
@@ -464,11 +521,11 @@ def build_image(plan, role: str, target: str) -> RoleImage:
         contribution=learner.contribution, update=learner.update, partitioning=part,
         update_layout=separable.layout_of(learner, part) if part.any else None,
         owners=tuple(owners), runs=tuple(layout.coordinate_runs(o) for o in range(n)),
-        tag_words=TAG_WORDS if part.any else 0, root=plan.tree.owner,
+        tag_words=tags, root=plan.tree.owner,
         fragments=tuple(fragments[o] for o in range(n)), ckpt_interval=dep.checkpoint.every,
         ckpt_dir=checkpoint_dir(dep), ckpt_lines=lines, run_id=default_run_id(lines, dep),
-        resume=declared_resume(dep), mutation=mutated,
-        leaf_order=tuple(leaves(plan.tree)), coord_off=coord_off, repl_state=repl,
-        samples=samples, initial=learner.initial.as_array(),
-        initial_state=learner.initial_state.as_array(),
+        resume=declared_resume(dep), mutation=mutated, leaf_order=tuple(leaves(plan.tree)),
+        block_words=layout.block_words,
+        shared=tuple(int(j) for j in layout.replicated_state()) if layout.optimizer_state else (),
+        state_alike=init.alike, samples=samples, initial=init.params, initial_state=init.state,
         usage=usage_text(plan, role, target, role_v.owners), version=version)

@@ -23,6 +23,7 @@ from typing import Mapping
 
 from alphac.launch.commit import Resolution, resolve
 from alphac.launch.results import OwnerResult, ResultError, read_result
+from alphac.launch.stats import OwnerStats, StatsError, read_stats
 from alphac.launch.runner import (OwnerCommand, RunResult, free_ports, owner_argv, run_owners,
                                   write_peers)
 from alphac.launch.runner import interruptible
@@ -94,6 +95,7 @@ class PlanRun:
     outputs: dict[int, OwnerResult] = field(default_factory=dict)
     output_errors: dict[int, str] = field(default_factory=dict)
     resolution: Resolution | None = None  # what the commit record decided
+    stats: dict[int, OwnerStats] = field(default_factory=dict)  # each owner's measured bytes
 
     @property
     def committed(self) -> bool:
@@ -126,12 +128,14 @@ def run_plan(dep, exes: Mapping[tuple[str, str], Path] | list[Path], run_dir: st
              deadline_s: float = 120.0, owners: list[int] | None = None,
              extra_argv: Mapping[int, tuple[str, ...]] | None = None,
              ports: list[int] | None = None, authenticate: bool = True,
-             root: int | None = None) -> PlanRun:
+             root: int | None = None, stats: bool = True) -> PlanRun:
     """Start owners (all, or `owners`) of `dep` from `exes` ({(role, target): exe}, or one
     exe per owner), wait up to `deadline_s`, kill and reap what is left, then settle the run
     by its commit record (`root`: the owner at the tree's root, default the plan's) and read
     the committed outputs. With `authenticate`, every owner gets the run's fresh key file
-    (`run.key` in the run directory), so every frame carries an HMAC-SHA-256 tag."""
+    (`run.key` in the run directory), so every frame carries an HMAC-SHA-256 tag. With
+    `stats`, every owner writes its measured bytes (`--stats RUN/owner-I.stats`), read into
+    `PlanRun.stats` for the owners that wrote them."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     per_owner = exes if isinstance(exes, list) else owner_exes(dep, exes)
@@ -145,13 +149,15 @@ def run_plan(dep, exes: Mapping[tuple[str, str], Path] | list[Path], run_dir: st
         argv = owner_argv(per_owner[o], o, peers, outs[o], runner_for(target), updates, timeout_ms)
         if key is not None:
             argv += ("--key", str(key))
+        if stats:
+            argv += ("--stats", str(_stats_path(run_dir, o)))
         argv += tuple((extra_argv or {}).get(o, ()))
         cmds.append(OwnerCommand(o, argv, outs[o], f"{dep.role_of(o).name}/{target}"))
     try:
         result = run_owners(cmds, deadline_s, run_dir)
     except OSError as exc:
         raise LaunchError("owner-failed", f"cannot start an owner: {exc}") from None
-    run = PlanRun(run_dir, peers, result)
+    run = PlanRun(run_dir, peers, result, stats=_read_stats(run_dir, cmds) if stats else {})
     if root is None:
         from alphac import driver
 
@@ -167,6 +173,21 @@ def run_plan(dep, exes: Mapping[tuple[str, str], Path] | list[Path], run_dir: st
             except (OSError, ResultError) as exc:
                 run.output_errors[o] = str(exc)
     return run
+
+
+def _stats_path(run_dir: Path, owner: int) -> Path:
+    return run_dir / f"owner-{owner}.stats"
+
+
+def _read_stats(run_dir: Path, cmds) -> dict[int, OwnerStats]:
+    """The stats files the owners wrote (one killed before it could write has none)."""
+    out = {}
+    for cmd in cmds:
+        try:
+            out[cmd.owner] = read_stats(_stats_path(run_dir, cmd.owner))
+        except (OSError, StatsError):
+            continue
+    return out
 
 
 def _words(x) -> tuple[int, ...]:
@@ -185,6 +206,7 @@ class OwnerRow:
     state: tuple[int, ...] | None
     match: bool
     why: str = ""  # when not matched: the refusal, timeout, or first differing word
+    stats: OwnerStats | None = None  # its measured bytes, when it wrote them
 
     @property
     def digest(self) -> str | None:
@@ -234,6 +256,8 @@ class LaunchReport:
                 "params": None if r.params is None else [f"{w:016x}" for w in r.params],
                 "state": None if r.state is None else [f"{w:016x}" for w in r.state],
                 "digest": r.digest, "match": r.match,
+                "persistent_bytes": r.stats.persistent if r.stats else None,
+                "peak_bytes": r.stats.peak if r.stats else None,
                 **({"error": r.why} if not r.match else {}),
             } for r in self.rows],
         }
@@ -259,6 +283,7 @@ def compare(plan, run: PlanRun, oracle, rounds: int, spec: str = "",
         role, target = dep.role_of(o).name, dep.placement[o]
         oc = by_owner.get(o)
         res = run.outputs.get(o)
+        stats = run.stats.get(o)
         if oc is None:
             rows.append(OwnerRow(o, role, target, None, None, None, False, "not started"))
             continue
@@ -273,7 +298,7 @@ def compare(plan, run: PlanRun, oracle, rounds: int, spec: str = "",
             else:
                 line = oc.refusal() or (oc.stderr.strip().splitlines() or ["no message"])[-1]
                 why = f"owner-failed: owner {o} ({role} on {target}) exited {oc.returncode}: {line}"
-            rows.append(OwnerRow(o, role, target, None, None, None, False, why))
+            rows.append(OwnerRow(o, role, target, None, None, None, False, why, stats))
             failures.append(why)
             continue
         why = None
@@ -281,7 +306,7 @@ def compare(plan, run: PlanRun, oracle, rounds: int, spec: str = "",
             why = f"published, but the oracle refuses: {oracle_refusal}"
             failures.append(f"oracle-mismatch: owner {o} ({role} on {target}): {why}")
             rows.append(OwnerRow(o, role, target, res.version, res.params, res.state, False,
-                                 failures[-1]))
+                                 failures[-1], stats))
             continue
         want = oracle.owners[o]
         if res.owner != o:
@@ -295,7 +320,7 @@ def compare(plan, run: PlanRun, oracle, rounds: int, spec: str = "",
             why = f"oracle-mismatch: owner {o} ({role} on {target}): {why}"
             failures.append(why)
         rows.append(OwnerRow(o, role, target, res.version, res.params, res.state,
-                             why is None, why or ""))
+                             why is None, why or "", stats))
     stderr = {oc.owner: oc.stderr for oc in run.result.outcomes if not oc.ok and oc.stderr}
     return LaunchReport(spec or spec_stem(dep), dep.name, rounds, plan.protocol_hex,
                         tuple(rows), tuple(failures), stderr, run.result.seconds, run.run_dir,

@@ -98,15 +98,16 @@ def mutate_leaves(leaves: dict[int, Mass], order: list[int], mutant: str,
     return leaves
 
 
-def deliver_to_next(m: np.ndarray, n: int) -> np.ndarray:
+def deliver_to_next(m: np.ndarray, coordinates) -> np.ndarray:
     """The mean the update reads when the result meant for owner t (its coordinates' sums)
-    reaches owner t + 1 mod n instead: coordinate i, the j-th of owner o = i mod n (j = i
-    div n), reads the mean of the j-th coordinate of owner o - 1 mod n, ((o - 1) mod n) +
-    j*n; +0.0 where that owner holds fewer than j + 1 coordinates (its slice is shorter).
+    reaches owner t + 1 mod n instead: owner o's j-th coordinate (ascending, as
+    `coordinates[o]` lists them) reads the mean of the j-th coordinate of owner o - 1 mod n;
+    +0.0 where that owner holds fewer than j + 1 coordinates (its slice is shorter).
     A selection: the sum +0.0 divided by the count is +0.0."""
-    i = np.arange(m.size)
-    source = (i % n - 1) % n + (i // n) * n
+    n = len(coordinates)
     out = np.zeros(m.size)
-    held = source < m.size
-    out[held] = m[source[held]]
+    for o in range(n):
+        mine, theirs = coordinates[o], coordinates[(o - 1) % n]
+        held = min(mine.size, theirs.size)
+        out[mine[:held]] = m[theirs[:held]]
     return out

@@ -21,7 +21,7 @@ from alphac.ir.mutants import check_name
 from alphac.ir.nodes import Deployment, Learner, TreeBranch, TreeNode
 from alphac.oracle import scalar, vector
 from alphac.oracle.combine import Mass, combine, deliver_to_next, mean, mutate_leaves, swap_branch
-from alphac.oracle.layout import param_coordinates, state_offsets
+from alphac.oracle.layout import owned_coordinates, param_coordinates, state_offsets
 from alphac.oracle.refusal import Refusal, Site
 from alphac.oracle.tree import combine_tree, leaves as tree_leaves
 from alphac.oracle.words import bits_of, digest, floats, to_float
@@ -231,7 +231,7 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
             leaves = mutate_leaves(leaves, order, mutant, u)
         m_ = mean(combine(root, leaves, u), u)
         if mutant == "deliver-to-next":
-            m_ = deliver_to_next(m_, dep.owners)
+            m_ = deliver_to_next(m_, [owned_coordinates(dep, o) for o in range(dep.owners)])
         params, state = update(L, params, state, m_, rate, u)
     return _result(dep, rounds, bits_of(params), bits_of(state), first)
 

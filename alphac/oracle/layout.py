@@ -41,11 +41,17 @@ def _owner_of(coordinates: np.ndarray, dep: Deployment) -> np.ndarray:
 
 
 def param_coordinates(dep: Deployment, owner: int) -> np.ndarray:
-    """The coordinates whose parameters `owner` holds, ascending: each block b = owner,
-    owner + n, ... contributes its coordinates b*B .. b*B + B - 1 below k."""
-    k, n, B = dep.learner.k, dep.owners, dep.partitioning.block_words
+    """The coordinates whose parameters `owner` holds, ascending: all k unless the
+    parameters are partitioned, else `owned_coordinates`."""
     if not dep.partitioning.parameters:
-        return np.arange(k)
+        return np.arange(dep.learner.k)
+    return owned_coordinates(dep, owner)
+
+
+def owned_coordinates(dep: Deployment, owner: int) -> np.ndarray:
+    """The coordinates of `owner`'s blocks, ascending, whatever is partitioned: each block
+    b = owner, owner + n, ... contributes its coordinates b*B .. b*B + B - 1 below k."""
+    k, n, B = dep.learner.k, dep.owners, dep.partitioning.block_words
     blocks = np.arange(owner, -(-k // B), n)
     coordinates = (blocks[:, None] * B + np.arange(B)).ravel()
     return coordinates[coordinates < k]

@@ -1,6 +1,6 @@
 """The device memory law of an SM86 owner: the words its kernels keep on the GPU.
 
-An SM86 owner uploads its parameters, state and samples once and keeps them on the device;
+An SM86 owner uploads its parameters, state (as much of them as it holds) and samples once and keeps them on the device;
 each update adds nothing to that: the contributions of its samples, their local sum with the
 refusal flags after it, the delivered mean and the rate live in buffers allocated once, and
 under parameter partitioning the read replica too. The executable admits exactly these bytes
@@ -16,12 +16,12 @@ from alphac.plan.memory import WORD
 FLAG_WORDS = 3
 
 
-def device_words(k: int, m: int, s: int, share: int, replica: bool) -> int:
-    """Words on the device: parameters k, state m, samples share*s, contributions share*k,
-    the local sum k with FLAG_WORDS + 2*share flag words, the mean k, the rate 1, and the
-    read replica k when parameters are partitioned."""
-    return k + m + share * s + share * k + k + FLAG_WORDS + 2 * share + k + 1 + (k if replica else 0)
+def device_words(kp: int, mp: int, k: int, s: int, share: int, replica: bool) -> int:
+    """Words on the device: the owner's parameters kp and state mp (its compact storage),
+    samples share*s, contributions share*k, the local sum k with FLAG_WORDS + 2*share flag
+    words, the mean k, the rate 1, and the read replica k when parameters are partitioned."""
+    return kp + mp + share * s + share * k + k + FLAG_WORDS + 2 * share + k + 1 + (k if replica else 0)
 
 
-def device_bytes(k: int, m: int, s: int, share: int, replica: bool) -> int:
-    return WORD * device_words(k, m, s, share, replica)
+def device_bytes(kp: int, mp: int, k: int, s: int, share: int, replica: bool) -> int:
+    return WORD * device_words(kp, mp, k, s, share, replica)

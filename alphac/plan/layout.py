@@ -153,6 +153,16 @@ class OwnerLayout:
         shared = np.array(self.shared_state, dtype=np.int64)
         return _frozen(np.union1d(self.coordinate_state(owner), shared).astype(np.int64))
 
+    def state_stored(self, owner: int) -> np.ndarray:
+        """The state offsets `owner` holds, in the order its executable stores them (compact
+        storage): all m in offset order, or, when the optimizer state is partitioned, the
+        shared words ascending, then block 0's word of each of its coordinates (ascending),
+        block 1's, ... (`coordinate_state`'s order). Its parameters are stored in
+        `params_held` order."""
+        if not self.optimizer_state:
+            return self.state_held(owner)
+        return _frozen(np.concatenate([self.replicated_state(), self.coordinate_state(owner)]))
+
     def state_count(self, owner: int) -> int:
         return len(self.state_held(owner)) if self.optimizer_state else self.m
 

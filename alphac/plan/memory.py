@@ -1,12 +1,18 @@
-"""Memory laws: persistent and peak bytes per owner.
+"""Memory laws: persistent and peak bytes per owner, exactly what its executable allocates.
 
 Persistent bytes are the learner state an owner holds between updates and checkpoints:
-its parameters and optimizer-state words as the owner layout gives them (all of them when
-replicated, its coordinates' and the shared words when partitioned). Peak adds what lives
-only during an update: the combine registers of its protocol and, under parameter
-partitioning, the read replica of the gathered parameters (k words). A read replica never
-counts toward persistent state. The shard maps are built from the same layout, so these
-are also the words of each owner's persistent fragments.
+its parameter and optimizer-state words as the owner layout gives them (all of them when
+replicated, its coordinates' and the shared words when partitioned), stored compactly.
+Peak adds what exists only for the run's updates: the register pool of its protocol
+(plan/registers.py: slots shared by registers whose lifetimes do not overlap, each a frame
+buffer), the contribution buffer (k words, only for an owner of two or more samples: the
+first contribution is written straight into the local sum), and, under parameter
+partitioning, the read replica of the gathered parameters (k words, allocated by
+`replica-install` and freed by `replica-release`). A read replica never counts toward
+persistent state. Samples are reported apart: they are read in place from the image.
+
+The executables count these buffers as they allocate them and report the high-water mark
+(`EXE --stats FILE`, docs/runtime.md); tests/test_memory.py holds the two equal.
 """
 
 from __future__ import annotations
@@ -15,8 +21,13 @@ from dataclasses import dataclass
 
 from alphac.ir import nodes as ir
 from alphac.plan.layout import OwnerLayout
+from alphac.plan.registers import RegisterSlots
 
 WORD = 8
+# The categories an executable counts its learner buffers by (`EXE --stats`), in the order
+# of the C enum (alphac_gen.h MEM_*). "samples" are not allocated: the owner's rows are read
+# in place from the image, and counted for the report.
+CATEGORIES = ("parameters", "state", "replica", "registers", "scratch", "samples")
 
 
 @dataclass(frozen=True)
@@ -24,7 +35,8 @@ class OwnerBytes:
     parameters: int
     state: int
     replica: int       # transient read replica (peak only)
-    registers: int     # transient combine registers (peak only)
+    registers: int     # the register pool (peak only)
+    scratch: int       # the contribution buffer (peak only)
     samples: int       # immutable inputs, reported apart from learner state
 
     @property
@@ -33,18 +45,21 @@ class OwnerBytes:
 
     @property
     def peak(self) -> int:
-        return self.persistent + self.replica + self.registers
+        return self.persistent + self.replica + self.registers + self.scratch
 
 
-def bytes_per_owner(dep: ir.Deployment, layout: OwnerLayout, register_words) -> list[OwnerBytes]:
+def bytes_per_owner(dep: ir.Deployment, layout: OwnerLayout, slots: list[RegisterSlots],
+                    leaf_tags: int) -> list[OwnerBytes]:
     """Each owner's bytes: the words the layout says it holds, the read replica under
-    parameter partitioning, and its protocol's registers."""
-    n = dep.owners
-    replica = dep.learner.k if layout.parameters else 0
+    parameter partitioning, its register pool (`slots`, with `leaf_tags` words after each
+    register's data) and its contribution buffer."""
+    k = dep.learner.k
+    replica = k if layout.parameters else 0
     shares = dep.learner.samples.shares
     out = []
-    for o in range(n):
-        samples = dep.learner.s * (shares[o] if o < len(shares) else 0)
+    for o in range(dep.owners):
+        share = shares[o] if o < len(shares) else 0
         out.append(OwnerBytes(WORD * layout.params_count(o), WORD * layout.state_count(o),
-                              WORD * replica, WORD * register_words[o], WORD * samples))
+                              WORD * replica, WORD * slots[o].pool_words(leaf_tags),
+                              WORD * (k if share >= 2 else 0), WORD * dep.learner.s * share))
     return out

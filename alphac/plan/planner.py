@@ -22,6 +22,7 @@ from alphac.plan.layout import OwnerLayout
 from alphac.plan.memory import OwnerBytes, bytes_per_owner
 from alphac.plan.mutants import Mutation, check_applies, mutant_tree, mutation
 from alphac.plan.phases import REPLICATE_ALL, Delivery, Transfer, reduce_phase, replicate_phase
+from alphac.plan.registers import RegisterSlots, register_slots
 from alphac.plan.shards import ShardMap, learner_shard_maps, check_shard_map
 from alphac.plan.separable import check_claim, check_dependence, check_unclaimed_writes
 from alphac.plan.tree import TreeShape, check_topology, shape_of
@@ -34,6 +35,7 @@ class OwnerPlan:
     target: str
     protocol: proto.OwnerProtocol
     bytes: OwnerBytes
+    registers: RegisterSlots                 # where each register of the protocol lives
 
     @property
     def persistent_bytes(self) -> int:
@@ -185,13 +187,13 @@ def _plan(dep: ir.Deployment, mutant: str | None) -> Plan:
     nodes = list(shape.nodes)
     protocols = proto.project(root, n, part if part.any else None, dep.learner.k, nodes, layout,
                               mutated.targets)
-    k = dep.learner.k
-    sizes = bytes_per_owner(dep, layout, [proto.register_words(p, k, n) for p in protocols])
+    slots = [register_slots(p, dep.learner.k) for p in protocols]
+    sizes = bytes_per_owner(dep, layout, slots, proto.LEAF_TAG_WORDS if part.any else 0)
     role_of = {o: r.name for r in reversed(dep.roles) for o in r.owners}
     owners = []
     for o in range(n):
         target = dep.placement[o] if o < len(dep.placement) else ""
-        owners.append(OwnerPlan(o, role_of.get(o, ""), target, protocols[o], sizes[o]))
+        owners.append(OwnerPlan(o, role_of.get(o, ""), target, protocols[o], sizes[o], slots[o]))
     return Plan(
         deployment=dep,
         tree=root,

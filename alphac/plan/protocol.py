@@ -51,6 +51,9 @@ OP_KINDS = (
 REGION_PARAMETERS = 1
 REGION_STATE = 2  # the per-coordinate optimizer-state words (never the shared words)
 OP_CODE = {kind: i for i, kind in enumerate(OP_KINDS)}
+# A partitioned protocol's register carries, after its words, the leaf range [lo, hi) it
+# covers (selection registers; sum registers carry zeros there), in frames too.
+LEAF_TAG_WORDS = 2
 
 
 @dataclass(frozen=True)
@@ -439,10 +442,3 @@ def project_partitioned(root: TreeNode, n: int, part, k: int,
     ckpt = _checkpoint_ops(root, n, nodes)
     return tuple(OwnerProtocol(o, tuple(sch.ops[o]), finish[o], tuple(sch.words[o]), ckpt[o])
                  for o in range(n))
-
-
-def register_words(proto: OwnerProtocol, k: int, n: int) -> int:
-    """Words held by every register of `proto` together (each register lives for one update)."""
-    if proto.register_words:
-        return sum(proto.register_words)
-    return register_count(proto) * (k + 1)

@@ -96,7 +96,7 @@ def plan_json(plan) -> dict:
             "persistent_bytes": o.persistent_bytes, "peak_bytes": o.peak_bytes,
             "bytes": {"parameters": o.bytes.parameters, "state": o.bytes.state,
                       "replica": o.bytes.replica, "registers": o.bytes.registers,
-                      "samples": o.bytes.samples},
+                      "scratch": o.bytes.scratch, "samples": o.bytes.samples},
             "update_ops": [op_data(op) for op in o.protocol.update_ops],
             "finish_ops": [op_data(op) for op in o.protocol.finish_ops],
         } for o in plan.owners],
@@ -161,7 +161,7 @@ def plan_text(plan) -> str:
         b = o.bytes
         lines.append(f"  owner {o.owner} ({o.role or '-'}, {o.target or '-'}): persistent {o.persistent_bytes} B "
                      f"(parameters {b.parameters}, state {b.state}), peak {o.peak_bytes} B "
-                     f"(replica {b.replica}, registers {b.registers})")
+                     f"(replica {b.replica}, registers {b.registers}, scratch {b.scratch})")
         lines.append("    per update: " + "; ".join(op_text(op) for op in o.protocol.update_ops))
         if o.protocol.finish_ops:
             lines.append("    before publishing: " + "; ".join(op_text(op) for op in o.protocol.finish_ops))

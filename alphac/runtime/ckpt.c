@@ -34,14 +34,20 @@ static int fsync_path(struct rt *rt, const char *path) {
     return ok ? RT_OK : rt_fail(rt, RT_IO_ERROR, "cannot make '%s' durable (%s)", path, strerror(errno));
 }
 
-static int write_file(struct rt *rt, const char *path, const void *data, size_t n) {
+/* A new checkpoint file, created exclusively: its descriptor, or -1 with the refusal. */
+static int create_file(struct rt *rt, const char *path, int *rc) {
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return errno == EEXIST ? rt_fail(rt, RT_CHECKPOINT_EXISTS, "'%s' exists (a partial checkpoint of "
-                                         "another run with this run id: pass another --run-id, or remove it)", path)
-                               : rt_fail(rt, RT_IO_ERROR, "cannot create '%s' (%s)", path, strerror(errno));
+    *rc = fd >= 0 ? RT_OK
+          : errno == EEXIST ? rt_fail(rt, RT_CHECKPOINT_EXISTS, "'%s' exists (a partial checkpoint of "
+                                      "another run with this run id: pass another --run-id, or remove it)", path)
+                            : rt_fail(rt, RT_IO_ERROR, "cannot create '%s' (%s)", path, strerror(errno));
+    return fd;
+}
+
+static int write_file(struct rt *rt, const char *path, const void *data, size_t n) {
+    int rc, fd = create_file(rt, path, &rc);
+    if (fd < 0) return rc;
     const char *p = data;
-    int rc = RT_OK;
     for (size_t done = 0; done < n && rc == RT_OK;) {
         ssize_t r = write(fd, p + done, n - done);
         if (r < 0 && errno == EINTR) continue;
@@ -95,6 +101,28 @@ int rt_ckpt_open(struct rt *rt) {
 
 static int64_t entry_words(const struct rt *rt, const uint64_t *e) { return ENTRY_WORDS(frag_count(rt, (int64_t)e[0])); }
 
+/* A shard's words: its header, each fragment's descriptor, then each fragment's words in
+   its runs' order (each hashed as a part), read from this owner's compact storage. */
+static void put_shard(struct rt *rt, struct rt_writer *w, uint64_t v, uint64_t *e) {
+    int64_t nf = frag_count(rt, rt->owner);
+    uint64_t head[6] = {SHARD_MAGIC, SHARD_FORMAT, img_field(rt, IMG_CKPT_IDENTITY), (uint64_t)rt->owner, v,
+                        (uint64_t)nf};
+    for (int j = 0; j < 6; j++) rt_writer_put(w, head[j]);
+    const uint64_t *f = frags_of(rt, rt->owner);
+    for (int64_t j = 0; j < nf; j++, f = next_frag(f))
+        for (const uint64_t *x = f; x < next_frag(f); x++) rt_writer_put(w, *x);
+    f = frags_of(rt, rt->owner);
+    for (int64_t j = 0; j < nf; j++, f = next_frag(f)) {
+        int region = (int)f[0];
+        const uint64_t *src = region == REGION_PARAMETERS ? rt->params : rt->state;
+        rt_writer_part(w);
+        for (uint64_t r = 0; r < f[2]; r++)
+            for (uint64_t i = 0; i < f[5 + 3 * r]; i++)
+                rt_writer_put(w, src[rt_slot(rt, region, (int64_t)(f[3 + 3 * r] + i * f[4 + 3 * r]))]);
+        rt_writer_part_end(w, (unsigned char *)(e + 6 + 4 * j));
+    }
+}
+
 /* ckpt-stage: this owner's shard in the partial directory, and its entry. */
 int rt_ckpt_stage(struct rt *rt, uint64_t v) {
     struct ckpt *c = &rt->ck;
@@ -103,33 +131,23 @@ int rt_ckpt_stage(struct rt *rt, uint64_t v) {
     if (!c->partial) return rt_fail(rt, RT_IO_ERROR, "out of memory");
     if (mkdir(c->partial, 0755) != 0 && errno != EEXIST)
         return rt_fail(rt, RT_IO_ERROR, "cannot make '%s' (%s)", c->partial, strerror(errno));
-    int64_t nf = frag_count(rt, rt->owner), head = 6, words = 0;
+    int64_t nf = frag_count(rt, rt->owner), words = 6;
     const uint64_t *f = frags_of(rt, rt->owner);
-    for (int64_t j = 0; j < nf; j++, f = next_frag(f)) head += 3 + 3 * (int64_t)f[2], words += (int64_t)f[1];
-    int rc;
-    uint64_t *buf = rt_alloc_words(rt, head + words, &rc);
-    TRY(rc);
+    for (int64_t j = 0; j < nf; j++, f = next_frag(f)) words += 3 + 3 * (int64_t)f[2] + (int64_t)f[1];
     uint64_t *e = c->entries;
     e[0] = (uint64_t)rt->owner;
-    e[1] = (uint64_t)(head + words) * 8;
-    uint64_t *h = buf, *w = buf + head;
-    h[0] = SHARD_MAGIC, h[1] = SHARD_FORMAT, h[2] = img_field(rt, IMG_CKPT_IDENTITY), h[3] = (uint64_t)rt->owner;
-    h[4] = v, h[5] = (uint64_t)nf;
-    h += 6;
-    f = frags_of(rt, rt->owner);
-    for (int64_t j = 0; j < nf; j++, f = next_frag(f)) {
-        memcpy(h, f, (3 + 3 * f[2]) * 8);
-        h += 3 + 3 * f[2];
-        const uint64_t *src = f[0] == 1 ? rt->params : rt->state, *start = w;
-        for (uint64_t r = 0; r < f[2]; r++)
-            for (uint64_t i = 0; i < f[5 + 3 * r]; i++) *w++ = src[f[3 + 3 * r] + i * f[4 + 3 * r]];
-        rt_payload_digest(start, w - start, (unsigned char *)(e + 6 + 4 * j));
-    }
-    rt_payload_digest(buf, head + words, (unsigned char *)(e + 2));
+    e[1] = (uint64_t)words * 8;
     char *path = pathf("%s/shard-%lld.bin", c->partial, (long long)rt->owner);
-    rc = path ? write_file(rt, path, buf, (size_t)(head + words) * 8) : rt_fail(rt, RT_IO_ERROR, "out of memory");
+    if (!path) return rt_fail(rt, RT_IO_ERROR, "out of memory");
+    int rc, fd = create_file(rt, path, &rc);
+    if (fd >= 0) {
+        struct rt_writer w;
+        rt_writer_init(&w, rt, fd, path);
+        put_shard(rt, &w, v, e);
+        rc = rt_writer_end(&w, (unsigned char *)(e + 2));
+        close(fd);
+    }
     free(path);
-    free(buf);
     c->nentries = 1;
     c->entry_words = ENTRY_WORDS(nf);
     c->nmanifests = 0;

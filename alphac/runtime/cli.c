@@ -10,6 +10,7 @@
 
 int rt_init(struct rt *rt, const uint64_t *image) {
     memset(rt, 0, sizeof *rt);
+    rt->stats_fd = -1;
     rt->img = image;
     if (image[IMG_MAGIC] != IMAGE_MAGIC || image[IMG_FORMAT] != IMAGE_FORMAT)
         return rt_fail(rt, RT_CORRUPT_EXECUTABLE, "the embedded role image has magic 0x%016llx "
@@ -41,7 +42,7 @@ static int parse_num(struct rt *rt, const char *text, const char *flag, int64_t 
 
 enum {
     O_OWNER = 1, O_PEERS, O_OUT, O_UPDATES, O_TIMEOUT, O_KEY, O_LISTEN_ANY, O_CKPT_DIR, O_RESUME,
-    O_NEW_CONTRACT, O_RUN_ID, O_GPU, O_HELP, O_VERSION
+    O_NEW_CONTRACT, O_RUN_ID, O_STATS, O_GPU, O_HELP, O_VERSION
 };
 
 static const struct option options[] = {
@@ -56,6 +57,7 @@ static const struct option options[] = {
     {"resume", required_argument, NULL, O_RESUME},
     {"new-contract", no_argument, NULL, O_NEW_CONTRACT},
     {"run-id", required_argument, NULL, O_RUN_ID},
+    {"stats", required_argument, NULL, O_STATS},
     {"gpu", required_argument, NULL, O_GPU},
     {"help", no_argument, NULL, O_HELP},
     {"version", no_argument, NULL, O_VERSION},
@@ -95,6 +97,7 @@ int rt_parse_args(struct rt *rt, int argc, char **argv) {
                 return rt_fail(rt, RT_USAGE, "--run-id needs a non-zero hexadecimal number, got '%s' (try --help)", optarg);
             break;
         }
+        case O_STATS: rt->stats_path = optarg; break;
         case O_GPU:
             if (!rt_dev_open) return rt_fail(rt, RT_USAGE, "--gpu: this executable runs on no GPU (try --help)");
             rt->gpu = optarg;

@@ -158,7 +158,7 @@ int rt_alloc_peers(struct rt *rt) {
     for (int64_t j = 0; j < rt->n; j++) rt->fds[j] = -1;
     rt->accept_from = rt_alloc_words(rt, (rt->n + 7) / 8, &rc);
     TRY(rc);
-    rt->small = rt_alloc_words(rt, HEADER_WORDS + (int64_t)img_field(rt, IMG_MAX_PAYLOAD) + 1 + TAG_WORDS, &rc);
+    rt->small = rt_alloc_words(rt, HEADER_WORDS + (int64_t)img_field(rt, IMG_SMALL_PAYLOAD) + 1 + TAG_WORDS, &rc);
     return rc;
 }
 

@@ -1,6 +1,7 @@
-/* main: the command line, this owner, the key, the peers file, the staged output, the
-   connections, every update, then the publication of the run (stage, prepare, commit,
-   finalize). A refusal removes what this owner staged unless the run may be committed. */
+/* main: the command line, this owner, the stats file, the key, the peers file, the staged
+   output, the connections, every update, then the publication of the run (stage, prepare,
+   commit, finalize), and the measured bytes. A refusal removes what this owner staged
+   unless the run may be committed. */
 #include "rt.h"
 
 #include <stdio.h>
@@ -9,6 +10,7 @@ int rt_main(struct rt *rt, int argc, char **argv) {
     TRY(rt_init(rt, alphac_image));
     TRY(rt_parse_args(rt, argc, argv));
     TRY(rt_select_owner(rt));
+    TRY(rt_open_stats(rt));
     TRY(rt_open_outputs(rt)); /* before any work: a refused location costs nothing */
     if (rt->key_path) TRY(rt_read_key(rt));
     TRY(rt_read_peers(rt));
@@ -26,7 +28,10 @@ int rt_main(struct rt *rt, int argc, char **argv) {
 int main(int argc, char **argv) {
     static struct rt rt;
     int rc = rt_main(&rt, argc, argv);
-    if (rc == RT_DONE || rc == RT_OK) return EXIT_OK;
+    if (rc == RT_DONE) return EXIT_OK;
+    int stats = rt_write_stats(&rt, rc); /* the learner's measured bytes, on a refusal too */
+    if (rc == RT_OK) rc = stats;
+    if (rc == RT_OK) return EXIT_OK;
     rt_abandon(&rt);
     const char *kept = "";
     if (rt.committed && !rt.finalized)

@@ -15,37 +15,6 @@ static int64_t words(struct rt *rt, int64_t r) { return (int64_t)rt->reg_words[r
 static int64_t frame_len(struct rt *rt, int64_t r) {
     return words(rt, r) + (int64_t)img_field(rt, IMG_TAG_WORDS);
 }
-/* The coordinates of owner t, ascending: `for (j = 0; next_coord(&it, &i); j++)`. */
-struct coords {
-    const uint64_t *run, *end;
-    int64_t c;
-};
-static struct coords coords_of(const struct rt *rt, int64_t t) {
-    const uint64_t *run = img_sec(rt, SEC_RUNS) + 3 * img_sec(rt, SEC_RUN_START)[t];
-    return (struct coords){run, run + 3 * img_sec(rt, SEC_RUN_COUNT)[t], 0};
-}
-static int next_coord(struct coords *it, int64_t *i) {
-    while (it->run < it->end && it->c >= (int64_t)it->run[2]) {
-        it->run += 3;
-        it->c = 0;
-    }
-    if (it->run >= it->end) return 0;
-    *i = (int64_t)it->run[0] + it->c++ * (int64_t)it->run[1];
-    return 1;
-}
-int64_t rt_owned_count(const struct rt *rt, int64_t t) {
-    int64_t count = 0;
-    struct coords it = coords_of(rt, t);
-    for (; it.run < it.end; it.run += 3) count += (int64_t)it.run[2];
-    return count;
-}
-int64_t rt_coordinates(const struct rt *rt, int64_t t, uint64_t *out) {
-    struct coords it = coords_of(rt, t);
-    int64_t j = 0, i;
-    for (; next_coord(&it, &i); j++) out[j] = (uint64_t)i;
-    return j;
-}
-
 static int corrupt(struct rt *rt, const char *what, long long value) {
     return rt_fail(rt, RT_CORRUPT_EXECUTABLE, "owner %lld: corrupt op table (%s %lld)", (long long)rt->owner,
                    what, value);
@@ -55,39 +24,58 @@ static int has(uint64_t mask, uint64_t region) { return (mask & region) != 0; }
 static int64_t per_coordinate(struct rt *rt, uint64_t mask) {
     return has(mask, REGION_PARAMETERS) + (has(mask, REGION_STATE) ? (int64_t)img_field(rt, IMG_W) : 0);
 }
+/* A sum register's leaf tags travel in frames as zeros (its slot may have held a selection). */
+static void clear_tags(struct rt *rt, uint64_t *data, int64_t words) {
+    memset(data + words, 0, (size_t)img_field(rt, IMG_TAG_WORDS) * 8);
+}
 
+/* Every register's buffer inside the pool, and the words held and their initial values
+   inside the learner and the image: an image built for another owner or corrupted on disk
+   refuses by name instead of reaching outside its buffers. */
+static int check_storage(struct rt *rt, int64_t pool) {
+    int64_t tags = (int64_t)img_field(rt, IMG_TAG_WORDS);
+    for (int64_t r = 0; r < rt->nregs; r++)
+        if ((int64_t)rt->reg_off[r] + H + words(rt, r) + tags + 1 + TAG_WORDS > pool)
+            return corrupt(rt, "register", (long long)r);
+    int64_t init_p = img_mine(rt, SEC_INIT_PARAMS), init_s = img_mine(rt, SEC_INIT_STATE);
+    if (rt->kp > rt->k || rt->mp > rt->m || rt->alike > rt->mp || rt->kc > rt->k ||
+        init_p + rt->kp > (int64_t)img_count(rt, SEC_INITIAL) || rt->alike > init_s ||
+        init_s + rt->mp - rt->alike > (int64_t)img_count(rt, SEC_INITIAL_STATE))
+        return corrupt(rt, "storage of owner", (long long)rt->owner);
+    return RT_OK;
+}
+
+/* This owner's buffers, compact (store.c): its parameter and state words with their initial
+   values, the register pool (slots shared by registers whose lifetimes do not overlap), the
+   contribution buffer when it has two or more samples; its samples are read in place. */
 int rt_alloc(struct rt *rt) {
     int rc;
-    int64_t k = rt->k, m = rt->m, tags = (int64_t)img_field(rt, IMG_TAG_WORDS);
+    int64_t share = img_mine(rt, SEC_SHARE), pool = img_mine(rt, SEC_REG_POOL);
     rt->nregs = img_mine(rt, SEC_REG_COUNT);
     rt->reg_words = img_sec(rt, SEC_REG_WORDS) + img_mine(rt, SEC_REG_START);
-    rt->reg_off = rt_alloc_words(rt, rt->nregs + 1, &rc);
+    rt->reg_off = img_sec(rt, SEC_REG_OFF) + img_mine(rt, SEC_REG_START);
+    rt->kp = img_mine(rt, SEC_PARAMS_COUNT);
+    rt->mp = img_mine(rt, SEC_STATE_COUNT);
+    rt->alike = (int64_t)img_field(rt, IMG_STATE_ALIKE);
+    rt->kc = rt_owned_count(rt, rt->owner);
+    TRY(check_storage(rt, pool));
+    rt->regs = rt_buf_alloc(rt, MEM_REGISTERS, pool, &rc);
     TRY(rc);
-    int64_t at = 0;
-    for (int64_t r = 0; r < rt->nregs; r++) {
-        rt->reg_off[r] = at;
-        at += H + words(rt, r) + tags + 1 + TAG_WORDS; /* room for an authentication tag */
+    rt->params = rt_buf_alloc(rt, MEM_PARAMETERS, rt->kp, &rc);
+    TRY(rc);
+    rt->state = rt_buf_alloc(rt, MEM_STATE, rt->mp, &rc);
+    TRY(rc);
+    rt_copy_from_image(rt->params, img_sec(rt, SEC_INITIAL) + img_mine(rt, SEC_INIT_PARAMS), rt->kp);
+    rt_copy_from_image(rt->state, img_sec(rt, SEC_INITIAL_STATE), rt->alike);
+    rt_copy_from_image(rt->state + rt->alike, img_sec(rt, SEC_INITIAL_STATE) + img_mine(rt, SEC_INIT_STATE),
+                       rt->mp - rt->alike);
+    if (share >= 2 || img_mine(rt, SEC_MEAN_COUNT) > 0) { /* a mapped mean is selected into it */
+        rt->cbuf = rt_buf_alloc(rt, MEM_SCRATCH, rt->k, &rc);
+        TRY(rc);
     }
-    /* zeroed: the tag words of sum registers travel in frames too */
-    rt->regs = rt_alloc_words(rt, at, &rc);
-    TRY(rc);
-    rt->params = rt_alloc_words(rt, k, &rc);
-    TRY(rc);
-    rt->state = rt_alloc_words(rt, m, &rc);
-    TRY(rc);
-    memcpy(rt->params, img_sec(rt, SEC_INITIAL), (size_t)k * 8);
-    memcpy(rt->state, img_sec(rt, SEC_INITIAL_STATE), (size_t)m * 8);
-    rt->cbuf = rt_alloc_words(rt, k, &rc);
-    TRY(rc);
+    rt_buf_hold(rt, MEM_SAMPLES, share * rt->s);
     rt->entries = rt_alloc_words(rt, rt->n * PREPARED_ENTRY_WORDS, &rc);
-    TRY(rc);
-    if (img_field(rt, IMG_OUTPUT_FORMAT) == OUTPUT_OWNED) {
-        rt->replica = rt_alloc_words(rt, k, &rc);
-        TRY(rc);
-        rt->mean = rt_alloc_words(rt, k, &rc);
-        TRY(rc);
-    }
-    return RT_OK;
+    return rc;
 }
 
 /* -- arithmetic ops: every float operation is a kernel call -------------------------------- */
@@ -136,6 +124,7 @@ static int op_local(struct rt *rt, uint64_t *dst, uint64_t u) {
         int64_t j = alphac_mean(acc, share, k);
         if (j >= 0) return mean_refused(rt, j, u, (uint64_t)share);
     }
+    clear_tags(rt, acc, k + 1);
     return RT_OK;
 }
 
@@ -151,6 +140,7 @@ static int op_combine(struct rt *rt, int64_t dst, int64_t a, int64_t b, uint64_t
                        (long long)alphac_first_nonfinite(d, 0, sums), (unsigned long long)u,
                        (long long)rt->owner);
     d[sums] = x[sums] + y[sums];
+    clear_tags(rt, d, sums + 1);
     return RT_OK;
 }
 
@@ -189,8 +179,10 @@ static int op_update(struct rt *rt, int64_t a, uint64_t u) {
     return run_update(rt, g, u);
 }
 
-/* mean <- sum / count at this owner's coordinates (from the full vector, or from its slice
-   under gradient partitioning), then the owned update kernel */
+/* The mean of this owner's coordinates, sum / count, in place in register a: its j-th word
+   becomes the mean of the owner's j-th coordinate, read from the full vector (or, under
+   gradient partitioning, from the slice, whose j-th word that coordinate's sum is); then
+   the owned update kernel on the compact regions. */
 static int op_update_owned(struct rt *rt, int64_t a, uint64_t u) {
     if (img_field(rt, IMG_PART_PARAMETERS) && rt->replica_held)
         return rt_fail(rt, RT_DATA_PARALLEL_REPLICA_RETAINED, "owner %lld: the read replica of version %lld "
@@ -199,38 +191,39 @@ static int op_update_owned(struct rt *rt, int64_t a, uint64_t u) {
     uint64_t *p, count = reg(rt, a)[H + words(rt, a) - 1];
     TRY(mean_sums(rt, a, &p));
     int sliced = (int)img_field(rt, IMG_PART_GRADIENTS);
-    struct coords it = coords_of(rt, rt->owner);
+    struct rt_coords it = rt_coords_of(rt, rt->owner);
     for (int64_t at = 0; it.run < it.end; at += (int64_t)it.run[2], it.run += 3) {
-        int64_t i = alphac_mean_owned(rt->mean, p, (int64_t)count, (int64_t)it.run[0], (int64_t)it.run[1],
-                                      (int64_t)it.run[2], sliced ? at : -1);
+        int64_t i = alphac_mean_owned(p, p, (int64_t)count, at, (int64_t)it.run[0], (int64_t)it.run[1],
+                                      (int64_t)it.run[2], sliced);
         if (i >= 0) return mean_refused(rt, i, u, count);
     }
     alphac_update_owner = rt->owner;
-    return run_update(rt, rt->mean, u);
+    return run_update(rt, p, u);
 }
 
 /* -- partitioned ops: selection, never arithmetic ------------------------------------------ */
 
 /* dst <- a's sums at coordinate owner t's coordinates, then a's count */
 static void op_slice(struct rt *rt, uint64_t *dst, const uint64_t *a, int64_t t) {
-    struct coords it = coords_of(rt, t);
+    struct rt_coords it = rt_coords_of(rt, t);
     int64_t j = 0, i;
-    for (; next_coord(&it, &i); j++) dst[H + j] = a[H + i];
+    for (; rt_next_coord(&it, &i); j++) dst[H + j] = a[H + i];
     dst[H + j] = a[H + rt->k];
+    clear_tags(rt, dst + H, j + 1);
 }
 
 /* dst <- this owner's words of the regions in mask, by coordinate (the parameter, then its
    w state words), tagged with this owner's leaf position */
 static void op_offer(struct rt *rt, int64_t dst, uint64_t mask) {
     uint64_t *d = reg(rt, dst) + H;
-    const uint64_t *coord_off = img_sec(rt, SEC_COORD_OFF);
     int64_t per = per_coordinate(rt, mask), w = (int64_t)img_field(rt, IMG_W), me = rt->owner, i;
-    struct coords it = coords_of(rt, me);
-    for (int64_t j = 0; next_coord(&it, &i); j++) {
+    struct rt_coords it = rt_coords_of(rt, me);
+    for (int64_t j = 0; rt_next_coord(&it, &i); j++) {
         int64_t at = j * per;
-        if (has(mask, REGION_PARAMETERS)) d[at++] = rt->params[i];
+        if (has(mask, REGION_PARAMETERS)) d[at++] = rt->params[rt_slot(rt, REGION_PARAMETERS, i)];
         if (has(mask, REGION_STATE))
-            for (int64_t b = 0; b < w; b++) d[at + b] = rt->state[coord_off[b * rt->k + i]];
+            for (int64_t b = 0; b < w; b++)
+                d[at + b] = rt->state[rt_slot(rt, REGION_STATE, rt_state_offset(rt, b * rt->k + i))];
     }
     uint64_t lo = img_sec(rt, SEC_LEAF_POS)[me];
     d[words(rt, dst)] = lo;
@@ -270,11 +263,14 @@ static int op_select(struct rt *rt, int64_t dst, int64_t a, int64_t b, uint64_t 
 }
 
 /* Check that register a covers every leaf, then scatter its words (leaf order, each owner's
-   coordinates ascending) into `params` (the parameters or the read replica) and the state. */
+   coordinates ascending) into `params` (the read replica, or the parameters) and the state,
+   each of which must hold every position (a replicated region). */
 static int op_install(struct rt *rt, int64_t a, uint64_t mask, uint64_t *params, uint64_t u) {
     int64_t wa = words(rt, a), leaves = (int64_t)img_field(rt, IMG_LEAVES);
     const uint64_t *x = reg(rt, a) + H, *order = img_sec(rt, SEC_LEAF_ORDER);
-    const uint64_t *coord_off = img_sec(rt, SEC_COORD_OFF);
+    if ((has(mask, REGION_PARAMETERS) && params == rt->params && img_field(rt, IMG_PART_PARAMETERS)) ||
+        (has(mask, REGION_STATE) && img_field(rt, IMG_PART_STATE)))
+        return corrupt(rt, "install into a partitioned region", (long long)mask);
     TRY(check_tags(rt, (int64_t)x[wa], (int64_t)x[wa + 1], 0, leaves, "an assembled vector", u));
     int64_t per = per_coordinate(rt, mask), w = (int64_t)img_field(rt, IMG_W), need = 0;
     for (int64_t li = 0; li < leaves; li++) need += rt_owned_count(rt, (int64_t)order[li]) * per;
@@ -284,11 +280,11 @@ static int op_install(struct rt *rt, int64_t a, uint64_t mask, uint64_t *params,
                        (unsigned long long)u, (long long)wa, (long long)need);
     int64_t at = 0, i;
     for (int64_t li = 0; li < leaves; li++) {
-        struct coords it = coords_of(rt, (int64_t)order[li]);
-        while (next_coord(&it, &i)) {
+        struct rt_coords it = rt_coords_of(rt, (int64_t)order[li]);
+        while (rt_next_coord(&it, &i)) {
             if (has(mask, REGION_PARAMETERS)) params[i] = x[at++];
             if (has(mask, REGION_STATE))
-                for (int64_t b = 0; b < w; b++) rt->state[coord_off[b * rt->k + i]] = x[at++];
+                for (int64_t b = 0; b < w; b++) rt->state[rt_state_offset(rt, b * rt->k + i)] = x[at++];
         }
     }
     return RT_OK;
@@ -297,17 +293,12 @@ static int op_install(struct rt *rt, int64_t a, uint64_t mask, uint64_t *params,
 /* -- replica comparison -------------------------------------------------------------------- */
 
 /* The serial FNV-1a digest of the words every owner holds alike: the parameters (unless
-   partitioned), then the state (all of it, or the shared words in offset order). */
+   partitioned), then the state (all of it, or the shared words in offset order: the first
+   words of a compact state). */
 void rt_digest(struct rt *rt) {
     uint64_t h = FNV_OFFSET;
     if (img_field(rt, IMG_DIGEST_PARAMS)) h = rt_fnv(rt->params, rt->k, h);
-    if (img_field(rt, IMG_DIGEST_STATE_ALL)) {
-        h = rt_fnv(rt->state, rt->m, h);
-    } else {
-        const uint64_t *off = img_sec(rt, SEC_REPL_STATE);
-        for (uint64_t j = 0; j < img_count(rt, SEC_REPL_STATE); j++) h = (h ^ rt->state[off[j]]) * FNV_PRIME;
-    }
-    rt->digest = h;
+    rt->digest = rt_fnv(rt->state, rt->alike, h);
 }
 
 /* -- the interpreter ----------------------------------------------------------------------- */
@@ -345,7 +336,14 @@ static void delay_before(int64_t kind) {
     }
 }
 
+static void release_replica(struct rt *rt) {
+    rt_buf_free(rt, MEM_REPLICA, rt->replica, rt->k);
+    rt->replica = NULL;
+    rt->replica_held = 0;
+}
+
 int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
+    int rc;
     const int64_t *ops = (const int64_t *)img_sec(rt, SEC_OPS) + (img_mine(rt, SEC_OP_START) + first) * OP_WORDS;
     int owned = img_field(rt, IMG_OUTPUT_FORMAT) == OUTPUT_OWNED;
     long long me = (long long)rt->owner;
@@ -464,9 +462,12 @@ int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
             TRY(op_install(rt, a, (uint64_t)b, rt->params, v));
             if (rt_dev_upload) TRY(rt_dev_upload(rt, (uint64_t)b, rt->params));
             break;
-        case OP_REPLICA_INSTALL:
+        case OP_REPLICA_INSTALL: /* the replica exists only while held */
             /* the stale-replica mutant keeps the replica of its first update instead */
             if (!(img_field(rt, IMG_STALE_REPLICA) && rt->replica_installed)) {
+                release_replica(rt);
+                rt->replica = rt_buf_alloc(rt, MEM_REPLICA, rt->k, &rc);
+                TRY(rc);
                 TRY(op_install(rt, a, REGION_PARAMETERS, rt->replica, v));
                 if (rt_dev_upload) TRY(rt_dev_upload(rt, REGION_PARAMETERS, rt->replica));
                 rt->replica_version = (int64_t)v;
@@ -474,7 +475,10 @@ int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
             }
             rt->replica_held = 1;
             break;
-        case OP_REPLICA_RELEASE: rt->replica_held = 0; break;
+        case OP_REPLICA_RELEASE: /* the stale-replica mutant keeps its buffer for the next update */
+            if (img_field(rt, IMG_STALE_REPLICA)) rt->replica_held = 0;
+            else release_replica(rt);
+            break;
         case OP_UPDATE_OWNED: TRY(op_update_owned(rt, a, v)); break;
         default: return corrupt(rt, "kind", kind);
         }

@@ -2,7 +2,8 @@
    created O_CREAT|O_EXCL|O_NOFOLLOW (mode 0600) before the first update, so a planted file
    or link, a shared --out, or an unwritable directory is refused before any work; it is
    written and fsynced after the last update, and linked to PATH only once the root's commit
-   record (PATH.commit of the root's output) is durable. link(2) never overwrites. */
+   record (PATH.commit of the root's output) is durable. link(2) never overwrites. Words
+   are written through a small buffer (rt_writer), so no output needs a copy of the state. */
 #include "rt.h"
 
 #include <errno.h>
@@ -112,8 +113,65 @@ int rt_open_outputs(struct rt *rt) {
     return RT_OK;
 }
 
+/* -- a file of words written through a small buffer, hashed as it goes ----------------- */
+
+void rt_writer_init(struct rt_writer *w, struct rt *rt, int fd, const char *path) {
+    memset(w, 0, sizeof *w);
+    w->rt = rt, w->fd = fd, w->path = path;
+    rt_sha256_init(&w->sha);
+}
+
+static void flush(struct rt_writer *w) {
+    size_t n = (size_t)w->used * 8;
+    w->used = 0;
+    if (w->rc != RT_OK || n == 0) return;
+    if (write_fd(w->fd, w->buf, n) != 0) {
+        w->rc = rt_fail(w->rt, RT_IO_ERROR, "writing '%s' failed (%s)", w->path, strerror(errno));
+        return;
+    }
+    rt_sha256_update(&w->sha, w->buf, n);
+    if (w->in_part) rt_sha256_update(&w->part, w->buf, n);
+}
+
+void rt_writer_put(struct rt_writer *w, uint64_t word) {
+    w->buf[w->used++] = word;
+    if (w->used == WRITER_WORDS) flush(w);
+}
+
+/* The words put from here to rt_writer_part_end are a part with a sha256 of its own. */
+void rt_writer_part(struct rt_writer *w) {
+    flush(w);
+    rt_sha256_init(&w->part);
+    w->in_part = 1;
+}
+
+void rt_writer_part_end(struct rt_writer *w, unsigned char digest[32]) {
+    flush(w);
+    w->in_part = 0;
+    rt_sha256_final(&w->part, digest);
+}
+
+/* Flush and fsync; the sha256 of every byte written in `digest`. */
+int rt_writer_end(struct rt_writer *w, unsigned char digest[32]) {
+    flush(w);
+    TRY(w->rc);
+    if (fsync(w->fd) != 0) return rt_fail(w->rt, RT_IO_ERROR, "flushing '%s' failed (%s)", w->path, strerror(errno));
+    rt_sha256_final(&w->sha, digest);
+    return RT_OK;
+}
+
+struct put_ctx {
+    struct rt_writer *w;
+    const uint64_t *words; /* NULL: put the positions */
+};
+static void put_held(void *ctx, int64_t pos, int64_t slot) {
+    struct put_ctx *c = ctx;
+    rt_writer_put(c->w, c->words ? c->words[slot] : (uint64_t)pos);
+}
+
 /* The "stage" op: format 1 (every word of the learner) or, for a partitioned learner,
-   format 2 (the words this owner holds, after their positions), staged and fsynced. */
+   format 2 (the words this owner holds, after their positions, both by ascending position),
+   staged and fsynced. */
 int rt_stage_output(struct rt *rt) {
     int64_t k = rt->k, m = rt->m;
     if (img_field(rt, IMG_OUTPUT_FORMAT) == OUTPUT_REPLICATED) {
@@ -123,35 +181,19 @@ int rt_stage_output(struct rt *rt) {
         size_t sizes[3] = {sizeof head, (size_t)k * 8, (size_t)m * 8};
         return rt_stage_write(rt, &rt->out, bufs, sizes, 3, rt->out_digest);
     }
-    int64_t me = rt->owner;
-    int partitioned = (int)img_field(rt, IMG_PART_PARAMETERS);
-    int64_t kp = partitioned ? rt_owned_count(rt, me) : k;
-    int64_t mp = img_mine(rt, SEC_HELD_COUNT);
-    const uint64_t *held = img_sec(rt, SEC_HELD_STATE) + img_mine(rt, SEC_HELD_START);
-    int all_state = !img_field(rt, IMG_PART_STATE);
-    int64_t total = 9 + 2 * (kp + mp);
-    int rc;
-    uint64_t *buf = rt_alloc_words(rt, total, &rc);
-    TRY(rc);
-    uint64_t head[9] = {OUTPUT_MAGIC, OUTPUT_OWNED, (uint64_t)me, (uint64_t)rt->updates, rt->protocol,
-                        (uint64_t)k, (uint64_t)m, (uint64_t)kp, (uint64_t)mp};
-    memcpy(buf, head, sizeof head);
-    uint64_t *pos = buf + 9, *words = buf + 9 + kp + mp;
-    if (partitioned) rt_coordinates(rt, me, pos);
-    for (int64_t j = 0; j < kp; j++) {
-        if (!partitioned) pos[j] = (uint64_t)j;
-        words[j] = rt->params[pos[j]];
-    }
-    for (int64_t j = 0; j < mp; j++) {
-        uint64_t off = all_state ? (uint64_t)j : held[j];
-        pos[kp + j] = off;
-        words[kp + j] = rt->state[off];
-    }
-    const void *bufs[1] = {buf};
-    size_t sizes[1] = {(size_t)total * 8};
-    rc = rt_stage_write(rt, &rt->out, bufs, sizes, 1, rt->out_digest);
-    free(buf);
-    return rc;
+    uint64_t head[9] = {OUTPUT_MAGIC, OUTPUT_OWNED, (uint64_t)rt->owner, (uint64_t)rt->updates, rt->protocol,
+                        (uint64_t)k, (uint64_t)m, (uint64_t)rt->kp, (uint64_t)rt->mp};
+    struct rt_writer w;
+    rt_writer_init(&w, rt, rt->out.fd, rt->out.tmp);
+    for (int j = 0; j < 9; j++) rt_writer_put(&w, head[j]);
+    struct put_ctx c = {&w, NULL};
+    rt_each_held(rt, REGION_PARAMETERS, put_held, &c);
+    rt_each_held(rt, REGION_STATE, put_held, &c);
+    c.words = rt->params;
+    rt_each_held(rt, REGION_PARAMETERS, put_held, &c);
+    c.words = rt->state;
+    rt_each_held(rt, REGION_STATE, put_held, &c);
+    return rt_writer_end(&w, rt->out_digest);
 }
 
 /* The "commit" op at the root: the record naming every owner's output digest (from the

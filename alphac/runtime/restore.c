@@ -212,30 +212,31 @@ static int coverage(struct rt *rt, const struct manifest *m, unsigned char *coun
     return RT_OK;
 }
 
-/* Copy, from fragment f's words, every position this owner holds (`held`) into dst. */
-static int64_t select_words(const struct frag *f, const uint64_t *words, const unsigned char *held, uint64_t *dst) {
-    int64_t j = 0, n = 0;
+/* Whether this owner holds any of fragment f's positions (held: one byte per position of
+   the region, 1 where it holds the word); with `words`, each of those is selected from the
+   fragment's words into its compact storage (store.c). */
+static int held_words(struct rt *rt, const struct frag *f, const unsigned char *held, const uint64_t *words) {
+    int region = (int)f->region, any = 0;
+    uint64_t *dst = region == REGION_PARAMETERS ? rt->params : rt->state;
+    int64_t j = 0;
     for (const char *r = f->runs; *r && *r != '-';) {
         long long s, st, c;
         int used = 0;
         sscanf(r, "%lld+%lldx%lld%n", &s, &st, &c, &used);
-        for (long long i = 0; i < c; i++, j++)
-            if (held[s + i * st]) dst[s + i * st] = words[j], n++;
+        for (long long i = 0; i < c; i++, j++) {
+            if (!held[s + i * st]) continue;
+            if (!words) return 1;
+            any = 1;
+            dst[rt_slot(rt, region, s + i * st)] = words[j];
+        }
         r += used + (r[used] == ',');
     }
-    return n;
+    return any;
 }
 
-static int wants(const struct frag *f, const unsigned char *held) {
-    for (const char *r = f->runs; *r && *r != '-';) {
-        long long s, st, c;
-        int used = 0;
-        sscanf(r, "%lld+%lldx%lld%n", &s, &st, &c, &used);
-        for (long long i = 0; i < c; i++)
-            if (held[s + i * st]) return 1;
-        r += used + (r[used] == ',');
-    }
-    return 0;
+static void mark(void *held, int64_t pos, int64_t slot) {
+    (void)slot;
+    ((unsigned char *)held)[pos] = 1;
 }
 
 static char *join(const char *dir, const char *file) {
@@ -245,8 +246,7 @@ static char *join(const char *dir, const char *file) {
     return s;
 }
 
-static int restore(struct rt *rt, const char *dir, struct manifest *m, unsigned char *hp, unsigned char *hs,
-                   unsigned char *count) {
+static int restore(struct rt *rt, const char *dir, struct manifest *m, unsigned char *count, unsigned char *held) {
     int same = rt->ck.resume_mode != 2;
     TRY(parse(rt, m));
     TRY(check_lines(rt, m, same));
@@ -275,26 +275,17 @@ static int restore(struct rt *rt, const char *dir, struct manifest *m, unsigned 
     }
     TRY(coverage(rt, m, count, 1, rt->k));
     TRY(coverage(rt, m, count, 2, rt->m));
-    /* what this owner holds now */
-    int partitioned = (int)img_field(rt, IMG_PART_PARAMETERS), state_part = (int)img_field(rt, IMG_PART_STATE);
-    memset(hp, !partitioned, (size_t)rt->k);
-    memset(hs, !state_part, (size_t)rt->m);
-    if (partitioned) {
-        uint64_t *pos = malloc(8 * (size_t)(rt->k ? rt->k : 1));
-        if (!pos) return rt_fail(rt, RT_IO_ERROR, "out of memory");
-        int64_t kp = rt_coordinates(rt, rt->owner, pos);
-        for (int64_t j = 0; j < kp; j++) hp[pos[j]] = 1;
-        free(pos);
-    }
-    if (state_part) {
-        const uint64_t *held = img_sec(rt, SEC_HELD_STATE) + img_mine(rt, SEC_HELD_START);
-        for (int64_t j = 0; j < img_mine(rt, SEC_HELD_COUNT); j++) hs[held[j]] = 1;
-    }
+    /* the shards holding words this owner holds now */
+    unsigned char *hp = held, *hs = held + rt->k;
+    memset(held, 0, (size_t)(rt->k + rt->m));
+    rt_each_held(rt, REGION_PARAMETERS, mark, hp);
+    rt_each_held(rt, REGION_STATE, mark, hs);
     for (int64_t j = 0; j < m->nshards; j++) {
         const struct shard *s = &m->shards[j];
         int needed = 0;
         for (int64_t q = 0; q < m->nfrags && !needed; q++)
-            if (m->frags[q].owner == s->owner) needed = wants(&m->frags[q], m->frags[q].region == 1 ? hp : hs);
+            if (m->frags[q].owner == s->owner)
+                needed = held_words(rt, &m->frags[q], m->frags[q].region == REGION_PARAMETERS ? hp : hs, NULL);
         if (!needed) continue;
         char *path = join(dir, s->file), *data = NULL, sha[65];
         size_t len = 0;
@@ -324,8 +315,7 @@ static int restore(struct rt *rt, const char *dir, struct manifest *m, unsigned 
                 rc = rt_fail(rt, RT_CHECKPOINT_HASH_MISMATCH, "%s: owner %lld's %s fragment does not match its sha256",
                              path, (long long)f->owner, f->region == 1 ? "parameters" : "state");
             else
-                select_words(f, (const uint64_t *)(data + f->offset), f->region == 1 ? hp : hs,
-                             f->region == 1 ? rt->params : rt->state);
+                held_words(rt, f, f->region == REGION_PARAMETERS ? hp : hs, (const uint64_t *)(data + f->offset));
         }
         free(data);
         free(path);
@@ -351,11 +341,11 @@ int rt_restore(struct rt *rt) {
     char *path = join(dir, "manifest.txt");
     m.path = path;
     int64_t most = rt->k > rt->m ? rt->k : rt->m;
-    unsigned char *hp = malloc((size_t)rt->k + 1), *hs = malloc((size_t)rt->m + 1), *count = malloc((size_t)most + 1);
-    int rc = path && hp && hs && count ? read_all(rt, path, &m.text, &m.len, RT_CHECKPOINT_MANIFEST)
-                                       : rt_fail(rt, RT_IO_ERROR, "out of memory");
-    if (rc == RT_OK) rc = restore(rt, dir, &m, hp, hs, count);
+    unsigned char *count = malloc((size_t)most + 1), *held = malloc((size_t)(rt->k + rt->m) + 1);
+    int rc = path && count && held ? read_all(rt, path, &m.text, &m.len, RT_CHECKPOINT_MANIFEST)
+                                   : rt_fail(rt, RT_IO_ERROR, "out of memory");
+    if (rc == RT_OK) rc = restore(rt, dir, &m, count, held);
     for (int64_t j = 0; j < m.nfrags; j++) free(m.frags[j].runs);
-    free(m.frags), free(m.shards), free(m.children), free(m.text), free(path), free(hp), free(hs), free(count);
+    free(m.frags), free(m.shards), free(m.children), free(m.text), free(path), free(count), free(held);
     return rc;
 }

@@ -92,6 +92,13 @@ struct ckpt {
     int64_t resumed_version;
 };
 
+/* The learner buffers' bytes by category (MEM_*), now and at their highest, and the
+   high-water mark of their sum (samples apart). */
+struct rt_mem {
+    int64_t current[MEM_KINDS], peak[MEM_KINDS];
+    int64_t total, total_peak;
+};
+
 struct rt {
     const uint64_t *img;
     int64_t owner, pos, n, k, m, s;
@@ -101,7 +108,10 @@ struct rt {
     struct ckpt ck;
     int64_t deadline_ms;   /* of the socket I/O under way: one frame, or the whole connect phase */
     int in_connect;
-    const char *peers_path, *out_path, *key_path;
+    const char *peers_path, *out_path, *key_path, *stats_path;
+    int stats_fd;
+    struct rt_mem mem;
+    int64_t rss_start_kb;       /* VmRSS before anything of the learner is allocated */
     int listen_any;
     unsigned char *key;    /* NULL: frames are not authenticated */
     size_t key_len;
@@ -109,9 +119,12 @@ struct rt {
     struct endpoint *ep;        /* n */
     int *fds;                   /* n: the connection to each peer, -1 if none */
     unsigned char *accept_from; /* n: 1 for the higher peers that connect here */
-    uint64_t *params, *state, *replica, *mean, *cbuf;
-    uint64_t *regs;             /* this owner's registers: [header | payload | checksum] each */
-    int64_t *reg_off;           /* word offset of each register in regs */
+    /* compact storage (alphac/image/image.py): kp parameter words, mp state words, the
+       first `alike` of which every owner holds alike; kc coordinates of its own */
+    uint64_t *params, *state, *replica, *cbuf;
+    int64_t kp, mp, alike, kc;
+    uint64_t *regs;             /* the register pool: [header | payload | checksum | tag] each */
+    const uint64_t *reg_off;    /* word offset of each register in regs (slots are shared) */
     const uint64_t *reg_words;  /* data words of each register */
     int64_t nregs;
     uint64_t rate;
@@ -147,8 +160,8 @@ extern int64_t alphac_local_add(void *acc, const void *c, int64_t k);
 extern int64_t alphac_add_range(void *dst, const void *a, const void *b, int64_t lo, int64_t hi);
 extern int64_t alphac_first_nonfinite(const void *p, int64_t lo, int64_t hi);
 extern int64_t alphac_mean(void *g, int64_t count, int64_t k);
-extern int64_t alphac_mean_owned(void *mean, const void *src, int64_t count, int64_t first,
-                                 int64_t step, int64_t cnt, int64_t slice_at);
+extern int64_t alphac_mean_owned(void *mean, const void *src, int64_t count, int64_t at, int64_t first,
+                                 int64_t step, int64_t cnt, int64_t sliced);
 
 /* -- the role image -------------------------------------------------------------------- */
 static inline uint64_t img_field(const struct rt *rt, int field) { return rt->img[field]; }
@@ -166,6 +179,27 @@ static inline int64_t img_mine(const struct rt *rt, int s) { return (int64_t)img
 int rt_fail(struct rt *rt, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 const char *rt_code_name(int code);
 void *rt_alloc_words(struct rt *rt, int64_t words, int *rc);
+
+/* -- mem.c ----------------------------------------------------------------------------- */
+void *rt_buf_alloc(struct rt *rt, int kind, int64_t words, int *rc);
+void rt_buf_free(struct rt *rt, int kind, void *p, int64_t words);
+void rt_buf_hold(struct rt *rt, int kind, int64_t words);
+void rt_copy_from_image(uint64_t *dst, const uint64_t *src, int64_t words);
+int rt_open_stats(struct rt *rt);
+int rt_write_stats(struct rt *rt, int code);
+
+/* -- store.c: which words this owner holds, and where in its compact storage ----------- */
+struct rt_coords { /* owner t's coordinates, ascending: `while (rt_next_coord(&it, &i))` */
+    const uint64_t *run, *end;
+    int64_t c;
+};
+struct rt_coords rt_coords_of(const struct rt *rt, int64_t t);
+int rt_next_coord(struct rt_coords *it, int64_t *i);
+int64_t rt_owned_count(const struct rt *rt, int64_t t);   /* coordinates owner t holds */
+int64_t rt_state_offset(const struct rt *rt, int64_t rank); /* of the rank-th non-shared word */
+int64_t rt_slot(const struct rt *rt, int region, int64_t pos); /* where it keeps a word, or -1 */
+typedef void (*rt_word_fn)(void *ctx, int64_t pos, int64_t slot);
+void rt_each_held(const struct rt *rt, int region, rt_word_fn fn, void *ctx); /* ascending */
 
 /* -- sha256.c -------------------------------------------------------------------------- */
 void rt_sha256_init(struct rt_sha256 *s);
@@ -223,8 +257,6 @@ void rt_close_all(struct rt *rt);
 
 /* -- ops.c ----------------------------------------------------------------------------- */
 int rt_alloc(struct rt *rt);
-int64_t rt_owned_count(const struct rt *rt, int64_t t);  /* coordinates owner t holds */
-int64_t rt_coordinates(const struct rt *rt, int64_t t, uint64_t *out); /* them, ascending */
 int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t version);
 int rt_run(struct rt *rt);
 void rt_digest(struct rt *rt);
@@ -250,6 +282,20 @@ int rt_ckpt_publish(struct rt *rt, uint64_t v);
 int rt_restore(struct rt *rt);
 
 /* -- output.c -------------------------------------------------------------------------- */
+#define WRITER_WORDS 512
+struct rt_writer { /* a file of words written through a small buffer, hashed as it goes */
+    struct rt *rt;
+    int fd;
+    const char *path;
+    struct rt_sha256 sha, part;
+    int in_part, used, rc;
+    uint64_t buf[WRITER_WORDS];
+};
+void rt_writer_init(struct rt_writer *w, struct rt *rt, int fd, const char *path);
+void rt_writer_put(struct rt_writer *w, uint64_t word);
+void rt_writer_part(struct rt_writer *w);
+void rt_writer_part_end(struct rt_writer *w, unsigned char digest[32]);
+int rt_writer_end(struct rt_writer *w, unsigned char digest[32]);
 int rt_refuse_if_exists(struct rt *rt, const char *path);
 int rt_stage_create(struct rt *rt, struct staged *s, const char *path, const char *suffix);
 int rt_stage_write(struct rt *rt, struct staged *s, const void *const *bufs, const size_t *sizes, int count,

@@ -137,7 +137,7 @@ def test_owners_bind_their_gpu_by_uuid_or_by_placement_index(tmp_path, monkeypat
 
 
 def _bytes(share):
-    return device_bytes(3, 8, 4, share, False)
+    return device_bytes(3, 8, 3, 4, share, False)  # replicated: every word held
 
 
 def test_admission_refuses_what_does_not_fit_also_across_processes(tmp_path, monkeypatch, stub_dir):

@@ -261,7 +261,7 @@ static int admit_and_allocate(struct rt *rt) {
                      "%zu in all, %llu held by other alphac owners (ledger %s)", (long long)rt->owner,
                      (unsigned long long)dev.bytes, dev.uuid, free_b, total_b, (unsigned long long)held, dev.ledger);
     int64_t k = rt->k, share = dev.share;
-    int64_t sizes[NBUF] = {k, rt->m, share * rt->s, share * rt->k, k + dev.flag_words, k, 1,
+    int64_t sizes[NBUF] = {rt->kp, rt->mp, share * rt->s, share * rt->k, k + dev.flag_words, k, 1,
                            img_field(rt, IMG_PART_PARAMETERS) ? k : 0};
     for (int b = 0; b < NBUF && !rc; b++)
         if (b != B_REPLICA || sizes[b]) rc = alloc(rt, b, sizes[b]);
@@ -345,8 +345,8 @@ int rt_dev_open(struct rt *rt) {
     TRY(load_module(rt));
     /* the one upload: parameters, state, samples, rate, then the flags (nothing failed) */
     const uint64_t *samples = img_sec(rt, SEC_SAMPLES) + img_mine(rt, SEC_SAMPLE_ROW) * rt->s;
-    TRY(to_device(rt, B_PARAMS, 0, rt->params, rt->k));
-    TRY(to_device(rt, B_STATE, 0, rt->state, rt->m));
+    TRY(to_device(rt, B_PARAMS, 0, rt->params, rt->kp));
+    TRY(to_device(rt, B_STATE, 0, rt->state, rt->mp));
     TRY(to_device(rt, B_SAMPLES, 0, samples, dev.share * rt->s));
     TRY(to_device(rt, B_RATE, 0, &rt->rate, 1));
     memset(dev.stage, 0xff, (size_t)dev.flag_words * 8);
@@ -378,9 +378,10 @@ int rt_dev_local(struct rt *rt, uint64_t *acc, uint64_t u) {
     return RT_OK;
 }
 
-/* The update on the device: the mean uploaded, every segment launched in order, the flag read. */
+/* The update on the device: the mean uploaded (an owned update's: its coordinates'), every
+   segment launched in order, the flag read. */
 int rt_dev_update(struct rt *rt, const uint64_t *mean, uint64_t u) {
-    TRY(to_device(rt, B_MEAN, 0, mean, rt->k));
+    TRY(to_device(rt, B_MEAN, 0, mean, img_field(rt, IMG_OUTPUT_FORMAT) == OUTPUT_OWNED ? rt->kc : rt->k));
     uint64_t args[] = {dev.buf[B_PARAMS], dev.buf[B_STATE], dev.buf[B_MEAN], dev.buf[B_RATE],
                        dev.buf[B_ACC] + (CUdeviceptr)rt->k * 8, (uint64_t)rt->owner};
     for (int64_t j = 0; j < dev.nseg; j++) TRY(launch(rt, dev.update[j], (int64_t)dev.threads[j], args, 6));
@@ -395,15 +396,15 @@ int rt_dev_update(struct rt *rt, const uint64_t *mean, uint64_t u) {
 
 /* The device's parameters and state into the host's copy (the host never computes on it). */
 int rt_dev_capture(struct rt *rt) {
-    TRY(to_host(rt, rt->params, B_PARAMS, 0, rt->k));
-    return to_host(rt, rt->state, B_STATE, 0, rt->m);
+    TRY(to_host(rt, rt->params, B_PARAMS, 0, rt->kp));
+    return to_host(rt, rt->state, B_STATE, 0, rt->mp);
 }
 
 /* After an install wrote host words from the wire: parameters (or the read replica, when
    `params` is it) and state, as `mask` says, to the device. */
 int rt_dev_upload(struct rt *rt, uint64_t mask, const uint64_t *params) {
     int replica = params == rt->replica;
-    if (mask & REGION_PARAMETERS) TRY(to_device(rt, replica ? B_REPLICA : B_PARAMS, 0, params, rt->k));
-    if ((mask & REGION_STATE) && !replica) TRY(to_device(rt, B_STATE, 0, rt->state, rt->m));
+    if (mask & REGION_PARAMETERS) TRY(to_device(rt, replica ? B_REPLICA : B_PARAMS, 0, params, replica ? rt->k : rt->kp));
+    if ((mask & REGION_STATE) && !replica) TRY(to_device(rt, B_STATE, 0, rt->state, rt->mp));
     return RT_OK;
 }

@@ -1,0 +1,109 @@
+/* Compact storage: which words of the learner this owner holds and where it keeps them
+   (alphac/image/image.py, docs/runtime.md "Partitioned learners"). Coordinate i belongs to
+   owner (i / B) mod n; the image gives each owner's coordinates as (start, step, count)
+   runs. An owner's parameters are its coordinates' (ascending) when parameters are
+   partitioned, else all k; its state, when the optimizer state is partitioned, is the
+   shared words (ascending offsets) and then, block after block, the block's word of each of
+   its coordinates, else all m. The state words not declared shared form w blocks of k: block
+   b's word for coordinate i is the (b*k + i)-th non-shared word. No arithmetic on words. */
+#include "rt.h"
+
+struct rt_coords rt_coords_of(const struct rt *rt, int64_t t) {
+    const uint64_t *run = img_sec(rt, SEC_RUNS) + 3 * img_sec(rt, SEC_RUN_START)[t];
+    return (struct rt_coords){run, run + 3 * img_sec(rt, SEC_RUN_COUNT)[t], 0};
+}
+
+int rt_next_coord(struct rt_coords *it, int64_t *i) {
+    while (it->run < it->end && it->c >= (int64_t)it->run[2]) {
+        it->run += 3;
+        it->c = 0;
+    }
+    if (it->run >= it->end) return 0;
+    *i = (int64_t)it->run[0] + it->c++ * (int64_t)it->run[1];
+    return 1;
+}
+
+int64_t rt_owned_count(const struct rt *rt, int64_t t) {
+    int64_t count = 0;
+    struct rt_coords it = rt_coords_of(rt, t);
+    for (; it.run < it.end; it.run += 3) count += (int64_t)it.run[2];
+    return count;
+}
+
+static int64_t shared_count(const struct rt *rt) { return (int64_t)img_count(rt, SEC_SHARED); }
+
+/* How many shared offsets lie below p. */
+static int64_t shared_below(const struct rt *rt, int64_t p) {
+    const uint64_t *s = img_sec(rt, SEC_SHARED);
+    int64_t lo = 0, hi = shared_count(rt);
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if ((int64_t)s[mid] < p) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* The offset of the rank-th non-shared state word: rank + t, t the number of shared
+   offsets s_j with s_j - j <= rank (s_j - j does not decrease). */
+int64_t rt_state_offset(const struct rt *rt, int64_t rank) {
+    const uint64_t *s = img_sec(rt, SEC_SHARED);
+    int64_t lo = 0, hi = shared_count(rt);
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if ((int64_t)s[mid] - mid <= rank) lo = mid + 1;
+        else hi = mid;
+    }
+    return rank + lo;
+}
+
+static int64_t owner_of(const struct rt *rt, int64_t i) {
+    return (i / (int64_t)img_field(rt, IMG_BLOCK_WORDS)) % rt->n;
+}
+
+/* The position of coordinate i among its owner's coordinates. */
+static int64_t local_of(const struct rt *rt, int64_t i) {
+    int64_t B = (int64_t)img_field(rt, IMG_BLOCK_WORDS);
+    return i / (rt->n * B) * B + i % B;
+}
+
+static int partitioned(const struct rt *rt, int region) {
+    return (int)img_field(rt, region == REGION_PARAMETERS ? IMG_PART_PARAMETERS : IMG_PART_STATE);
+}
+
+/* Where this owner keeps the word at position `pos` of a region (REGION_*), or -1 when it
+   does not hold it. */
+int64_t rt_slot(const struct rt *rt, int region, int64_t pos) {
+    if (!partitioned(rt, region)) return pos;
+    if (region == REGION_PARAMETERS) return owner_of(rt, pos) == rt->owner ? local_of(rt, pos) : -1;
+    int64_t below = shared_below(rt, pos), rank = pos - below;
+    if (below < shared_count(rt) && (int64_t)img_sec(rt, SEC_SHARED)[below] == pos) return below;
+    if (rank >= (int64_t)img_field(rt, IMG_W) * rt->k || owner_of(rt, rank % rt->k) != rt->owner) return -1;
+    return rt->alike + rank / rt->k * rt->kc + local_of(rt, rank % rt->k);
+}
+
+/* fn(ctx, position, slot) for every word of the region this owner holds, by ascending
+   position: a partitioned state merges the shared words with the blocks' words. */
+void rt_each_held(const struct rt *rt, int region, rt_word_fn fn, void *ctx) {
+    int64_t size = region == REGION_PARAMETERS ? rt->k : rt->m, i;
+    if (!partitioned(rt, region)) {
+        for (int64_t p = 0; p < size; p++) fn(ctx, p, p);
+        return;
+    }
+    if (region == REGION_PARAMETERS) {
+        struct rt_coords it = rt_coords_of(rt, rt->owner);
+        for (int64_t j = 0; rt_next_coord(&it, &i); j++) fn(ctx, i, j);
+        return;
+    }
+    const uint64_t *shared = img_sec(rt, SEC_SHARED);
+    int64_t next = 0, S = shared_count(rt), w = (int64_t)img_field(rt, IMG_W);
+    for (int64_t b = 0; b < w; b++) {
+        struct rt_coords it = rt_coords_of(rt, rt->owner);
+        for (int64_t j = 0; rt_next_coord(&it, &i); j++) {
+            int64_t p = rt_state_offset(rt, b * rt->k + i);
+            for (; next < S && (int64_t)shared[next] < p; next++) fn(ctx, (int64_t)shared[next], next);
+            fn(ctx, p, rt->alike + b * rt->kc + j);
+        }
+    }
+    for (; next < S; next++) fn(ctx, (int64_t)shared[next], next);
+}
