@@ -277,7 +277,8 @@ def _update_kernels(module: ir.Module, image, index: _Index) -> tuple[Segment, .
     for j, seg in enumerate(segs):
         name = UPDATE.format(j)
         if image.owned:
-            em = _DeviceOwned(module, image.update, k, s, m, image.update_layout, image.n, f"{name}_program")
+            em = _DeviceOwned(module, image.update, k, s, m, image.update_layout, image.n, image.partitioning,
+                              f"{name}_program")
         else:
             em = _Segment(module, image.update, f"{name}_program", regions, seg, index)
         program = _internal(em.emit())

@@ -237,3 +237,24 @@ def test_checkpoints_of_sm86_owners_resume_on_cpu_owners_and_back(tmp_path, monk
     again = launch(dep, tmp_path / "out", plan=plan, resume=tmp_path / "ck2" / "ckpt-4",
                    checkpoint_dir=tmp_path / "ck3")
     assert again.match, again.failures
+
+
+def test_inspect_shows_the_embedded_cubin_ptx_and_kernels(tmp_path):
+    import json
+    import sys
+
+    dep, plan, exes = _setup(tmp_path)
+    exe = exes[("worker", "sm86")]
+    done = subprocess.run([sys.executable, "-m", "alphac", "inspect", str(exe)], capture_output=True, text=True,
+                          check=True)
+    lines = dict(ln.split(None, 1) for ln in done.stdout.splitlines())
+    assert lines["target"] == "sm86" and lines["ptx"] == "version 7.1, target sm_86"
+    assert lines["cubin"].startswith("sm_86, ") and lines["cubin"].endswith(" bytes")
+    assert lines["kernels"] == "alphac_dev_contribution, alphac_dev_local, alphac_dev_update_0, alphac_dev_update_1"
+    record = json.loads(subprocess.run([sys.executable, "-m", "alphac", "inspect", "--json", str(exe)],
+                                       capture_output=True, text=True, check=True).stdout)
+    assert (record["device"]["cubin_sm"], record["device"]["ptx_target"]) == (86, "sm_86")
+    cpu = json.loads(subprocess.run([sys.executable, "-m", "alphac", "inspect", "--json",
+                                     str(exes[("worker", "x86_64")])], capture_output=True, text=True,
+                                    check=True).stdout)
+    assert "device" not in cpu
