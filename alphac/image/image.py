@@ -382,13 +382,18 @@ def mutant_note(plan) -> str:
             "other words than the declared program\n")
 
 
+# an SM86 executable's GPU (docs/targets.md, "SM86")
+GPU_USAGE = ("  --gpu UUID       the GPU to run on, by its UUID (GPU-...); default: this owner's index\n"
+             "                   among the placement's SM86 owners, modulo the GPUs the driver reports\n")
+
+
 def usage_text(plan, role: str, target: str, role_owners) -> str:
     dep = plan.deployment
     owners = ", ".join(str(o) for o in role_owners)
     return (
         "usage: EXE --owner I --peers FILE --out PATH [--updates N] [--timeout-ms MS]\n"
         "           [--key FILE] [--listen-any] [--checkpoint-dir DIR] [--resume CKPT [--new-contract]]\n"
-        "           [--run-id HEX] [--stats FILE] [--help] [--version]\n"
+        f"           [--run-id HEX] [--stats FILE] {'[--gpu UUID] ' if target == 'sm86' else ''}[--help] [--version]\n"
         f"  deployment {dep.name}, role {role} (owners {owners}) of {dep.owners}, "
         f"target {target}, protocol {plan.protocol_hex}\n"
         f"{'  ' if plan.mutant else ''}{mutant_note(plan)}"
@@ -409,6 +414,7 @@ def usage_text(plan, role: str, target: str, role_owners) -> str:
         "  --run-id HEX     the run's id (every owner the same; names partial checkpoint directories)\n"
         "  --stats FILE     write the bytes of the learner's buffers (now and at their highest, by\n"
         "                   category) to FILE at exit, on a refusal too\n"
+        f"{GPU_USAGE if target == 'sm86' else ''}"
         "  --version        what this executable was built for\n"
         "  exit 0: output written; 1: refused (stderr: 'refused: CODE: detail'); 2: usage\n")
 

@@ -16,6 +16,9 @@ from alphac.targets import compile_object
 ROOT = Path(__file__).resolve().parents[2]
 SPECS = ROOT / "specs"
 STUB = Path(__file__).resolve().parent / "stub_libcuda.c"
+DEMO = ["x86_64", "sm86", "x86_64", "aarch64", "sm86", "aarch64"]  # owners 1 (0 samples), 4 (4)
+# a rate whose first Adam step overflows: the update refuses non-finite
+NAN_RATE = "dataParallelRate = 0.001 => dataParallelRate = 1e308"
 TARGET_NAMES = {"x86_64": "TargetX86_64", "aarch64": "TargetAArch64", "sm86": "TargetSM86"}
 
 
@@ -36,6 +39,15 @@ def placed(spec: str, placement: list[str], directory: Path, extra: str = "") ->
     out = directory / spec
     out.write_text(text)
     return out
+
+
+def built(tmp_path: Path, spec: str, placement: list[str], extra: str = ""):
+    """The deployment, plan and executables (under tmp_path/out) of `spec` re-placed."""
+    from alphac.launch.launcher import ensure_built
+
+    dep = driver.deployment(str(placed(spec, placement, tmp_path / "specs", extra)))
+    plan = driver.plan(dep)
+    return dep, plan, ensure_built(plan, tmp_path / "out")
 
 
 def build_stub(directory: Path) -> Path:

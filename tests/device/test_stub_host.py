@@ -16,23 +16,18 @@ from pathlib import Path
 
 import pytest
 
-from alphac import driver
-from alphac.launch.launcher import ensure_built, launch, run_plan
+from alphac.launch.launcher import launch, run_plan
 from alphac.plan.device import device_bytes
 
-from support import build_twins, placed, stub_env
+from support import DEMO, NAN_RATE, build_twins, built, stub_env
 
 pytestmark = pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not installed")
 
-DEMO = ["x86_64", "sm86", "x86_64", "aarch64", "sm86", "aarch64"]  # owners 1 (0 samples), 4 (4)
 UPDATES = 5
 
 
-def _setup(tmp_path, spec="demo.alpha", placement=DEMO):
-    path = placed(spec, placement, tmp_path / "specs")
-    dep = driver.deployment(str(path))
-    plan = driver.plan(dep)
-    exes = ensure_built(plan, tmp_path / "out")
+def _setup(tmp_path, spec="demo.alpha", placement=DEMO, extra=""):
+    dep, plan, exes = built(tmp_path, spec, placement, extra)
     build_twins(plan, tmp_path / "out", tmp_path / "twin")
     return dep, plan, exes
 
@@ -204,11 +199,7 @@ def test_a_module_that_loads_neither_way_and_a_failed_launch_are_refused(tmp_pat
 
 
 def test_a_nan_rate_is_refused_on_the_device_by_name(tmp_path, monkeypatch, stub_dir):
-    path = placed("demo.alpha", DEMO, tmp_path / "specs", extra="dataParallelRate = 0.001 => dataParallelRate = 1e308")
-    dep = driver.deployment(str(path))
-    plan = driver.plan(dep)
-    ensure_built(plan, tmp_path / "out")
-    build_twins(plan, tmp_path / "out", tmp_path / "twin")
+    dep, plan, _ = _setup(tmp_path, extra=NAN_RATE)
     _env(monkeypatch, stub_dir, tmp_path)
     report = launch(dep, tmp_path / "out", plan=plan)
     assert report.refusals_agree, (report.oracle_refusal, report.stderr)
