@@ -100,16 +100,12 @@ static int mean_refused(struct rt *rt, int64_t coord, uint64_t u, uint64_t count
                    (long long)coord, (unsigned long long)u, (long long)rt->owner, (unsigned long long)count);
 }
 
-/* dst <- (sum of this owner's contributions in sample order from +0.0, its leaf count: the
-   share, or an executed mutant's count); the unweighted-mean mutant reports sum / share */
-static int op_local(struct rt *rt, uint64_t *dst, uint64_t u) {
-    int64_t k = rt->k, share = img_mine(rt, SEC_SHARE), row0 = img_mine(rt, SEC_SAMPLE_ROW);
-    uint64_t *acc = dst + H;
+/* acc <- the sum of this owner's share >= 1 contributions in sample order from +0.0 */
+static int local_sum(struct rt *rt, uint64_t *acc, int64_t share, uint64_t u) {
+    int64_t k = rt->k, row0 = img_mine(rt, SEC_SAMPLE_ROW);
     const uint64_t *params = img_field(rt, IMG_PART_PARAMETERS) ? rt->replica : rt->params;
     const uint64_t *samples = img_sec(rt, SEC_SAMPLES);
-    if (share == 0) memset(acc, 0, (size_t)k * 8);
-    if (share > 0 && rt_dev_local) TRY(rt_dev_local(rt, acc, u)); /* an SM86 owner's device */
-    for (int64_t i = 0; i < share && !rt_dev_local; i++) {
+    for (int64_t i = 0; i < share; i++) {
         int64_t fail = -1;
         uint64_t *out = i == 0 ? acc : rt->cbuf;
         int64_t status = alphac_contribution(params, samples + (row0 + i) * rt->s, out, &fail);
@@ -119,6 +115,16 @@ static int op_local(struct rt *rt, uint64_t *dst, uint64_t u) {
         int64_t j = i == 0 ? alphac_local_first(acc, k) : alphac_local_add(acc, rt->cbuf, k);
         if (j >= 0) return rt_local_refused(rt, j, u, i);
     }
+    return RT_OK;
+}
+
+/* dst <- (sum of this owner's contributions in sample order from +0.0, its leaf count: the
+   share, or an executed mutant's count); the unweighted-mean mutant reports sum / share */
+static int op_local(struct rt *rt, uint64_t *dst, uint64_t u) {
+    int64_t k = rt->k, share = img_mine(rt, SEC_SHARE);
+    uint64_t *acc = dst + H;
+    if (share == 0) memset(acc, 0, (size_t)k * 8);
+    else TRY(rt_dev_local ? rt_dev_local(rt, acc, u) : local_sum(rt, acc, share, u)); /* SM86: on the GPU */
     acc[k] = (uint64_t)img_mine(rt, SEC_LEAF_COUNT);
     if (share > 0 && img_field(rt, IMG_LEAF_MEAN)) {
         int64_t j = alphac_mean(acc, share, k);

@@ -18,13 +18,13 @@ SPECS = ROOT / "specs"
 STUB = Path(__file__).resolve().parent / "stub_libcuda.c"
 DEMO = ["x86_64", "sm86", "x86_64", "aarch64", "sm86", "aarch64"]  # owners 1 (0 samples), 4 (4)
 # a rate whose first Adam step overflows: the update refuses non-finite
-NAN_RATE = "dataParallelRate = 0.001 => dataParallelRate = 1e308"
+NAN_RATE = (("dataParallelRate = 0.001", "dataParallelRate = 1e308"),)
 TARGET_NAMES = {"x86_64": "TargetX86_64", "aarch64": "TargetAArch64", "sm86": "TargetSM86"}
 
 
-def placed(spec: str, placement: list[str], directory: Path, extra: str = "") -> Path:
-    """specs/SPEC with its placement replaced (the Gates modules beside it); `extra` text
-    replaces nothing but is applied as (old, new) pairs separated by '=>' lines."""
+def placed(spec: str, placement: list[str], directory: Path, edits=()) -> Path:
+    """specs/SPEC with its placement replaced and each (old, new) text of `edits` replaced,
+    written in `directory` with the Gates modules beside it."""
     directory.mkdir(parents=True, exist_ok=True)
     if not (directory / "Gates").exists():
         shutil.copytree(SPECS / "Gates", directory / "Gates")
@@ -32,20 +32,19 @@ def placed(spec: str, placement: list[str], directory: Path, extra: str = "") ->
     names = ", ".join(TARGET_NAMES[t] for t in placement)
     text, count = re.subn(r"deploymentPlacement = \[[^\]]*\]", f"deploymentPlacement = [{names}]", text)
     assert count == 1
-    for pair in filter(None, extra.split("\n")):
-        old, new = pair.split("=>")
-        assert old.strip() in text, old
-        text = text.replace(old.strip(), new.strip())
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new)
     out = directory / spec
     out.write_text(text)
     return out
 
 
-def built(tmp_path: Path, spec: str, placement: list[str], extra: str = ""):
+def built(tmp_path: Path, spec: str, placement: list[str], edits=()):
     """The deployment, plan and executables (under tmp_path/out) of `spec` re-placed."""
     from alphac.launch.launcher import ensure_built
 
-    dep = driver.deployment(str(placed(spec, placement, tmp_path / "specs", extra)))
+    dep = driver.deployment(str(placed(spec, placement, tmp_path / "specs", edits)))
     plan = driver.plan(dep)
     return dep, plan, ensure_built(plan, tmp_path / "out")
 

@@ -26,8 +26,8 @@ pytestmark = pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is 
 UPDATES = 5
 
 
-def _setup(tmp_path, spec="demo.alpha", placement=DEMO, extra=""):
-    dep, plan, exes = built(tmp_path, spec, placement, extra)
+def _setup(tmp_path, spec="demo.alpha", placement=DEMO, edits=()):
+    dep, plan, exes = built(tmp_path, spec, placement, edits)
     build_twins(plan, tmp_path / "out", tmp_path / "twin")
     return dep, plan, exes
 
@@ -198,16 +198,35 @@ def test_a_module_that_loads_neither_way_and_a_failed_launch_are_refused(tmp_pat
     assert "refused: cuda-error: owner 4: cuLaunchKernel returned CUDA_ERROR_LAUNCH_FAILED (719)" in report.stderr[4]
 
 
+def _refusal(report, owner) -> str:
+    return report.stderr[owner].split("refused: ", 1)[1].split("\n")[0].replace(f"owner {owner}", "owner _")
+
+
 def test_a_nan_rate_is_refused_on_the_device_by_name(tmp_path, monkeypatch, stub_dir):
-    dep, plan, _ = _setup(tmp_path, extra=NAN_RATE)
+    dep, plan, _ = _setup(tmp_path, edits=NAN_RATE)
     _env(monkeypatch, stub_dir, tmp_path)
     report = launch(dep, tmp_path / "out", plan=plan)
     assert report.refusals_agree, (report.oracle_refusal, report.stderr)
-    cpu = report.stderr[2].split("refused: ", 1)[1].split("\n")[0]
-    assert cpu.startswith("non-finite: update statement ")
-    for o in (1, 4):  # the device names what the CPU kernels name
-        assert report.stderr[o].split("refused: ", 1)[1].split("\n")[0].replace(f"owner {o}", "") == \
-            cpu.replace("owner 2", "")
+    assert _refusal(report, 2).startswith("non-finite: update statement 'w[i] (demo.alpha:")
+    assert _refusal(report, 1) == _refusal(report, 4) == _refusal(report, 2)  # the device names the CPU's
+
+
+# Two statements appended to the demo's update loop: coordinates 1 and 2 (w < 0.2 after the
+# first step) take the square root of a negative number, and the next statement overwrites it.
+LAST = "      w[i] := w[i] - rate * (m1[i] / (1.0 - p1)) / (sqrt(m2[i] / (1.0 - p2)) + 1e-8)\n"
+OVERWRITTEN = ((LAST, LAST + "      w[i] := sqrt(w[i] - 0.2)\n      w[i] := 0.5\n"),)
+
+
+def test_an_overwritten_non_finite_word_refuses_at_the_first_coordinate_in_order(tmp_path, monkeypatch,
+                                                                                  stub_dir):
+    dep, plan, _ = _setup(tmp_path, edits=OVERWRITTEN)
+    _env(monkeypatch, stub_dir, tmp_path)
+    report = launch(dep, tmp_path / "out", plan=plan)
+    assert report.refusals_agree, (report.oracle_refusal, report.stderr)
+    cpu = _refusal(report, 2)
+    assert cpu.startswith("non-finite: update statement 'w[i] (demo.alpha:")
+    assert cpu.endswith(" coordinate 1 at update 0"), cpu
+    assert _refusal(report, 1) == _refusal(report, 4) == cpu  # threads 1 and 2 failed: 1 is named
 
 
 def test_checkpoints_of_sm86_owners_resume_on_cpu_owners_and_back(tmp_path, monkeypatch, stub_dir):

@@ -183,22 +183,17 @@ static int bind_device(struct rt *rt, CUdevice *out) {
 /* -- admission ------------------------------------------------------------------------ */
 
 /* The ledger of one GPU: `PID BYTES` lines of the alphac owners holding device memory on it,
-   under $ALPHAC_GPU_LEDGER (default DEFAULT_LEDGER), locked with flock while read and
-   rewritten. Entries of processes that no longer exist are dropped. Returns the bytes held
-   by other live processes, leaving the file open and locked in *fd. */
-static int ledger_open(struct rt *rt, int *fd, uint64_t *held, char *keep, size_t keep_size) {
-    const char *dir = getenv("ALPHAC_GPU_LEDGER");
-    if (!dir || !*dir) dir = DEFAULT_LEDGER;
-    mkdir(dir, 0777);
-    snprintf(dev.ledger, sizeof dev.ledger, "%s/%s", dir, dev.uuid);
-    *fd = open(dev.ledger, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-    if (*fd < 0 || flock(*fd, LOCK_EX) != 0)
-        return rt_fail(rt, RT_MEMORY_ADMISSION, "owner %lld: the GPU ledger %s: %s", (long long)rt->owner,
-                       dev.ledger, strerror(errno));
-    char text[8192];
-    ssize_t got = pread(*fd, text, sizeof text - 1, 0);
+   under $ALPHAC_GPU_LEDGER (default DEFAULT_LEDGER), locked with flock while it is read and
+   rewritten. */
+#define LEDGER_BYTES 8192
+
+/* The lines of the (locked) ledger `fd` other than this process's and those of processes
+   that no longer exist, into keep; returns the bytes they hold. */
+static uint64_t ledger_others(int fd, char keep[LEDGER_BYTES]) {
+    char text[LEDGER_BYTES];
+    ssize_t got = pread(fd, text, sizeof text - 1, 0);
     text[got > 0 ? got : 0] = 0;
-    *held = 0;
+    uint64_t held = 0;
     size_t used = 0;
     keep[0] = 0;
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
@@ -206,32 +201,39 @@ static int ledger_open(struct rt *rt, int *fd, uint64_t *held, char *keep, size_
         unsigned long long bytes = 0;
         if (sscanf(line, "%lld %llu", &pid, &bytes) != 2 || pid == getpid()) continue;
         if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) continue;
-        *held += bytes;
-        used += (size_t)snprintf(keep + used, keep_size - used, "%lld %llu\n", pid, bytes);
-        if (used >= keep_size) used = keep_size - 1;
+        if (used + 64 >= LEDGER_BYTES) break;
+        held += bytes;
+        used += (size_t)snprintf(keep + used, LEDGER_BYTES - used, "%lld %llu\n", pid, bytes);
     }
-    return RT_OK;
+    return held;
 }
 
 static void ledger_write(int fd, const char *text) {
     if (ftruncate(fd, 0) == 0 && pwrite(fd, text, strlen(text), 0) >= 0) fsync(fd);
 }
 
-/* At exit: this process's entry leaves the ledger. */
+/* Open and lock the ledger of the bound GPU (-1 and a refusal if it cannot be). */
+static int ledger_lock(struct rt *rt, int *fd) {
+    const char *dir = getenv("ALPHAC_GPU_LEDGER");
+    if (!dir || !*dir) dir = DEFAULT_LEDGER;
+    mkdir(dir, 0777);
+    snprintf(dev.ledger, sizeof dev.ledger, "%s/%s", dir, dev.uuid);
+    *fd = open(dev.ledger, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (*fd >= 0 && flock(*fd, LOCK_EX) == 0) return RT_OK;
+    int rc = rt_fail(rt, RT_MEMORY_ADMISSION, "owner %lld: the GPU ledger %s: %s", (long long)rt->owner,
+                     dev.ledger, strerror(errno));
+    if (*fd >= 0) close(*fd);
+    dev.ledger[0] = 0;
+    return rc;
+}
+
+/* At exit: this process's line leaves the ledger. */
 static void ledger_leave(void) {
-    if (!dev.ledger[0]) return;
     int fd = open(dev.ledger, O_RDWR | O_CLOEXEC);
     if (fd < 0) return;
+    char keep[LEDGER_BYTES];
     if (flock(fd, LOCK_EX) == 0) {
-        char text[8192], keep[8192] = "";
-        ssize_t got = pread(fd, text, sizeof text - 1, 0);
-        text[got > 0 ? got : 0] = 0;
-        size_t used = 0;
-        for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-            long long pid = 0;
-            if (sscanf(line, "%lld", &pid) == 1 && pid != getpid() && used < sizeof keep - 1)
-                used += (size_t)snprintf(keep + used, sizeof keep - used, "%s\n", line);
-        }
+        ledger_others(fd, keep);
         ledger_write(fd, keep);
     }
     close(fd);
@@ -249,10 +251,10 @@ static int alloc(struct rt *rt, int b, int64_t words) {
 static int admit_and_allocate(struct rt *rt) {
     const uint64_t *table = alphac_device + 4 + alphac_device[2];
     dev.bytes = table[2 * rt->pos + 1];
-    int fd = -1;
-    uint64_t held = 0;
-    char keep[8192];
-    TRY(ledger_open(rt, &fd, &held, keep, sizeof keep - 64));
+    int fd;
+    char keep[LEDGER_BYTES];
+    TRY(ledger_lock(rt, &fd));
+    uint64_t held = ledger_others(fd, keep);
     size_t free_b = 0, total_b = 0;
     CUresult r = dev.cu.cuMemGetInfo_v2(&free_b, &total_b);
     int rc = r ? cu_fail(rt, RT_CUDA_ERROR, "cuMemGetInfo_v2", r) : RT_OK;
