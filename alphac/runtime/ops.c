@@ -466,6 +466,8 @@ int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
         case OP_SELECT: TRY(op_select(rt, dst, a, b, v)); break;
         case OP_INSTALL:
             TRY(op_install(rt, a, (uint64_t)b, rt->params, v));
+            /* the offers of this assembly copied the device's words back first, so the words
+               the install leaves alone are the device's too */
             if (rt_dev_upload) TRY(rt_dev_upload(rt, (uint64_t)b, rt->params));
             break;
         case OP_REPLICA_INSTALL: /* the replica exists only while held */

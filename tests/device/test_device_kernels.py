@@ -104,3 +104,32 @@ def test_segments_follow_the_declared_order():
     assert [s.threads for s in segments(_program([let, free]), owned=False)] == [1, 4]
     owned = _images(ROOT / "specs" / "lsq_adam_partitioned_hierarchy.alpha")[0]
     assert [s.threads for s in segments(owned.update, owned=True)] == [1]
+
+
+def test_a_missing_or_failing_assembler_is_a_one_line_error():
+    from dataclasses import replace
+
+    from alphac.targets.target import TargetError
+
+    target = load_target("sm86")
+    with pytest.raises(TargetError) as err:
+        assemble(".version 7.1\n", replace(target, assembler=("alphac-no-such-ptxas", "{ptx}")))
+    assert (err.value.code, err.value.message) == (
+        "assembler-missing", "alphac-no-such-ptxas: not found (needed to build for sm86)")
+    if shutil.which("ptxas") is None:
+        return
+    with pytest.raises(TargetError) as err:
+        assemble("this is not PTX\n", target)
+    assert err.value.code == "assemble-failed" and err.value.message.startswith("ptxas exited 255: ")
+
+
+def test_cubin_sm_reads_both_abi_versions():
+    import struct
+
+    def elf(abi: int, flags: int) -> bytes:
+        ident = b"\x7fELF" + bytes([2, 1, 1, 0x33, abi]) + bytes(7)
+        header = struct.pack("<HHIQQQIHHHHHH", 2, 190, 1, 0, 0, 0, flags, 64, 56, 0, 64, 0, 0)
+        return ident + header
+
+    assert cubin_sm(elf(8, 0x5605)) == 86  # CUDA 13 ptxas: (e_flags >> 8) & 0xff
+    assert cubin_sm(elf(7, 0x00560056)) == 86  # older: e_flags & 0xff
