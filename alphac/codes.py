@@ -145,6 +145,10 @@ RUNTIME = {
     "peer-closed": "a peer closed its connection (or it failed) before the protocol finished",
     "peer-timeout": "a socket read or write to a peer did not complete within the timeout",
     "connect-timeout": "a peer could not be connected, or did not connect, within the deadline",
+    "transport-unavailable": "the peers file says shm-only for one of a pair, and the pair cannot use "
+                             "shared memory (another host, a line saying tcp, or no segment)",
+    "shm-segment": "the shared-memory segment a peer offered is not what its name opens (another "
+                   "device, inode, owner, mode, size or control page), or an offer is malformed",
     "non-finite": "an arithmetic operation had a non-finite operand or result",
     "replica-divergence": "a replica's state digest differs from this owner's after the last update",
     # partitioned parameters: the short-lived read replica (selection assembly refusals use

@@ -11,7 +11,7 @@ from __future__ import annotations
 # The frame layout and checksum version. It is part of the protocol identity, so executables
 # built for different wire formats refuse each other's hello as `frame-protocol` instead of
 # failing later on a checksum.
-WIRE_FORMAT = 3
+WIRE_FORMAT = 4
 
 FRAME_MAGIC = 0x31454D4152464C41  # "ALFRAME1" read as a little-endian word
 # an authenticated frame ("ALFRAMEA"): after the checksum, TAG_WORDS words of HMAC-SHA-256
@@ -23,13 +23,30 @@ HEADER_WORDS = len(HEADER)
 
 # frame kinds (header word `kind`): "digest" carries "prepared" (the replica digest and the
 # output digests of a subtree), "publish" the commit verdict, "checkpoint" a subtree's
-# checkpoint digests (docs/checkpoints.md)
-KINDS = {"hello": 1, "combine": 2, "digest": 3, "publish": 4, "checkpoint": 5}
+# checkpoint digests (docs/checkpoints.md), "transport" the shared-memory offer and its
+# answer that follow the hellos of a pair on one host (docs/runtime.md, "Transports")
+KINDS = {"hello": 1, "combine": 2, "digest": 3, "publish": 4, "checkpoint": 5, "transport": 6}
 
 # a hello's payload: the run's update count, the version it starts from (0, or the
 # version of the checkpoint it resumed), the run id (naming its partial checkpoint
 # directories), then a 128-bit nonce of the connection
 HELLO_WORDS = 5
+# A transport frame's payload: the sender's boot id (2 words: the 16 bytes of
+# /proc/sys/kernel/random/boot_id), a status (TRANSPORT_STATUS), then, in an offer, the
+# segment's device, inode and size in bytes and its name (SHM_NAME_WORDS words, NUL-padded)
+SHM_NAME_WORDS = 8
+TRANSPORT_WORDS = 6 + SHM_NAME_WORDS
+TRANSPORT_STATUS = {"offer": 1, "mapped": 2, "declined": 3, "mismatch": 4}
+# the peers file's third column: what an owner may use with each peer (docs/runtime.md)
+TRANSPORTS = ("tcp", "shm", "shm-only")
+# a pair's segment: a header page, then one ring per direction of SHM_RING_BYTES or less
+# (the smallest power of two from 64 KiB that holds the largest frame of the protocol)
+SHM_HEADER_BYTES = 4096
+SHM_RING_MIN = 1 << 16
+SHM_RING_MAX = 1 << 22
+SHM_MAGIC = 0x314D485343484C41  # "ALHCSHM1"
+SHM_PREFIX = "alphac-"  # a segment is /dev/shm/alphac-PID-RANDOM (PID: its creator's)
+
 # "prepared" from a subtree of c owners: the replica digest, c, then c entries of the owner
 # and the sha256 of its staged output (4 words, the digest's bytes in order)
 PREPARED_ENTRY_WORDS = 5

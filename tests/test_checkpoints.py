@@ -286,7 +286,7 @@ def ckpt_kill_trial(seed: int, work: Path, reference: dict[int, bytes]) -> int:
     import time
 
     from alphac.launch.launcher import new_run_dir, runner_for, write_key
-    from alphac.launch.runner import free_ports, owner_argv, write_peers
+    from alphac.launch.runner import SHM_DIR, free_ports, owner_argv, remove_segments, write_peers
     from alphac.plan.protocol import OP_CODE
 
     rng = random.Random(seed)
@@ -312,6 +312,9 @@ def ckpt_kill_trial(seed: int, work: Path, reference: dict[int, bytes]) -> int:
         os.killpg(procs[victim].pid, signal.SIGKILL)
     for p in procs:
         p.wait(timeout=10)
+    # survivors unlink the segments they created; the launcher's cleanup removes a victim's
+    remove_segments([procs[victim].pid])
+    assert [s for p in procs for s in SHM_DIR.glob(f"alphac-{p.pid}-*")] == [], seed
     published = sorted(int(p.name[5:]) for p in d.iterdir() if p.name.startswith("ckpt-") and "." not in p.name) \
         if d.exists() else []
     for v in published:

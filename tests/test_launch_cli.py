@@ -1,6 +1,7 @@
 """`alphac launch` and `python -m alphac.demo` as a person runs them (subprocesses)."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -52,14 +53,19 @@ def test_launch_json_has_the_oracle_keys_plus_match_and_measured_bytes(tmp_path)
     assert want["protocol"] in (None, got["protocol"])
     assert len(got["owners"]) == len(want["owners"]) == 4
     laws = plan(load_deployment(str(ROOT / spec))).owners
+    peers = {0: [1, 2, 3], 1: [0], 2: [0], 3: [0]}  # a star: the hub and each worker
+    # without --transport, shared memory (unless $ALPHAC_TRANSPORT says tcp)
+    used = "tcp" if os.environ.get("ALPHAC_TRANSPORT") == "tcp" else "shm"
     for g, w, law in zip(got["owners"], want["owners"], laws):
         assert g.pop("match") is True
         # what the executable measured is the plan's law
         assert (g.pop("persistent_bytes"), g.pop("peak_bytes")) == (law.persistent_bytes, law.peak_bytes)
+        assert g.pop("transport") == used
+        connections = g.pop("connections")
+        assert [(c["peer"], c["transport"]) for c in connections] == [(p, used) for p in peers[g["owner"]]]
         assert g == w
     # the second launch reuses the executables and writes to a fresh run directory (dated
     # ahead so that no concurrent edit of a compiler module makes them stale)
-    import os
     import time
 
     ahead = time.time() + 3600
@@ -73,7 +79,7 @@ def test_launch_json_has_the_oracle_keys_plus_match_and_measured_bytes(tmp_path)
     assert "build" not in p2.stderr
     assert {f: f.stat().st_mtime_ns for f in tmp_path.iterdir() if f.is_file()} == before
     assert len(list((tmp_path / "runs").iterdir())) == 2
-    assert p2.stdout.splitlines()[0].split() == ["owner", "role", "target", "version", "digest",
+    assert p2.stdout.splitlines()[0].split() == ["owner", "role", "target", "transport", "version", "digest",
                                                  "oracle"]
 
 

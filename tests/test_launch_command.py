@@ -8,6 +8,7 @@ import sys
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 from pathlib import Path
 
 from alphac.ir import nodes as N
@@ -38,11 +39,11 @@ from alphac.launch.results import OwnerResult, encode_result
 ap = argparse.ArgumentParser()
 ap.add_argument('--owner', type=int); ap.add_argument('--peers'); ap.add_argument('--out')
 ap.add_argument('--updates', type=int, default=5); ap.add_argument('--timeout-ms', type=int)
-ap.add_argument('--key'); ap.add_argument('--stats')
+ap.add_argument('--key'); ap.add_argument('--stats'); ap.add_argument('--connections')
 a = ap.parse_args()
-peers = open(a.peers).read().split()
-assert len(peers) % 2 == 0, peers
-n = len(peers) // 2
+peers = open(a.peers).read().splitlines()
+assert all(len(line.split()) in (2, 3) for line in peers), peers
+n = len(peers)
 {COMMIT}
 {body}
 """)
@@ -78,6 +79,12 @@ WRITE = (STATS + "r = OwnerResult(a.owner, a.updates, 0xabc, {p}, {s})\n"
          "commit()\n")
 
 
+# a connections report as the executables write it (owner 0 talks to 1 over shared memory,
+# to 2 over TCP)
+CONNECTIONS = ("open(a.connections, 'w').write('1 shm\\n2 tcp the peers file says tcp for owner 2\\n'"
+               " if a.owner == 0 else '0 shm\\n')\n")
+
+
 def _oracle(n, version=5):
     return SimpleNamespace(owners=[SimpleNamespace(params=PARAMS, state=N.Words(STATE),
                                                    version=version) for _ in range(n)])
@@ -90,12 +97,13 @@ def test_needed_lists_role_target_pairs_in_owner_order():
 
 def test_every_owner_matching(tmp_path):
     dep = _dep()
-    good = _script(tmp_path / "good", WRITE.format(p=PARAMS, s=STATE))
+    good = _script(tmp_path / "good", CONNECTIONS + WRITE.format(p=PARAMS, s=STATE))
     exes = {("coordinator", "x86_64"): good, ("worker", "x86_64"): good}
     run = run_plan(dep, exes, new_run_dir(tmp_path, "fake"), deadline_s=20, root=0)
     assert run.committed
     rep = compare(SimpleNamespace(deployment=dep, protocol_hex="0000000000000abc"), run,
                   _oracle(3), 5)
+    assert [r.transport for r in rep.rows] == ["shm+tcp", "shm", "shm"]
     assert rep.match and rep.failures == ()
     assert [r.match for r in rep.rows] == [True, True, True]
     assert run.peers.name == "fake.peers" and run.peers.parent == run.run_dir
@@ -104,12 +112,18 @@ def test_every_owner_matching(tmp_path):
     assert j["owners"][1] == {"owner": 1, "role": "worker", "target": "x86_64", "version": 5,
                               "params": ["3ff0000000000000", "4000000000000000"],
                               "state": ["3fb999999999999a"], "digest": rep.rows[1].digest,
-                              "match": True, "persistent_bytes": 24, "peak_bytes": 100}
+                              "match": True, "transport": "shm",
+                              "connections": [{"peer": 0, "transport": "shm"}],
+                              "persistent_bytes": 24, "peak_bytes": 100}
     assert run.stats[2].high == {"parameters": 16, "state": 8, "replica": 0, "registers": 0,
                                  "scratch": 0, "samples": 0}
+    assert j["owners"][0]["connections"] == [
+        {"peer": 1, "transport": "shm"},
+        {"peer": 2, "transport": "tcp", "why": "the peers file says tcp for owner 2"}]
     lines = table(rep).splitlines()
-    assert lines[0].split() == ["owner", "role", "target", "version", "digest", "oracle"]
-    assert lines[2].split() == ["1", "worker", "x86_64", "5", rep.rows[1].digest[:16], "match"]
+    assert lines[0].split() == ["owner", "role", "target", "transport", "version", "digest", "oracle"]
+    assert lines[1].split()[:4] == ["0", "coordinator", "x86_64", "shm+tcp"]
+    assert lines[2].split() == ["1", "worker", "x86_64", "shm", "5", rep.rows[1].digest[:16], "match"]
     import hashlib, struct
     assert rep.rows[1].digest == hashlib.sha256(struct.pack("<3Q", *PARAMS, *STATE)).hexdigest()
     json.dumps(j)
@@ -201,3 +215,13 @@ def test_an_owner_that_cannot_start_stops_the_others(tmp_path):
         if target in argv and state != "Z":
             left.append(pid)
     assert left == []
+
+
+def test_an_unknown_transport_in_the_environment_is_a_one_line_error(tmp_path, monkeypatch):
+    from alphac.launch.launcher import LaunchError
+
+    monkeypatch.setenv("ALPHAC_TRANSPORT", "udp")
+    with pytest.raises(LaunchError) as err:
+        run_plan(_dep(), [tmp_path / "never-started"] * 3, new_run_dir(tmp_path, "fake"), root=0)
+    assert (err.value.code, err.value.message) == (
+        "usage", "ALPHAC_TRANSPORT='udp': expected one of tcp, shm, shm-only")

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from alphac.launch.runner import (OwnerCommand, free_ports, owner_argv, run_owners,
+from alphac.launch import runner
+from alphac.launch.runner import (OwnerCommand, free_ports, owner_argv, remove_segments, run_owners,
                                   write_peers)
 
 
@@ -41,9 +42,28 @@ def test_free_ports_are_distinct_and_bindable():
         s.close()
 
 
-def test_peers_file_lines(tmp_path):
+def test_peers_file_lines(tmp_path, monkeypatch):
+    monkeypatch.delenv("ALPHAC_TRANSPORT", raising=False)
     p = write_peers(tmp_path / "x.peers", [4000, 4001, 4002])
-    assert p.read_text() == "0 127.0.0.1:4000\n1 127.0.0.1:4001\n2 127.0.0.1:4002\n"
+    assert p.read_text() == "0 127.0.0.1:4000 shm\n1 127.0.0.1:4001 shm\n2 127.0.0.1:4002 shm\n"
+    p = write_peers(tmp_path / "y.peers", [4000, 4001], transport="tcp")
+    assert p.read_text() == "0 127.0.0.1:4000\n1 127.0.0.1:4001\n"
+    monkeypatch.setenv("ALPHAC_TRANSPORT", "shm-only")
+    p = write_peers(tmp_path / "z.peers", [4000])
+    assert p.read_text() == "0 127.0.0.1:4000 shm-only\n"
+    p = write_peers(tmp_path / "v.peers", [4000, 4001], transport=["tcp", "shm"])
+    assert p.read_text() == "0 127.0.0.1:4000\n1 127.0.0.1:4001 shm\n"
+    monkeypatch.setenv("ALPHAC_TRANSPORT", "udp")
+    with pytest.raises(ValueError, match="ALPHAC_TRANSPORT='udp': expected one of tcp, shm, shm-only"):
+        write_peers(tmp_path / "w.peers", [4000])
+
+
+def test_segments_of_ended_owners_are_removed(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "SHM_DIR", tmp_path)
+    for name in ("alphac-41-aa", "alphac-41-bb", "alphac-410-cc", "alphac-7-dd", "other-41-ee"):
+        (tmp_path / name).write_bytes(b"")
+    assert sorted(remove_segments([41, 5])) == ["alphac-41-aa", "alphac-41-bb"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["alphac-410-cc", "alphac-7-dd", "other-41-ee"]
 
 
 def test_owner_argv_puts_runner_first():
@@ -51,6 +71,8 @@ def test_owner_argv_puts_runner_first():
                       updates=5, timeout_ms=3000)
     assert argv == ("qemu-aarch64", "out/a-worker-aarch64", "--owner", "2", "--peers",
                     "p.peers", "--out", "r/o2.out", "--updates", "5", "--timeout-ms", "3000")
+    assert owner_argv("e", 0, "p", "o", connections="r/o0.connections")[-2:] == (
+        "--connections", "r/o0.connections")
 
 
 def test_all_exit_codes_and_stderr_collected(tmp_path):

@@ -18,7 +18,7 @@ from alphac.image.image import run_id_of
 from alphac.launch.commit import resolve
 from alphac.launch.frames import Frame
 from alphac.launch.launcher import new_run_dir, owner_exes, runner_for
-from alphac.launch.runner import free_ports, owner_argv, run_owners, write_peers, OwnerCommand
+from alphac.launch.runner import default_transport, free_ports, owner_argv, run_owners, write_peers, OwnerCommand
 
 SPECS = Path(__file__).resolve().parents[1] / "specs"
 
@@ -56,7 +56,9 @@ class PlayedPeer:
         exes = owner_exes(self.dep, session.built(KEY, self.dep))
         self.run_dir = new_run_dir(session.root(), tmp_key)
         self.ports = free_ports(self.dep.owners)
-        peers = write_peers(self.run_dir / "p.peers", self.ports)
+        # owner 1, played here, speaks TCP
+        peers = write_peers(self.run_dir / "p.peers", self.ports,
+                            transport=["tcp" if o == 1 else default_transport() for o in range(self.dep.owners)])
         self.cmds = [OwnerCommand(o, owner_argv(exes[o], o, peers, self.run_dir / f"owner-{o}.out",
                                                 runner_for(self.dep.placement[o]), None,
                                                 timeout_ms), self.run_dir / f"owner-{o}.out")

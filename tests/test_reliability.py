@@ -2,7 +2,9 @@
 other data, or lying about their counts are refused; a squatter on the hub's port makes no
 owner publish; planted, shared or unusable output locations are refused before the first
 update; a trickling peer is refused on time; and kill -9 of any owner at any moment leaves
-either every output committed or none (scripts/kill-trials runs many more)."""
+either every output committed or none, and no shared-memory segment once the launcher's
+cleanup ran (the owners use shared memory unless $ALPHAC_TRANSPORT=tcp; scripts/kill-trials
+runs many more)."""
 
 from __future__ import annotations
 
@@ -17,12 +19,14 @@ from pathlib import Path
 
 import pytest
 
+from alphac import wire
 from alphac.image.image import run_id_of
 from alphac.launch import frames as fr
 from alphac.launch import session
 from alphac.launch.commit import resolve, staged_path
 from alphac.launch.launcher import compare, new_run_dir, owner_exes, runner_for, write_key
-from alphac.launch.runner import free_ports, owner_argv, write_peers
+from alphac.launch.runner import (SHM_DIR, default_transport, free_ports, owner_argv, remove_segments,
+                                  write_peers)
 from alphac.plan.protocol import OP_CODE
 
 SPECS = Path(__file__).resolve().parents[1] / "specs"
@@ -48,7 +52,10 @@ class Owners:
         exes = exes or owner_exes(DEP, session.built(KEY, DEP))
         self.dir = new_run_dir(session.root(), name)
         self.ports = ports or free_ports(DEP.owners)
-        self.peers = write_peers(self.dir / "peers", self.ports)
+        # an owner the test plays speaks TCP: its line says so
+        played = [owners is not None and o not in owners for o in range(DEP.owners)]
+        self.peers = write_peers(self.dir / "peers", self.ports,
+                                 transport=[("tcp" if p else default_transport()) for p in played])
         self.key = write_key(self.dir / "run.key") if key else None
         self.outs = outs or {o: self.dir / f"owner-{o}.out" for o in range(DEP.owners)}
         self.procs = {}
@@ -292,6 +299,13 @@ def kill_trial(seed: int, name: str = "kill") -> str:
     settled = run.settle()
     left = sorted(p.name for p in run.dir.iterdir() if p.name.endswith(".tmp"))
     assert left == [], f"seed {seed}: staged files outlived the run: {left}"
+    # a survivor unlinks every segment it created; only the victim, killed between creating
+    # one and its peer's mapping it, may leave one, which the launcher's cleanup removes
+    pids = {o: p.pid for o, p in run.procs.items()}
+    survivors = [pid for o, pid in pids.items() if o != victim]
+    assert segments(survivors) == [], f"seed {seed}: a survivor left a segment"
+    remove_segments([pids[victim]])
+    assert segments(pids.values()) == [], f"seed {seed}: a segment outlived the run"
     outs = [p for p in run.outs.values() if p.exists()]
     if settled.committed:
         assert settled.errors == {}, (seed, settled.errors)
@@ -312,6 +326,11 @@ def kill_trial(seed: int, name: str = "kill") -> str:
     assert outs == [], f"seed {seed}: outputs without a commit record: {outs}"
     assert rc_refused(res, victim), (seed, res)
     return "none"
+
+
+def segments(pids) -> list[str]:
+    """The shared-memory segments named after these processes (alphac/runtime/ring.c)."""
+    return sorted(p.name for pid in pids for p in SHM_DIR.glob(f"{wire.SHM_PREFIX}{pid}-*"))
 
 
 def rc_refused(res, victim) -> bool:

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from alphac import wire
 from alphac.image.image import op_steps
 from alphac.launch.commit import resolve
 from alphac.ir import nodes as n
@@ -123,7 +124,7 @@ def test_version_names_the_build_and_exits_zero(work):
     assert (done.returncode, done.stderr) == (0, "")
     assert done.stdout == (f"rt_star_plain-coordinator-x86_64: deployment run_rt_star_plain, role "
                            f"coordinator of 4 owners, target x86_64, protocol "
-                           f"{plan_of(STAR_PLAIN).protocol_hex}, wire format 3\n")
+                           f"{plan_of(STAR_PLAIN).protocol_hex}, wire format {wire.WIRE_FORMAT}\n")
 
 
 @pytest.mark.parametrize("argv", [

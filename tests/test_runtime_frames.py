@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from alphac import wire
 from alphac.image.image import run_id_of
 from alphac.launch import frames as fr
 from alphac.ir import nodes as n
@@ -53,7 +54,8 @@ PID = plan_of(PAIR).protocol_id
 SEND_STEP = 1
 DIGEST_STEP = 5
 UPDATES = 2  # the hub's --updates
-MAX_PAYLOAD = 9  # the hub's largest frame: a checkpoint report from one owner (3 + 6 words)
+MAX_PAYLOAD = wire.TRANSPORT_WORDS  # the hub's largest frame: a transport offer (a checkpoint report
+# from one owner has 3 + 6 words)
 
 
 def _value(version=0, **changes) -> fr.Frame:

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from alphac.driver import build as build_executable
+from alphac.launch.runner import default_transport
 from alphac.ir import nodes as n
 from alphac.plan.protocol import build_tree, postorder
 
@@ -170,9 +171,13 @@ def free_ports(count: int) -> list[int]:
             s.close()
 
 
-def write_peers(path: Path, ports, hosts=None) -> Path:
+def write_peers(path: Path, ports, hosts=None, played=()) -> Path:
+    """Owners the test plays (`played`) speak TCP; the others may use what the launcher
+    lets them (runner.default_transport)."""
     hosts = hosts or ["127.0.0.1"] * len(ports)
-    path.write_text("".join(f"{o} {h}:{p}\n" for o, (h, p) in enumerate(zip(hosts, ports))))
+    modes = ["" if o in played or default_transport() == "tcp" else f" {default_transport()}"
+             for o in range(len(ports))]
+    path.write_text("".join(f"{o} {h}:{p}{m}\n" for o, (h, p, m) in enumerate(zip(hosts, ports, modes))))
     return path
 
 
@@ -191,7 +196,8 @@ class Run:
         self.work = work
         work.mkdir(parents=True, exist_ok=True)
         self.ports = ports or free_ports(dep.owners)
-        self.peers = write_peers(work / "peers", self.ports, hosts)
+        played = () if owners is None else [o for o in range(dep.owners) if o not in owners]
+        self.peers = write_peers(work / "peers", self.ports, hosts, played)
         self.outs = {o: work / f"owner{o}.out" for o in range(dep.owners)}
         self.procs = {}
         for o in (range(dep.owners) if owners is None else owners):

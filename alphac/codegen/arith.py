@@ -5,6 +5,10 @@ these; every floating-point operation of an executable is emitted here or in pro
     i64 alphac_local_first(double* acc, i64 k)                  -> -1 or the first bad j
     i64 alphac_local_add(double* acc, double* c, i64 k)         -> -1 or the first bad j
     i64 alphac_add_range(double* dst, double* a, double* b, i64 lo, i64 hi) -> 1 if any bad
+    i64 alphac_add_lanes(double* dst, double* a, double* b, u64* h, i64 n, i64 phase,
+                         u64* lanes)                            -> 1 if any bad
+    i64 alphac_mean_lanes(double* dst, double* src, i64 n, i64 phase, u64* lanes,
+                          i64 count)                            -> 1 if any bad
     i64 alphac_first_nonfinite(double* p, i64 lo, i64 hi)       -> -1 or the first such j
     i64 alphac_mean(double* g, i64 count, i64 k)                -> -1 or the first bad j
     i64 alphac_mean_owned(double* mean, double* src, i64 count, i64 at, i64 first, i64 step,
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from alphac import wire
 from alphac.codegen.types import F64, I1, I64, PTR
 
 EXP = 0x7FF0000000000000
@@ -112,6 +117,140 @@ def _add_range(module: ir.Module) -> None:
     f.b.ret(f.b.zext(flag, I64))
 
 
+# words of a received piece taken at a time: added (a loop that vectorises), then folded into
+# the lanes, while they are still in the first-level cache
+PIECE_BLOCK = 512
+
+
+def _fold_lanes(f: _Fn, h: ir.Value, lanes: ir.Value, phase: ir.Value, lo: ir.Value, hi: ir.Value) -> None:
+    """lanes[(phase + j) % LANES] = (lanes[...] ^ h[j]) * FNV_PRIME for j in [lo, hi), in
+    order: single words until the lane is 0, then LANES words a step with the lanes in
+    registers (independent multiply chains), then single words."""
+    b, n_lanes = f.b, wire.LANES
+
+    def fold(lane, j):
+        word = b.load(b.gep(h, [j], inbounds=True, source_etype=I64), typ=I64)
+        return b.mul(b.xor(lane, word), _c(wire.FNV_PRIME))
+
+    def lane_slot(t):
+        return b.gep(lanes, [t], inbounds=True, source_etype=I64)
+
+    def one(j, _):
+        slot = lane_slot(b.and_(b.add(phase, j), _c(n_lanes - 1)))
+        b.store(fold(b.load(slot, typ=I64), j), slot)
+        return None
+
+    head = b.and_(b.sub(_c(0), b.add(phase, lo)), _c(n_lanes - 1))  # words until lane 0
+    mid = b.add(lo, head)
+    mid = b.select(b.icmp_signed("<", mid, hi), mid, hi)
+    f.loop(lo, mid, one)
+    groups = b.sdiv(b.sub(hi, mid), _c(n_lanes))
+    regs = [b.load(lane_slot(_c(t)), typ=I64) for t in range(n_lanes)]
+    pre, top, body, end = (b.block, b.append_basic_block("lanes.head"), b.append_basic_block("lanes.body"),
+                           b.append_basic_block("lanes.end"))
+    b.branch(top)
+    b.position_at_end(top)
+    g = b.phi(I64, "g")
+    g.add_incoming(_c(0), pre)
+    phis = [b.phi(I64, f"lane{t}") for t in range(n_lanes)]
+    for phi, v in zip(phis, regs):
+        phi.add_incoming(v, pre)
+    b.cbranch(b.icmp_signed("<", g, groups), body, end)
+    b.position_at_end(body)
+    j0 = b.add(mid, b.mul(g, _c(n_lanes)))
+    for t, phi in enumerate(phis):
+        phi.add_incoming(fold(phi, b.add(j0, _c(t))), body)
+    g.add_incoming(b.add(g, _c(1)), body)
+    b.branch(top)
+    b.position_at_end(end)
+    for t, phi in enumerate(phis):
+        b.store(phi, lane_slot(_c(t)))
+    f.loop(b.add(mid, b.mul(groups, _c(n_lanes))), hi, one)
+
+
+def _blocks(f: _Fn, n: ir.Value, block) -> ir.Value:
+    """flag = block(lo, hi, flag) over [0, n) in blocks of PIECE_BLOCK words; the flag."""
+    b = f.b
+
+    def one(k, flag):
+        lo = b.mul(k, _c(PIECE_BLOCK))
+        hi = b.add(lo, _c(PIECE_BLOCK))
+        return block(lo, b.select(b.icmp_signed("<", hi, n), hi, n), flag)
+
+    count = b.sdiv(b.add(n, _c(PIECE_BLOCK - 1)), _c(PIECE_BLOCK))
+    return f.loop(_c(0), count, one, ir.Constant(I1, 0))
+
+
+def _add_lanes(module: ir.Module) -> None:
+    """A received piece in one pass: block by block (PIECE_BLOCK words), the frame
+    checksum's FNV-1a lanes over the received words h[j] (h is a or b), word j going to
+    lane (phase + j) % LANES (phase: the piece's first payload index mod LANES) exactly as
+    frame.c's rt_lanes folds them (integer xor and multiply), then dst[j] = a[j] + b[j]
+    (the add on arrival; the finite flag as alphac_add_range), j < n. The lanes come
+    first, so dst may be h."""
+    f = _Fn(module, "alphac_add_lanes", (PTR, PTR, PTR, PTR, I64, I64, PTR),
+            ("dst", "a", "b", "h", "n", "phase", "lanes"))
+    dst, a, bb, h, n, phase, lanes = f.fn.args
+    b = f.b
+
+    def add(j, flag):
+        x, y = f.load(a, j), f.load(bb, j)
+        r = b.fadd(x, y)
+        b.store(r, f.at(dst, j))
+        return b.or_(flag, f.bad(x, y, r))
+
+    def block(lo, hi, flag):
+        _fold_lanes(f, h, lanes, phase, lo, hi)
+        return f.loop(lo, hi, add, flag)
+
+    b.ret(b.zext(_blocks(f, n, block), I64))
+
+
+def _divisor(f: _Fn, count: ir.Value):
+    """(double) count, whether it is a power of two, and its reciprocal (see _mean)."""
+    b = f.b
+    c = b.uitofp(count, F64)
+    cbits = b.bitcast(c, I64)
+    pow2 = b.and_(b.icmp_unsigned("==", b.and_(cbits, _c((1 << 52) - 1)), _c(0)),
+                  b.icmp_unsigned("!=", cbits, _c(0)))
+    return c, pow2, b.fdiv(ir.Constant(F64, 1.0), c)
+
+
+def _quotient(f: _Fn, op: str, x: ir.Value, c: ir.Value, inv: ir.Value) -> ir.Value:
+    return f.b.fmul(x, inv) if op == "mul" else f.b.fdiv(x, c)
+
+
+def _mean_lanes(module: ir.Module) -> None:
+    """A received total in one pass, when the update of it comes next: block by block, the
+    lanes over src[j] (as alphac_add_lanes), then dst[j] = src[j] / (double) count with
+    alphac_mean's words (x * (1 / c) when c is a power of two); 1 if an operand or quotient
+    is non-finite. dst may be src."""
+    f = _Fn(module, "alphac_mean_lanes", (PTR, PTR, I64, I64, PTR, I64),
+            ("dst", "src", "n", "phase", "lanes", "count"))
+    dst, src, n, phase, lanes, count = f.fn.args
+    b = f.b
+    c, pow2, inv = _divisor(f, count)
+
+    def blocks(op):
+        def one(j, flag):
+            x = f.load(src, j)
+            r = _quotient(f, op, x, c, inv)
+            b.store(r, f.at(dst, j))
+            return b.or_(flag, f.bad(x, c, r))
+
+        def block(lo, hi, flag):
+            _fold_lanes(f, src, lanes, phase, lo, hi)
+            return f.loop(lo, hi, one, flag)
+        return _blocks(f, n, block)
+
+    with b.if_else(pow2) as (exact, divide):
+        with exact:
+            b.ret(b.zext(blocks("mul"), I64))
+        with divide:
+            b.ret(b.zext(blocks("div"), I64))
+    b.unreachable()
+
+
 def _first_nonfinite(module: ir.Module) -> None:
     f = _Fn(module, "alphac_first_nonfinite", (PTR, I64, I64), ("p", "lo", "hi"))
     p, lo, hi = f.fn.args
@@ -175,16 +314,12 @@ def _mean(module: ir.Module) -> None:
     f = _Fn(module, "alphac_mean", (PTR, I64, I64), ("g", "count", "k"))
     g, count, k = f.fn.args
     b = f.b
-    c = b.uitofp(count, F64)
-    cbits = b.bitcast(c, I64)
-    pow2 = b.and_(b.icmp_unsigned("==", b.and_(cbits, _c((1 << 52) - 1)), _c(0)),
-                  b.icmp_unsigned("!=", cbits, _c(0)))
-    inv = b.fdiv(ir.Constant(F64, 1.0), c)
+    c, pow2, inv = _divisor(f, count)
 
     def body(op):
         def one(j):
             x = f.load(g, j)
-            r = b.fmul(x, inv) if op == "mul" else b.fdiv(x, c)
+            r = _quotient(f, op, x, c, inv)
             b.store(r, f.at(g, j))
             return f.bad(x, c, r)
         return one
@@ -228,5 +363,5 @@ def _mean_owned(module: ir.Module) -> None:
 
 def emit_arith(module: ir.Module) -> None:
     """Add every kernel of this module's docstring to `module`."""
-    for emit in (_add_range, _first_nonfinite, _local_first, _local_add, _mean, _mean_owned):
+    for emit in (_add_range, _add_lanes, _mean_lanes, _first_nonfinite, _local_first, _local_add, _mean, _mean_owned):
         emit(module)

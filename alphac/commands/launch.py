@@ -1,11 +1,12 @@
 """`alphac launch SPEC`: build if needed, run every owner on 127.0.0.1, compare with the oracle.
 
-Prints the table (owner, role, target, version, digest, oracle) or, with --json, the keys of
-`alphac oracle --json` plus `match` per owner and at the top, and each owner's measured
-`persistent_bytes` and `peak_bytes` (its `--stats`). Exit 0 only if every owner
-matched; a failed owner's stderr is shown on stderr. With `--mutant NAME` the owners are an
-executed mutant's executables: every owner should mismatch the declared program's oracle,
-and a note says whether they computed the oracle's evaluation of the mutant. The spec is loaded through
+Prints the table (owner, role, target, transport, version, digest, oracle) or, with --json,
+the keys of `alphac oracle --json` plus `match` per owner and at the top, and per owner
+`transport`, `connections` and its measured `persistent_bytes` and `peak_bytes` (its
+`--stats`). Exit 0 only if every owner matched; a failed owner's stderr is shown on stderr.
+With `--mutant NAME` the owners are an executed mutant's executables: every owner should
+mismatch the declared program's oracle, and a note says whether they computed the oracle's
+evaluation of the mutant. The spec is loaded through
 alphac.driver; running the owners is alphac.launch's (which builds through the driver).
 Ctrl-C, SIGTERM and SIGHUP stop the launch in any phase, every owner first (exit 128 +
 the signal's number).
@@ -23,6 +24,7 @@ from alphac.commands.build import mutant_help
 from alphac.commands.report import diagnostics as print_diagnostics
 from alphac.commands.report import error, interrupted, stage_error
 from alphac.diagnostics import CompileError
+from alphac.launch.runner import TRANSPORTS
 
 
 EPILOG = """\b
@@ -51,8 +53,12 @@ partial executable is left, and the status is 128 + the signal's number: 130,
               help="Seconds before every owner is stopped.")
 @click.option("--mutant", type=click.Choice(list(driver.MUTANTS)), default=None,
               help=mutant_help("Run") + " Every owner is then expected to mismatch (exit 1).")
+@click.option("--transport", type=click.Choice(TRANSPORTS), default=None,
+              help="What the owners may use with each other: shm (shared memory, TCP where it "
+                   "cannot be set up; the default, or $ALPHAC_TRANSPORT), shm-only, or tcp.")
 def command(spec: str, rounds: int | None, as_json: bool, out_dir: str, checkpoint_dir: str | None,
-            resume: str | None, new_contract: bool, timeout: float, mutant: str | None) -> None:
+            resume: str | None, new_contract: bool, timeout: float, mutant: str | None,
+            transport: str | None) -> None:
     """Build if needed, run every owner on 127.0.0.1, compare each with the oracle."""
     from alphac.launch.runner import interruptible
 
@@ -63,19 +69,19 @@ def command(spec: str, rounds: int | None, as_json: bool, out_dir: str, checkpoi
     with interruptible(forward=True):
         try:
             status = run(spec, rounds, as_json, out_dir, timeout, checkpoint_dir=checkpoint_dir,
-                         resume=resume, new_contract=new_contract, mutant=mutant)
+                         resume=resume, new_contract=new_contract, mutant=mutant, transport=transport)
         except KeyboardInterrupt as exc:  # before or after run's own handling
             status = interrupted(exc, "; every owner was stopped")
     sys.exit(status)
 
 
 def table(report) -> str:
-    head = ("owner", "role", "target", "version", "digest", "oracle")
+    head = ("owner", "role", "target", "transport", "version", "digest", "oracle")
     rows = [head]
     for r in report.rows:
         verdict = "match" if r.match else ("MISMATCH" if r.params is not None
                                            else r.why.split(":", 1)[0])
-        rows.append((str(r.owner), r.role, r.target, "-" if r.version is None else str(r.version),
+        rows.append((str(r.owner), r.role, r.target, r.transport, "-" if r.version is None else str(r.version),
                      (r.digest or "-")[:16], verdict))
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)

@@ -41,6 +41,15 @@ def runtime_header() -> str:
     define("FRAME_MAGIC_AUTH", wire.FRAME_MAGIC_AUTH, u64=True)
     define("TAG_WORDS", wire.TAG_WORDS)
     define("HELLO_WORDS", wire.HELLO_WORDS)
+    define("TRANSPORT_WORDS", wire.TRANSPORT_WORDS)
+    define("SHM_NAME_WORDS", wire.SHM_NAME_WORDS)
+    for name, value in wire.TRANSPORT_STATUS.items():
+        define(f"TRANSPORT_{_c(name)}", value)
+    define("SHM_HEADER_BYTES", wire.SHM_HEADER_BYTES)
+    define("SHM_RING_MIN", wire.SHM_RING_MIN)
+    define("SHM_RING_MAX", wire.SHM_RING_MAX)
+    define("SHM_MAGIC", wire.SHM_MAGIC, u64=True)
+    out.append(f'#define SHM_PREFIX "/{wire.SHM_PREFIX}"')
     define("PREPARED_ENTRY_WORDS", wire.PREPARED_ENTRY_WORDS)
     define("HEADER_WORDS", wire.HEADER_WORDS)
     for i, name in enumerate(wire.HEADER):

@@ -128,12 +128,12 @@ class RoleImage:
 
     @property
     def small_payload(self) -> int:
-        """The longest payload of a frame that is no register: a hello, "prepared", a
-        checkpoint report."""
+        """The longest payload of a frame that is no register: a hello, a transport frame,
+        "prepared", a checkpoint report."""
         prepared = max([wire.prepared_words(op[6]) for o in self.owners for op in o.ops
                         if op[0] in _DIGEST] + [wire.prepared_words(1)])
         ckpt = max([op[6] for o in self.owners for op in o.ops if op[0] in _CKPT] + [0])
-        return max(wire.HELLO_WORDS, prepared, ckpt)
+        return max(wire.HELLO_WORDS, wire.TRANSPORT_WORDS, prepared, ckpt)
 
     @property
     def max_payload(self) -> int:
@@ -393,12 +393,15 @@ def usage_text(plan, role: str, target: str, role_owners) -> str:
     return (
         "usage: EXE --owner I --peers FILE --out PATH [--updates N] [--timeout-ms MS]\n"
         "           [--key FILE] [--listen-any] [--checkpoint-dir DIR] [--resume CKPT [--new-contract]]\n"
-        f"           [--run-id HEX] [--stats FILE] {'[--gpu UUID] ' if target == 'sm86' else ''}[--help] [--version]\n"
+        "           [--run-id HEX] [--stats FILE] [--connections FILE]"
+        f"{' [--gpu UUID]' if target == 'sm86' else ''} [--help] [--version]\n"
         f"  deployment {dep.name}, role {role} (owners {owners}) of {dep.owners}, "
         f"target {target}, protocol {plan.protocol_hex}\n"
         f"{'  ' if plan.mutant else ''}{mutant_note(plan)}"
         "  --owner I        this process's owner index (must belong to the role)\n"
-        "  --peers FILE     one line per owner: 'OWNER HOST:PORT' (IPv4, [IPv6] or a host name)\n"
+        "  --peers FILE     one line per owner: 'OWNER HOST:PORT [tcp|shm|shm-only]' (IPv4, [IPv6]\n"
+        "                   or a host name; shm: shared memory with the owners of this host that\n"
+        "                   allow it too, TCP where it cannot be set up; shm-only: refuse then)\n"
         "  --out PATH       where the final words are written (never overwritten); PATH.tmp is\n"
         "                   staged from the start, and the root commits the run in PATH.commit\n"
         f"  --updates N      number of updates (default {dep.updates})\n"
@@ -414,6 +417,7 @@ def usage_text(plan, role: str, target: str, role_owners) -> str:
         "  --run-id HEX     the run's id (every owner the same; names partial checkpoint directories)\n"
         "  --stats FILE     write the bytes of the learner's buffers (now and at their highest, by\n"
         "                   category) to FILE at exit, on a refusal too\n"
+        "  --connections FILE  write which transport each connection uses, once all are set up\n"
         f"{GPU_USAGE if target == 'sm86' else ''}"
         "  --version        what this executable was built for\n"
         "  exit 0: output written; 1: refused (stderr: 'refused: CODE: detail'); 2: usage\n")

@@ -33,6 +33,7 @@ HELLO = wire.KINDS["hello"]
 COMBINE = wire.KINDS["combine"]
 DIGEST = wire.KINDS["digest"]
 PUBLISH = wire.KINDS["publish"]
+TRANSPORT = wire.KINDS["transport"]
 KIND_NAMES = {code: name for name, code in wire.KINDS.items()}
 
 
@@ -148,6 +149,23 @@ def hello(protocol: int, sender: int, receiver: int, updates: int, nonce=(0, 0),
     """A hello: the run's update count, the version it starts from, its run id, and the
     sender's nonce of the connection."""
     return Frame(protocol, sender, receiver, version, 0, HELLO, (updates, start, run_id, *nonce))
+
+
+def boot_id_words(text: str) -> tuple[int, int]:
+    """A boot id (`/proc/sys/kernel/random/boot_id`) as a transport frame carries it: its 32
+    hex digits as two words, first half first."""
+    digits = "".join(c for c in text.lower() if c in "0123456789abcdef")
+    return int(digits[:16], 16), int(digits[16:32], 16)
+
+
+def transport(protocol: int, sender: int, receiver: int, boot: tuple[int, int], status: str,
+              ident=(0, 0, 0), name: bytes = b"") -> Frame:
+    """A transport frame (docs/runtime.md, "Transports"): the sender's boot id, a status of
+    wire.TRANSPORT_STATUS, then the segment's device, inode and size (an offer; a decline
+    puts an errno first) and its name, NUL-padded."""
+    padded = name.ljust(8 * wire.SHM_NAME_WORDS, b"\0")[:8 * wire.SHM_NAME_WORDS]
+    words = (*boot, wire.TRANSPORT_STATUS[status], *ident, *struct.unpack(f"<{wire.SHM_NAME_WORDS}Q", padded))
+    return Frame(protocol, sender, receiver, 0, 0, TRANSPORT, words)
 
 
 def prepared_payload(digest: int, entries) -> tuple[int, ...]:

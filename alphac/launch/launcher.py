@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Mapping
 
 from alphac.launch.commit import Resolution, resolve
-from alphac.launch.results import OwnerResult, ResultError, read_result
+from alphac.launch.results import (Connection, OwnerResult, ResultError, read_connections, read_result,
+                                   transport_summary)
 from alphac.launch.stats import OwnerStats, StatsError, read_stats
 from alphac.launch.runner import (OwnerCommand, RunResult, free_ports, owner_argv, run_owners,
                                   write_peers)
@@ -96,6 +97,8 @@ class PlanRun:
     output_errors: dict[int, str] = field(default_factory=dict)
     resolution: Resolution | None = None  # what the commit record decided
     stats: dict[int, OwnerStats] = field(default_factory=dict)  # each owner's measured bytes
+    # each owner's connections report (None: it wrote none)
+    connections: dict[int, tuple[Connection, ...] | None] = field(default_factory=dict)
 
     @property
     def committed(self) -> bool:
@@ -128,25 +131,32 @@ def run_plan(dep, exes: Mapping[tuple[str, str], Path] | list[Path], run_dir: st
              deadline_s: float = 120.0, owners: list[int] | None = None,
              extra_argv: Mapping[int, tuple[str, ...]] | None = None,
              ports: list[int] | None = None, authenticate: bool = True,
-             root: int | None = None, stats: bool = True) -> PlanRun:
+             root: int | None = None, stats: bool = True, transport: str | None = None) -> PlanRun:
     """Start owners (all, or `owners`) of `dep` from `exes` ({(role, target): exe}, or one
     exe per owner), wait up to `deadline_s`, kill and reap what is left, then settle the run
     by its commit record (`root`: the owner at the tree's root, default the plan's) and read
-    the committed outputs. With `authenticate`, every owner gets the run's fresh key file
-    (`run.key` in the run directory), so every frame carries an HMAC-SHA-256 tag. With
-    `stats`, every owner writes its measured bytes (`--stats RUN/owner-I.stats`), read into
-    `PlanRun.stats` for the owners that wrote them."""
+    the committed outputs and every owner's connections report. With `authenticate`, every
+    owner gets the run's fresh key file (`run.key` in the run directory), so every frame
+    carries an HMAC-SHA-256 tag. With `stats`, every owner writes its measured bytes
+    (`--stats RUN/owner-I.stats`), read into `PlanRun.stats` for the owners that wrote them.
+    `transport` is what the peers file lets every owner use (runner.default_transport():
+    shared memory unless $ALPHAC_TRANSPORT says otherwise)."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     per_owner = exes if isinstance(exes, list) else owner_exes(dep, exes)
     ports = ports if ports is not None else free_ports(dep.owners)
-    peers = write_peers(run_dir / f"{spec_stem(dep)}.peers", ports)
+    try:
+        peers = write_peers(run_dir / f"{spec_stem(dep)}.peers", ports, transport=transport)
+    except ValueError as exc:  # $ALPHAC_TRANSPORT names no transport
+        raise LaunchError("usage", str(exc)) from None
     key = write_key(run_dir / "run.key") if authenticate else None
     cmds = []
     outs = {o: run_dir / f"owner-{o}.out" for o in range(dep.owners)}
+    reports = {o: run_dir / f"owner-{o}.connections" for o in range(dep.owners)}
     for o in (owners if owners is not None else range(dep.owners)):
         target = dep.placement[o]
-        argv = owner_argv(per_owner[o], o, peers, outs[o], runner_for(target), updates, timeout_ms)
+        argv = owner_argv(per_owner[o], o, peers, outs[o], runner_for(target), updates, timeout_ms,
+                          reports[o])
         if key is not None:
             argv += ("--key", str(key))
         if stats:
@@ -158,6 +168,7 @@ def run_plan(dep, exes: Mapping[tuple[str, str], Path] | list[Path], run_dir: st
     except OSError as exc:
         raise LaunchError("owner-failed", f"cannot start an owner: {exc}") from None
     run = PlanRun(run_dir, peers, result, stats=_read_stats(run_dir, cmds) if stats else {})
+    run.connections = {oc.owner: read_connections(reports[oc.owner]) for oc in result.outcomes}
     if root is None:
         from alphac import driver
 
@@ -207,6 +218,12 @@ class OwnerRow:
     match: bool
     why: str = ""  # when not matched: the refusal, timeout, or first differing word
     stats: OwnerStats | None = None  # its measured bytes, when it wrote them
+    connections: tuple[Connection, ...] | None = None  # its report: which transport each peer
+
+    @property
+    def transport(self) -> str:
+        """shm, tcp, shm+tcp, or "-" (no connections report)."""
+        return transport_summary(self.connections)
 
     @property
     def digest(self) -> str | None:
@@ -255,7 +272,8 @@ class LaunchReport:
                 "owner": r.owner, "role": r.role, "target": r.target, "version": r.version,
                 "params": None if r.params is None else [f"{w:016x}" for w in r.params],
                 "state": None if r.state is None else [f"{w:016x}" for w in r.state],
-                "digest": r.digest, "match": r.match,
+                "digest": r.digest, "match": r.match, "transport": r.transport,
+                "connections": None if r.connections is None else [c.as_json() for c in r.connections],
                 "persistent_bytes": r.stats.persistent if r.stats else None,
                 "peak_bytes": r.stats.peak if r.stats else None,
                 **({"error": r.why} if not r.match else {}),
@@ -322,6 +340,7 @@ def compare(plan, run: PlanRun, oracle, rounds: int, spec: str = "",
         rows.append(OwnerRow(o, role, target, res.version, res.params, res.state,
                              why is None, why or "", stats))
     stderr = {oc.owner: oc.stderr for oc in run.result.outcomes if not oc.ok and oc.stderr}
+    rows = [replace(r, connections=run.connections.get(r.owner)) for r in rows]
     return LaunchReport(spec or spec_stem(dep), dep.name, rounds, plan.protocol_hex,
                         tuple(rows), tuple(failures), stderr, run.result.seconds, run.run_dir,
                         oracle_refusal)
@@ -372,16 +391,17 @@ def _evaluate(dep, n: int, start, resume, new_contract: bool, mutant: str | None
 def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
            deadline_s: float = 120.0, timeout_ms: int | None = None, spec: str = "",
            plan=None, log=None, checkpoint_dir=None, resume=None,
-           new_contract: bool = False, mutant: str | None = None) -> LaunchReport:
+           new_contract: bool = False, mutant: str | None = None,
+           transport: str | None = None) -> LaunchReport:
     """Plan, build what is missing, run every owner, evaluate the oracle, compare. With
     `resume` (or the spec's resume declaration) every owner restores the checkpoint at that
     path, verified whole first, and the oracle continues from its words; `checkpoint_dir`
-    overrides where the deployment's checkpoints go. With `mutant`, the owners are that
-    executed mutant's executables, compared with the declared program's oracle (so every
-    owner should mismatch); the report also says whether they computed the oracle's
-    evaluation of the mutant. SIGINT, SIGTERM and SIGHUP raise runner.Interrupted in any of
-    these steps, after every owner is stopped (runner.interruptible; the previous handlers
-    are restored)."""
+    overrides where the deployment's checkpoints go; `transport` is what the owners may use
+    (run_plan). With `mutant`, the owners are that executed mutant's executables, compared
+    with the declared program's oracle (so every owner should mismatch); the report also
+    says whether they computed the oracle's evaluation of the mutant. SIGINT, SIGTERM and
+    SIGHUP raise runner.Interrupted in any of these steps, after every owner is stopped
+    (runner.interruptible; the previous handlers are restored)."""
     from alphac import driver
 
     if mutant is not None and (resume is not None or checkpoint_dir is not None):
@@ -401,7 +421,7 @@ def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
     args = run_arguments(checkpoint_dir, resume, new_contract)
     run = run_plan(dep, exes, new_run_dir(out_dir, spec_stem(dep)), updates=rounds,
                    timeout_ms=timeout_ms, deadline_s=deadline_s, root=plan.tree.owner,
-                   extra_argv={o: args for o in range(dep.owners)})
+                   extra_argv={o: args for o in range(dep.owners)}, transport=transport)
     oracle, refusal = _evaluate(dep, n, start, resume, new_contract)
     report = compare(plan, run, oracle, n, spec, refusal)
     if mutant is None:

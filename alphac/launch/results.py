@@ -1,4 +1,5 @@
-"""Reading an owner's output file (the executable contract's `ALHAOUT1` format).
+"""Reading an owner's output file (the executable contract's `ALHAOUT1` format), and its
+connections report (which transport each of its connections used).
 
 Layout, little-endian u64 words: magic, format (1), owner, version (completed updates),
 protocol id, k, m, then k parameter words, then m state words. Nothing else follows.
@@ -90,3 +91,37 @@ def _parse_owned(data: bytes, where: str) -> OwnerResult:
 def read_result(path: str | Path) -> OwnerResult:
     p = Path(path)
     return parse_result(p.read_bytes(), str(p))
+
+
+@dataclass(frozen=True)
+class Connection:
+    """One line of an owner's connections report (`--connections FILE`): the peer, the
+    transport its frames went over, and why it is TCP ("" for shared memory)."""
+
+    peer: int
+    transport: str
+    why: str = ""
+
+    def as_json(self) -> dict:
+        return {"peer": self.peer, "transport": self.transport, **({"why": self.why} if self.why else {})}
+
+
+def read_connections(path: str | Path) -> tuple[Connection, ...] | None:
+    """An owner's connections report, None if it wrote none (it ended before its
+    connections were set up). Each line is `PEER shm` or `PEER tcp REASON`."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except (FileNotFoundError, UnicodeDecodeError):
+        return None
+    out = []
+    for line in text.splitlines():
+        peer, transport, *why = line.split(" ", 2)
+        out.append(Connection(int(peer), transport, why[0] if why else ""))
+    return tuple(out)
+
+
+def transport_summary(connections: tuple[Connection, ...] | None) -> str:
+    """What an owner's frames went over: shm, tcp, shm+tcp, or "-" (no report, or no peer)."""
+    kinds = sorted({c.transport for c in connections or ()})
+    return "+".join(kinds) if kinds else "-"

@@ -1,9 +1,10 @@
 """Starting owner processes on 127.0.0.1 and never leaving one behind.
 
-Owns: free loopback ports, the peers file, the command line of each owner (with the
-target's runner, e.g. `qemu-aarch64`, in front), one process group per owner, the overall
-deadline, and cleanup (kill and reap every child) on success, failure, timeout, Ctrl-C,
-SIGTERM and SIGHUP (`interruptible`). Every owner also gets a parent-death signal
+Owns: free loopback ports, the peers file (with the transport the owners may use), the
+command line of each owner (with the target's runner, e.g. `qemu-aarch64`, in front), one
+process group per owner, the overall deadline, and cleanup (kill and reap every child,
+then remove any shared-memory segment a killed owner had not unlinked yet) on success,
+failure, timeout, Ctrl-C, SIGTERM and SIGHUP (`interruptible`). Every owner also gets a parent-death signal
 (`die_with_parent`), so that it is killed even when the launcher itself is killed.
 """
 
@@ -21,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from alphac import wire
+
 
 def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
     """n distinct ports the kernel reports free now. All sockets are held open together
@@ -37,11 +40,46 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
             s.close()
 
 
-def write_peers(path: str | Path, ports: Sequence[int], host: str = "127.0.0.1") -> Path:
-    """The peers file of the executable contract: one `OWNER HOST:PORT` line per owner."""
+TRANSPORT_ENV = "ALPHAC_TRANSPORT"
+TRANSPORTS = wire.TRANSPORTS  # the peers file's third column
+
+
+def default_transport() -> str:
+    """What local runs let owners use: `shm` (shared memory between the owners of this
+    host, TCP where it cannot be set up), or $ALPHAC_TRANSPORT (`tcp`, `shm`, `shm-only`)."""
+    chosen = os.environ.get(TRANSPORT_ENV, "shm")
+    if chosen not in TRANSPORTS:
+        raise ValueError(f"{TRANSPORT_ENV}={chosen!r}: expected one of {', '.join(TRANSPORTS)}")
+    return chosen
+
+
+def write_peers(path: str | Path, ports: Sequence[int], host: str = "127.0.0.1",
+                transport: str | Sequence[str] | None = None) -> Path:
+    """The peers file of the executable contract: one `OWNER HOST:PORT [TRANSPORT]` line per
+    owner (the column left out for tcp, the executables' default). `transport`: what every
+    owner may use, or one entry per owner; default `default_transport()`."""
+    chosen = default_transport() if transport is None else transport
+    each = [chosen] * len(ports) if isinstance(chosen, str) else list(chosen)
     p = Path(path)
-    p.write_text("".join(f"{o} {host}:{port}\n" for o, port in enumerate(ports)))
+    p.write_text("".join(f"{o} {host}:{port}{'' if t == 'tcp' else ' ' + t}\n"
+                         for o, (port, t) in enumerate(zip(ports, each))))
     return p
+
+
+SHM_DIR = Path("/dev/shm")
+
+
+def remove_segments(pids: Sequence[int]) -> list[str]:
+    """Remove the shared-memory segments named after these (ended) processes, which an
+    owner killed between creating a segment and its peer's unlinking it leaves behind
+    (`/dev/shm/alphac-PID-RANDOM`); the names removed."""
+    gone = []
+    for pid in pids:
+        for seg in SHM_DIR.glob(f"{wire.SHM_PREFIX}{pid}-*"):
+            with contextlib.suppress(FileNotFoundError):
+                seg.unlink()
+                gone.append(seg.name)
+    return gone
 
 
 @dataclass(frozen=True)
@@ -56,12 +94,14 @@ class OwnerCommand:
 
 def owner_argv(exe: str | Path, owner: int, peers: str | Path, out: str | Path,
                runner: Sequence[str] = (), updates: int | None = None,
-               timeout_ms: int | None = None) -> tuple[str, ...]:
+               timeout_ms: int | None = None, connections: str | Path | None = None) -> tuple[str, ...]:
     argv = [*runner, str(exe), "--owner", str(owner), "--peers", str(peers), "--out", str(out)]
     if updates is not None:
         argv += ["--updates", str(updates)]
     if timeout_ms is not None:
         argv += ["--timeout-ms", str(timeout_ms)]
+    if connections is not None:
+        argv += ["--connections", str(connections)]
     return tuple(argv)
 
 
@@ -370,7 +410,8 @@ def _run_owners(commands, deadline_s: float, log: Path, poll_s: float) -> RunRes
 
 
 def _cleanup(procs, ended: dict, killed: list[int]) -> None:
-    """Kill every owner still running (its whole group) and reap all of them."""
+    """Kill every owner still running (its whole group), reap all of them, and remove the
+    shared-memory segments they left."""
     for cmd, p, _, _ in procs:
         if p.poll() is None:
             _kill_group(p)
@@ -381,3 +422,4 @@ def _cleanup(procs, ended: dict, killed: list[int]) -> None:
             p.wait(timeout=10)
         except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
             pass
+    remove_segments([p.pid for _, p, _, _ in procs])

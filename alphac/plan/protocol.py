@@ -307,8 +307,17 @@ def register_count(proto: OwnerProtocol) -> int:
     return max(regs) + 1
 
 
+# The op kinds that move a frame to or from their `peer` (a slice's peer is the owner whose
+# coordinates it selects: no frame).
+TALKING = frozenset({"send", "recv", "digest-send", "digest-recv", "publish-send", "publish-recv",
+                     "ckpt-send", "ckpt-recv"})
+
+
 def peers(proto: OwnerProtocol) -> tuple[int, ...]:
-    return tuple(sorted({op.peer for op in proto.update_ops + proto.finish_ops if op.peer >= 0}))
+    """The owners this owner exchanges frames with, in its update, finish and checkpoint
+    ops: exactly those it connects to or accepts."""
+    ops = proto.update_ops + proto.finish_ops + proto.checkpoint_ops
+    return tuple(sorted({op.peer for op in ops if op.kind in TALKING}))
 
 
 def owned_count(k: int, n: int, owner: int) -> int:

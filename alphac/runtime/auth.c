@@ -85,16 +85,16 @@ void rt_payload_digest(const uint64_t *payload, int64_t len, unsigned char out[3
     rt_sha256_final(&s, out);
 }
 
-void rt_frame_tag(const struct rt *rt, int64_t peer, uint64_t seq, const uint64_t *frame,
-                  const unsigned char payload_digest[32], uint64_t tag[TAG_WORDS]) {
+void rt_frame_tag(const struct rt *rt, int64_t peer, uint64_t seq, const uint64_t *header,
+                  const unsigned char payload_digest[32], uint64_t checksum, uint64_t tag[TAG_WORDS]) {
     struct rt_hmac m;
     if (seq == 0) /* a hello: the run's key */
         rt_hmac_init(&m, rt->key, rt->key_len);
     else
         rt_hmac_init(&m, rt->sessions[peer].key, 32);
     hmac_words(&m, &seq, 1);
-    hmac_words(&m, frame, HEADER_WORDS);
+    hmac_words(&m, header, HEADER_WORDS);
     rt_hmac_update(&m, payload_digest, 32);
-    hmac_words(&m, frame + HEADER_WORDS + frame[H_LENGTH], 1);
+    hmac_words(&m, &checksum, 1);
     rt_hmac_final(&m, (unsigned char *)tag);
 }

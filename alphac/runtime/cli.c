@@ -42,7 +42,7 @@ static int parse_num(struct rt *rt, const char *text, const char *flag, int64_t 
 
 enum {
     O_OWNER = 1, O_PEERS, O_OUT, O_UPDATES, O_TIMEOUT, O_KEY, O_LISTEN_ANY, O_CKPT_DIR, O_RESUME,
-    O_NEW_CONTRACT, O_RUN_ID, O_STATS, O_GPU, O_HELP, O_VERSION
+    O_NEW_CONTRACT, O_RUN_ID, O_STATS, O_CONNECTIONS, O_GPU, O_HELP, O_VERSION
 };
 
 static const struct option options[] = {
@@ -58,6 +58,7 @@ static const struct option options[] = {
     {"new-contract", no_argument, NULL, O_NEW_CONTRACT},
     {"run-id", required_argument, NULL, O_RUN_ID},
     {"stats", required_argument, NULL, O_STATS},
+    {"connections", required_argument, NULL, O_CONNECTIONS},
     {"gpu", required_argument, NULL, O_GPU},
     {"help", no_argument, NULL, O_HELP},
     {"version", no_argument, NULL, O_VERSION},
@@ -98,6 +99,7 @@ int rt_parse_args(struct rt *rt, int argc, char **argv) {
             break;
         }
         case O_STATS: rt->stats_path = optarg; break;
+        case O_CONNECTIONS: rt->connections_path = optarg; break;
         case O_GPU:
             if (!rt_dev_open) return rt_fail(rt, RT_USAGE, "--gpu: this executable runs on no GPU (try --help)");
             rt->gpu = optarg;

@@ -1,5 +1,6 @@
 /* Connection setup: the higher-indexed owner of each pair connects to the lower one and
-   sends a hello; the lower one accepts, reads it and replies with its own. */
+   sends a hello; the lower one accepts, reads it and replies with its own. Then the pair
+   agrees on its transport (transport.c). */
 #include "rt.h"
 
 #include <errno.h>
@@ -104,13 +105,14 @@ static int setup(struct rt *rt) {
     }
     for (int64_t j = 0; j < count; j++) {
         int64_t p = (int64_t)peers[j], sender;
-        if (p >= rt->owner) continue; /* higher peers connect here; a slice names this owner */
+        if (p >= rt->owner) continue; /* higher peers connect here */
         TRY(dial(rt, p, &rt->fds[p]));
         rt_sockopts(rt, rt->fds[p]);
         TRY(send_hello(rt, p));
         TRY(rt_recv_frame(rt, rt->fds[p], p, KIND_HELLO, 0, 0, rt->small, HELLO_WORDS, NULL, &sender));
         TRY(check_hello(rt, p));
         derive(rt, p, rt->small + HEADER_WORDS + 3, 0);
+        TRY(rt_transport(rt, p, 1));
     }
     for (int64_t j = 0; j < nacc; j++) {
         int64_t left = rt->deadline_ms - rt_now_ms();
@@ -132,6 +134,7 @@ static int setup(struct rt *rt) {
         TRY(check_hello(rt, sender));
         TRY(send_hello(rt, sender));
         derive(rt, sender, theirs, 1);
+        TRY(rt_transport(rt, sender, 0));
     }
     if (lfd >= 0) close(lfd);
     return RT_OK;
@@ -149,11 +152,13 @@ int rt_connect(struct rt *rt) {
     return rc;
 }
 
-/* No connection yet (-1 for every owner), no hello expected, and the buffer of the
-   hello, "prepared" and verdict frames. */
+/* No connection yet (-1 for every owner), no hello expected, every link TCP, and the
+   buffer of the hello, transport, "prepared" and verdict frames. */
 int rt_alloc_peers(struct rt *rt) {
     int rc;
     rt->fds = rt_alloc_words(rt, (rt->n * (int64_t)sizeof(int) + 7) / 8, &rc);
+    TRY(rc);
+    rt->links = rt_alloc_words(rt, (rt->n * (int64_t)sizeof(struct link) + 7) / 8, &rc);
     TRY(rc);
     for (int64_t j = 0; j < rt->n; j++) rt->fds[j] = -1;
     rt->accept_from = rt_alloc_words(rt, (rt->n + 7) / 8, &rc);
@@ -163,9 +168,11 @@ int rt_alloc_peers(struct rt *rt) {
 }
 
 void rt_close_all(struct rt *rt) {
-    for (int64_t j = 0; rt->fds && j < rt->n; j++)
+    for (int64_t j = 0; rt->fds && j < rt->n; j++) {
         if (rt->fds[j] >= 0) {
             close(rt->fds[j]);
             rt->fds[j] = -1;
         }
+        rt_shm_unmap(&rt->links[j]);
+    }
 }

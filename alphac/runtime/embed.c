@@ -25,3 +25,17 @@ void rt_attach(struct rt *rt, int64_t peer, int fd, int accept) {
     rt->fds[peer] = fd;
     rt->accept_from[peer] = (unsigned char)accept;
 }
+
+/* How large struct xfer is, so a test can lay one out. */
+size_t rt_xfer_bytes(void) { return sizeof(struct xfer); }
+
+/* Whether frames to `peer` go through a shared-memory segment. */
+int rt_link_shm(const struct rt *rt, int64_t peer) { return rt->links[peer].ctl != NULL; }
+
+/* Write n raw bytes to peer's link, TCP or ring, as far as they fit now (a test plays a
+   peer that dies in the middle of a frame); how many went. */
+size_t rt_link_write(struct rt *rt, int64_t peer, const void *data, size_t n) {
+    if (rt->links[peer].ctl) return rt_ring_put(&rt->links[peer], data, n);
+    ssize_t r = send(rt->fds[peer], data, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    return r > 0 ? (size_t)r : 0;
+}

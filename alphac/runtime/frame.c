@@ -1,6 +1,6 @@
 /* Frames: [8 header words | payload | checksum], all u64 little-endian. A register is laid
-   out the same way, so a combine value goes out in one write and comes in straight into the
-   register that holds it. The checksum (docs/runtime.md) hashes the payload in LANES
+   out the same way, so a combine value comes in straight into the register that holds it
+   (the moving itself is rt_exchange's, xfer.c). The checksum (docs/runtime.md) hashes the payload in LANES
    independent FNV-1a lanes, then folds the header on top: a payload sent to several peers
    in a row is hashed once (rt->sent_buf). */
 #include "rt.h"
@@ -14,124 +14,89 @@ uint64_t rt_fnv(const uint64_t *p, int64_t n, uint64_t h) {
     return h;
 }
 
-/* Fold payload words [lo, hi) into the lanes, word i into lane i % LANES; called on
-   consecutive ranges as a payload arrives or is sent. */
-void rt_lanes(const uint64_t *p, int64_t lo, int64_t hi, uint64_t lanes[LANES]) {
+/* Fold payload words [lo, hi) into the lanes, word i into lane i % LANES, from w (w[0] is
+   word lo), and with `to`, copy them there in the same pass; called on consecutive ranges
+   as a payload arrives or is sent. */
+static inline __attribute__((always_inline)) void fold_range(uint64_t *to, const uint64_t *w, int64_t lo,
+                                                             int64_t hi, uint64_t lanes[LANES]) {
     int64_t i = lo;
-    for (; i < hi && (i % LANES) != 0; i++) lanes[i % LANES] = fold(lanes[i % LANES], p[i]);
+    for (; i < hi && (i % LANES) != 0; i++) {
+        if (to) to[i - lo] = w[i - lo];
+        lanes[i % LANES] = fold(lanes[i % LANES], w[i - lo]);
+    }
     uint64_t h0 = lanes[0], h1 = lanes[1], h2 = lanes[2], h3 = lanes[3];
     for (; i + LANES <= hi; i += LANES) {
-        h0 = fold(h0, p[i]);
-        h1 = fold(h1, p[i + 1]);
-        h2 = fold(h2, p[i + 2]);
-        h3 = fold(h3, p[i + 3]);
+        const uint64_t *q = w + (i - lo);
+        if (to) memcpy(to + (i - lo), q, LANES * 8);
+        h0 = fold(h0, q[0]);
+        h1 = fold(h1, q[1]);
+        h2 = fold(h2, q[2]);
+        h3 = fold(h3, q[3]);
     }
     lanes[0] = h0, lanes[1] = h1, lanes[2] = h2, lanes[3] = h3;
-    for (; i < hi; i++) lanes[i % LANES] = fold(lanes[i % LANES], p[i]);
+    for (; i < hi; i++) {
+        if (to) to[i - lo] = w[i - lo];
+        lanes[i % LANES] = fold(lanes[i % LANES], w[i - lo]);
+    }
 }
 
-static void lanes_init(uint64_t lanes[LANES]) {
+void rt_lanes_at(const uint64_t *w, int64_t lo, int64_t hi, uint64_t lanes[LANES]) { fold_range(NULL, w, lo, hi, lanes); }
+
+void rt_lanes_copy(uint64_t *to, const uint64_t *w, int64_t lo, int64_t hi, uint64_t lanes[LANES]) {
+    fold_range(to, w, lo, hi, lanes);
+}
+
+void rt_lanes(const uint64_t *p, int64_t lo, int64_t hi, uint64_t lanes[LANES]) { rt_lanes_at(p + lo, lo, hi, lanes); }
+
+void rt_lanes_init(uint64_t lanes[LANES]) {
     for (int j = 0; j < LANES; j++) lanes[j] = FNV_OFFSET ^ (uint64_t)j;
 }
 
 uint64_t rt_checksum(const uint64_t *header, const uint64_t *payload, int64_t n) {
     uint64_t lanes[LANES];
-    lanes_init(lanes);
+    rt_lanes_init(lanes);
     rt_lanes(payload, 0, n, lanes);
     return rt_fnv(header, HEADER_WORDS, rt_fnv(lanes, LANES, FNV_OFFSET));
 }
 
-/* In an authenticated run, the frame's tag after its checksum (buf has room for it); the
-   payload's SHA-256 is rt->sent_sha when `hit` (the same register, sent again). */
-static void tag(struct rt *rt, int64_t peer, uint64_t *buf, int64_t len, int hit) {
-    if (!rt->key) return;
-    if (!hit) rt_payload_digest(buf + HEADER_WORDS, len, rt->sent_sha);
-    rt_frame_tag(rt, peer, rt->sessions[peer].sent++, buf, rt->sent_sha, buf + HEADER_WORDS + len + 1);
+/* A send whose payload is hashed: its checksum and, in an authenticated run, its tag (the
+   payload's SHA-256 is rt->sent_sha when the same register is sent again). The register
+   and its payload hash are kept for the next send of it. */
+void rt_seal(struct rt *rt, struct xfer *x) {
+    uint64_t ph = x->hit ? rt->sent_hash : rt_fnv(x->lanes, LANES, FNV_OFFSET);
+    x->trail[0] = rt_fnv(x->head, HEADER_WORDS, ph);
+    x->sealed = 1;
+    if (rt->key) {
+        if (!x->hit) rt_sha256_final(&x->sha, rt->sent_sha);
+        rt_frame_tag(rt, x->peer, rt->sessions[x->peer].sent++, x->head, rt->sent_sha, x->trail[0], x->trail + 1);
+    }
+    if (x->reuse) {
+        rt->sent_buf = x->buf;
+        rt->sent_hash = ph;
+    }
 }
+
+static int one(struct rt *rt, struct xfer *x) { return rt_exchange(rt, x, 1); }
 
 int rt_send_frame(struct rt *rt, int64_t peer, uint64_t kind, uint64_t version, uint64_t step,
                   uint64_t *buf, int64_t len, int reuse) {
-    const uint64_t head[HEADER_WORDS] = {rt->key ? FRAME_MAGIC_AUTH : FRAME_MAGIC, rt->protocol,
-                                         (uint64_t)rt->owner, (uint64_t)peer, version, step, kind,
-                                         (uint64_t)len};
-    memcpy(buf, head, sizeof head);
-    rt_start_io(rt);
-    int fd = rt->fds[peer];
-    int64_t tags = rt->key ? TAG_WORDS : 0;
-    uint64_t *payload = buf + HEADER_WORDS, ph;
-    uint64_t lanes[LANES];
-    lanes_init(lanes);
-    int hit = reuse && rt->sent_buf == buf;
-    if (hit || len <= SEND_CHUNK_WORDS) { /* one write for the whole frame */
-        if (hit) {
-            ph = rt->sent_hash;
-        } else {
-            rt_lanes(payload, 0, len, lanes);
-            ph = rt_fnv(lanes, LANES, FNV_OFFSET);
-        }
-        payload[len] = rt_fnv(buf, HEADER_WORDS, ph);
-        tag(rt, peer, buf, len, hit);
-        TRY(rt_write_all(rt, fd, buf, (size_t)(HEADER_WORDS + len + 1 + tags) * 8, peer));
-    } else {
-        /* hash and send in chunks: the receiver reads (and hashes) one chunk while this owner
-           hashes the next; the header goes with the first chunk, the checksum last */
-        for (int64_t lo = 0; lo < len; lo += SEND_CHUNK_WORDS) {
-            int64_t hi = lo + SEND_CHUNK_WORDS < len ? lo + SEND_CHUNK_WORDS : len;
-            rt_lanes(payload, lo, hi, lanes);
-            int64_t start = lo == 0 ? 0 : lo + HEADER_WORDS;
-            TRY(rt_write_all(rt, fd, buf + start, (size_t)(hi + HEADER_WORDS - start) * 8, peer));
-        }
-        ph = rt_fnv(lanes, LANES, FNV_OFFSET);
-        payload[len] = rt_fnv(buf, HEADER_WORDS, ph);
-        tag(rt, peer, buf, len, 0);
-        TRY(rt_write_all(rt, fd, payload + len, (size_t)(1 + tags) * 8, peer));
-    }
-    if (reuse) {
-        rt->sent_buf = buf;
-        rt->sent_hash = ph;
-    }
-    return RT_OK;
-}
-
-/* Like rt_read_all, folding the first `words` words into the payload lanes as they arrive
-   (a large payload is hashed while the rest of it is still in flight) and, with `add`,
-   adding each arrived word j < add->words in the kernel (dst[j] = a[j] + b[j], one of a, b
-   being buf) while it is still in cache, OR-ing the non-finite flag into rt->added_bad. */
-int rt_read_hashed(struct rt *rt, int fd, uint64_t *buf, size_t nbytes, int64_t peer,
-                   uint64_t lanes[LANES], int64_t words, const struct arrival *add) {
-    int64_t folded = 0;
-    for (size_t done = 0, got; done < nbytes;) {
-        TRY(rt_receive(rt, fd, (char *)buf + done, nbytes - done, peer, &got));
-        done += got;
-        int64_t upto = (int64_t)(done / 8) < words ? (int64_t)(done / 8) : words;
-        rt_lanes(buf, folded, upto, lanes);
-        if (add) {
-            int64_t lo = folded < add->words ? folded : add->words;
-            int64_t hi = upto < add->words ? upto : add->words;
-            if (lo < hi) rt->added_bad |= (int)alphac_add_range(add->dst, add->a, add->b, lo, hi);
-        }
-        folded = upto;
-    }
-    return RT_OK;
+    struct xfer x = {.peer = peer, .send = 1, .kind = kind, .version = version, .step = step, .buf = buf,
+                     .len = len, .reuse = reuse};
+    return one(rt, &x);
 }
 
 #define WHO "owner %lld: frame from owner %lld"
 
-/* Read a frame into buf, checking (in the order of alphac.wire.FRAME_CHECKS) magic (an
-   untagged frame in an authenticated run, or a tagged one in a run without a key, is
-   frame-auth), protocol, sender (peer; or, for peer -1, a hello from an owner still
-   expected to connect), receiver, version, step, kind, length (oversized before the payload
-   is read), checksum and, when keyed, the tag. With `add`, the payload is added as it arrives (rt_read_hashed); those sums
-   are used only if the checksum holds, since a failing check refuses here. */
-int rt_recv_frame(struct rt *rt, int fd, int64_t peer, uint64_t kind, uint64_t version,
-                  uint64_t step, uint64_t *buf, int64_t len, const struct arrival *add,
-                  int64_t *sender) {
-    rt_start_io(rt);
-    TRY(rt_read_all(rt, fd, buf, HEADER_WORDS * 8, peer));
-    const uint64_t *f = buf;
+/* A received header, in the order of alphac.wire.FRAME_CHECKS: magic (an untagged frame
+   in an authenticated run, or a tagged one in a run without a key, is frame-auth),
+   protocol, sender (the peer; or, for a hello, an owner still expected to connect: it
+   names the connection), receiver, version, step, kind, length (oversized before any
+   payload is read). */
+int rt_check_header(struct rt *rt, struct xfer *x) {
+    const uint64_t *f = x->buf;
     long long me = (long long)rt->owner;
-    int hello = peer < 0;
-    long long claimed = hello ? (long long)f[H_SENDER] : (long long)peer;
+    int hello = x->peer < 0;
+    long long claimed = hello ? (long long)f[H_SENDER] : (long long)x->peer;
     unsigned long long from = f[H_SENDER];
     if (f[H_MAGIC] == (rt->key ? FRAME_MAGIC : FRAME_MAGIC_AUTH))
         return rt_fail(rt, RT_FRAME_AUTH, rt->key ? WHO ": no authentication tag (the peer runs without a key)"
@@ -149,36 +114,39 @@ int rt_recv_frame(struct rt *rt, int fd, int64_t peer, uint64_t kind, uint64_t v
         if (!ok)
             return rt_fail(rt, RT_FRAME_SENDER, "owner %lld: a hello names sender %lld, not a peer still "
                            "expected to connect", me, (long long)from);
-    } else if (from != (uint64_t)peer) {
+    } else if (from != (uint64_t)x->peer) {
         return rt_fail(rt, RT_FRAME_SENDER, "owner %lld: frame names sender %lld, expected owner %lld", me,
-                       (long long)from, (long long)peer);
+                       (long long)from, (long long)x->peer);
     }
     if (f[H_RECEIVER] != (uint64_t)rt->owner)
         return rt_fail(rt, RT_FRAME_RECEIVER, WHO ": addressed to owner %lld", me, (long long)from,
                        (long long)f[H_RECEIVER]);
-    if (f[H_VERSION] != version)
+    if (f[H_VERSION] != x->version)
         return rt_fail(rt, RT_FRAME_VERSION, WHO ": version %llu, expected %llu", me, (long long)from,
-                       (unsigned long long)f[H_VERSION], (unsigned long long)version);
-    if (f[H_STEP] != step)
+                       (unsigned long long)f[H_VERSION], (unsigned long long)x->version);
+    if (f[H_STEP] != x->step)
         return rt_fail(rt, RT_FRAME_STEP, WHO ": step %llu, expected %llu", me, (long long)from,
-                       (unsigned long long)f[H_STEP], (unsigned long long)step);
-    if (f[H_KIND] != kind)
+                       (unsigned long long)f[H_STEP], (unsigned long long)x->step);
+    if (f[H_KIND] != x->kind)
         return rt_fail(rt, RT_FRAME_KIND, WHO ": kind %llu, expected %llu", me, (long long)from,
-                       (unsigned long long)f[H_KIND], (unsigned long long)kind);
+                       (unsigned long long)f[H_KIND], (unsigned long long)x->kind);
     uint64_t max = img_field(rt, IMG_MAX_PAYLOAD);
     if (f[H_LENGTH] > max)
         return rt_fail(rt, RT_FRAME_OVERSIZED, WHO ": %llu payload words, this protocol allows at most %llu",
                        me, (long long)from, (unsigned long long)f[H_LENGTH], (unsigned long long)max);
-    if (f[H_LENGTH] != (uint64_t)len)
+    if (f[H_LENGTH] != (uint64_t)x->len)
         return rt_fail(rt, RT_FRAME_LENGTH, WHO ": %llu payload words, expected %llu", me, (long long)from,
-                       (unsigned long long)f[H_LENGTH], (unsigned long long)len);
-    uint64_t lanes[LANES];
-    lanes_init(lanes);
-    rt->added_bad = 0;
-    uint64_t *payload = buf + HEADER_WORDS;
-    int64_t tags = rt->key ? TAG_WORDS : 0;
-    TRY(rt_read_hashed(rt, fd, payload, (size_t)(len + 1 + tags) * 8, (int64_t)from, lanes, len, add));
-    uint64_t ph = rt_fnv(lanes, LANES, FNV_OFFSET);
+                       (unsigned long long)f[H_LENGTH], (unsigned long long)x->len);
+    x->from = (int64_t)from;
+    return RT_OK;
+}
+
+/* A received frame's checksum and, when keyed, its tag. */
+int rt_check_trailer(struct rt *rt, struct xfer *x) {
+    uint64_t *buf = x->buf, *payload = buf + HEADER_WORDS;
+    int64_t len = x->len, from = x->from;
+    long long me = (long long)rt->owner;
+    uint64_t ph = rt_fnv(x->lanes, LANES, FNV_OFFSET);
     uint64_t h = rt_fnv(buf, HEADER_WORDS, ph);
     if (payload[len] != h)
         return rt_fail(rt, RT_FRAME_CHECKSUM, WHO ": checksum 0x%016llx, computed 0x%016llx", me,
@@ -187,8 +155,8 @@ int rt_recv_frame(struct rt *rt, int fd, int64_t peer, uint64_t kind, uint64_t v
     if (rt->key) {
         uint64_t want[TAG_WORDS];
         uint64_t seq = rt->sessions[from].received;
-        rt_payload_digest(payload, len, sha);
-        rt_frame_tag(rt, (int64_t)from, seq, buf, sha, want);
+        rt_sha256_final(&x->sha, sha);
+        rt_frame_tag(rt, from, seq, buf, sha, payload[len], want);
         uint64_t diff = 0; /* compared in constant time */
         for (int j = 0; j < TAG_WORDS; j++) diff |= want[j] ^ payload[len + 1 + j];
         if (diff != 0)
@@ -198,13 +166,26 @@ int rt_recv_frame(struct rt *rt, int fd, int64_t peer, uint64_t kind, uint64_t v
         rt->sessions[from].received++;
     }
     /* A combine value received intact is what this owner may send on next (a hierarchy's
-       inner owner forwards the total down): keep its payload hash, unless the add on
-       arrival wrote into buf itself. */
-    if (kind == KIND_COMBINE && !(add && add->dst == payload)) {
+       inner owner forwards the total down): keep its payload hash, unless it was added on
+       arrival (then the register need not hold it). */
+    if (x->kind == KIND_COMBINE && !x->add) {
         rt->sent_buf = buf;
         rt->sent_hash = ph;
         if (rt->key) memcpy(rt->sent_sha, sha, 32);
     }
-    if (sender) *sender = (int64_t)from;
+    return RT_OK;
+}
+
+/* Read a frame into buf and check it (rt_check_header, rt_check_trailer): from `peer`, or
+   for peer -1 a hello on fd from whichever expected owner it names (*sender). With `add`,
+   the payload is added as it arrives; those sums are used only if the checksum holds,
+   since a failing check refuses here. */
+int rt_recv_frame(struct rt *rt, int fd, int64_t peer, uint64_t kind, uint64_t version,
+                  uint64_t step, uint64_t *buf, int64_t len, const struct arrival *add,
+                  int64_t *sender) {
+    struct xfer x = {.peer = peer, .fd = fd, .kind = kind, .version = version, .step = step, .buf = buf,
+                     .len = len, .add = add};
+    TRY(one(rt, &x));
+    if (sender) *sender = x.from;
     return RT_OK;
 }

@@ -1,7 +1,7 @@
 /* main: the command line, this owner, the stats file, the key, the peers file, the staged
-   output, the connections, every update, then the publication of the run (stage, prepare,
-   commit, finalize), and the measured bytes. A refusal removes what this owner staged
-   unless the run may be committed. */
+   output, the connections (and their report), every update, then the publication of the run
+   (stage, prepare, commit, finalize), and the measured bytes. A refusal removes what this
+   owner staged unless the run may be committed. */
 #include "rt.h"
 
 #include <stdio.h>
@@ -20,6 +20,7 @@ int rt_main(struct rt *rt, int argc, char **argv) {
     if (rt_dev_open) TRY(rt_dev_open(rt)); /* SM86: bind, admit, upload once */
     TRY(rt_ckpt_open(rt));
     TRY(rt_connect(rt));
+    TRY(rt_write_connections(rt));
     TRY(rt_run(rt));
     rt_close_all(rt);
     return RT_OK;
@@ -33,6 +34,7 @@ int main(int argc, char **argv) {
     if (rc == RT_OK) rc = stats;
     if (rc == RT_OK) return EXIT_OK;
     rt_abandon(&rt);
+    rt_shm_forget(&rt);
     const char *kept = "";
     if (rt.committed && !rt.finalized)
         kept = "; the run is committed: its staged output stays for the launcher to finalize";

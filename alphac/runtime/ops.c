@@ -176,11 +176,14 @@ static int mean_sums(struct rt *rt, int64_t a, uint64_t **sums) {
     return RT_OK;
 }
 
-/* mean <- total / count in place (in the register, or in cbuf when mapped), then the update kernel */
-static int op_update(struct rt *rt, int64_t a, uint64_t u) {
+/* mean <- total / count in place (in the register, or in cbuf when mapped), then the update
+   kernel; unless its receive took the mean as the words arrived: then only its flag is left
+   to check, as alphac_mean would rescan */
+static int op_update(struct rt *rt, int64_t a, uint64_t u, int meaned) {
     uint64_t *g, count = reg(rt, a)[H + rt->k];
     TRY(mean_sums(rt, a, &g));
-    int64_t j = alphac_mean(g, (int64_t)count, rt->k);
+    int64_t j = !meaned ? alphac_mean(g, (int64_t)count, rt->k)
+                : rt->added_bad ? alphac_first_nonfinite(reg(rt, a) + H, 0, rt->k) : -1;
     if (j >= 0) return mean_refused(rt, j, u, count);
     return run_update(rt, g, u);
 }
@@ -381,11 +384,14 @@ int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
             break;
         case OP_RECV: {
             /* When the next op combines the register being received, its sums are computed
-               as the words arrive; that combine then only checks them. */
+               as the words arrive; that combine then only checks them. When it is the
+               update of that register (and the plan declares its count), so is the mean. */
             const int64_t *next = i + 1 < count ? op + OP_WORDS : NULL;
             int fuse = next && next[0] == OP_COMBINE && (next[3] == dst || next[4] == dst) &&
                        check_op(rt, next) == RT_OK;
-            struct arrival add;
+            int mean = !fuse && !owned && next && next[0] == OP_UPDATE && next[3] == dst &&
+                       (uint64_t)op[6] != NO_EXPECT;
+            struct arrival add = {reg(rt, dst) + H, NULL, NULL, words(rt, dst) - 1, mean ? op[6] : -1};
             if (fuse) {
                 add.dst = reg(rt, next[2]) + H;
                 add.a = reg(rt, next[3]) + H;
@@ -393,20 +399,24 @@ int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
                 add.words = words(rt, next[2]) - 1;
             }
             TRY(rt_recv_frame(rt, fd, peer, KIND_COMBINE, v, step, reg(rt, dst), frame_len(rt, dst),
-                              fuse ? &add : NULL, NULL));
+                              fuse || mean ? &add : NULL, NULL));
             uint64_t count = reg(rt, dst)[H + words(rt, dst) - 1];
             if ((uint64_t)op[6] != NO_EXPECT && count != (uint64_t)op[6])
                 return rt_fail(rt, RT_FRAME_COUNT, "owner %lld: frame from owner %lld: %llu samples, the plan "
                                "declares %llu beneath this value", me, (long long)peer,
                                (unsigned long long)count, (unsigned long long)op[6]);
             rt->added = fuse;
+            rt->meaned = mean;
             break;
         }
         case OP_COMBINE:
             TRY(op_combine(rt, dst, a, b, v, rt->added));
             rt->added = 0;
             break;
-        case OP_UPDATE: TRY(op_update(rt, a, v)); break;
+        case OP_UPDATE:
+            TRY(op_update(rt, a, v, rt->meaned));
+            rt->meaned = 0;
+            break;
         case OP_DIGEST_SEND: { /* "prepared": the digest, then this subtree's output digests */
             uint64_t *p = rt->small + H;
             p[0] = rt->digest;

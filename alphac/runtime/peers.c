@@ -1,5 +1,6 @@
-/* The peers file: one `OWNER HOST:PORT` line per owner (HOST a name, an IPv4 address or a
-   bracketed IPv6 address); blank lines and `#` comments are ignored. Every line is checked;
+/* The peers file: one `OWNER HOST:PORT [TRANSPORT]` line per owner (HOST a name, an IPv4
+   address or a bracketed IPv6 address; TRANSPORT tcp, the default, shm or shm-only: what
+   the owner may use with a peer on its host); blank lines and `#` comments are ignored. Every line is checked;
    only this owner's and its peers' hosts are resolved (getaddrinfo). */
 #include "rt.h"
 
@@ -43,11 +44,32 @@ int rt_parse_endpoint(const char *text, char *host, size_t host_size, int *port)
 }
 
 static int bad_line(struct rt *rt, int64_t line) {
-    return rt_fail(rt, RT_USAGE, "peers file '%s' line %lld: expected 'OWNER HOST:PORT' with OWNER in "
-                   "0..%lld and PORT in 1..65535", rt->peers_path, (long long)line, (long long)(rt->n - 1));
+    return rt_fail(rt, RT_USAGE, "peers file '%s' line %lld: expected 'OWNER HOST:PORT [tcp|shm|shm-only]' with "
+                   "OWNER in 0..%lld and PORT in 1..65535", rt->peers_path, (long long)line, (long long)(rt->n - 1));
 }
 
-/* One non-blank, non-comment line: `OWNER ENDPOINT` and nothing else. */
+/* The next whitespace-separated token of *p (NUL-terminated in place), or NULL. */
+static char *token(char **p) {
+    char *s = *p;
+    while (isspace((unsigned char)*s)) s++;
+    if (!*s) return NULL;
+    char *e = s;
+    while (*e && !isspace((unsigned char)*e)) e++;
+    *p = *e ? e + 1 : e;
+    *e = 0;
+    return s;
+}
+
+/* The optional third column: what the owner may use (TRANSPORT_*), tcp without one. */
+static int transport_of(const char *text) {
+    static const char *const names[] = {"tcp", "shm", "shm-only"};
+    if (!text) return TRANSPORT_TCP;
+    for (int t = 0; t < 3; t++)
+        if (strcmp(text, names[t]) == 0) return t;
+    return -1;
+}
+
+/* One non-blank, non-comment line: `OWNER ENDPOINT [TRANSPORT]` and nothing else. */
 static int parse_line(struct rt *rt, char *text, int64_t line) {
     char *p = text, *end;
     while (isspace((unsigned char)*p)) p++;
@@ -55,13 +77,9 @@ static int parse_line(struct rt *rt, char *text, int64_t line) {
     long long owner = strtoll(p, &end, 10);
     if (end == p || !isspace((unsigned char)*end) || owner < 0 || owner >= rt->n) return bad_line(rt, line);
     p = end;
-    while (isspace((unsigned char)*p)) p++;
-    char *tok = p;
-    while (*p && !isspace((unsigned char)*p)) p++;
-    char *tail = p;
-    while (isspace((unsigned char)*tail)) tail++;
-    if (*tail) return bad_line(rt, line);
-    *p = 0;
+    char *tok = token(&p), *mode = token(&p);
+    int transport = transport_of(mode);
+    if (!tok || transport < 0 || token(&p)) return bad_line(rt, line);
     struct endpoint *e = &rt->ep[owner];
     if (e->listed)
         return rt_fail(rt, RT_USAGE, "peers file '%s' line %lld: owner %lld is listed twice",
@@ -69,6 +87,7 @@ static int parse_line(struct rt *rt, char *text, int64_t line) {
     if (rt_parse_endpoint(tok, e->host, sizeof e->host, &e->port) != 0) return bad_line(rt, line);
     e->listed = 1;
     e->line = line;
+    e->transport = transport;
     return RT_OK;
 }
 

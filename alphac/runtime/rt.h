@@ -19,6 +19,9 @@
 
 #include "alphac_gen.h"
 
+/* The transports the peers file allows an owner (its third column). */
+enum { TRANSPORT_TCP, TRANSPORT_SHM, TRANSPORT_SHM_ONLY };
+
 enum rt_code {
     RT_OK = 0,
 #define RT_ENUM(e, s) e,
@@ -38,10 +41,12 @@ struct endpoint {
     int listed;   /* the peers file names this owner (at `line`) */
     int64_t line;
     int port;
+    int transport; /* TRANSPORT_*: what this owner may use */
     char host[256];
     struct sockaddr_storage addr; /* resolved for this owner and its peers only */
     socklen_t addr_len;
 };
+
 
 struct rt_sha256 {
     uint32_t h[8];
@@ -53,11 +58,66 @@ struct rt_hmac {
     struct rt_sha256 inner, outer;
 };
 
-/* What the on-arrival add of a receive does: dst[j] = a[j] + b[j] for j < words. */
+/* What a receive computes on arrival, for j < words, in the pass that hashes each piece:
+   the add of the combine that comes next, dst[j] = a[j] + b[j] (a or b the payload being
+   received); or, with count >= 0, the mean of the update that comes next, dst[j] =
+   payload[j] / count (dst: the payload itself). Over shared memory those words are read
+   where they lie in the ring and not copied into the register (its words from `words` on
+   are). */
 struct arrival {
     uint64_t *dst;
     const uint64_t *a, *b;
     int64_t words;
+    int64_t count; /* -1: the add */
+};
+
+/* The control page of a pair's shared-memory segment (ring.c): side 0 created it (the
+   connector), side 1 mapped it. Ring r carries side r's frames to the other side; each
+   counter is the bytes written into / consumed from it, on a cache line of its own. A
+   side's bell counts the events it may wait for (data in, space freed); `sleeping` says
+   it waits on it in futex(2), so the other side wakes it. */
+struct shm_ctl {
+    uint64_t magic, bytes, ring_bytes, pad0[5];
+    struct { uint64_t v, pad[7]; } written[2], consumed[2];
+    struct { uint32_t bell, sleeping; uint64_t pad[7]; } side[2];
+};
+
+/* How frames reach a peer: its TCP connection (rt->fds), and when shared memory was set
+   up, the pair's rings (the TCP connection then only tells that the peer is gone). */
+struct link {
+    struct shm_ctl *ctl;          /* NULL: TCP */
+    size_t map_bytes;
+    int side;                     /* this owner's side of the segment */
+    unsigned char *tx, *rx;       /* the ring this owner writes, and the one it reads */
+    uint64_t ring_bytes;
+    uint32_t seen;                /* this owner's bell, read before it last looked at the rings */
+    int gone;                     /* the peer's TCP connection ended: nothing more will come */
+    int why, err;                 /* why the pair uses TCP (WHY_*, an errno), for the report */
+    int64_t whose;                /* ... and which owner could not create or map the segment */
+};
+enum { WHY_PEERS_FILE = 1, WHY_OTHER_HOST, WHY_CREATE, WHY_MAP };
+
+/* One frame on its way over a peer's link, for rt_exchange: a send of `len` payload words
+   from buf + HEADER_WORDS (its header and trailer are kept here, so one register can go to
+   several peers at once), or a receive into buf ([header | payload | checksum | tag], a
+   register's layout), checked as rt_recv_frame checks it. Fill the first group of fields;
+   rt_exchange owns the rest. */
+struct xfer {
+    int64_t peer;                 /* -1: a hello on `fd` from whichever expected owner it names */
+    int fd;                       /* the connection of a hello (peer -1) */
+    int send;
+    uint64_t kind, version, step;
+    uint64_t *buf;
+    int64_t len;
+    const struct arrival *add;    /* receives: add the payload on arrival */
+    int reuse;                    /* sends: reuse the payload hash of the register sent last */
+    /* progress */
+    uint64_t head[HEADER_WORDS], trail[1 + TAG_WORDS];
+    size_t done, total;
+    int64_t hashed, from;
+    int hit, sealed, finished, checked;
+    uint64_t lanes[LANES];
+    struct rt_sha256 sha;
 };
 
 /* A file written under `tmp` (created O_EXCL|O_NOFOLLOW before the first update) and
@@ -118,6 +178,9 @@ struct rt {
     struct session *sessions; /* n, when keyed */
     struct endpoint *ep;        /* n */
     int *fds;                   /* n: the connection to each peer, -1 if none */
+    struct link *links;         /* n: how frames reach each peer */
+    const char *connections_path; /* --connections FILE */
+    char shm_linked[SHM_NAME_WORDS * 8]; /* a segment this owner created and still has to unlink */
     unsigned char *accept_from; /* n: 1 for the higher peers that connect here */
     /* compact storage (alphac/image/image.py): kp parameter words, mp state words, the
        first `alike` of which every owner holds alike; kc coordinates of its own */
@@ -131,6 +194,7 @@ struct rt {
     uint64_t digest;
     uint64_t *small;                  /* hello, prepared and publish frames (max payload) */
     int added, added_bad;             /* the last receive added on arrival; it saw a bad word */
+    int meaned;                       /* ... or took the mean of what it received */
     const uint64_t *sent_buf;         /* the register whose payload hash sent_hash is */
     uint64_t sent_hash;
     unsigned char sent_sha[32];       /* ... and, in an authenticated run, its payload's SHA-256 */
@@ -158,6 +222,10 @@ extern int64_t alphac_update_owner;
 extern int64_t alphac_local_first(void *acc, int64_t k);
 extern int64_t alphac_local_add(void *acc, const void *c, int64_t k);
 extern int64_t alphac_add_range(void *dst, const void *a, const void *b, int64_t lo, int64_t hi);
+extern int64_t alphac_add_lanes(void *dst, const void *a, const void *b, const void *h, int64_t n,
+                                int64_t phase, uint64_t *lanes);
+extern int64_t alphac_mean_lanes(void *dst, const void *src, int64_t n, int64_t phase, uint64_t *lanes,
+                                 int64_t count);
 extern int64_t alphac_first_nonfinite(const void *p, int64_t lo, int64_t hi);
 extern int64_t alphac_mean(void *g, int64_t count, int64_t k);
 extern int64_t alphac_mean_owned(void *mean, const void *src, int64_t count, int64_t at, int64_t first,
@@ -217,8 +285,8 @@ int rt_nonce(struct rt *rt, uint64_t out[2]);
 void rt_session_key(struct rt *rt, int64_t peer, const uint64_t connector_nonce[2],
                     const uint64_t acceptor_nonce[2], int64_t connector, int64_t acceptor);
 void rt_payload_digest(const uint64_t *payload, int64_t len, unsigned char out[32]);
-void rt_frame_tag(const struct rt *rt, int64_t peer, uint64_t seq, const uint64_t *frame,
-                  const unsigned char payload_digest[32], uint64_t tag[TAG_WORDS]);
+void rt_frame_tag(const struct rt *rt, int64_t peer, uint64_t seq, const uint64_t *header,
+                  const unsigned char payload_digest[32], uint64_t checksum, uint64_t tag[TAG_WORDS]);
 
 /* -- cli.c ----------------------------------------------------------------------------- */
 int rt_init(struct rt *rt, const uint64_t *image);
@@ -232,22 +300,46 @@ int rt_read_peers(struct rt *rt);
 /* -- frame.c --------------------------------------------------------------------------- */
 uint64_t rt_fnv(const uint64_t *p, int64_t n, uint64_t h);
 void rt_lanes(const uint64_t *p, int64_t lo, int64_t hi, uint64_t lanes[LANES]);
+void rt_lanes_at(const uint64_t *w, int64_t lo, int64_t hi, uint64_t lanes[LANES]);
+void rt_lanes_copy(uint64_t *to, const uint64_t *w, int64_t lo, int64_t hi, uint64_t lanes[LANES]);
+void rt_lanes_init(uint64_t lanes[LANES]);
 uint64_t rt_checksum(const uint64_t *header, const uint64_t *payload, int64_t n);
+int rt_check_header(struct rt *rt, struct xfer *x);
+int rt_check_trailer(struct rt *rt, struct xfer *x);
+void rt_seal(struct rt *rt, struct xfer *x);
 int rt_send_frame(struct rt *rt, int64_t peer, uint64_t kind, uint64_t version, uint64_t step,
                   uint64_t *buf, int64_t len, int reuse);
 int rt_recv_frame(struct rt *rt, int fd, int64_t peer, uint64_t kind, uint64_t version,
                   uint64_t step, uint64_t *buf, int64_t len, const struct arrival *add,
                   int64_t *sender);
-int rt_read_hashed(struct rt *rt, int fd, uint64_t *buf, size_t nbytes, int64_t peer,
-                   uint64_t lanes[LANES], int64_t words, const struct arrival *add);
+
+/* -- xfer.c ---------------------------------------------------------------------------- */
+int rt_exchange(struct rt *rt, struct xfer *x, int64_t count);
+
+/* -- ring.c ---------------------------------------------------------------------------- */
+int rt_shm_create(struct rt *rt, struct link *l, uint64_t ring_bytes, uint64_t name[SHM_NAME_WORDS],
+                  uint64_t id[3]);
+int rt_shm_map(struct link *l, const char *name, const uint64_t id[3]);
+void rt_shm_unmap(struct link *l);
+size_t rt_ring_room(struct link *l, unsigned char **at);
+void rt_ring_commit(struct link *l, size_t n);
+size_t rt_ring_put(struct link *l, const void *src, size_t n);
+size_t rt_ring_peek(struct link *l, const unsigned char **at);
+void rt_ring_release(struct link *l, size_t n);
+void rt_ring_look(struct link *l);
+int rt_ring_wait(struct link **ls, int count, int64_t ms);
+
+/* -- transport.c ----------------------------------------------------------------------- */
+int rt_shm_offer(struct rt *rt, int64_t peer);
+int rt_shm_answer(struct rt *rt, int64_t peer);
+int rt_transport(struct rt *rt, int64_t peer, int connector);
+int rt_write_connections(struct rt *rt);
+void rt_shm_forget(struct rt *rt);
 
 /* -- io.c ------------------------------------------------------------------------------ */
 int64_t rt_now_ms(void);
 void rt_start_io(struct rt *rt);
 int rt_io_failed(struct rt *rt, ssize_t r, int64_t peer, const char *verb);
-int rt_receive(struct rt *rt, int fd, char *buf, size_t n, int64_t peer, size_t *got);
-int rt_read_all(struct rt *rt, int fd, void *buf, size_t n, int64_t peer);
-int rt_write_all(struct rt *rt, int fd, const void *buf, size_t n, int64_t peer);
 void rt_sockopts(struct rt *rt, int fd);
 
 /* -- connect.c ------------------------------------------------------------------------- */
@@ -315,5 +407,8 @@ struct rt *rt_new(void);
 struct staged *rt_output(struct rt *rt);
 const char *rt_message(const struct rt *rt);
 void rt_attach(struct rt *rt, int64_t peer, int fd, int accept);
+size_t rt_xfer_bytes(void);
+int rt_link_shm(const struct rt *rt, int64_t peer);
+size_t rt_link_write(struct rt *rt, int64_t peer, const void *data, size_t n);
 
 #endif

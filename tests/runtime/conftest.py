@@ -1,6 +1,8 @@
 """The C role runtime in-process: the worker role of specs/lsq_plain_star.alpha (4 owners,
-k = 2) built as a host shared library (kernels, image and runtime, as in the executable),
-driven through ctypes with socketpairs and temporary files; no processes."""
+k = 2; and, for long frames, of specs/wide_star.alpha here, k = 131072) built as a host
+shared library (kernels, image and runtime, as in the executable), driven through ctypes
+with socketpairs, shared memory and temporary files; no processes but where a test kills
+a peer."""
 
 from __future__ import annotations
 
@@ -15,7 +17,23 @@ from alphac.image.cheader import runtime_codes
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 SPEC = SPECS / "lsq_plain_star.alpha"
+WIDE = Path(__file__).resolve().parent / "specs" / "wide_star.alpha"
 ROLE = "worker"  # owners 1, 2, 3
+
+
+class Xfer(ctypes.Structure):
+    """struct xfer's fields a caller fills (alphac/runtime/rt.h); the rest is the
+    exchange's own, sized by rt_xfer_bytes()."""
+
+    _fields_ = [("peer", ctypes.c_int64), ("fd", ctypes.c_int), ("send", ctypes.c_int),
+                ("kind", ctypes.c_uint64), ("version", ctypes.c_uint64), ("step", ctypes.c_uint64),
+                ("buf", ctypes.c_void_p), ("len", ctypes.c_int64), ("add", ctypes.c_void_p),
+                ("reuse", ctypes.c_int)]
+
+
+class Arrival(ctypes.Structure):
+    _fields_ = [("dst", ctypes.c_void_p), ("a", ctypes.c_void_p), ("b", ctypes.c_void_p),
+                ("words", ctypes.c_int64), ("count", ctypes.c_int64)]
 
 
 class Runtime:
@@ -59,6 +77,16 @@ class Runtime:
             "rt_sha256_final": (None, [p, p]),
             "rt_hmac_init": (None, [p, ctypes.c_char_p, ctypes.c_size_t]),
             "rt_hmac_final": (None, [p, p]),
+            "rt_exchange": (ctypes.c_int, [p, p, i64]),
+            "rt_xfer_bytes": (ctypes.c_size_t, []),
+            "rt_shm_offer": (ctypes.c_int, [p, i64]),
+            "rt_shm_answer": (ctypes.c_int, [p, i64]),
+            "rt_link_shm": (ctypes.c_int, [p, i64]),
+            "rt_link_write": (ctypes.c_size_t, [p, i64, p, ctypes.c_size_t]),
+            "alphac_add_lanes": (i64, [p, p, p, p, i64, i64, p]),
+            "alphac_add_range": (i64, [p, p, p, i64, i64]),
+            "alphac_mean_lanes": (i64, [p, p, i64, i64, p, i64]),
+            "alphac_mean": (i64, [p, i64, i64]),
         }
         for name, (res, args) in sig.items():
             fn = getattr(lib, name)
@@ -95,12 +123,38 @@ class Runtime:
     def max_payload(self) -> int:
         return driver.image(self.plan, ROLE, "x86_64").max_payload
 
+    @staticmethod
+    def arrival(dst, a, b, words: int, count: int = -1) -> Arrival:
+        """struct arrival over numpy arrays: dst[j] = a[j] + b[j] for j < words, or with a
+        count, dst[j] = b[j] / count (b the payload received)."""
+        add = Arrival()
+        add.dst, add.a, add.b = dst.ctypes.data, None if a is None else a.ctypes.data, b.ctypes.data
+        add.words, add.count = words, count
+        return add
+
+    def xfers(self, count: int):
+        """count zeroed struct xfer, laid out as the library's."""
+        size = self.lib.rt_xfer_bytes()
+        cls = type("XferFull", (ctypes.Structure,), {"_fields_": [
+            ("public", Xfer), ("_own", ctypes.c_ubyte * (size - ctypes.sizeof(Xfer)))]})
+        assert ctypes.sizeof(cls) == size
+        return (cls * count)()
+
+
+def _library(tmp_path_factory, spec: Path, name: str) -> Runtime:
+    plan = driver.plan(driver.deployment(str(spec)))
+    out = tmp_path_factory.mktemp(name)
+    return Runtime(driver.build(plan, ROLE, "x86_64", out, shared=True), plan)
+
 
 @pytest.fixture(scope="session")
 def rtlib(tmp_path_factory) -> Runtime:
-    plan = driver.plan(driver.deployment(str(SPEC)))
-    out = tmp_path_factory.mktemp("rtlib")
-    return Runtime(driver.build(plan, ROLE, "x86_64", out, shared=True), plan)
+    return _library(tmp_path_factory, SPEC, "rtlib")
+
+
+@pytest.fixture(scope="session")
+def widelib(tmp_path_factory) -> Runtime:
+    return _library(tmp_path_factory, WIDE, "widelib")
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
-"""The peers file and the command line of the C runtime, in-process (owner 1 of a star
-talks to owner 0 only)."""
+"""The peers file (with its optional transport column) and the command line of the C runtime,
+in-process (owner 1 of a star talks to owner 0 only)."""
 
 from __future__ import annotations
 
@@ -41,6 +41,9 @@ def _peers(rtlib, tmp_path, text: str):
     "0 127.0.0.1:47000\n1 127.0.0.1:47001\n",
     "# a comment\n\n   \n0 localhost:47000\n\t1\t127.0.0.1:47001   \n",
     "0 [::1]:47000\n1 [::1]:47001\n",
+    # the optional third column: what each owner may use
+    "0 127.0.0.1:47000 shm\n1 127.0.0.1:47001 tcp\n",
+    "0 127.0.0.1:47000 shm-only\n1 127.0.0.1:47001\tshm  \n",
     # owners this one does not talk to are checked, never resolved
     "0 127.0.0.1:47000\n1 127.0.0.1:47001\n2 no-such-host.invalid:5\n3 [::1]:6\n",
 ])
@@ -48,7 +51,7 @@ def test_well_formed_peers_files_are_read(rtlib, tmp_path, text):
     assert _peers(rtlib, tmp_path, text)[0] == ("ok", "")
 
 
-EXPECTED = "expected 'OWNER HOST:PORT' with OWNER in 0..3 and PORT in 1..65535"
+EXPECTED = "expected 'OWNER HOST:PORT [tcp|shm|shm-only]' with OWNER in 0..3 and PORT in 1..65535"
 
 
 @pytest.mark.parametrize("text,message", [
@@ -57,6 +60,9 @@ EXPECTED = "expected 'OWNER HOST:PORT' with OWNER in 0..3 and PORT in 1..65535"
     ("4 127.0.0.1:5\n", f"line 1: {EXPECTED}"),
     ("-1 127.0.0.1:5\n", f"line 1: {EXPECTED}"),
     ("0 127.0.0.1:5 extra\n", f"line 1: {EXPECTED}"),
+    ("0 127.0.0.1:5 shm extra\n", f"line 1: {EXPECTED}"),
+    ("0 127.0.0.1:5 SHM\n", f"line 1: {EXPECTED}"),
+    ("0 127.0.0.1:5 shm-\n", f"line 1: {EXPECTED}"),
     ("0 ::1:5\n", f"line 1: {EXPECTED}"),
     ("x 127.0.0.1:5\n", f"line 1: {EXPECTED}"),
     ("0 127.0.0.1:5\n1 127.0.0.1:6\n1 127.0.0.1:7\n", "line 3: owner 1 is listed twice"),
