@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from alphac.launch.launcher import launch, run_plan
+from alphac.launch.runner import free_ports, write_peers
 from alphac.plan.device import device_bytes
 
 from support import DEMO, NAN_RATE, build_twins, built, stub_env
@@ -44,9 +45,12 @@ def _log(tmp_path) -> dict[int, list[str]]:
     return dict(by_pid)
 
 
+def _peers(path):
+    return write_peers(path, free_ports(6))
+
+
 def _single(exe, owner, tmp_path, *args, env=None):
-    peers = tmp_path / "peers"
-    peers.write_text("".join(f"{o} 127.0.0.1:{47300 + o}\n" for o in range(6)))
+    peers = _peers(tmp_path / "peers")
     out = tmp_path / f"single-{owner}-{time.monotonic_ns()}.out"
     done = subprocess.run([str(exe), "--owner", str(owner), "--peers", str(peers), "--out", str(out),
                            "--timeout-ms", "2000", *args], capture_output=True, text=True, timeout=60, env=env)
@@ -149,8 +153,7 @@ def test_admission_refuses_what_does_not_fit_also_across_processes(tmp_path, mon
     # two processes on one GPU whose total holds one of them: the second is refused while
     # the first holds its bytes, and admitted once the first is gone
     _env(monkeypatch, stub_dir, tmp_path, mem_free="", mem_total=need + _bytes(0) - 1)
-    peers = tmp_path / "peers2"
-    peers.write_text("".join(f"{o} 127.0.0.1:{47400 + o}\n" for o in range(6)))
+    peers = _peers(tmp_path / "peers2")
     first = subprocess.Popen([str(exe), "--owner", "4", "--peers", str(peers), "--out", str(tmp_path / "first"),
                               "--timeout-ms", "20000"], stderr=subprocess.PIPE, text=True)
     try:
