@@ -1,24 +1,33 @@
 # alphac — the README's two commands are `make demo` and `make test`.
 PY ?= python3
-APT_PACKAGES := qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+APT_PACKAGES := qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross openmpi-bin libopenmpi-dev slurm-wlm
+# The peers the benchmarks measure beside alphac, in their own virtual environment (alphac
+# itself stays in $(PY)'s): torch's gloo, and Open MPI through mpi4py.
+BENCH_VENV := bench/.venv
+BENCH_APT_PACKAGES := openmpi-bin libopenmpi-dev
+BENCH_PIP_PACKAGES := torch==2.13.0 mpi4py numpy
 DEMO_SPEC := specs/demo.alpha
 
-.PHONY: setup demo test test-gpu bench size clean
+.PHONY: setup bench-peers demo test test-gpu bench size clean
 
 # pip refuses to install into a Debian-managed interpreter unless told to (PEP 668).
 PIP_FLAGS := $(shell $(PY) -c "import os, sysconfig; print('--break-system-packages' if os.path.exists(os.path.join(sysconfig.get_path('stdlib'), 'EXTERNALLY-MANAGED')) else '')" 2>/dev/null)
 
 # Idempotent: installs only what is missing.
+# Installs those of the Debian packages $(1) that are missing (through sudo unless root).
+define apt_install
+missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+if [ -n "$$missing" ]; then \
+  echo "$@: installing$$missing"; \
+  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
+fi
+endef
+
 setup:
-	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	$(PY) -m pip --version >/dev/null 2>&1 || missing="$$missing python3-pip"; \
-	if [ -n "$$missing" ]; then \
-	  echo "setup: installing$$missing"; \
-	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
-	fi
+	@$(call apt_install,$(APT_PACKAGES) $$($(PY) -m pip --version >/dev/null 2>&1 || echo python3-pip))
 	@# the editable install must point at this tree (a clone elsewhere must not run another copy)
-	@cd / && $(PY) -c "import lark, click, llvmlite, elftools, pytest, hypothesis, numpy, wheel" 2>/dev/null \
+	@cd / && $(PY) -c "import lark, click, llvmlite, elftools, numba, pytest, hypothesis, numpy, wheel" 2>/dev/null \
 	  && $(PY) -m pip show alphac 2>/dev/null | grep -qx "Editable project location: $(CURDIR)" \
 	  || (cd $(CURDIR) && $(PY) -m pip install -q $(PIP_FLAGS) -e '.[test]')
 
@@ -32,7 +41,14 @@ test: setup
 test-gpu: setup
 	@PY=$(PY) scripts/gpu-gates
 
-bench: setup
+# Idempotent too: the Debian packages, then the virtual environment unless it imports all.
+bench-peers:
+	@$(call apt_install,$(BENCH_APT_PACKAGES))
+	@$(BENCH_VENV)/bin/python -c "import torch, mpi4py.MPI, numpy; assert torch.__version__.startswith('2.13.0')" 2>/dev/null \
+	  || ($(PY) -m venv $(BENCH_VENV) && $(BENCH_VENV)/bin/pip install -q $(BENCH_PIP_PACKAGES))
+
+# The benchmarks run from $(PY); they start the peers from $(BENCH_VENV) themselves.
+bench: setup bench-peers
 	$(PY) bench/make_big_data.py
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 

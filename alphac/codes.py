@@ -157,11 +157,18 @@ RUNTIME = {
     "data-parallel-replica-version": "a contribution reads a read replica of another version than the update's",
     "data-parallel-replica-retained": "the version would advance while the read replica is still held",
     "owner-not-in-role": "the executable was started as an owner outside its role",
+    "owner-ambiguous": "two sources of the owner index (--owner, SLURM_PROCID, "
+                       "OMPI_COMM_WORLD_RANK) disagree",
+    "local-rank-mismatch": "an engine's rank of the owner on its node (SLURM_LOCALID, "
+                           "OMPI_COMM_WORLD_LOCAL_RANK) is not its place among the owners the "
+                           "node list or hostfile puts on that host",
     "output-exists": "the output path, its staged PATH.tmp or the commit record exists already; "
                      "results are never overwritten",
     # io-error (listed under SYNTAX) also names a file or socket the executable cannot use
-    "usage": "the command line or the peers file is malformed",
+    "usage": "the command line, the peers file, a node list or a hostfile is malformed",
     "corrupt-executable": "the executable's embedded op table holds an op kind it cannot run",
+    "cpu-unsupported": "the executable's kernels were built for a CPU level (`alphac build --cpu`) "
+                       "whose features this CPU lacks",
     # SM86 owners (alphac/runtime/device/cuda.c)
     "cuda-unavailable": "an SM86 owner found no CUDA driver: libcuda.so.1 is missing or lacks an "
                         "entry point, or cuInit or the device count failed (no GPU, a driver too old)",
@@ -207,12 +214,19 @@ TOOLING = {
                              "on) this deployment: stale-replica without partitioned parameters, "
                              "swap-branch on fewer than three leaves, deliver-to-next on one "
                              "owner, duplicate-mass without samples, any mutant with checkpoints",
+    "unknown-cpu-level": "the CPU level is none the target describes (baseline, its [levels], host)",
     # launch
     "owner-failed": "an owner process exited non-zero or could not be started",
     "launch-timeout": "owners were still running at the launch deadline and were killed",
     "oracle-mismatch": "an owner's final words or version differ from the oracle's",
     "bad-output": "an owner exited 0 but its output file is missing or malformed",
     "run-not-committed": "the run ended without the root's commit record: no owner's output is published",
+    # qualify
+    "qualify-db": "the qualification tracker cannot be opened, read or written, or is not a "
+                  "tracker of the format this alphac writes",
+    # verify
+    "run-protocol-mismatch": "a run's commit record names another protocol identity or owner count "
+                             "than the spec's plan (`alphac verify` of another spec's run)",
 }
 
 CATALOGUE: dict[str, str] = {}

@@ -6,13 +6,16 @@
                                                     deployment: all diagnostics at once
     plan(dep, mutant=None) -> Plan                  CompileError; MutantError (a mutant that
                                                     does not apply)
-    image(plan, role, target) -> RoleImage          the plan as plain data for one executable;
+    image(plan, role, target, cpu) -> RoleImage     the plan as plain data for one executable;
                                                     ImageError
-    build(plan, role, target, out_dir) -> Path      {out_dir}/{spec}-{role}-{target}: the
-                                                    image's kernels (llvmlite) and the C
-                                                    runtime, linked (-mutant-NAME appended
-                                                    for a mutant's plan); TargetError,
+    build(plan, role, target, out_dir, cpu=LEVEL)   {out_dir}/{spec}-{role}-{target}: the
+                                                    image's kernels (llvmlite, for the CPU
+                                                    level) and the C runtime, linked
+                                                    (-mutant-NAME appended for a mutant's
+                                                    plan); its path; TargetError,
                                                     ImageError, CompileError
+    cpu_levels(), cpu_level_for(target, level)      the CPU levels builds may ask for; the one
+                                                    a target builds for when asked for LEVEL
     oracle(dep, rounds=None, mutant=None)           OracleResult; Refusal; from dep.resume's
                                                     checkpoint when it resumes
     MUTANTS                                         the executed mutants: name -> what it
@@ -53,7 +56,8 @@ if TYPE_CHECKING:
 
 __all__ = ["CheckResult", "CheckpointError", "CompileError", "MUTANTS", "MutantError", "Refusal",
            "TargetError",
-           "buildable_targets", "build", "check", "deployment", "describe", "executable_name",
+           "buildable_targets", "build", "check", "cpu_level_for", "cpu_levels", "deployment",
+           "describe", "executable_name",
            "image", "inspect_checkpoint", "load", "oracle", "path_kind", "plan", "resumed",
            "target_names"]
 
@@ -155,11 +159,38 @@ def plan(dep: "Deployment", mutant: str | None = None) -> "Plan":
     return made
 
 
-def image(plan: "Plan", role: str, target: str) -> "RoleImage":
-    """What the executable of `role` on `target` embeds; ImageError."""
-    from alphac.image import build_image
+def image(plan: "Plan", role: str, target: str, cpu: str = "baseline") -> "RoleImage":
+    """What the executable of `role` on `target`, its kernels built for the CPU level
+    `cpu`, embeds; ImageError, TargetError (unknown-cpu-level)."""
+    from alphac.image import CpuNeeds, build_image
+    from alphac.targets import levels, load_target
 
-    return build_image(plan, role, target)
+    the_target = levels.at_level(load_target(target), cpu)
+    needs = CpuNeeds(levels.label(the_target), levels.required_mask(the_target))
+    return build_image(plan, role, target, needs)
+
+
+def cpu_levels() -> tuple[str, ...]:
+    """Every CPU level some buildable target describes: baseline first, then in the order
+    of the targets' descriptions."""
+    from alphac.targets import levels, load_target
+
+    found: list[str] = []
+    for name in buildable_targets():
+        found += [lv for lv in levels.names(load_target(name)) if lv not in found]
+    return tuple(found)
+
+
+def cpu_level_for(target: str, requested: str) -> str:
+    """The level `target`'s kernels are built for when a build asks for `requested`: that
+    one, or the baseline on a target that describes no level above it (AArch64);
+    TargetError unknown-cpu-level when no buildable target describes `requested`."""
+    from alphac.targets import levels, load_target
+
+    known = cpu_levels()
+    if requested not in known:
+        raise TargetError("unknown-cpu-level", f"unknown CPU level {requested!r}; levels: {', '.join(known)}")
+    return levels.level_for(load_target(target), requested)
 
 
 def executable_name(plan: "Plan", role: str, target: str) -> str:
@@ -170,9 +201,11 @@ def executable_name(plan: "Plan", role: str, target: str) -> str:
 
 
 def build(plan: "Plan", role: str, target: str, out_dir: "str | os.PathLike",
-          shared: bool = False) -> Path:
+          shared: bool = False, cpu: str = "baseline") -> Path:
     """Build the executable of `role` on `target` into `out_dir`; its path. The kernel
-    module (programs, arithmetic, record) is compiled by llvmlite, the runtime by the
+    module (programs, arithmetic, record) is compiled by llvmlite for the CPU level `cpu`
+    (alphac.targets.levels: the executable refuses `cpu-unsupported` at startup on a CPU
+    lacking what that level requires), the runtime by the
     target's C compiler (cached), the role image assembled as data (`.incbin`), and all
     three are linked under fixed names, so builds are byte-reproducible; the executable appears under its name only once whole. It is linked
     in a private directory beside it (`.NAME.RANDOM.partial/`) and moved into place;
@@ -185,13 +218,13 @@ def build(plan: "Plan", role: str, target: str, out_dir: "str | os.PathLike",
     be called in-process (tests/runtime)."""
     from alphac.codegen.module import kernel_module
     from alphac.image.metadata import metadata_for
-    from alphac.targets import compile_object, link_bytes, load_target, runtime_object
+    from alphac.targets import compile_object, levels, link_bytes, load_target, runtime_object
     from alphac.targets.runtime import data_object
 
-    the_target = load_target(target)
-    the_image = image(plan, role, target)
-    meta = metadata_for(plan, role, target, the_target.triple)
-    obj = compile_object(kernel_module(the_image, meta), target)
+    the_target = levels.at_level(load_target(target), cpu)
+    the_image = image(plan, role, target, cpu)
+    meta = metadata_for(plan, role, target, the_target.triple, levels.record(the_target))
+    obj = compile_object(kernel_module(the_image, meta), the_target)
     runtime = runtime_object(target, pic=shared)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

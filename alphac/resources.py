@@ -1,5 +1,6 @@
 """The data shipped inside the package: the grammar (`alphac/syntax/alpha.lark`), the std
-library (`alphac/std/`) and the target descriptions (`alphac/targets/*.toml`).
+library (`alphac/std/`) and the target descriptions (`alphac/targets/*.toml`); and where
+alphac caches what it compiles (`cache_dir`).
 
 They are found with `importlib.resources`, never relative to a source tree, so a regular
 (non-editable) install works from any directory.
@@ -8,6 +9,7 @@ They are found with `importlib.resources`, never relative to a source tree, so a
 from __future__ import annotations
 
 import atexit
+import os
 from contextlib import ExitStack
 from importlib.resources import as_file, files
 from pathlib import Path
@@ -23,3 +25,12 @@ def data_path(package: str, *parts: str) -> Path:
     a zip file has the resource extracted for the life of the process (a directory needs
     Python 3.12 or later there)."""
     return _extracted.enter_context(as_file(files(package).joinpath(*parts)))
+
+
+def cache_dir() -> Path:
+    """$ALPHAC_CACHE, else $XDG_CACHE_HOME/alphac, else ~/.cache/alphac: the runtime's objects
+    (alphac.targets.runtime) and the oracle's compiled engine (alphac.oracle.compiled)."""
+    if os.environ.get("ALPHAC_CACHE"):
+        return Path(os.environ["ALPHAC_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "alphac"

@@ -84,3 +84,27 @@ MAX_TIMEOUT_MS = 2**31 - 1
 
 # exit statuses of an executable
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
+
+# An owner's output file in a run directory: the launcher's, the emitted Slurm and mpirun
+# files' (`--out-dir DIR` of the executables) and `alphac verify`'s name for owner I.
+OUTPUT_NAME = "owner-{owner}.out"
+
+
+def output_name(owner: int | str) -> str:
+    return OUTPUT_NAME.format(owner=owner)
+
+
+# Existing engines (docs/runtime.md "Owner and peers from an engine"): per engine, the
+# variable of an owner's index and the variable of its rank among the tasks on its node.
+# The index is taken from --owner, then from these in order, and every one present must
+# agree; with peers from a node list, each local rank present must be the owner's place
+# among the owners of its host. The local launcher removes every ENGINE_VARIABLES name from
+# its owners' environment (it gives them --owner and --peers).
+ENGINE_RANKS = (("SLURM_PROCID", "SLURM_LOCALID"),
+                ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"))
+SLURM_NODELIST = "SLURM_STEP_NODELIST"              # the step's nodes, in hostlist syntax
+SLURM_TASKS_PER_NODE = "SLURM_STEP_TASKS_PER_NODE"  # their task counts, e.g. `2(x3),1`
+ENGINE_VARIABLES = tuple(v for pair in ENGINE_RANKS for v in pair) + (SLURM_NODELIST,
+                                                                      SLURM_TASKS_PER_NODE)
+# a node list expands to at most this many hosts (as many as a deployment may have owners)
+MAX_HOSTS = 65536

@@ -125,7 +125,7 @@ def run_owners_once(dep, exes, work: Path, updates: int, extra: tuple[str, ...])
     are checked committed but not read back into Python (they hold every word)."""
     from alphac.launch import session
     from alphac.launch.commit import resolve
-    from alphac.launch.launcher import owner_exes, runner_for
+    from alphac.launch.roles import owner_exes, runner_for
     from alphac.launch.runner import OwnerCommand, free_ports, owner_argv, run_owners, write_peers
 
     run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=work))

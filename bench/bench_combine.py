@@ -1,35 +1,43 @@
-"""Combine benchmark: owners on loopback, long contributions, seconds per update, over TCP
-and over shared memory.
+"""Combine benchmark: alphac's owners on loopback next to the all-reduce peers, measured in
+the same run, interleaved round by round: seconds per update against seconds per
+all_reduce(SUM) of float64 arrays of the same size.
 
 The learner is the smallest that puts k-word frames on the wire: k parameters in the
 indexed form, one sample per owner, c[i] = w[i] * x and w[i] := w[i] - rate * mean[i].
-Each update moves k + 1 words per tree edge, up then down (star and hierarchy:2), for
-every owner count of --owners (default 4) and every k of --k (default 1e6; --sweep: 2, 4
-and 8 owners, k = 1e5, 1e6, 1e7). Each deployment runs with the peers file of every
---transport (default tcp and shm: `shm` lets the owners use shared-memory rings), and,
-over shared memory, with `--key` too (every frame tagged with HMAC-SHA-256).
-Seconds per update = (T(N) - T(1)) / (N - 1), medians of a few runs, so process start-up and
-connection set-up cancel; wall time is the slowest owner's, CPU time (user + system) is that
-of all owners together (on a machine with fewer cores than owners, CPU per update
-divided by the cores bounds the wall time from below). Peers on this machine (../shared/anchors/README.md, ws 4, 1e6
-float64): gloo all_reduce 12.9 ms, Open MPI over TCP 17.5 ms, over shared memory 6.6 ms.
+Each update moves k + 1 words per tree edge, up then down (star, hierarchy:2 and the sample tree), on 2, 4
+and 8 owners by default. Runs are timed without a key, and with one (every frame tagged
+with HMAC-SHA-256). Seconds per update = (T(N) - T(1)) / (N - 1), medians over the rounds,
+so process start-up and connection set-up cancel; wall time is the slowest owner's, CPU
+time (user + system) that of all owners together (on a machine with fewer cores than
+owners, CPU per update divided by the cores bounds the wall time from below). A solo
+owner (the same kernels, no frames) is timed for each size too.
+
+The peers, each in a subprocess from the benchmark peers' virtual environment
+(bench/.venv, which `make bench` installs; `--peer-python` names another interpreter):
+torch.distributed gloo all_reduce (bench/peer_gloo.py) and Open MPI Allreduce through
+mpi4py, over shared memory (`--mca btl self,vader`) and over loopback TCP
+(`--mca btl self,tcp`) (bench/peer_mpi.py); each round runs every peer once per owner
+count, its figure the median of a few repetitions of back-to-back calls, the slowest
+rank's. A peer that is not installed is printed as such. The peers sum in an order of
+their own choosing (unordered, and different across world sizes); alphac's update does the
+declared combine plus the contribution and update kernels, so alphac/peer overstates what
+the combine alone costs.
 
 With `--baseline REV` the same deployments are also built from the tree at git revision
 REV (checked out into a temporary directory, built by its own code) and both sets of
-executables are timed in the same run, interleaved round by round (the baseline over TCP:
-a revision before the transport column reads only TCP peers files).
+executables are timed in the same run, interleaved round by round.
 
-Also: the frame checksum's payload pass, the add on arrival of a received piece (the C
-hash then the add kernel, and the one-pass kernel), building every (role, target) of
+Also: the frame checksum's speed, the wall time of building every (role, target) of
 specs/demo.alpha, and executable sizes.
 
-    python bench/bench_combine.py [--k 1000000[,...]] [--owners 4[,...]] [--transport tcp,shm]
-                                  [--sweep] [--updates 21] [--repeat 3] [--baseline REV]
+    python bench/bench_combine.py [--owners 2,4,8] [--k 100000,1000000] [--updates 21]
+        [--repeat 3] [--peers gloo,mpi-shm,mpi-tcp] [--peer-python PY] [--baseline REV]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import statistics
@@ -38,27 +46,27 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
 # A baseline build imports this file with another tree first on sys.path.
 if not os.environ.get("ALPHAC_BENCH_BASELINE"):
     sys.path.insert(0, str(ROOT))
 
+import peers  # noqa: E402
+
 from alphac.ir import nodes as N  # noqa: E402
-
-PEERS_MS = {"gloo all_reduce ws4": 12.9, "Open MPI tcp ws4": 17.5, "Open MPI shm ws4": 6.6}
-XS = (0.5, 0.25, 1.0, 2.0)  # each owner's one sample, in turn
-
 
 def _bits(x: float) -> int:
     return struct.unpack("<Q", struct.pack("<d", x))[0]
 
 
-def learner(k: int, xs=XS) -> N.Learner:
+def learner(k: int, owners: int) -> N.Learner:
+    """One sample per owner: x = 0.5, 0.25, 1.0, 2.0, 0.5, ..."""
     i = N.Index(0, "i")
     mul = N.Binary("mul", N.SlotRef(i), N.SlotRef(N.Index(k)))
     contribution = N.Program(2 * k + 1, (N.Loop("i", 0, k, (
@@ -67,30 +75,39 @@ def learner(k: int, xs=XS) -> N.Learner:
                                                   N.SlotRef(N.Index(k, "i"))))
     update = N.Program(2 * k + 1, (N.Loop("i", 0, k, (N.Assign(i, step, label="w[i]"),)),))
     w0 = np.linspace(-1.0, 1.0, k).view(np.uint64)
+    xs = [(0.5, 0.25, 1.0, 2.0)[o % 4] for o in range(owners)]
     rows = np.array([[x] for x in xs]).view(np.uint64)
     return N.Learner("combine_bench", k, 1, 0, contribution, update, N.Words(w0), N.Words(()),
-                     _bits(0.01), N.Samples(1, (1,) * len(xs), rows))
+                     _bits(0.01), N.Samples(1, (1,) * owners, rows))
 
 
-def deployment(k: int, topology, owners: int = 4) -> N.Deployment:
-    name = f"{'star' if isinstance(topology, N.Star) else 'hierarchy'}{'' if owners == 4 else owners}"
-    xs = tuple(XS[o % len(XS)] for o in range(owners))
-    return N.Deployment(f"combine_{name}", learner(k, xs), owners, topology, N.Partitioning(),
+def deployment(k: int, owners: int, topology) -> N.Deployment:
+    tree = {"Star": "star", "Hierarchy": "hierarchy", "SampleTree": "sampletree"}[type(topology).__name__]
+    name = f"combine_{tree}{owners}"
+    return N.Deployment(name, learner(k, owners), owners, topology, N.Partitioning(),
                         (N.Role("coordinator", (0,)), N.Role("worker", tuple(range(1, owners)))),
                         ("x86_64",) * owners, 1, N.Contract(), N.Checkpoint(),
-                        source_file=f"bench/combine_{name}.alpha")
+                        source_file=f"bench/{name}.alpha")
 
 
 def solo(k: int) -> N.Deployment:
     """One owner alone: the same kernels, local sum and mean, and no frames at all."""
-    return N.Deployment("combine_solo", learner(k, (0.5,)), 1, N.Star(), N.Partitioning(),
+    return N.Deployment("combine_solo", learner(k, 1), 1, N.Star(), N.Partitioning(),
                         (N.Role("solo", (0,)),), ("x86_64",), 1, N.Contract(), N.Checkpoint(),
                         source_file="bench/combine_solo.alpha")
 
 
-def _deployments(k: int, owners=(4,)):
-    """Star and hierarchy:2 for each owner count, then the solo run."""
-    return tuple(deployment(k, t, n) for n in owners for t in (N.Star(), N.Hierarchy(2))) + (solo(k),)
+def _deployments(k: int, owners: int, sample_tree: bool = True):
+    """The timed deployments (a baseline revision builds them without the sample tree,
+    which older trees do not have)."""
+    trees = (N.Star(), N.Hierarchy(2)) + ((N.SampleTree(),) if sample_tree else ())
+    return tuple(deployment(k, owners, t) for t in trees)
+
+
+def topology_name(dep) -> str:
+    if isinstance(dep.topology, N.SampleTree):
+        return "sample tree"
+    return "star" if isinstance(dep.topology, N.Star) else f"hierarchy:{dep.topology.fanout}"
 
 
 # Run with the baseline tree first on sys.path: builds this file's deployments with that
@@ -99,7 +116,9 @@ _BASELINE_BUILD = """
 import importlib, json, sys
 sys.path.insert(0, sys.argv[1])
 spec = importlib.util.spec_from_file_location("bench_combine", sys.argv[2])
-bench = importlib.util.module_from_spec(spec); spec.loader.exec_module(bench)
+bench = importlib.util.module_from_spec(spec)
+sys.modules["bench_combine"] = bench  # (its dataclasses look their module up)
+spec.loader.exec_module(bench)
 import os
 from alphac.plan import plan
 # (look for the file: an installed alphac elsewhere could answer an import of the name)
@@ -108,7 +127,7 @@ if os.path.exists(os.path.join(sys.argv[1], "alphac", "driver.py")):
 else:
     from alphac.codegen.build import build_executable as build
 out = {}
-for dep in bench._deployments(int(sys.argv[3]), tuple(int(n) for n in sys.argv[5].split(","))):
+for dep in bench._deployments(int(sys.argv[3]), int(sys.argv[5]), sample_tree=False):
     p = plan(dep)
     pairs = sorted({(dep.role_of(o).name, dep.placement[o]) for o in range(dep.owners)})
     out[dep.name] = {f"{r} {t}": str(build(p, r, t, sys.argv[4] + "/" + dep.name)) for r, t in pairs}
@@ -116,37 +135,60 @@ print(json.dumps(out))
 """
 
 
-def baseline_executables(rev: str, k: int, owners, work: Path) -> dict:
+def baseline_executables(rev: str, k: int, owners: int, work: Path) -> dict:
     """Build the bench deployments from the tree at `rev` (its own code); their executables."""
-    import json
-
     tree = work / "tree"
-    tree.mkdir()
-    archive = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    if not tree.exists():
+        tree.mkdir()
+        archive = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True,
+                                 check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
     env = {**os.environ, "ALPHAC_BENCH_BASELINE": "1", "PYTHONPATH": str(tree)}
     done = subprocess.run([sys.executable, "-c", _BASELINE_BUILD, str(tree), __file__, str(k),
-                           str(work / "bin"), ",".join(str(n) for n in owners)], env=env,
-                          capture_output=True, text=True, cwd=tree)
+                           str(work / f"bin-{owners}-{k}"), str(owners)],
+                          env=env, capture_output=True, text=True, cwd=tree)
     if done.returncode != 0:
         sys.exit(f"bench: building the baseline {rev} failed: {done.stderr.strip()[-2000:]}")
     built = json.loads(done.stdout.strip().splitlines()[-1])
     return {name: {tuple(key.split()): Path(p) for key, p in exes.items()} for name, exes in built.items()}
 
 
-def _time(key, dep, exes, updates, walls, cpus, variant):
-    from alphac.launch import session
+# ----------------------------------------------------------------------------- alphac
 
-    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    run = session.run(key, dep, exes=exes, updates=updates, timeout_ms=60000, deadline_s=600,
-                      authenticate=variant.key, transport=variant.transport,
-                      stats=not variant.baseline)  # a baseline revision may predate --stats
-    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if not run.result.ok:
-        sys.exit("bench: owners failed: " + "; ".join(oc.stderr.strip() for oc in run.result.outcomes))
-    walls[updates].append(max(oc.seconds for oc in run.result.outcomes))
-    cpus[updates].append((r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime))
-    return run
+@dataclass
+class Case:
+    """One alphac variant timed at T(1) and T(updates): its deployment and executables."""
+
+    label: str
+    key: str  # the launch session's name for the deployment (k included)
+    dep: N.Deployment
+    exes: dict
+    authenticate: bool = False
+    baseline: bool = False
+    build_s: float | None = None
+    walls: dict = field(default_factory=lambda: {})
+    cpus: dict = field(default_factory=lambda: {})
+    last: object = None
+
+    def time(self, updates: int) -> None:
+        from alphac.launch import session
+
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        run = session.run(self.key, self.dep, exes=self.exes, updates=updates,
+                          timeout_ms=60000, deadline_s=600, authenticate=self.authenticate)
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if not run.result.ok:
+            sys.exit("bench: owners failed: " + "; ".join(oc.stderr.strip() for oc in run.result.outcomes))
+        self.walls.setdefault(updates, []).append(max(oc.seconds for oc in run.result.outcomes))
+        self.cpus.setdefault(updates, []).append((r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime))
+        self.last = run
+
+    def per_update(self, updates: int) -> tuple[float, float]:
+        """(wall, CPU) seconds per update from the medians of T(1) and T(updates)."""
+        def slope(d):
+            return (statistics.median(d[updates]) - statistics.median(d[1])) / (updates - 1)
+
+        return slope(self.walls), slope(self.cpus)
 
 
 def _as_published(run, dep, updates) -> None:
@@ -160,141 +202,169 @@ def _as_published(run, dep, updates) -> None:
     run.resolution = Resolution(CommitRecord(0, updates, dep.owners, {}))
 
 
-@dataclass(frozen=True)
-class Variant:
-    """One way of running a deployment: whose executables, over which transport, keyed."""
+def cases_for(k: int, owners: int, baseline: dict) -> list[Case]:
+    """The variants timed at (owners, k): each tree without and with a key, and the
+    baseline revision's executables of each tree; at 1 owner, the solo deployment."""
+    from alphac.launch import session
 
-    name: str
-    transport: str
-    key: bool = False
-    baseline: bool = False
-
-
-def variants_of(dep, transports, baseline: str | None, old: dict) -> list[Variant]:
-    out = [Variant(t, t) for t in transports] if dep.owners > 1 else [Variant("alone", "tcp")]
-    if dep.owners > 1 and "shm" in transports:
-        out.append(Variant("shm, --key", "shm", key=True))
-    if dep.name in old:
-        out.append(Variant(f"baseline {baseline}, tcp", "tcp", baseline=True))
+    deps = _deployments(k, owners) if owners > 1 else (solo(k),)
+    out = []
+    for dep in deps:
+        key = f"{dep.name}-k{k}"
+        t0 = time.monotonic()
+        exes = session.built(key, dep)
+        out.append(Case(topology_name(dep) if owners > 1 else "solo", key, dep, exes,
+                        build_s=time.monotonic() - t0))
+        if owners > 1:
+            out.append(Case(f"{topology_name(dep)}, --key", key, dep, exes, authenticate=True))
+        if dep.name in baseline:
+            out.append(Case(f"{topology_name(dep)}, baseline", key, dep, baseline[dep.name],
+                            baseline=True))
     return out
 
 
-def bench_combine(ks, owners, transports, updates: int, repeat: int, baseline: str | None) -> None:
+def verdict(case: Case, updates: int) -> str:
     from alphac.launch import session
     from alphac.launch.launcher import compare
     from alphac.oracle import evaluate
 
-    print("== combine on 127.0.0.1: seconds per update (T(N) - T(1)) / (N - 1), medians of "
-          f"{repeat}; CPU of all owners")
+    if case.baseline:
+        _as_published(case.last, case.dep, updates)
+    rep = compare(session.plan(case.key, case.dep), case.last, evaluate(case.dep, updates), updates)
+    return "bit-identical to the oracle" if rep.match else "MISMATCH: " + "; ".join(rep.failures)
+
+
+# ----------------------------------------------------------------------------- peers
+
+@dataclass(frozen=True)
+class Peer:
+    """An all-reduce peer: how to start it for n owners, and whether it is installed."""
+
+    name: str
+    label: str
+    module: str  # what the peers' interpreter must import
+    btl: str = ""  # Open MPI's transport; empty for gloo
+
+    def command(self, python: str, owners: int, words: list[int], reps: int) -> list[str]:
+        sizes = ["--words", ",".join(map(str, words)), "--reps", str(reps)]
+        if not self.btl:
+            return [python, str(ROOT / "bench" / "peer_gloo.py"), "--owners", str(owners), *sizes]
+        return ["mpirun", "--oversubscribe", "--bind-to", "none", "--mca", "btl", self.btl,
+                "-np", str(owners), python, str(ROOT / "bench" / "peer_mpi.py"), *sizes]
+
+    def missing(self, python: str) -> str | None:
+        """Why this peer cannot run here, or None."""
+        return peers.missing(python, self.module, "mpirun" if self.btl else "")
+
+    def run(self, python: str, owners: int, words: list[int], reps: int) -> dict[int, float] | str:
+        """{words: median seconds per call} of one start, or why it failed."""
+        got = peers.run_json(self.command(python, owners, words, reps))
+        if isinstance(got, str):
+            return got
+        return {int(w): statistics.median(ts) for w, ts in got["seconds"].items()}
+
+
+PEERS = {
+    "gloo": Peer("gloo", "gloo all_reduce", "torch.distributed"),
+    "mpi-shm": Peer("mpi-shm", "Open MPI Allreduce, shared memory", "mpi4py.MPI", "self,vader"),
+    "mpi-tcp": Peer("mpi-tcp", "Open MPI Allreduce, TCP", "mpi4py.MPI", "self,tcp"),
+}
+
+
+# ----------------------------------------------------------------------------- the run
+
+def bench_combine(owners: list[int], words: list[int], updates: int, repeat: int,
+                  chosen: list[Peer], python: str, baseline: str | None) -> None:
+    print(f"== combine: {', '.join(map(str, owners))} owners on 127.0.0.1, contributions of "
+          f"{', '.join(map(str, words))} words; {repeat} interleaved rounds")
+    missing = {p.name: p.missing(python) for p in chosen}
     with tempfile.TemporaryDirectory(prefix="alphac-bench-") as work:
-        for k in ks:
-            n_updates = updates if k <= 2_000_000 else max(3, updates // 4)
-            old = baseline_executables(baseline, k, owners, Path(work) / str(k)) if baseline else {}
-            for dep in _deployments(k, owners):
-                key = f"{dep.name}-{k}"
-                t0 = time.monotonic()
-                exes = session.built(key, dep)
-                build_s = time.monotonic() - t0
-                runs = variants_of(dep, transports, baseline, old)
-                walls = {v: {1: [], n_updates: []} for v in runs}
-                cpus = {v: {1: [], n_updates: []} for v in runs}
-                last = {}
-                for _ in range(repeat):  # interleaved: each round runs every variant
-                    for v in runs:
-                        for n in (1, n_updates):
-                            last[v] = _time(key, dep, old[dep.name] if v.baseline else exes, n,
-                                            walls[v], cpus[v], v)
-                for v in runs:
-                    if v.baseline:
-                        _as_published(last[v], dep, n_updates)
-                want = evaluate(dep, n_updates)
-                for v in runs:
-                    t1, tn = statistics.median(walls[v][1]), statistics.median(walls[v][n_updates])
-                    per = (tn - t1) / (n_updates - 1)
-                    cpu = (statistics.median(cpus[v][n_updates]) - statistics.median(cpus[v][1])) / (n_updates - 1)
-                    rep = compare(session.plan(key, dep), last[v], want, n_updates)
-                    used = "" if v.baseline else f"; frames over {_used(last[v])}"
-                    verdict = "bit-identical to the oracle" if rep.match else "MISMATCH: " + "; ".join(rep.failures)
-                    print(f"{dep.name:>18} k={k:<8} [{v.name}]: {per * 1e3:8.2f} ms/update wall, {cpu * 1e3:8.2f} ms CPU "
-                          f"({dep.owners} owner{'s' if dep.owners > 1 else ''}; T(1) {t1:.3f} s, T({n_updates}) "
-                          f"{tn:.3f} s" + (f"; build {build_s:.2f} s" if v == runs[0] else "") + f"{used}; {verdict})")
-    for peer, ms in PEERS_MS.items():
-        print(f"{peer:>24}: {ms:7.2f} ms  (all_reduce only, unordered, k = 1e6; anchors/README.md)")
+        cases: dict[tuple[int, int], list[Case]] = {}
+        for n in [*owners, 1]:
+            for k in words:
+                old = baseline_executables(baseline, k, n, Path(work)) if baseline and n > 1 else {}
+                cases[(n, k)] = cases_for(k, n, old)
+        peer_s: dict[tuple[str, int, int], list] = {}
+        for _ in range(repeat):  # interleaved: each round runs every variant and every peer
+            for n in [*owners, 1]:
+                for k in words:
+                    for case in cases[(n, k)]:
+                        for u in (1, updates):
+                            case.time(u)
+                for p in chosen:
+                    if n == 1 or missing[p.name]:
+                        continue
+                    got = p.run(python, n, words, 3)
+                    for k in words:
+                        peer_s.setdefault((p.name, n, k), []).append(got if isinstance(got, str) else got[k])
+        for (n, k), group in cases.items():
+            report(n, k, group, updates, repeat, chosen, missing, peer_s)
 
 
-def _used(run) -> str:
-    """The transports the owners' connections reports name."""
-    from alphac.launch.results import transport_summary
-
-    kinds = {transport_summary(c) for c in run.connections.values()} - {"-"}
-    return "+".join(sorted(kinds)) or "nothing (one owner)"
-
-
-def _best(f, times: int = 20) -> float:
-    ts = []
-    for _ in range(times):
-        t0 = time.perf_counter()
-        f()
-        ts.append(time.perf_counter() - t0)
-    return min(ts)
-
-
-def _library(d: str):
-    """The runtime and kernels of a small learner as a shared library, with the
-    signatures these benchmarks call."""
-    import ctypes
-
-    from alphac import driver
-
-    lib = ctypes.CDLL(str(driver.build(driver.plan(solo(16)), "solo", "x86_64", d, shared=True)))
-    p, i64, u64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint64
-    for name, res, args in (("rt_fnv", u64, [p, i64, u64]), ("rt_lanes", None, [p, i64, i64, p]),
-                            ("alphac_add_range", i64, [p, p, p, i64, i64]),
-                            ("alphac_add_lanes", i64, [p, p, p, p, i64, i64, p])):
-        getattr(lib, name).restype, getattr(lib, name).argtypes = res, args
-    return lib
+def report(n: int, k: int, group: list[Case], updates: int, repeat: int, chosen: list[Peer],
+           missing: dict, peer_s: dict) -> None:
+    print(f"-- {n} owner{'s' if n > 1 else ''}, {k} words ({(k + 1) * 8 / 2**20:.2f} MiB frames)"
+          + ("" if n > 1 else ": no frames, the kernels alone"))
+    per = {}
+    for case in group:
+        wall, cpu = case.per_update(updates)
+        per[case.label] = wall
+        t1, tn = statistics.median(case.walls[1]), statistics.median(case.walls[updates])
+        built = f"; build {case.build_s:.2f} s" if case.build_s is not None else ""
+        print(f"  alphac {case.label:<26} {wall * 1e3:8.2f} ms/update wall, {cpu * 1e3:8.2f} ms CPU  "
+              f"(T(1) {t1:.3f} s, T({updates}) {tn:.3f} s, median of {repeat}{built}; "
+              f"{verdict(case, updates)})")
+    if n == 1:
+        return
+    plain = {label: wall for label, wall in per.items() if "," not in label}
+    for p in chosen:
+        if missing[p.name]:
+            print(f"  {p.label:<33} not installed: {missing[p.name]}")
+            continue
+        got = peer_s[(p.name, n, k)]
+        failed = [g for g in got if isinstance(g, str)]
+        if failed:
+            print(f"  {p.label:<33} {failed[0]}")
+            continue
+        sec = statistics.median(got)
+        ratios = ", ".join(f"{label} {wall / sec:.2f}" for label, wall in plain.items())
+        print(f"  {p.label:<33} {sec * 1e3:8.2f} ms/call (median of {repeat} rounds)   "
+              f"alphac/peer: {ratios}")
 
 
 def bench_checksum(k: int) -> None:
     """The frame checksum's payload pass alone, in the runtime's C code, on this machine."""
+    import ctypes
+
+    from alphac import driver
+
     with tempfile.TemporaryDirectory() as d:
-        lib = _library(d)
+        dep = solo(16)
+        so = driver.build(driver.plan(dep), "solo", "x86_64", d, shared=True)
+        lib = ctypes.CDLL(str(so))
         words = np.arange(k, dtype=np.uint64)
         state = np.zeros(4, dtype=np.uint64)
-        serial = _best(lambda: lib.rt_fnv(words.ctypes.data, k, 0xCBF29CE484222325))
-        laned = _best(lambda: lib.rt_lanes(words.ctypes.data, 0, k, state.ctypes.data))
+        p, st = words.ctypes.data_as(ctypes.c_void_p), state.ctypes.data_as(ctypes.c_void_p)
+        lib.rt_fnv.restype = ctypes.c_uint64
+        lib.rt_fnv.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint64]
+        lib.rt_lanes.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]
+
+        def best(f):
+            ts = []
+            for _ in range(20):
+                t0 = time.perf_counter()
+                f()
+                ts.append(time.perf_counter() - t0)
+            return min(ts)
+
+        serial = best(lambda: lib.rt_fnv(p, k, 0xCBF29CE484222325))
+        laned = best(lambda: lib.rt_lanes(p, 0, k, st))
     print(f"== checksum of {k} words: serial FNV-1a {serial * 1e3:.3f} ms, 4 lanes {laned * 1e3:.3f} ms")
 
 
-def bench_arrival(k: int) -> None:
-    """A received frame of k words added on arrival, piece by piece as it arrives: the C
-    hash (rt_lanes) then the add kernel (alphac_add_range) per piece, against the one-pass
-    kernel (alphac_add_lanes) per piece. Best of 20."""
-    with tempfile.TemporaryDirectory() as d:
-        lib = _library(d)
-        rng = np.random.default_rng(1)
-        a, b, dst = rng.standard_normal(k), rng.standard_normal(k), np.zeros(k)
-        lanes = np.zeros(4, dtype=np.uint64)
-        pa, pb, pd, pl = (x.ctypes.data for x in (a, b, dst, lanes))
-
-        def two(piece):
-            for lo in range(0, k, piece):
-                hi = min(k, lo + piece)
-                lib.rt_lanes(pb, lo, hi, pl)
-                lib.alphac_add_range(pd, pa, pb, lo, hi)
-
-        def one(piece):
-            for lo in range(0, k, piece):
-                hi = min(k, lo + piece)
-                lib.alphac_add_lanes(pd + 8 * lo, pa + 8 * lo, pb + 8 * lo, pb + 8 * lo, hi - lo, lo % 4, pl)
-
-        print(f"== add on arrival of {k} words, per piece: C hash + add kernel | one-pass kernel")
-        for piece in (4096, 32768, 262144, k):
-            print(f"   pieces of {piece:>8} words: {_best(lambda: two(piece)) * 1e3:7.3f} ms | "
-                  f"{_best(lambda: one(piece)) * 1e3:7.3f} ms")
-
-
 def bench_build(spec: str) -> None:
+    if not spec:
+        return
     print(f"== build: alphac build {spec} --all")
     with tempfile.TemporaryDirectory() as d:
         t0 = time.monotonic()
@@ -310,28 +380,27 @@ def bench_build(spec: str) -> None:
             print(f"  {f.name:<40} {f.stat().st_size:>9} bytes")
 
 
-def _ints(text: str) -> list[int]:
-    return [int(float(x)) for x in text.split(",")]
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--k", type=_ints, default=[1_000_000], help="words per contribution (comma-separated)")
-    ap.add_argument("--owners", type=_ints, default=[4], help="owner counts (comma-separated)")
-    ap.add_argument("--transport", type=lambda t: t.split(","), default=["tcp", "shm"],
-                    help="peers-file transports to time (comma-separated: tcp, shm)")
-    ap.add_argument("--sweep", action="store_true", help="2, 4 and 8 owners, k = 1e5, 1e6 and 1e7")
+    ap.add_argument("--owners", default="2,4,8", help="owner counts, comma-separated")
+    ap.add_argument("--k", default="100000,1000000",
+                    help="contribution sizes in words, comma-separated (1e7 is accepted)")
     ap.add_argument("--updates", type=int, default=21)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--spec", default="specs/demo.alpha")
+    ap.add_argument("--spec", default="specs/demo.alpha", help="time `alphac build SPEC --all` ('': skip)")
+    ap.add_argument("--peers", default=",".join(PEERS), help=f"of {', '.join(PEERS)}; '' for none")
+    peers.add_option(ap)
     ap.add_argument("--baseline", metavar="REV",
                     help="also build and time the executables of git revision REV, in the same run")
     args = ap.parse_args()
-    if args.sweep:
-        args.k, args.owners = [100_000, 1_000_000, 10_000_000], [2, 4, 8]
-    bench_checksum(max(args.k))
-    bench_arrival(min(max(args.k), 1_000_000))
-    bench_combine(args.k, args.owners, args.transport, args.updates, args.repeat, args.baseline)
+    owners = [int(x) for x in args.owners.split(",")]
+    words = [int(float(x)) for x in args.k.split(",")]
+    unknown = [p for p in args.peers.split(",") if p and p not in PEERS]
+    if unknown or min(owners) < 2 or args.updates < 2:
+        ap.error(f"unknown peers {unknown}" if unknown else "owners must be >= 2 and updates >= 2")
+    chosen = [PEERS[p] for p in args.peers.split(",") if p]
+    bench_checksum(max(words))
+    bench_combine(owners, words, args.updates, args.repeat, chosen, args.peer_python, args.baseline)
     bench_build(args.spec)
 
 

@@ -1,15 +1,25 @@
 """Oracle seconds per update for a least-squares learner with 1e6 parameters and 64 samples
-on 4 owners (shares 16, 24, 24, 0), for plain steps, momentum and Adam, on the vector
-engine. Prints figures; asserts nothing about time.
+on 4 owners (shares 16, 24, 24, 0), for plain steps, momentum and Adam, on the vector and
+numba engines; then the oracle beside the executables on the 1e6-parameter benchmark
+learner (specs/bench/big_lsq.alpha, 4 owners, 8 samples, 5 updates; its samples are
+written by bench/make_big_data.py), interleaved round by round: the owners' run (every
+owner started to every owner done, and the slowest owner's own seconds), each engine in
+this process, and the numba engine in a fresh interpreter (its compiled programs loaded
+from the cache). Prints figures; asserts nothing about time.
 
-    python bench/bench_oracle.py [--k K] [--samples N] [--updates U]
+    python bench/bench_oracle.py [--k K] [--samples N] [--updates U] [--rounds R]
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import struct
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -17,6 +27,20 @@ from alphac.ir.nodes import (
     Assign, Binary, Checkpoint, Const, Contract, Deployment, Index, Learner, Let, Local, Loop,
     Partitioning, Program, Role, Samples, SlotRef, Star, Sum, Unary, Words)
 from alphac.oracle import evaluate
+
+ROOT = Path(__file__).resolve().parents[1]
+BIG = ROOT / "specs" / "bench" / "big_lsq.alpha"
+# Run in a fresh interpreter: the oracle of the big learner on the numba engine, whole.
+FRESH = """
+import sys, time
+t = time.perf_counter()
+from alphac import driver
+from alphac.oracle import evaluate
+dep = driver.deployment(sys.argv[1])
+t0 = time.perf_counter()
+evaluate(dep, engine="numba")
+print(time.perf_counter() - t0, t0 - t)
+"""
 
 
 def word(x: float) -> int:
@@ -88,13 +112,17 @@ def deployment(kind: str, k: int, samples: np.ndarray, shares) -> Deployment:
         placement=("x86_64",) * n, updates=1, contract=Contract(), checkpoint=Checkpoint())
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--k", type=int, default=1_000_000)
-    ap.add_argument("--samples", type=int, default=64)
-    ap.add_argument("--updates", type=int, default=2)
-    args = ap.parse_args()
-    k, n = args.k, args.samples
+def per_update(dep, updates: int, engine: str) -> tuple[float, float]:
+    """(seconds per update, seconds of the words' result) of `updates` updates."""
+    t0 = time.perf_counter()
+    evaluate(dep, 0, engine=engine)
+    base = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    evaluate(dep, updates, engine=engine)
+    return (time.perf_counter() - t0 - base) / updates, base
+
+
+def bench_kinds(k: int, n: int, updates: int) -> None:
     shares = (n // 4, 3 * n // 8, n - n // 4 - 3 * n // 8, 0)
     t0 = time.perf_counter()
     rng = np.random.default_rng(0)
@@ -103,14 +131,57 @@ def main() -> None:
           f"data made in {time.perf_counter() - t0:.2f} s")
     for kind in ("plain", "momentum", "adam"):
         dep = deployment(kind, k, rows, shares)
-        t0 = time.perf_counter()
-        evaluate(dep, 0, engine="vector")
-        base = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        evaluate(dep, args.updates, engine="vector")
-        total = time.perf_counter() - t0
-        print(f"  {kind:<9} {(total - base) / args.updates:7.3f} s per update "
-              f"({args.updates} updates in {total:.2f} s, of which {base:.2f} s building results)")
+        evaluate(dep, 1, engine="numba")  # compiled (or loaded from the cache) first
+        for engine in ("vector", "numba"):
+            per, base = per_update(dep, updates, engine)
+            print(f"  {kind:<9} {engine:<6} {per:7.3f} s per update ({updates} updates; "
+                  f"{base:.2f} s building results)")
+
+
+def bench_big(rounds: int) -> None:
+    from alphac import driver
+    from alphac.launch.launcher import ensure_built, new_run_dir, run_plan
+
+    if not BIG.exists() or not (ROOT / "out" / "data" / "big_samples.npy").exists():
+        print(f"{BIG.relative_to(ROOT)}: its samples are missing (python bench/make_big_data.py)")
+        return
+    dep = driver.deployment(str(BIG))
+    plan = driver.plan(dep)
+    times: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="alphac-bench-") as d:
+        exes = ensure_built(plan, d)
+        evaluate(dep, 1, engine="numba")
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            run = run_plan(dep, exes, new_run_dir(d, "big"), authenticate=False)
+            times.setdefault("owners, all", []).append(time.perf_counter() - t0)
+            times.setdefault("owners, slowest own", []).append(max(oc.seconds for oc in run.result.outcomes))
+            if not run.committed:
+                sys.exit("bench: the owners did not commit: " + "; ".join(oc.stderr for oc in run.result.outcomes))
+            for engine in ("vector", "numba"):
+                t0 = time.perf_counter()
+                evaluate(dep, engine=engine)
+                times.setdefault(f"oracle {engine}, in process", []).append(time.perf_counter() - t0)
+            done = subprocess.run([sys.executable, "-c", FRESH, str(BIG)], capture_output=True,
+                                  text=True, check=True, cwd=ROOT).stdout.split()
+            times.setdefault("oracle numba, fresh process", []).append(float(done[0]))
+            times.setdefault("  (importing alphac, loading the spec)", []).append(float(done[1]))
+    print(f"== {BIG.relative_to(ROOT)}: {dep.owners} owners, k = {dep.learner.k}, "
+          f"{sum(dep.learner.samples.shares)} samples, {dep.updates} updates; medians of {rounds} "
+          "interleaved rounds")
+    for label, ts in times.items():
+        print(f"  {label:<40} {statistics.median(ts):6.2f} s   (min {min(ts):.2f}, max {max(ts):.2f})")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--k", type=int, default=1_000_000)
+    ap.add_argument("--samples", type=int, default=64)
+    ap.add_argument("--updates", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds on the big learner")
+    args = ap.parse_args()
+    bench_kinds(args.k, args.samples, args.updates)
+    bench_big(args.rounds)
 
 
 if __name__ == "__main__":

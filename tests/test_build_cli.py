@@ -53,7 +53,8 @@ def test_build_all_names_every_executable(spec, tmp_path):
                      "lsq_small-worker-x86_64"]
     lines = result.output.splitlines()
     assert len(lines) == 4 and lines[-1].startswith("built 3 executables in ")
-    assert lines[1].startswith(f"built {out}/lsq_small-worker-aarch64  (aarch64, static, ")
+    assert lines[1].startswith(f"built {out}/lsq_small-worker-aarch64  (aarch64, cpu baseline, static, ")
+    assert lines[0].startswith(f"built {out}/lsq_small-coordinator-x86_64  (x86_64, cpu baseline, dynamic, ")
     meta = read_metadata(out / "lsq_small-worker-aarch64")
     assert (meta["role"], meta["target"], meta["role_owners"]) == ("worker", "aarch64", [1, 2, 3])
 

@@ -17,7 +17,8 @@ import pytest
 from alphac.checkpoint import logical_words, verify
 from alphac.ir import nodes as n
 from alphac.launch import session
-from alphac.launch.launcher import compare, owner_exes, run_arguments
+from alphac.launch.launcher import compare, run_arguments
+from alphac.launch.roles import owner_exes
 from alphac.oracle import evaluate
 
 SPECS = Path(__file__).resolve().parents[1] / "specs"
@@ -285,7 +286,8 @@ def ckpt_kill_trial(seed: int, work: Path, reference: dict[int, bytes]) -> int:
     import subprocess
     import time
 
-    from alphac.launch.launcher import new_run_dir, runner_for, write_key
+    from alphac.launch.launcher import new_run_dir, write_key
+    from alphac.launch.roles import runner_for
     from alphac.launch.runner import SHM_DIR, free_ports, owner_argv, remove_segments, write_peers
     from alphac.plan.protocol import OP_CODE
 

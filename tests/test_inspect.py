@@ -76,6 +76,7 @@ def test_inspect_json_of_a_built_executable(built):
         "role_owners": [1, 2, 3], "target": "x86_64", "triple": "x86_64-unknown-linux-gnu",
         "owners": 4, "topology": "star", "protocol": star.protocol_hex,
         "placement": ["x86_64", "aarch64", "x86_64", "aarch64"], "updates": 5}
+    assert got["cpu"] == {"level": "baseline", "llvm_cpu": "x86-64", "features": "", "requires": []}
     assert got["contract"] == {"format": "binary64", "rounding": "nearest-even",
                                "subnormals": "preserve", "exceptional": "finite-or-refuse",
                                "relation": "exact", "order_digest": star.contract.order_digest,
@@ -100,7 +101,8 @@ def test_inspect_text_of_an_aarch64_executable(built):
     assert lines[1] == (f"machine     EM_AARCH64 (aarch64-unknown-linux-gnu), static, "
                         f"{exe.stat().st_size} bytes")
     assert lines[3] == "role        worker: owners 1, 2, 3 of 4"
-    assert lines[6] == f"protocol    {star.protocol_hex}"
+    assert lines[5] == "cpu         baseline (LLVM cpu generic); checks at startup: nothing above the baseline"
+    assert lines[7] == f"protocol    {star.protocol_hex}"
     assert describe(exe)["static"] is True
 
 

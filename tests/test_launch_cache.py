@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from alphac.launch import session
-from alphac.launch.cache import stale_reason
+from alphac.launch.cache import cpu_wanted, stale_reason
 from alphac.targets.elf import read_metadata
 from alphac.launch.launcher import ensure_built
 
@@ -35,11 +35,18 @@ def test_metadata_names_protocol_role_and_target(tmp_path):
 
 def test_reuse_and_each_reason_to_rebuild(tmp_path):
     plan, exe = _fresh_copy(tmp_path)
-    args = (plan.protocol_hex, "coordinator", "x86_64", SPEC)
+    host = cpu_wanted("x86_64", "host")  # what a launch builds for
+    args = (plan.protocol_hex, "coordinator", "x86_64", host, SPEC)
     assert stale_reason(exe, *args) is None
-    assert stale_reason(exe, "0" * 16, "coordinator", "x86_64", SPEC).startswith("protocol ")
-    assert stale_reason(exe, plan.protocol_hex, "worker", "x86_64", SPEC) == \
+    assert stale_reason(exe, "0" * 16, "coordinator", "x86_64", host, SPEC).startswith("protocol ")
+    assert stale_reason(exe, plan.protocol_hex, "worker", "x86_64", host, SPEC) == \
         "built for another role or target"
+    assert stale_reason(exe, plan.protocol_hex, "coordinator", "x86_64",
+                        cpu_wanted("x86_64", "x86-64-v3"), SPEC) == (
+        f"built for CPU level host (LLVM cpu {host['llvm_cpu']}), not x86-64-v3 (LLVM cpu x86-64-v3)")
+    elsewhere = dict(host, llvm_cpu="znver4")  # a host build from another machine
+    assert stale_reason(exe, plan.protocol_hex, "coordinator", "x86_64", elsewhere, SPEC) == (
+        f"built for CPU level host (LLVM cpu {host['llvm_cpu']}), not host (LLVM cpu znver4)")
     assert stale_reason(tmp_path / "nothing", *args) == "missing"
     (tmp_path / "text").write_text("not an executable")
     assert stale_reason(tmp_path / "text", *args) == "no .alphac metadata"

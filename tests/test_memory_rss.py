@@ -57,8 +57,10 @@ def deployment(part: N.Partitioning) -> N.Deployment:
 
 
 def growth(key: str, dep) -> tuple[list[int], list[int]]:
-    """Each owner's measured peak resident growth and its planned peak, in bytes."""
-    run = session.run(key, dep, timeout_ms=60000, deadline_s=300)
+    """Each owner's measured peak resident growth and its planned peak, in bytes. Over TCP:
+    shared-memory rings are the transport's pages, not learner buffers, and would add their
+    size per peer (docs/runtime.md, "Measured bytes")."""
+    run = session.run(key, dep, timeout_ms=60000, deadline_s=300, transport="tcp")
     assert run.committed, [oc.stderr for oc in run.result.outcomes]
     plan = session.plan(key, dep)
     measured = [1024 * (run.stats[o].rss_peak_kb - run.stats[o].rss_start_kb) for o in range(4)]

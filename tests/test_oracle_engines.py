@@ -1,6 +1,6 @@
-"""The two engines agree word for word: Python floats one slot at a time, and numpy over
-loop ranges and sample batches; ordered sums stay sequential; loops that cannot be
-vectorised run in order."""
+"""The engines agree word for word: Python floats one slot at a time, numpy over loop
+ranges and sample batches, and the programs compiled by numba; ordered sums stay
+sequential; loops that cannot be vectorised run in order."""
 
 from __future__ import annotations
 
@@ -41,10 +41,9 @@ def test_engines_agree_on_a_wider_learner(kind):
     L = _random_learner(kind, "indexed", 40, shares, seed=3)
     for topology in (Star(), Hierarchy(2)):
         dep = deployment(L, len(shares), topology, updates=3)
-        a = evaluate(dep, engine="scalar")
-        b = evaluate(dep, engine="vector")
-        assert (a.params, a.state) == (b.params, b.state)
-        assert [o.digest for o in a.owners] == [o.digest for o in b.owners]
+        a, b, c = (evaluate(dep, engine=e) for e in ("scalar", "vector", "numba"))
+        assert (a.params, a.state) == (b.params, b.state) == (c.params, c.state)
+        assert [o.digest for o in a.owners] == [o.digest for o in b.owners] == [o.digest for o in c.owners]
 
 
 @pytest.mark.parametrize("kind", ["plain", "momentum", "adam"])
@@ -53,7 +52,7 @@ def test_per_slot_and_indexed_forms_give_the_same_words(kind):
     words = set()
     for form in ("slot", "indexed"):
         dep = deployment(_random_learner(kind, form, 5, shares, seed=11), 4, Hierarchy(2), 2)
-        for engine in ("scalar", "vector"):
+        for engine in ("scalar", "vector", "numba"):
             r = evaluate(dep, engine=engine)
             words.add((r.params, r.state))
     assert len(words) == 1
@@ -94,8 +93,8 @@ def test_a_loop_reading_its_own_earlier_iterations_runs_in_order():
     assert not vectorisable(prog.body[3], {})  # nested loop: outer runs in order
     L = replace(_random_learner("plain", "indexed", k, (2, 3), seed=9), contribution=prog)
     dep = deployment(L, 2, Star(), 2)
-    a, b = evaluate(dep, engine="scalar"), evaluate(dep, engine="vector")
-    assert a.params == b.params
+    a, b, c = (evaluate(dep, engine=e) for e in ("scalar", "vector", "numba"))
+    assert a.params == b.params == c.params
 
 
 def test_vectorisable_rejects_reads_of_written_slots_at_other_indices():

@@ -1,5 +1,5 @@
 """Finite-or-refuse: every non-finite operand or result refuses the update by name, with
-the update, program, owner, statement and coordinate, on both engines alike."""
+the update, program, owner, statement and coordinate, on every engine alike."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from alphac.oracle import Refusal, evaluate
 from test_oracle_learners import (
     C, GATE_ROWS, GATE_SHARES, GATE_W0, S, add, deployment, div, gate, lsq_learner, mul, sub)
 
-ENGINES = ["scalar", "vector"]
+ENGINES = ["scalar", "vector", "numba"]
 
 
 def refusal(dep, engine, **kw) -> Refusal:
@@ -43,13 +43,13 @@ def test_overflow_in_a_contribution_names_owner_sample_statement_and_coordinate(
     assert r.line().startswith("refused: non-finite: update 0: contribution of owner 2")
 
 
-def test_both_engines_name_the_same_first_failure():
+def test_every_engine_names_the_same_first_failure():
     rows = [list(r) for r in GATE_ROWS]
     rows[2][0] = 1e300  # owner 1, sample 1
     rows[5][0] = 1e300  # owner 2, sample 2: later in sample order
     dep = deployment(lsq_learner("momentum", "slot", rows, GATE_SHARES, GATE_W0, 0.1), 4)
-    a, b = refusal(dep, "scalar"), refusal(dep, "vector")
-    assert a.detail == b.detail
+    a, b, c = (refusal(dep, e) for e in ENGINES)
+    assert a.detail == b.detail == c.detail
     assert (a.owner, a.site.sample, a.statement, a.coordinate) == (1, 1, "slot 5", "slot 5")
 
 

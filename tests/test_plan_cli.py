@@ -103,8 +103,9 @@ def test_json_has_the_documented_keys_and_the_same_protocols(good):
     assert res.exit_code == 0, res.output
     data = json.loads(res.output)
     assert sorted(data) == ["contract", "deliveries", "deployment", "format", "learner", "owners",
-                            "partitioning", "per_owner", "protocol", "reduce", "replicate", "shard_maps",
-                            "topology", "tree"]
+                            "partitioning", "per_owner", "protocol", "reduce", "replicate", "sample_tree",
+                            "shard_maps", "topology", "tree"]
+    assert data["sample_tree"] is None  # a hierarchy: the tree over owners is the combine
     p = plan_spec(good)
     assert data["format"] == "alphac-plan-1" and data["protocol"] == p.protocol_hex
     assert data["tree"]["leaf_order"] == [0, 1, 3, 4, 2, 5, 6]

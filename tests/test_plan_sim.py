@@ -11,10 +11,11 @@ class Deadlock(AssertionError):
     pass
 
 
-def simulate(protocols: tuple[OwnerProtocol, ...], words: dict | None = None) -> dict:
+def simulate(protocols: tuple[OwnerProtocol, ...], words: dict | None = None, starts=None) -> dict:
     """Run every owner's update ops, then its finish ops. Returns, per owner, the value its
     update read (`update`/`update-owned`), its read replica, what it installed, and the
-    number of frames it sent and received."""
+    number of frames it sent and received. `starts[o]`: the global index of owner o's first
+    sample, which a `sample-block` needs to name its samples x<i>."""
     n = len(protocols)
     progs = [list(p.update_ops) + list(p.finish_ops) for p in protocols]
     pc = [0] * n
@@ -26,6 +27,8 @@ def simulate(protocols: tuple[OwnerProtocol, ...], words: dict | None = None) ->
         r = regs[o]
         if op.kind == "local":
             r[op.dst] = f"c{o}"
+        elif op.kind == "sample-block":
+            r[op.dst] = sample_tree_expr(starts[o] + op.a, starts[o] + op.a + op.b)
         elif op.kind == "combine":
             r[op.dst] = f"({r[op.a]}+{r[op.b]})"
         elif op.kind == "slice":
@@ -96,6 +99,17 @@ def tree_expr(node, suffix: str = "") -> str:
         else:
             val[id(x)] = f"({val.pop(id(x.left))}+{val.pop(id(x.right))})"
     return val[id(node)]
+
+
+def sample_tree_expr(lo: int, hi: int) -> str:
+    """The sample tree's sum over samples lo .. hi-1 (lo aligned to the block's height, or
+    hi = N), from its definition: level by level, nodes 2j and 2j+1 added, a last odd node
+    moving up unchanged."""
+    level = [f"x{i}" for i in range(lo, hi)]
+    while len(level) > 1:
+        level = [f"({level[i]}+{level[i + 1]})" if i + 1 < len(level) else level[i]
+                 for i in range(0, len(level), 2)]
+    return level[0]
 
 
 def test_simulator_detects_a_deadlock():

@@ -13,7 +13,7 @@ from alphac.check import load_deployment
 from alphac.diagnostics import CompileError
 from alphac.ir.nodes import Hierarchy, Partitioning, Star
 from alphac.plan import compatible, plan, plan_spec
-from test_plan_sim import simulate, tree_expr
+from test_plan_sim import sample_tree_expr, simulate, tree_expr
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = ROOT / "specs"
@@ -29,8 +29,13 @@ def test_every_gate_plans_and_runs_its_declared_tree(deps):
     assert len(deps) >= 8
     for name, dep in deps.items():
         p = plan(dep)
-        run = simulate(tuple(o.protocol for o in p.owners))
-        if dep.partitioning.gradients:
+        starts = p.sample_tree.starts if p.sample_tree is not None else None
+        run = simulate(tuple(o.protocol for o in p.owners), starts=starts)
+        if starts is not None:
+            # the sample tree over the global sample sequence, whatever the shares
+            assert {run[o]["update"] for o in range(dep.owners)} == {
+                sample_tree_expr(0, sum(dep.learner.samples.shares))}, name
+        elif dep.partitioning.gradients:
             # one reduction per coordinate owner over the same tree, delivered to it alone
             for o in range(dep.owners):
                 assert run[o]["update"] == re.sub(r"c(\d+)", rf"c\g<1>@{o}", tree_expr(p.tree)), name

@@ -17,7 +17,8 @@ from alphac.launch import frames, session
 from alphac.image.image import run_id_of
 from alphac.launch.commit import resolve
 from alphac.launch.frames import Frame
-from alphac.launch.launcher import new_run_dir, owner_exes, runner_for
+from alphac.launch.launcher import new_run_dir
+from alphac.launch.roles import owner_exes, runner_for
 from alphac.launch.runner import default_transport, free_ports, owner_argv, run_owners, write_peers, OwnerCommand
 
 SPECS = Path(__file__).resolve().parents[1] / "specs"

@@ -123,8 +123,8 @@ def test_version_names_the_build_and_exits_zero(work):
     done, _ = _one(STAR_PLAIN, work, "version", ["--version"])
     assert (done.returncode, done.stderr) == (0, "")
     assert done.stdout == (f"rt_star_plain-coordinator-x86_64: deployment run_rt_star_plain, role "
-                           f"coordinator of 4 owners, target x86_64, protocol "
-                           f"{plan_of(STAR_PLAIN).protocol_hex}, wire format {wire.WIRE_FORMAT}\n")
+                           f"coordinator of 4 owners, target x86_64, cpu baseline (LLVM cpu x86-64), "
+                           f"protocol {plan_of(STAR_PLAIN).protocol_hex}, wire format {wire.WIRE_FORMAT}\n")
 
 
 @pytest.mark.parametrize("argv", [

@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "alphac"
 # Lowest first: a stage may import itself and the stages before it. `resources` finds the
 # package's data files; `runtime` holds the runtime's C sources (package data).
 ORDER = ["codes", "wire", "resources", "diagnostics", "ir", "checkpoint", "syntax", "check", "plan", "oracle", "image",
-         "codegen", "runtime", "targets", "driver", "launch", "commands", "demo", "__main__"]
+         "codegen", "runtime", "targets", "driver", "launch", "qualify", "commands", "demo", "__main__"]
 RANK = {stage: i for i, stage in enumerate(ORDER)}
 ROOT = "alphac"  # the package itself (its version): below every stage, imports nothing
 
@@ -27,10 +27,10 @@ APART = {("oracle", "plan"), ("targets", "codegen")}
 # out; each applies only to the importing modules named. (None at present.)
 KNOWN: dict[tuple[str, str], tuple[str, ...]] = {}
 
-# What a command may import: the driver, diagnostics, the plan's renderers, and launch
-# (which runs the owners and itself builds through the driver).
+# What a command may import: the driver, diagnostics, the plan's renderers, launch (which
+# runs the owners and itself builds through the driver) and qualify (which launches).
 COMMAND_IMPORTS = ("alphac", "alphac.commands", "alphac.driver", "alphac.diagnostics",
-                   "alphac.plan.render", "alphac.launch")
+                   "alphac.plan.render", "alphac.launch", "alphac.qualify")
 
 
 def module_name(path: Path) -> str:

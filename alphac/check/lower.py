@@ -247,6 +247,8 @@ class Lowering:
                 self.bag.error("invalid-fanout", "a hierarchy's fan-out is at least 1", t.span)
                 return None
             return ir.Hierarchy(fanout, t.span)
+        if t.ctor == "DataParallelSampleTree":
+            return ir.SampleTree(t.span)
         combine = t.fields["dataParallelCombine"]
         cov = combine.fields["orderedCombineCoverage"]
         members = next(iter(cov.fields.values()))

@@ -1,6 +1,7 @@
-"""`alphac build SPEC --role R --target T | --all [-o DIR] [--mutant NAME]`: check, plan,
-and build one executable per (role, target), each reported on one line; with `--mutant`,
-an executed mutant's executables (a testing aid) instead of the declared program's."""
+"""`alphac build SPEC --role R --target T | --all [-o DIR] [--cpu LEVEL] [--mutant NAME]`:
+check, plan, and build one executable per (role, target), each reported on one line; with
+`--mutant`, an executed mutant's executables (a testing aid) instead of the declared
+program's."""
 
 from __future__ import annotations
 
@@ -37,16 +38,21 @@ def mutant_help(what: str) -> str:
 @click.option("--target", help="The target: x86_64 or aarch64; alone: every role placed on it.")
 @click.option("--all", "build_all", is_flag=True, help="Build every (role, target) the placement needs.")
 @click.option("-o", "--output", "out_dir", default="out", show_default=True, help="Output directory.")
+@click.option("--cpu", "cpu", default="baseline", show_default=True, metavar="LEVEL",
+              help="The CPU level of the x86-64 kernels: baseline, x86-64-v2, x86-64-v3, x86-64-v4 "
+                   "or host (this machine's CPU); an executable built above the baseline refuses "
+                   "cpu-unsupported on a CPU lacking the level's features. AArch64 kernels are "
+                   "built for its baseline.")
 @click.option("--mutant", type=click.Choice(list(driver.MUTANTS)), default=None, help=mutant_help("Build"))
 def command(spec: str, role: str | None, target: str | None, build_all: bool, out_dir: str,
-            mutant: str | None) -> None:
+            cpu: str, mutant: str | None) -> None:
     """Compile SPEC into native executables, one per role and target."""
     from alphac.launch.runner import interruptible
 
     # this process is the command: a compiler it started gets SIGTERM too (see run)
     with interruptible(forward=True):
         try:
-            status = run(spec, role, target, build_all, out_dir, mutant)
+            status = run(spec, role, target, build_all, out_dir, cpu, mutant)
         except KeyboardInterrupt as exc:  # before or after run's own handling
             status = interrupted(exc)
     sys.exit(status)
@@ -101,14 +107,14 @@ def load_plan(spec: str, mutant: str | None = None):
 
 
 def run(spec: str, role: str | None, target: str | None, build_all: bool, out_dir: str,
-        mutant: str | None = None) -> int:
+        cpu: str = "baseline", mutant: str | None = None) -> int:
     """The build with its exit status; SIGINT, SIGTERM and SIGHUP are handled like Ctrl-C
     from the first step to the last, and the previous handlers restored afterwards."""
     from alphac.launch.runner import Interrupted, interruptible
 
     with interruptible() as interrupts:
         try:
-            status = _run(spec, role, target, build_all, out_dir, mutant)
+            status = _run(spec, role, target, build_all, out_dir, cpu, mutant)
         except KeyboardInterrupt as exc:
             return interrupted(exc)
         except Exception:
@@ -121,7 +127,7 @@ def run(spec: str, role: str | None, target: str | None, build_all: bool, out_di
 
 
 def _run(spec: str, role: str | None, target: str | None, build_all: bool, out_dir: str,
-         mutant: str | None) -> int:
+         cpu: str, mutant: str | None) -> int:
     if not build_all and role is None and target is None:
         _error("build-usage", "give --role ROLE and/or --target TARGET, or --all")
         return 2
@@ -133,6 +139,7 @@ def _run(spec: str, role: str | None, target: str | None, build_all: bool, out_d
         return 1
     try:
         pairs = select_pairs(the_plan.deployment, role, target, build_all)
+        cpus = {t: driver.cpu_level_for(t, cpu) for _, t in pairs}
     except driver.TargetError as exc:
         _error(exc.code, exc.message)
         return 1
@@ -144,11 +151,11 @@ def _run(spec: str, role: str | None, target: str | None, build_all: bool, out_d
     try:
         for r, t in pairs:
             t0 = time.perf_counter()
-            exe = driver.build(the_plan, r, t, out_dir)
+            exe = driver.build(the_plan, r, t, out_dir, cpu=cpus[t])
             info = driver.describe(exe)
             linking = "static" if info["static"] else "dynamic"
-            print(f"built {exe}  ({t}, {linking}, {info['size']} bytes, "
-                  f"{time.perf_counter() - t0:.2f} s)")
+            print(f"built {exe}  ({t}, cpu {info['metadata']['cpu']['level']}, {linking}, "
+                  f"{info['size']} bytes, {time.perf_counter() - t0:.2f} s)")
     except CompileError as exc:
         print_diagnostics(exc)
         return 1

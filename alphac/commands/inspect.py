@@ -1,8 +1,9 @@
 """`alphac inspect PATH [--json]`, by what PATH is:
 
-- an executable: the plan, contract and target embedded in its `.alphac` section, with what
-  the ELF header says (machine, static or dynamic, size) and, for an SM86 executable, its
-  device code (the cubin's SM, the PTX version and target, the kernel names);
+- an executable: the plan, contract, target and CPU level embedded in its `.alphac`
+  section, with what the ELF header says (machine, static or dynamic, size) and, for an
+  SM86 executable, its device code (the cubin's SM, the PTX version and target, the kernel
+  names);
 - a checkpoint directory (`ckpt-<u>/`): its version, identity, learner, contract, layout,
   regions, manifest tree, shards and fragments and what it resumed from, after verifying
   every hash as a restore does (docs/checkpoints.md); a checkpoint that does not verify
@@ -58,6 +59,7 @@ def render(s: dict) -> str:
         ("role", f"{s.get('role', '?')}: owners {', '.join(map(str, owners)) or '-'} "
                  f"of {s.get('owners', '?')}"),
         ("target", str(s.get("target", "?"))),
+        ("cpu", _cpu(s.get("cpu") or {})),
         ("topology", str(s.get("topology", "?"))),
         ("protocol", str(s.get("protocol", "?"))),
         ("contract", f"{profile}; relation {contract.get('relation', '?')}; "
@@ -74,6 +76,12 @@ def render(s: dict) -> str:
     if s.get("mutant"):  # built as an executed mutant: it computes other words on purpose
         rows.append(("mutant", f"{s['mutant']} (a testing aid: not the declared program)"))
     return _rows(rows)
+
+
+def _cpu(cpu: dict) -> str:
+    needs = " ".join(cpu.get("requires", [])) or "nothing above the baseline"
+    return (f"{cpu.get('level', '?')} (LLVM cpu {cpu.get('llvm_cpu', '?')}); "
+            f"checks at startup: {needs}")
 
 
 def _n(n: int, word: str, plural: str = "s") -> str:

@@ -1,4 +1,5 @@
-"""`alphac launch SPEC`: build if needed, run every owner on 127.0.0.1, compare with the oracle.
+"""`alphac launch SPEC`: build if needed (the x86-64 kernels for this machine's CPU unless
+--cpu says otherwise), run every owner on 127.0.0.1, compare with the oracle.
 
 Prints the table (owner, role, target, transport, version, digest, oracle) or, with --json,
 the keys of `alphac oracle --json` plus `match` per owner and at the top, and per owner
@@ -6,7 +7,9 @@ the keys of `alphac oracle --json` plus `match` per owner and at the top, and pe
 `--stats`). Exit 0 only if every owner matched; a failed owner's stderr is shown on stderr.
 With `--mutant NAME` the owners are an executed mutant's executables: every owner should
 mismatch the declared program's oracle, and a note says whether they computed the oracle's
-evaluation of the mutant. The spec is loaded through
+evaluation of the mutant. With `--emit slurm|mpirun` it runs nothing: it builds into -o DIR
+(the x86-64 kernels for the baseline CPU) and writes the files an existing engine starts
+the owners from (alphac.launch.emit), and prints what it wrote. The spec is loaded through
 alphac.driver; running the owners is alphac.launch's (which builds through the driver).
 Ctrl-C, SIGTERM and SIGHUP stop the launch in any phase, every owner first (exit 128 +
 the signal's number).
@@ -24,12 +27,13 @@ from alphac.commands.build import mutant_help
 from alphac.commands.report import diagnostics as print_diagnostics
 from alphac.commands.report import error, interrupted, stage_error
 from alphac.diagnostics import CompileError
+from alphac.launch.emit import DEFAULT_BASE_PORT, ENGINES
 from alphac.launch.runner import TRANSPORTS
 
 
 EPILOG = """\b
-Exit status: 0 when every owner matched the oracle, 1 otherwise, 2 for a usage
-error. Ctrl-C (SIGINT), SIGTERM and SIGHUP stop the launch in any phase
+Exit status: 0 when every owner matched the oracle (with --emit: when the files
+were written), 1 otherwise, 2 for a usage error. Ctrl-C (SIGINT), SIGTERM and SIGHUP stop the launch in any phase
 (planning, building, running, comparing): every owner is killed and reaped, no
 partial executable is left, and the status is 128 + the signal's number: 130,
 143, 129. Owners also die with the launcher if it is killed (SIGKILL)."""
@@ -50,29 +54,96 @@ partial executable is left, and the status is 128 + the signal's number: 130,
               help="With --resume: start a new contract on the checkpoint's state (another owner "
                    "count or tree); without it the checkpoint's order of operations must be this one's.")
 @click.option("--timeout", type=float, default=120.0, show_default=True,
-              help="Seconds before every owner is stopped.")
+              help="Seconds before every owner is stopped (with --emit: the owners' own bound on "
+                   "connecting and each frame is a third of it, at most 30 s, as in a local launch).")
 @click.option("--mutant", type=click.Choice(list(driver.MUTANTS)), default=None,
               help=mutant_help("Run") + " Every owner is then expected to mismatch (exit 1).")
 @click.option("--transport", type=click.Choice(TRANSPORTS), default=None,
               help="What the owners may use with each other: shm (shared memory, TCP where it "
                    "cannot be set up; the default, or $ALPHAC_TRANSPORT), shm-only, or tcp.")
+@click.option("--cpu", default="host", show_default=True, metavar="LEVEL",
+              help="The CPU level of the x86-64 kernels (every owner runs on this machine, so by "
+                   "default its own CPU): baseline, x86-64-v2, x86-64-v3, x86-64-v4 or host. "
+                   "AArch64 kernels are built for its baseline.")
+@click.option("--emit", type=click.Choice(ENGINES), default=None,
+              help="Run nothing: build into -o DIR (x86-64 kernels for the baseline CPU) and write the "
+                   "files an existing engine starts every owner from: slurm (an srun --multi-prog "
+                   "configuration and an sbatch script) or mpirun (an MPMD script and its hostfile).")
+@click.option("--base-port", type=click.IntRange(1, 65535), default=None,
+              help=f"With --emit: an owner listens on this port plus its place among the owners of its "
+                   f"host [default: {DEFAULT_BASE_PORT}].")
+@click.option("--hosts", metavar="LIST", default=None,
+              help="With --emit: the hosts, in Slurm hostlist syntax (node[1-4]); owners go to them in "
+                   "blocks, the first hosts one more (default: Slurm's choice; mpirun: localhost).")
+@click.option("--native", multiple=True, type=click.Choice(list(driver.target_names())),
+              help="With --emit: owners on this target run without its runner (qemu-aarch64), on nodes "
+                   "of that instruction set. Repeatable.")
 def command(spec: str, rounds: int | None, as_json: bool, out_dir: str, checkpoint_dir: str | None,
             resume: str | None, new_contract: bool, timeout: float, mutant: str | None,
-            transport: str | None) -> None:
-    """Build if needed, run every owner on 127.0.0.1, compare each with the oracle."""
+            transport: str | None, cpu: str, emit: str | None, base_port: int | None,
+            hosts: str | None, native: tuple[str, ...]) -> None:
+    """Build if needed, run every owner on 127.0.0.1, compare each with the oracle; or, with
+    --emit, write the files Slurm or mpirun runs them from."""
     from alphac.launch.runner import interruptible
 
     if new_contract and resume is None:
         error("usage", "--new-contract goes with --resume PATH")
         sys.exit(2)
+    engine_only = [f for f, v in (("--base-port", base_port), ("--hosts", hosts), ("--native", native)) if v]
+    if engine_only and emit is None:
+        error("usage", f"{engine_only[0]} goes with --emit slurm|mpirun")
+        sys.exit(2)
+    if emit is not None and mutant is not None:
+        error("usage", "--mutant runs a local launch; --emit writes the declared program's files")
+        sys.exit(2)
+    local_only = [f for f, v in (("--transport", transport), ("--cpu", cpu != "host")) if v]
+    if emit is not None and local_only:
+        error("usage", f"{local_only[0]} goes with a local launch: owners an engine starts speak TCP "
+              "and run kernels built for the baseline CPU")
+        sys.exit(2)
+    options = dict(checkpoint_dir=checkpoint_dir, resume=resume, new_contract=new_contract)
     # this process is the command: a compiler it started gets SIGTERM too (see run)
     with interruptible(forward=True):
         try:
-            status = run(spec, rounds, as_json, out_dir, timeout, checkpoint_dir=checkpoint_dir,
-                         resume=resume, new_contract=new_contract, mutant=mutant, transport=transport)
+            if emit is not None:
+                status = run_emit(spec, emit, rounds, as_json, out_dir, timeout, base_port or DEFAULT_BASE_PORT,
+                                  hosts, native, **options)
+            else:
+                status = run(spec, rounds, as_json, out_dir, timeout, mutant=mutant, transport=transport,
+                             cpu=cpu, **options)
         except KeyboardInterrupt as exc:  # before or after run's own handling
             status = interrupted(exc, "; every owner was stopped")
     sys.exit(status)
+
+
+def run_emit(spec: str, engine: str, rounds: int | None, as_json: bool, out_dir: str, timeout: float,
+             base_port: int, hosts: str | None, native: tuple[str, ...], **options) -> int:
+    """Build and write the engine's files; print them, and how to start and verify a run."""
+    from alphac.launch.emit import emit
+    from alphac.launch.launcher import LaunchError
+
+    dep = load(spec)
+    if dep is None:
+        return 1
+    try:
+        done = emit(driver.plan(dep), engine, out_dir, base_port, hosts, native, rounds, timeout,
+                    log=lambda m: print(f"alphac: {m}", file=sys.stderr), **options)
+    except LaunchError as exc:
+        error(exc.code, exc.message)
+        return 2 if exc.code == "usage" else 1
+    except CompileError as exc:
+        print_diagnostics(exc)
+        return 1
+    except Exception as exc:  # a stage's one-line error (build, targets)
+        return stage_error(exc)
+    if as_json:
+        print(json.dumps(done.as_json(), indent=2))
+        return 0
+    for path in done.files:
+        print(f"wrote {path}")
+    print(f"start:  {done.start}")
+    print(f"verify: alphac verify {done.run_dir} {spec}")
+    return 0
 
 
 def table(report) -> str:

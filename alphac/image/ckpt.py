@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from alphac.checkpoint.manifest import REGIONS, Run, identity_of
 from alphac.plan.canon import canonical_json, flat, sha256_hex
+from alphac.plan.protocol import report_edges
 
 
 @dataclass(frozen=True)
@@ -70,15 +71,12 @@ def owner_fragments(plan) -> dict[int, tuple[tuple[int, tuple[Run, ...]], ...]]:
 
 
 def tree_children(plan) -> dict[int, tuple[int, ...]]:
-    """Each owner's children on the combine tree's reduce edges (each child owner once, in
-    the order its value first moves up): who sends its subtree's digests to whom when a
-    checkpoint is published."""
+    """Each owner's children on the plan's tree over owners (`protocol.report_edges`: its
+    reduce edges, each child owner once, in the order its value first moves up): who sends
+    its subtree's digests to whom when a checkpoint is published."""
     out: dict[int, list[int]] = {o: [] for o in range(plan.deployment.owners)}
-    seen: set[int] = set()
-    for t in plan.reduce:
-        if t.sender not in seen:
-            seen.add(t.sender)
-            out[t.receiver].append(t.sender)
+    for t in report_edges(plan.tree, list(plan.shape.nodes)):
+        out[t.receiver].append(t.sender)
     return {o: tuple(cs) for o, cs in out.items()}
 
 

@@ -34,10 +34,12 @@ FIELDS = (
     "resume_mode",      # a declared resume: 0 none, 1 the same contract, 2 a new contract
     "leaf_mean",        # mutant unweighted-mean: an owner with samples reports sum / share
     "stale_replica",    # mutant stale-replica: an owner keeps its first read replica
+    "cpu_required",     # bit i: the kernels need the target's i-th cpu_checks feature
     "str_usage", "str_version", "str_role", "str_deployment", "str_owners",  # text offsets
     "str_ckpt_learner", "str_ckpt_contract", "str_ckpt_layout",  # the manifest's lines
     "str_ckpt_dir",     # the declared checkpoint directory ("" if none)
     "str_resume",       # the declared resume's checkpoint ("" if none)
+    "str_cpu",          # the CPU level the kernels are built for, as the executable names it
 )
 
 # sections, in word order; per-role-owner tables are indexed by the owner's position in

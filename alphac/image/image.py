@@ -18,7 +18,8 @@ carries its sender's op index, and a receive op carries the index of the matchin
 (the j-th send of a kind from p to q matches the j-th receive of that kind at q from p).
 
 Expect: a receive of a sum carries the sample count the plan declares beneath it (the sum
-of the shares of the leaves whose contributions it holds; the receiver refuses another
+of the shares of the leaves whose contributions it holds; under the sample tree, the
+number of samples the value covers; the receiver refuses another
 count as `frame-count`), a send or receive of "prepared" the number of owners whose output
 digests it carries (the sender's subtree), of a checkpoint report its payload's words;
 other ops NO_EXPECT.
@@ -61,6 +62,15 @@ class ImageError(Exception):
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
+
+
+@dataclass(frozen=True)
+class CpuNeeds:
+    """What an executable's kernels need of its CPU: how it names their level, and the bits
+    of the target's `cpu_checks` features they require (0 at the baseline)."""
+
+    label: str = "baseline"
+    required: int = 0
 
 
 @dataclass(frozen=True)
@@ -121,6 +131,7 @@ class RoleImage:
     initial_state: np.ndarray       # the alike state words, then each role owner's own
     usage: str
     version: str
+    cpu: CpuNeeds = CpuNeeds()
 
     @property
     def owned(self) -> bool:
@@ -137,8 +148,11 @@ class RoleImage:
 
     @property
     def max_payload(self) -> int:
-        """The longest frame payload of the protocol: a register, or `small_payload`."""
-        regs = max([w for o in self.owners for w in o.reg_words] + [1]) + self.tag_words
+        """The longest frame payload of the protocol: a register sent or received, or
+        `small_payload` (a sample-block register, never sent, may be longer)."""
+        moved = (OP_CODE["send"], OP_CODE["recv"])
+        regs = max([o.reg_words[op[3] if op[0] == moved[0] else op[2]] for o in self.owners for op in o.ops
+                    if op[0] in moved] + [1]) + self.tag_words
         return max(regs, self.small_payload)
 
     def encode(self) -> bytes:
@@ -170,6 +184,7 @@ class RoleImage:
             "str_owners": string(", ".join(str(o.owner) for o in self.owners)),
             "ckpt_interval": self.ckpt_interval, "ckpt_identity": self.ckpt_lines.identity,
             "run_id": self.run_id, "resume_mode": self.resume[1] if self.resume else 0,
+            "cpu_required": self.cpu.required, "str_cpu": string(self.cpu.label),
             "str_ckpt_learner": string(self.ckpt_lines.learner),
             "str_ckpt_contract": string(self.ckpt_lines.contract),
             "str_ckpt_layout": string(self.ckpt_lines.layout),
@@ -281,6 +296,8 @@ def expected_counts(protocols: tuple[OwnerProtocol, ...], shares, steps) -> dict
                     ready.append(waiting.pop((o, i)))
             elif op.kind == "local":
                 c[op.dst] = shares[o]
+            elif op.kind == "sample-block":
+                c[op.dst] = op.b
             elif op.kind == "combine":
                 a, b = c.get(op.a), c.get(op.b)
                 c[op.dst] = None if a is None or b is None else a + b
@@ -395,15 +412,25 @@ def usage_text(plan, role: str, target: str, role_owners) -> str:
         "           [--key FILE] [--listen-any] [--checkpoint-dir DIR] [--resume CKPT [--new-contract]]\n"
         "           [--run-id HEX] [--stats FILE] [--connections FILE]"
         f"{' [--gpu UUID]' if target == 'sm86' else ''} [--help] [--version]\n"
+        "       EXE [--owner I] [--nodelist LIST | --hostfile FILE] --base-port P\n"
+        "           (--out PATH | --out-dir DIR) ...   (an owner started by srun or mpirun)\n"
         f"  deployment {dep.name}, role {role} (owners {owners}) of {dep.owners}, "
         f"target {target}, protocol {plan.protocol_hex}\n"
         f"{'  ' if plan.mutant else ''}{mutant_note(plan)}"
-        "  --owner I        this process's owner index (must belong to the role)\n"
+        "  --owner I        this process's owner index (must belong to the role); without it,\n"
+        "                   SLURM_PROCID or OMPI_COMM_WORLD_RANK (every one present must agree)\n"
         "  --peers FILE     one line per owner: 'OWNER HOST:PORT [tcp|shm|shm-only]' (IPv4, [IPv6]\n"
         "                   or a host name; shm: shared memory with the owners of this host that\n"
         "                   allow it too, TCP where it cannot be set up; shm-only: refuse then)\n"
+        "  --nodelist LIST  owner i on the i-th host of LIST (Slurm hostlist syntax: node[1-3,7]);\n"
+        "                   without --peers, --nodelist or --hostfile: SLURM_STEP_NODELIST with\n"
+        "                   SLURM_STEP_TASKS_PER_NODE (owners from a node list speak TCP)\n"
+        "  --hostfile FILE  owner i in the i-th slot of an Open MPI hostfile ('HOST [slots=N]')\n"
+        "  --base-port P    with a node list: an owner listens on P + its place among the owners\n"
+        "                   of its host\n"
         "  --out PATH       where the final words are written (never overwritten); PATH.tmp is\n"
         "                   staged from the start, and the root commits the run in PATH.commit\n"
+        f"  --out-dir DIR    --out DIR/{wire.output_name('I')}\n"
         f"  --updates N      number of updates (default {dep.updates})\n"
         f"  --timeout-ms MS  bound on connecting and on every socket read/write "
         f"(default {wire.DEFAULT_TIMEOUT_MS})\n"
@@ -477,9 +504,10 @@ def _owner_ops(proto, steps, counts, prepared, below, fragments, inner) -> tuple
     return tuple(ops)
 
 
-def build_image(plan, role: str, target: str) -> RoleImage:
-    """The image of `role`'s executable for `target`; ImageError if the plan needs an op
-    the runtime does not execute or has no such role."""
+def build_image(plan, role: str, target: str, cpu: CpuNeeds = CpuNeeds()) -> RoleImage:
+    """The image of `role`'s executable for `target`, its kernels built for the CPU `cpu`
+    describes; ImageError if the plan needs an op the runtime does not execute or has no
+    such role."""
     dep = plan.deployment
     learner = dep.learner
     k, s, m, n = learner.k, learner.s, learner.m, dep.owners
@@ -523,8 +551,8 @@ def build_image(plan, role: str, target: str) -> RoleImage:
     lines = checkpoint_lines(plan)
     spec = Path(dep.source_file or dep.name).stem
     version = (f"{executable_name(plan, role, target)}: deployment {dep.name}, role {role} of {n} "
-               f"owners, target {target}, protocol {plan.protocol_hex}, wire format "
-               f"{wire.WIRE_FORMAT}\n{mutant_note(plan)}")
+               f"owners, target {target}, cpu {cpu.label}, protocol {plan.protocol_hex}, "
+               f"wire format {wire.WIRE_FORMAT}\n{mutant_note(plan)}")
     return RoleImage(
         spec=spec, deployment=dep.name, role=role, target=target, protocol_id=plan.protocol_id,
         n=n, k=k, s=s, m=m, updates=dep.updates, rate=learner.rate,
@@ -538,4 +566,4 @@ def build_image(plan, role: str, target: str) -> RoleImage:
         block_words=layout.block_words,
         shared=tuple(int(j) for j in layout.replicated_state()) if layout.optimizer_state else (),
         state_alike=init.alike, samples=samples, initial=init.params, initial_state=init.state,
-        usage=usage_text(plan, role, target, role_v.owners), version=version)
+        usage=usage_text(plan, role, target, role_v.owners), version=version, cpu=cpu)

@@ -18,11 +18,14 @@ def topology_tag(topology) -> str:
         return "star"
     if isinstance(topology, n.Hierarchy):
         return f"hierarchy:{topology.fanout}"
+    if isinstance(topology, n.SampleTree):
+        return "sample-tree"
     return "explicit"
 
 
-def metadata_for(plan, role: str, target: str, triple: str) -> dict:
-    """What one (role, target) executable records about itself (`triple`: the target's)."""
+def metadata_for(plan, role: str, target: str, triple: str, cpu: dict) -> dict:
+    """What one (role, target) executable records about itself (`triple`: the target's;
+    `cpu`: the level its kernels are built for, alphac.targets.levels.record)."""
     dep = plan.deployment
     members = next((list(r.owners) for r in dep.roles if r.name == role), [])
     contract = plan.contract
@@ -35,6 +38,7 @@ def metadata_for(plan, role: str, target: str, triple: str) -> dict:
         "role_owners": members,
         "target": target,
         "triple": triple,
+        "cpu": cpu,
         "owners": dep.owners,
         "topology": topology_tag(dep.topology),
         "protocol": plan.protocol_hex,

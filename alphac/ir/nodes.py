@@ -284,8 +284,9 @@ class ExplicitTree:
 @dataclass(frozen=True)
 class SampleTree:
     """`DataParallelSampleTree`: the combine fixed over the global sample sequence (owner
-    0's samples, then owner 1's, ...) as a complete binary tree over sample indices, so that
-    any owner count and any shares give the same bits (docs/plan.md)."""
+    0's samples, then owner 1's, ...) as a binary tree over sample indices (node (h, j)
+    covers [j*2^h, (j+1)*2^h) cut at N), so that any owner count and any shares give the
+    same bits (docs/plan.md, "The sample tree")."""
 
     span: Span = _span()
 

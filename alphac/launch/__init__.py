@@ -1,10 +1,16 @@
 """launch stage: run every owner of a deployment as a native process on 127.0.0.1 and
-compare each with the oracle.
+compare each with the oracle, or write the files an existing engine runs them from, and
+judge any launcher's run.
 
     launcher  build what is missing, run a plan, compare word for word (the API)
+    roles     the role table: per owner its role, target, executable and runner
     runner    ports, peers file, process groups, deadline, cleanup
+    emit      the Slurm (srun --multi-prog, sbatch) and mpirun (MPMD) files
+    verify    a run directory from any launcher, against the oracle
+    hostlist  Slurm's hostlist syntax
     frames    the frame wire format (for tools and tests that act as a peer)
     results   the owners' output files
+    commit    the commit record, and settling a run by it
     cache     the embedded metadata and when an executable is stale
     session   builds cached per process (tests, benchmarks)
 

@@ -1,7 +1,8 @@
 """Which executables a launch must (re)build: the embedded `.alphac` metadata and staleness.
 
 An executable is reused only if it exists, its metadata names the plan's protocol identity,
-role and target, and it is newer than the spec, the .alpha files it may import and every
+role and target and the CPU the build asks for (level, LLVM cpu and features: a `host`
+build from another machine is rebuilt), and it is newer than the spec, the .alpha files it may import and every
 file of the compiler: its modules and the data shipped with them (grammar, std library,
 targets, runtime sources). Samples and initial words are embedded, not all in the identity.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from alphac.targets import levels, load_target
 from alphac.targets.elf import read_metadata
 from alphac.targets.target import TargetError
 
@@ -50,9 +52,15 @@ def data_files(dep) -> tuple[str, ...]:
     return tuple(src for src in (L.samples.source, L.initial.source, L.initial_state.source) if src)
 
 
-def stale_reason(exe: str | Path, protocol_hex: str, role: str, target: str,
+def cpu_wanted(target: str, level: str) -> dict:
+    """The `cpu` record of an executable for `target` built at `level`, resolved here."""
+    return levels.record(levels.at_level(load_target(target), level))
+
+
+def stale_reason(exe: str | Path, protocol_hex: str, role: str, target: str, cpu: dict,
                  spec_file: str | Path | None, data: tuple[str, ...] = ()) -> str | None:
-    """Why `exe` must be rebuilt, or None when it can be reused."""
+    """Why `exe` must be rebuilt, or None when it can be reused (`cpu`: the record
+    `cpu_wanted` gives for the level the build asks for)."""
     p = Path(exe)
     if not p.exists():
         return "missing"
@@ -64,6 +72,10 @@ def stale_reason(exe: str | Path, protocol_hex: str, role: str, target: str,
         return f"protocol {meta.get('protocol')} differs from the plan's {protocol_hex}"
     if meta.get("role") != role or meta.get("target") != target:
         return "built for another role or target"
+    if meta.get("cpu") != cpu:
+        built = meta.get("cpu") or {}
+        return (f"built for CPU level {built.get('level')} (LLVM cpu {built.get('llvm_cpu')}), "
+                f"not {cpu['level']} (LLVM cpu {cpu['llvm_cpu']})")
     if p.stat().st_mtime < _newest_source_mtime(spec_file):
         return "older than the spec or the compiler"
     for src in data:

@@ -14,7 +14,8 @@ durable. It is text:
 `resolve(outs, root)` is what a launcher does after a run: with a record, every owner's
 output is committed — a staged `PATH.tmp` an owner did not get to link (it died after the
 commit) is linked now — and each output must have the recorded digest; without one, nothing
-was published and every staged file of the run is removed.
+was published and every staged file of the run is removed. `resolve(outs, root,
+settle=False)` comes to the same decision and changes nothing (`alphac verify`).
 """
 
 from __future__ import annotations
@@ -91,21 +92,54 @@ class Resolution:
     finalized: list[int] = field(default_factory=list)   # staged outputs linked here
     removed: list[Path] = field(default_factory=list)    # staged files of an uncommitted run
     errors: dict[int, str] = field(default_factory=dict)  # owner -> why its output is not the recorded one
+    # without settling: the committed outputs still only staged (owner -> PATH.tmp), and the
+    # staged files an uncommitted run left
+    unlinked: dict[int, Path] = field(default_factory=dict)
+    staged: list[Path] = field(default_factory=list)
 
     @property
     def committed(self) -> bool:
         return self.record is not None
 
+    def output(self, owner: int, out: Path) -> Path:
+        """Where owner's committed output is: its path, or its staged file not yet linked."""
+        return self.unlinked.get(owner, out)
 
-def _remove_staged(path: Path, res: Resolution) -> None:
+
+def _remove_staged(path: Path, res: Resolution, settle: bool) -> None:
     # the owners create staged files O_EXCL|O_NOFOLLOW: a link there is not theirs
     if path.is_file() and not path.is_symlink():
-        path.unlink()
-        res.removed.append(path)
+        if settle:
+            path.unlink()
+            res.removed.append(path)
+        else:
+            res.staged.append(path)
 
 
-def resolve(outs: dict[int, Path], root: int) -> Resolution:
-    """Settle a run whose owners have all ended: roll forward (committed) or back."""
+def _roll_forward(o: int, out: Path, res: Resolution, settle: bool) -> None:
+    """A committed owner's output: link a staged one it did not get to link (it died after
+    the commit), or, without settling, take the staged file as the output."""
+    staged = staged_path(out)
+    if not out.exists() and staged.is_file() and not staged.is_symlink():
+        if settle:
+            os.link(staged, out)
+            res.finalized.append(o)
+        else:
+            res.unlinked[o] = staged
+    if settle and staged.is_file() and out.exists() and os.path.samefile(staged, out):
+        staged.unlink()
+    path = res.output(o, out)
+    if not path.exists():
+        res.errors[o] = "committed, but its output is gone"
+    elif sha256_file(path) != res.record.digests.get(o):
+        res.errors[o] = "its output's sha256 is not the one the commit record names"
+
+
+def resolve(outs: dict[int, Path], root: int, settle: bool = True) -> Resolution:
+    """Settle a run whose owners have all ended: roll forward (committed) or back. With
+    `settle` False nothing is linked or removed (`alphac verify`: the owners may not have
+    ended): a committed output still staged is read where it is (`Resolution.unlinked`),
+    and an uncommitted run's staged files are listed (`Resolution.staged`)."""
     record_path = commit_path(outs[root])
     try:
         record = read_commit(record_path) if record_path.is_file() else None
@@ -117,18 +151,9 @@ def resolve(outs: dict[int, Path], root: int) -> Resolution:
         res = Resolution(record)
     if record is None:
         for out in outs.values():
-            _remove_staged(staged_path(out), res)
-        _remove_staged(staged_path(record_path), res)
+            _remove_staged(staged_path(out), res, settle)
+        _remove_staged(staged_path(record_path), res, settle)
         return res
     for o, out in outs.items():
-        staged = staged_path(out)
-        if not out.exists() and staged.is_file() and not staged.is_symlink():
-            os.link(staged, out)  # the owner died after the commit, before linking its output
-            res.finalized.append(o)
-        if staged.is_file() and out.exists() and os.path.samefile(staged, out):
-            staged.unlink()
-        if not out.exists():
-            res.errors[o] = "committed, but its output is gone"
-        elif sha256_file(out) != record.digests.get(o):
-            res.errors[o] = f"its output's sha256 is not the one the commit record names"
+        _roll_forward(o, out, res, settle)
     return res

@@ -2,13 +2,15 @@
 
 The API other tools call (the CLI, the demo, the gate tests, benchmarks):
 
-    exes   = ensure_built(plan, out_dir)                  # {(role, target): Path}
+    exes   = ensure_built(plan, out_dir, cpu="host")      # {(role, target): Path}
     run    = run_plan(plan, exes, run_dir, updates=..)    # start owners, deadline, cleanup
     report = compare(plan, run, oracle, rounds)           # per-owner rows, word for word
     report = launch(dep, out_dir=.., rounds=..)           # all three
 
 Owners run on 127.0.0.1, each from its (role, target) executable, AArch64 ones under the
-target's runner (qemu-aarch64); results go to a fresh run directory every time.
+target's runner (qemu-aarch64); results go to a fresh run directory every time. Every owner
+runs on this machine, so the x86-64 kernels are built for its own CPU (level `host`)
+unless the caller asks for another level.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import hashlib
 import os
 import struct
 import tempfile
+import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping
@@ -24,10 +27,12 @@ from typing import Mapping
 from alphac.launch.commit import Resolution, resolve
 from alphac.launch.results import (Connection, OwnerResult, ResultError, read_connections, read_result,
                                    transport_summary)
+from alphac.launch.roles import role_table
 from alphac.launch.stats import OwnerStats, StatsError, read_stats
 from alphac.launch.runner import (OwnerCommand, RunResult, free_ports, owner_argv, run_owners,
                                   write_peers)
 from alphac.launch.runner import interruptible
+from alphac.wire import output_name
 
 
 class LaunchError(Exception):
@@ -56,13 +61,18 @@ def needed(dep) -> list[tuple[str, str]]:
     return out
 
 
-def ensure_built(plan, out_dir: str | Path, force: bool = False,
-                 log=None) -> dict[tuple[str, str], Path]:
+LOCAL_CPU = "host"  # every owner of a launch runs on this machine
+
+
+def ensure_built(plan, out_dir: str | Path, force: bool = False, log=None,
+                 cpu: str = LOCAL_CPU) -> dict[tuple[str, str], Path]:
     """Build each needed (role, target) into out_dir unless an up-to-date one is there
-    (alphac.driver.build). A mutant's executables have their own names (`-mutant-NAME`)
-    and identity, so they never stand in for a normal build's, nor it for theirs."""
+    (alphac.driver.build), the kernels for the CPU level `cpu` (on targets that describe
+    it: AArch64 ones for its baseline). A mutant's executables have their own names
+    (`-mutant-NAME`) and identity, so they never stand in for a normal build's, nor it for
+    theirs."""
     from alphac import driver
-    from alphac.launch.cache import data_files, stale_reason
+    from alphac.launch.cache import cpu_wanted, data_files, stale_reason
 
     dep = plan.deployment
     out = Path(out_dir)
@@ -70,29 +80,26 @@ def ensure_built(plan, out_dir: str | Path, force: bool = False,
     exes: dict[tuple[str, str], Path] = {}
     for role, target in needed(dep):
         path = out / driver.executable_name(plan, role, target)
+        level = driver.cpu_level_for(target, cpu)
         why = "forced" if force else stale_reason(path, plan.protocol_hex, role, target,
+                                                  cpu_wanted(target, level),
                                                   dep.source_file or None, data_files(dep))
         if why is not None:
             if log:
                 log(f"build {path.name}: {why}")
-            path = driver.build(plan, role, target, out)
+            path = driver.build(plan, role, target, out, cpu=level)
         exes[(role, target)] = path
     return exes
 
 
-def runner_for(target: str) -> tuple[str, ...]:
-    from alphac.targets import load_target
-
-    return tuple(load_target(target).runner)
-
-
 @dataclass
 class PlanRun:
-    """One execution of every owner: where things went and how each owner ended."""
+    """One execution of every owner: where things went and how each owner ended (`result`
+    and `peers` are None when another launcher started the owners: alphac.launch.verify)."""
 
     run_dir: Path
-    peers: Path
-    result: RunResult
+    peers: Path | None
+    result: RunResult | None
     outputs: dict[int, OwnerResult] = field(default_factory=dict)
     output_errors: dict[int, str] = field(default_factory=dict)
     resolution: Resolution | None = None  # what the commit record decided
@@ -111,11 +118,14 @@ def new_run_dir(out_dir: str | Path, stem: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"{stem}-", dir=base))
 
 
-def owner_exes(dep, exes: Mapping[tuple[str, str], Path]) -> list[Path]:
-    return [exes[(dep.role_of(o).name, dep.placement[o])] for o in range(dep.owners)]
-
-
 KEY_BYTES = 32
+KEY_NAME = "run.key"  # in the run directory
+
+
+def run_outputs(run_dir: str | Path, owners: int) -> dict[int, Path]:
+    """Where each owner of a run writes its output: RUN/owner-I.out (alphac.wire)."""
+    return {o: Path(run_dir) / output_name(o) for o in range(owners)}
+
 
 
 def write_key(path: Path) -> Path:
@@ -143,26 +153,25 @@ def run_plan(dep, exes: Mapping[tuple[str, str], Path] | list[Path], run_dir: st
     shared memory unless $ALPHAC_TRANSPORT says otherwise)."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    per_owner = exes if isinstance(exes, list) else owner_exes(dep, exes)
+    table = role_table(dep, exes)
     ports = ports if ports is not None else free_ports(dep.owners)
     try:
         peers = write_peers(run_dir / f"{spec_stem(dep)}.peers", ports, transport=transport)
     except ValueError as exc:  # $ALPHAC_TRANSPORT names no transport
         raise LaunchError("usage", str(exc)) from None
-    key = write_key(run_dir / "run.key") if authenticate else None
+    key = write_key(run_dir / KEY_NAME) if authenticate else None
     cmds = []
-    outs = {o: run_dir / f"owner-{o}.out" for o in range(dep.owners)}
+    outs = run_outputs(run_dir, dep.owners)
     reports = {o: run_dir / f"owner-{o}.connections" for o in range(dep.owners)}
     for o in (owners if owners is not None else range(dep.owners)):
-        target = dep.placement[o]
-        argv = owner_argv(per_owner[o], o, peers, outs[o], runner_for(target), updates, timeout_ms,
-                          reports[o])
+        e = table[o]
+        argv = owner_argv(e.exe, o, peers, outs[o], e.runner, updates, timeout_ms, reports[o])
         if key is not None:
             argv += ("--key", str(key))
         if stats:
             argv += ("--stats", str(_stats_path(run_dir, o)))
         argv += tuple((extra_argv or {}).get(o, ()))
-        cmds.append(OwnerCommand(o, argv, outs[o], f"{dep.role_of(o).name}/{target}"))
+        cmds.append(OwnerCommand(o, argv, outs[o], e.label))
     try:
         result = run_owners(cmds, deadline_s, run_dir)
     except OSError as exc:
@@ -173,14 +182,20 @@ def run_plan(dep, exes: Mapping[tuple[str, str], Path] | list[Path], run_dir: st
         from alphac import driver
 
         root = driver.plan(dep).tree.owner
-    run.resolution = resolve(outs, root)
+    return settled(run, outs, root)
+
+
+def settled(run: PlanRun, outs: dict[int, Path], root: int, settle: bool = True) -> PlanRun:
+    """`run` once its commit record has decided (commit.resolve; `settle` False changes
+    nothing on disk), with every committed output read."""
+    run.resolution = resolve(outs, root, settle)
     run.output_errors.update(run.resolution.errors)
     if run.committed:
         for o, out in outs.items():
             if o in run.output_errors:
                 continue
             try:
-                run.outputs[o] = read_result(out)
+                run.outputs[o] = read_result(run.resolution.output(o, out))
             except (OSError, ResultError) as exc:
                 run.output_errors[o] = str(exc)
     return run
@@ -244,7 +259,7 @@ class LaunchReport:
     rows: tuple[OwnerRow, ...]
     failures: tuple[str, ...]  # one-line `code: message` per failed owner or mismatch
     stderr: Mapping[int, str]
-    seconds: float
+    seconds: float | None  # None: another launcher ran the owners
     run_dir: Path
     oracle_refusal: str = ""  # `code: detail` when the oracle refuses the deployment itself
     mutant: str | None = None  # the executed mutant the owners were built as
@@ -290,32 +305,36 @@ def _first_difference(got: tuple[int, ...], want: tuple[int, ...], what: str) ->
     return None
 
 
+def _unpublished(run: PlanRun, o: int, placed: str, oc) -> str:
+    """`code: message` for owner o, which published nothing; `oc` is how its process ended
+    (None: another launcher ran it, and only the run's files tell)."""
+    if oc is not None and oc.timed_out:
+        return f"launch-timeout: owner {o} ({placed}) still running at the deadline"
+    if not run.committed and (oc is None or oc.ok):
+        ended = ":" if oc is None else " exited 0, but"
+        return f"run-not-committed: owner {o} ({placed}){ended} the run has no commit record: nothing is published"
+    if oc is None or oc.ok or o in run.output_errors:
+        return f"bad-output: owner {o}: {run.output_errors.get(o, 'no output')}"
+    line = oc.refusal() or (oc.stderr.strip().splitlines() or ["no message"])[-1]
+    return f"owner-failed: owner {o} ({placed}) exited {oc.returncode}: {line}"
+
+
 def compare(plan, run: PlanRun, oracle, rounds: int, spec: str = "",
             oracle_refusal: str = "") -> LaunchReport:
     """Each owner's words and version against the oracle's, word for word. `oracle` is None
     when the oracle refused (`oracle_refusal`): then no owner may have published."""
     dep = plan.deployment
     rows, failures = [], []
-    by_owner = {oc.owner: oc for oc in run.result.outcomes}
+    outcomes = None if run.result is None else {oc.owner: oc for oc in run.result.outcomes}
     for o in range(dep.owners):
         role, target = dep.role_of(o).name, dep.placement[o]
-        oc = by_owner.get(o)
         res = run.outputs.get(o)
         stats = run.stats.get(o)
-        if oc is None:
+        if outcomes is not None and o not in outcomes:
             rows.append(OwnerRow(o, role, target, None, None, None, False, "not started"))
             continue
         if res is None:
-            if oc.timed_out:
-                why = f"launch-timeout: owner {o} ({role} on {target}) still running at the deadline"
-            elif oc.ok and not run.committed:
-                why = (f"run-not-committed: owner {o} ({role} on {target}) exited 0, but the run has "
-                       "no commit record: nothing is published")
-            elif oc.ok or o in run.output_errors:
-                why = f"bad-output: owner {o}: {run.output_errors.get(o, 'no output')}"
-            else:
-                line = oc.refusal() or (oc.stderr.strip().splitlines() or ["no message"])[-1]
-                why = f"owner-failed: owner {o} ({role} on {target}) exited {oc.returncode}: {line}"
+            why = _unpublished(run, o, f"{role} on {target}", None if outcomes is None else outcomes[o])
             rows.append(OwnerRow(o, role, target, None, None, None, False, why, stats))
             failures.append(why)
             continue
@@ -339,11 +358,12 @@ def compare(plan, run: PlanRun, oracle, rounds: int, spec: str = "",
             failures.append(why)
         rows.append(OwnerRow(o, role, target, res.version, res.params, res.state,
                              why is None, why or "", stats))
-    stderr = {oc.owner: oc.stderr for oc in run.result.outcomes if not oc.ok and oc.stderr}
+    result = run.result
+    stderr = {} if result is None else {oc.owner: oc.stderr for oc in result.outcomes if not oc.ok and oc.stderr}
     rows = [replace(r, connections=run.connections.get(r.owner)) for r in rows]
     return LaunchReport(spec or spec_stem(dep), dep.name, rounds, plan.protocol_hex,
-                        tuple(rows), tuple(failures), stderr, run.result.seconds, run.run_dir,
-                        oracle_refusal)
+                        tuple(rows), tuple(failures), stderr, None if result is None else result.seconds,
+                        run.run_dir, oracle_refusal)
 
 
 def resume_start(path: str | Path):
@@ -360,17 +380,37 @@ def resume_start(path: str | Path):
     return words["parameters"], words["state"], manifest.version
 
 
-def run_arguments(checkpoint_dir=None, resume=None, new_contract: bool = False) -> tuple[str, ...]:
-    """What every owner of a run is given beside its own options: a fresh run id (naming
-    the run's partial checkpoint directories), where checkpoints go, what it resumes."""
-    import secrets
-
-    args = ["--run-id", secrets.token_hex(8)]
+def checkpoint_arguments(checkpoint_dir=None, resume=None, new_contract: bool = False) -> tuple[str, ...]:
+    """The owners' options for where checkpoints go and what they resume (absolute paths)."""
+    args: list[str] = []
     if checkpoint_dir is not None:
         args += ["--checkpoint-dir", str(Path(checkpoint_dir).resolve())]
     if resume is not None:
         args += ["--resume", str(Path(resume).resolve())] + (["--new-contract"] if new_contract else [])
     return tuple(args)
+
+
+def run_arguments(checkpoint_dir=None, resume=None, new_contract: bool = False) -> tuple[str, ...]:
+    """What every owner of a run is given beside its own options: a fresh run id (naming
+    the run's partial checkpoint directories), where checkpoints go, what it resumes."""
+    import secrets
+
+    return ("--run-id", secrets.token_hex(8)) + checkpoint_arguments(checkpoint_dir, resume, new_contract)
+
+
+def owner_timeout_ms(deadline_s: float) -> int:
+    """The owners' socket and connect bound for a launch deadline: well inside it, so owners
+    refuse by name before the launcher has to kill them."""
+    return max(1000, min(30000, int(deadline_s * 1000 / 3)))
+
+
+def resume_of(dep, resume, new_contract: bool) -> tuple:
+    """The checkpoint a run resumes from (the one given, else the spec's resume declaration,
+    else None) and whether under a new contract."""
+    declared = getattr(dep, "resume", None)
+    if resume is None and declared is not None:
+        return declared.path, declared.mode == "new"
+    return resume, new_contract
 
 
 def _evaluate(dep, n: int, start, resume, new_contract: bool, mutant: str | None = None):
@@ -392,8 +432,10 @@ def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
            deadline_s: float = 120.0, timeout_ms: int | None = None, spec: str = "",
            plan=None, log=None, checkpoint_dir=None, resume=None,
            new_contract: bool = False, mutant: str | None = None,
-           transport: str | None = None) -> LaunchReport:
-    """Plan, build what is missing, run every owner, evaluate the oracle, compare. With
+           transport: str | None = None, cpu: str = LOCAL_CPU) -> LaunchReport:
+    """Plan, build what is missing (the x86-64 kernels for the CPU level `cpu`), run every
+    owner while the oracle evaluates beside them (a thread: the numba engine and numpy
+    release the interpreter's lock), compare. With
     `resume` (or the spec's resume declaration) every owner restores the checkpoint at that
     path, verified whole first, and the oracle continues from its words; `checkpoint_dir`
     overrides where the deployment's checkpoints go; `transport` is what the owners may use
@@ -409,23 +451,49 @@ def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
                           "declared program's; it neither writes nor resumes checkpoints")
     plan = plan if plan is not None else driver.plan(dep, mutant)
     n = dep.updates if rounds is None else rounds
-    declared = getattr(dep, "resume", None)
-    if resume is None and declared is not None:
-        resume, new_contract = declared.path, declared.mode == "new"
+    resume, new_contract = resume_of(dep, resume, new_contract)
     start = resume_start(resume) if resume is not None else None
-    exes = ensure_built(plan, out_dir, log=log)
+    exes = ensure_built(plan, out_dir, log=log, cpu=cpu)
     if timeout_ms is None:
-        # socket and connect bounds well inside the launch deadline, so owners refuse by
-        # name before the launcher has to kill them
-        timeout_ms = max(1000, min(30000, int(deadline_s * 1000 / 3)))
+        timeout_ms = owner_timeout_ms(deadline_s)
     args = run_arguments(checkpoint_dir, resume, new_contract)
+
+    # the oracle (and a mutant's) evaluates while the owners run
+    expected = Beside(lambda: _evaluate(dep, n, start, resume, new_contract))
+    as_mutant = Beside(lambda: _evaluate(dep, n, None, None, False, mutant)) if mutant else None
     run = run_plan(dep, exes, new_run_dir(out_dir, spec_stem(dep)), updates=rounds,
                    timeout_ms=timeout_ms, deadline_s=deadline_s, root=plan.tree.owner,
                    extra_argv={o: args for o in range(dep.owners)}, transport=transport)
-    oracle, refusal = _evaluate(dep, n, start, resume, new_contract)
+    oracle, refusal = expected.result()
     report = compare(plan, run, oracle, n, spec, refusal)
-    if mutant is None:
+    if as_mutant is None:
         return report
-    oracle, refusal = _evaluate(dep, n, None, None, False, mutant)
-    as_mutant = compare(plan, run, oracle, n, spec, refusal)
-    return replace(report, mutant=mutant, mutant_match=as_mutant.match or as_mutant.refusals_agree)
+    oracle, refusal = as_mutant.result()
+    theirs = compare(plan, run, oracle, n, spec, refusal)
+    return replace(report, mutant=mutant, mutant_match=theirs.match or theirs.refusals_agree)
+
+
+class Beside:
+    """`work()` in a daemon thread, started at once: the launcher's own work (the oracle)
+    beside the owners'. `result()` waits in short steps, so a signal still interrupts the
+    main thread; an interrupted launch leaves the thread to die with the process."""
+
+    def __init__(self, work):
+        self._done: list = []
+        self._thread = threading.Thread(target=self._run, args=(work,), daemon=True,
+                                        name="alphac-oracle")
+        self._thread.start()
+
+    def _run(self, work) -> None:
+        try:
+            self._done.append((work(), None))
+        except BaseException as exc:  # raised again in the waiting thread
+            self._done.append((None, exc))
+
+    def result(self):
+        while self._thread.is_alive():
+            self._thread.join(0.05)
+        value, exc = self._done[0]
+        if exc is not None:
+            raise exc
+        return value

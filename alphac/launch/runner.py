@@ -1,10 +1,10 @@
 """Starting owner processes on 127.0.0.1 and never leaving one behind.
 
 Owns: free loopback ports, the peers file (with the transport the owners may use), the
-command line of each owner (with the target's runner, e.g. `qemu-aarch64`, in front), one
-process group per owner, the overall deadline, and cleanup (kill and reap every child,
-then remove any shared-memory segment a killed owner had not unlinked yet) on success,
-failure, timeout, Ctrl-C, SIGTERM and SIGHUP (`interruptible`). Every owner also gets a parent-death signal
+command line of each owner (with the target's runner, e.g. `qemu-aarch64`, in front) and
+its environment, one process group per owner, the overall deadline, and cleanup (kill and
+reap every child, then remove any shared-memory segment a killed owner had not unlinked
+yet) on success, failure, timeout, Ctrl-C, SIGTERM and SIGHUP (`interruptible`). Every owner also gets a parent-death signal
 (`die_with_parent`), so that it is killed even when the launcher itself is killed.
 """
 
@@ -80,6 +80,22 @@ def remove_segments(pids: Sequence[int]) -> list[str]:
                 seg.unlink()
                 gone.append(seg.name)
     return gone
+
+
+def owner_environment() -> dict[str, str]:
+    """This process's environment without an engine's owner index and hosts
+    (alphac.wire.ENGINE_VARIABLES): an owner started here is given both on its command
+    line, and a launcher run inside a Slurm job or under mpirun must not pass the job's on
+    (the owner would refuse `owner-ambiguous`)."""
+    from alphac.wire import ENGINE_VARIABLES
+
+    return {k: v for k, v in os.environ.items() if k not in ENGINE_VARIABLES}
+
+
+def stderr_name(owner: int | str) -> str:
+    """The file an owner's stderr goes to in its run directory (this runner's, the emitted
+    Slurm files'), which `alphac verify` shows for an owner that published nothing."""
+    return f"owner-{owner}.stderr"
 
 
 @dataclass(frozen=True)
@@ -367,14 +383,15 @@ def _run_owners(commands, deadline_s: float, log: Path, poll_s: float) -> RunRes
     timed_out = False
     killed: list[int] = []
     preexec = die_with_parent()
+    env = owner_environment()
     try:
         for cmd in commands:
-            err_path = log / f"owner-{cmd.owner}.stderr"
+            err_path = log / stderr_name(cmd.owner)
             # a signal while an owner is forked is raised once it is in `procs`
             with _held(), open(err_path, "wb") as err:
                 try:
                     p = subprocess.Popen(cmd.argv, stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL, stderr=err,
+                                         stdout=subprocess.DEVNULL, stderr=err, env=env,
                                          start_new_session=True, preexec_fn=preexec)
                 except subprocess.SubprocessError as exc:  # the preexec_fn failed
                     raise OSError(f"{cmd.argv[0]}: {exc}") from None

@@ -1,14 +1,17 @@
 """`evaluate(deployment)`: the declared updates, one after another, in binary64.
 
 Per update: every owner sums its per-sample contributions in sample order (from +0.0);
-the combine tree adds (Σg, n) pairs left then right; the mean is Σg / Σn; the update
+the combine tree adds (Σg, n) pairs left then right (under the sample tree, the samples'
+contributions are the leaves, `sampletree.py`); the mean is Σg / Σn; the update
 program maps (parameters, state, mean, rate) to the next parameters and state. Owners
 with no samples contribute (+0.0, 0). The result lists every owner's words for the
 deployment's layout.
 
-Two engines run the programs: `scalar` (Python floats, one slot at a time) and `vector`
-(numpy over loop ranges and batches of samples). They give the same words; `auto` picks
-the scalar engine for small learners.
+Three engines run the programs: `scalar` (Python floats, one slot at a time), `vector`
+(numpy over loop ranges and batches of samples) and `numba` (each program lowered to a
+function numba compiles without fast-math, alphac/oracle/compiled.py). They give the same
+words and name the same refusals; `auto` picks the scalar engine for small learners, the
+vector one for mid-sized runs and numba for large ones, where its compilation pays.
 """
 
 from __future__ import annotations
@@ -18,16 +21,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from alphac.ir.mutants import check_name
-from alphac.ir.nodes import Deployment, Learner, TreeBranch, TreeNode
-from alphac.oracle import scalar, vector
+from alphac.ir.nodes import Deployment, Learner, SampleTree, TreeBranch, TreeNode
+from alphac.oracle import sampletree, scalar, vector
 from alphac.oracle.combine import Mass, combine, deliver_to_next, mean, mutate_leaves, swap_branch
 from alphac.oracle.layout import owned_coordinates, param_coordinates, state_offsets
 from alphac.oracle.refusal import Refusal, Site
 from alphac.oracle.tree import combine_tree, leaves as tree_leaves
 from alphac.oracle.words import bits_of, digest, floats, to_float
 
-ENGINES = ("auto", "scalar", "vector")
+ENGINES = ("auto", "scalar", "vector", "numba")
 SCALAR_LIMIT = 50_000   # slot-words per update up to which `auto` walks with Python floats
+NUMBA_LIMIT = 50_000_000  # slot-words of all updates from which `auto` compiles with numba
 CHUNK_WORDS = 1 << 24   # slot-words per batch of samples on the vector engine
 
 
@@ -82,13 +86,15 @@ def _validate(dep: Deployment) -> None:
         raise Refusal("oracle-inconsistent", "; ".join(problems))
 
 
-def _choose(engine: str, L: Learner) -> str:
+def _choose(engine: str, L: Learner, rounds: int) -> str:
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, not {engine!r}")
     if engine != "auto":
         return engine
     work = (sum(L.samples.shares) + 1) * (2 * L.k + L.s + L.m + 1)
-    return "scalar" if work <= SCALAR_LIMIT else "vector"
+    if work <= SCALAR_LIMIT:
+        return "scalar"
+    return "numba" if work * rounds >= NUMBA_LIMIT else "vector"
 
 
 # ----------------------------------------------------------------------------- engines
@@ -100,16 +106,22 @@ def _owner_of_rows(shares: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     return owner, np.arange(owner.size) - starts[owner]
 
 
-def _scalar_rows(L: Learner, params: np.ndarray, rows: np.ndarray, first: int,
-                 owner: np.ndarray, pos: np.ndarray, accs: dict[int, list[float]], u: int):
-    """Contributions of rows[i] (global row first+i), added to their owners' sums in order."""
+def _scalar_contributions(L: Learner, params: np.ndarray, rows: np.ndarray, first: int,
+                          owner: np.ndarray, pos: np.ndarray, u: int):
+    """(site, contribution) of rows[i] (global row first+i), in order: the contribution
+    program on [params, sample, +0.0 ...]."""
     p = params.tolist()
     zeros = [0.0] * L.k
     for i, row in enumerate(rows):
-        o, j = int(owner[first + i]), int(pos[first + i])
-        site = Site(u, "contribution", owner=o, sample=j)
-        slots = scalar.run_program(L.contribution, p + row.tolist() + zeros, site)
-        scalar.accumulate(accs[o], slots[L.k + L.s:], site)
+        site = Site(u, "contribution", owner=int(owner[first + i]), sample=int(pos[first + i]))
+        yield site, scalar.run_program(L.contribution, p + row.tolist() + zeros, site)[L.k + L.s:]
+
+
+def _scalar_rows(L: Learner, params: np.ndarray, rows: np.ndarray, first: int,
+                 owner: np.ndarray, pos: np.ndarray, accs: dict[int, list[float]], u: int):
+    """Contributions of rows[i] (global row first+i), added to their owners' sums in order."""
+    for site, contribution in _scalar_contributions(L, params, rows, first, owner, pos, u):
+        scalar.accumulate(accs[site.owner], contribution, site)
 
 
 def _contributions_scalar(L: Learner, params: np.ndarray, samples: np.ndarray,
@@ -120,27 +132,46 @@ def _contributions_scalar(L: Learner, params: np.ndarray, samples: np.ndarray,
     return [np.array(accs[o], dtype=np.float64) for o in sorted(accs)]
 
 
+def _unconfirmed(u: int, r0: int, r1: int) -> AssertionError:
+    """The scalar engine must refuse what the vector one flagged."""
+    return AssertionError(f"update {u}: the vector engine flagged samples {r0}..{r1} "
+                          "but the scalar engine found every value finite")
+
+
+def _chunk_rows(L: Learner) -> int:
+    """Samples per batch of the vector engine."""
+    return max(1, CHUNK_WORDS // max(1, 2 * L.k + L.s))
+
+
+def _vector_contributions(L: Learner, params: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The contributions of `rows` as a (k, rows) array, one column per sample; raises
+    vector.Flagged when any value is non-finite."""
+    k, s = L.k, L.s
+    store = vector.SlotStore([
+        (0, params.reshape(k, 1)),
+        (k, rows.T),  # a view: sample j is column j
+        (k + s, np.zeros((k, rows.shape[0]))),
+    ])
+    vector.run_program(L.contribution, store)
+    contrib = store.rows(k + s, 2 * k + s)
+    if not np.isfinite(contrib).all():
+        raise vector.Flagged()
+    return contrib
+
+
 def _contributions_vector(L: Learner, params: np.ndarray, samples: np.ndarray,
                           u: int) -> list[np.ndarray]:
-    k, s = L.k, L.s
+    k = L.k
     owner, pos = _owner_of_rows(L.samples.shares)
     accs = {o: np.zeros(k) for o in range(len(L.samples.shares))}
     total = samples.shape[0]
-    chunk = max(1, CHUNK_WORDS // max(1, 2 * k + s))
+    chunk = _chunk_rows(L)
     for r0 in range(0, total, chunk):
         r1 = min(total, r0 + chunk)
         rows = samples[r0:r1]
         before = dict(accs)
         try:
-            store = vector.SlotStore([
-                (0, params.reshape(k, 1)),
-                (k, rows.T),  # a view: sample j is column j
-                (k + s, np.zeros((k, r1 - r0))),
-            ])
-            vector.run_program(L.contribution, store)
-            contrib = store.rows(k + s, 2 * k + s)  # (k, rows): one column per sample
-            if not np.isfinite(contrib).all():
-                raise vector.Flagged()
+            contrib = _vector_contributions(L, params, rows)
             with np.errstate(all="ignore"):
                 for col in range(r1 - r0):  # sample order: one element-wise add per sample
                     o = int(owner[r0 + col])
@@ -151,10 +182,46 @@ def _contributions_vector(L: Learner, params: np.ndarray, samples: np.ndarray,
         except vector.Flagged:
             slow = {o: a.tolist() for o, a in before.items()}
             _scalar_rows(L, params, rows, r0, owner, pos, slow, u)
-            raise AssertionError(  # the scalar engine must refuse what the vector one flagged
-                f"update {u}: the vector engine flagged samples {r0}..{r1} "
-                "but the scalar engine found every value finite") from None
+            raise _unconfirmed(u, r0, r1) from None
     return [accs[o] for o in sorted(accs)]
+
+
+def _contributions_numba(L: Learner, params: np.ndarray, samples: np.ndarray,
+                         u: int) -> list[np.ndarray]:
+    from alphac.oracle import compiled
+
+    owner, pos = _owner_of_rows(L.samples.shares)
+    return compiled.contributions(L, params, samples, owner, pos, u)
+
+
+def _update_numba(L: Learner, params, state, m_, rate: float, u: int):
+    from alphac.oracle import compiled
+
+    return compiled.update(L, params, state, m_, rate, u)
+
+
+def _sample_runs(L: Learner, params: np.ndarray, samples: np.ndarray, u: int, kind: str):
+    """(r0, contributions as rows) for the sample tree's aligned runs of P samples, in order;
+    the scalar engine names the first non-finite contribution of a run the vector engine
+    flags (the vector engine also stands for the numba one here)."""
+    owner, pos = _owner_of_rows(L.samples.shares)
+    total = samples.shape[0]
+    run = sampletree.run_length(_chunk_rows(L))
+    for r0 in range(0, total, run):
+        rows = samples[r0:min(total, r0 + run)]
+        if kind == "scalar":
+            yield r0, np.array([c for _, c in _scalar_contributions(L, params, rows, r0, owner, pos, u)])
+            continue
+        try:
+            yield r0, _vector_contributions(L, params, rows).T
+        except vector.Flagged:
+            list(_scalar_contributions(L, params, rows, r0, owner, pos, u))  # names the refusal
+            raise _unconfirmed(u, r0, r0 + len(rows)) from None
+
+
+def _sample_tree_mean(L: Learner, params: np.ndarray, samples: np.ndarray, u: int, kind: str):
+    owner, _ = _owner_of_rows(L.samples.shares)
+    return mean(sampletree.total(_sample_runs(L, params, samples, u, kind), L.k, owner, u), u)
 
 
 def _update_scalar(L: Learner, params, state, m_, rate: float, u: int):
@@ -174,6 +241,11 @@ def _update_vector(L: Learner, params, state, m_, rate: float, u: int):
                              "but the scalar engine found every value finite") from None
     out = store.rows(0, L.k + L.m)[:, 0].copy()
     return out[:L.k], out[L.k:]
+
+
+_ENGINES = {"scalar": (_contributions_scalar, _update_scalar),
+            "vector": (_contributions_vector, _update_vector),
+            "numba": (_contributions_numba, _update_numba)}
 
 
 # ----------------------------------------------------------------------------- driver
@@ -202,16 +274,20 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
     rounds = max(0, dep.updates - first) if rounds is None else rounds
     if rounds < 0:
         raise ValueError(f"rounds must be >= 0, not {rounds}")
-    kind = _choose(engine, L)
-    contributions = _contributions_scalar if kind == "scalar" else _contributions_vector
-    update = _update_scalar if kind == "scalar" else _update_vector
-    root = combine_tree(dep.owners, dep.topology)
-    order = tree_leaves(root)
-    if sorted(order) != list(range(dep.owners)):
-        raise Refusal("oracle-inconsistent",
-                      f"the combine tree's leaves {order} do not cover owners 0..{dep.owners - 1} "
-                      "exactly once")
-    root = _mutant_tree(dep, root, mutant)
+    kind = _choose(engine, L, rounds)
+    contributions, update = _ENGINES[kind]
+    by_samples = isinstance(dep.topology, SampleTree)
+    if by_samples and mutant is not None:
+        raise Refusal("mutant-not-applicable", f"mutant {mutant} is defined on trees over owners, "
+                      "not on the sample tree")
+    if not by_samples:
+        root = combine_tree(dep.owners, dep.topology)
+        order = tree_leaves(root)
+        if sorted(order) != list(range(dep.owners)):
+            raise Refusal("oracle-inconsistent",
+                          f"the combine tree's leaves {order} do not cover owners 0..{dep.owners - 1} "
+                          "exactly once")
+        root = _mutant_tree(dep, root, mutant)
 
     if start is None:
         params = floats(L.initial.as_array())
@@ -223,6 +299,9 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
         sum(L.samples.shares), L.s).view(np.float64)
     shares = L.samples.shares
     for u in range(first, first + rounds):
+        if by_samples:
+            params, state = update(L, params, state, _sample_tree_mean(L, params, samples, u, kind), rate, u)
+            continue
         if mutant == "stale-replica" and u > first:
             raise _stale(u, first)
         sums = contributions(L, params, samples, u)

@@ -49,6 +49,23 @@ def _coordinate(binds: dict[str, int], slot: int | None) -> str:
     return "" if slot is None else f"slot {slot}"
 
 
+def statement_refusal(site: Site, st, what: str, binds: dict[str, int]):
+    """The refusal of statement `st` (an Assign or a Let) whose `what` (e.g. `result of
+    div`) was non-finite with the loop and sum variables `binds` (outermost first)."""
+    if isinstance(st, Assign):
+        label = st.label or f"slot {st.target}"
+        slot = st.target.base if st.target.var is None else None
+    else:
+        label, slot = f"let {st.name}", None
+    return non_finite(site, what, statement=label, span=st.span, coordinate=_coordinate(binds, slot))
+
+
+def accumulate_refusal(site: Site, what: str, j: int):
+    """The refusal of an owner's sum at coordinate `j` (`what`: the contribution word or
+    the add's result)."""
+    return non_finite(site, what, statement="accumulate", coordinate=f"coordinate {j}")
+
+
 class _Run:
     """One execution of a program over a slot list (mutated in place)."""
 
@@ -58,14 +75,7 @@ class _Run:
         self.stmt = None  # the statement being executed, for refusals
 
     def fail(self, what: str, binds: dict[str, int]):
-        st = self.stmt
-        if isinstance(st, Assign):
-            label = st.label or f"slot {st.target}"
-            slot = st.target.base if st.target.var is None else None
-        else:
-            label, slot = f"let {st.name}", None
-        raise non_finite(self.site, what, statement=label, span=st.span,
-                         coordinate=_coordinate(binds, slot))
+        raise statement_refusal(self.site, self.stmt, what, binds)
 
     def block(self, body, lets: dict[str, float], binds: dict[str, int]) -> None:
         for st in body:
@@ -142,10 +152,8 @@ def accumulate(acc: list[float], contribution: list[float], site: Site) -> None:
     """acc[j] = acc[j] + contribution[j], one binary64 add per coordinate, checked."""
     for j, c in enumerate(contribution):
         if not _isfinite(c):
-            raise non_finite(site, "contribution word", statement="accumulate",
-                             coordinate=f"coordinate {j}")
+            raise accumulate_refusal(site, "contribution word", j)
         r = acc[j] + c
         if not _isfinite(r):
-            raise non_finite(site, "result of add", statement="accumulate",
-                             coordinate=f"coordinate {j}")
+            raise accumulate_refusal(site, "result of add", j)
         acc[j] = r

@@ -3,6 +3,8 @@
 The ordered operation list is derived, never declared: the combine tree's branches in the
 order they run, the normalisation, and the update program's statements. A star and a
 hierarchy over the same owners therefore have different lists, hence different contracts.
+The sample tree's list names its number of samples N and the tree's rule, never owners or
+shares: its deployments over N samples share one contract on any owner count.
 `compatible` is what a peer handshake or a checkpoint restore asks.
 """
 
@@ -14,6 +16,7 @@ from alphac.diagnostics import Diagnostic, DiagnosticBag, Span
 from alphac.ir import nodes as ir
 from alphac.plan.canon import canonical_json, program_lines, sha256_hex
 from alphac.plan.phases import branch_numbers, value_name
+from alphac.plan.sampletree import height
 
 # The one profile every target executes: binary64 words, round to nearest even, subnormals
 # kept (no flush to zero), and every arithmetic input and output finite or the update refuses.
@@ -47,6 +50,8 @@ def topology_name(topology: ir.Topology) -> str:
         return "star"
     if isinstance(topology, ir.Hierarchy):
         return f"hierarchy {topology.fanout}"
+    if isinstance(topology, ir.SampleTree):
+        return "sample-tree"
     return f"explicit {topology.coverage}"
 
 
@@ -60,13 +65,27 @@ def combine_ops(nodes) -> list[str]:
     return out
 
 
+def sample_tree_ops(samples: int) -> list[str]:
+    """The sample tree's combine over N samples: its rule, which depends on N alone."""
+    return [f"sample tree over {samples} samples, root height {height(samples)} covering [0, {samples})",
+            "node (h, j) covers [j*2^h, (j+1)*2^h) cut at N; a leaf (h = 0) is one sample's contribution, count 1",
+            "a branch whose right half is non-empty := left + right, left first, counts added",
+            "a branch whose right half is empty := its left child"]
+
+
 def derive(dep: ir.Deployment, nodes) -> NumericalContract:
     learner = dep.learner
-    ops = ["contribution: in sample order, per owner"]
+    if isinstance(dep.topology, ir.SampleTree):
+        samples = sum(learner.samples.shares)
+        ops = ["contribution: one per sample of the global sample sequence (owner 0's, then owner 1's, ...)"]
+        combine = sample_tree_ops(samples)
+        total = f"s[0,{samples})"
+    else:
+        ops = ["contribution: in sample order, per owner"]
+        combine = combine_ops(nodes)
+        total = value_name(nodes[-1], branch_numbers(nodes))
     ops += [f"contribution: {line}" for line in program_lines(learner.contribution)]
-    ops += [f"combine: {line}" for line in combine_ops(nodes)]
-    root = nodes[-1]
-    total = value_name(root, branch_numbers(nodes))
+    ops += [f"combine: {line}" for line in combine]
     ops.append(f"normalise: mean := {total}.sum / {total}.mass")
     ops += [f"update: {line}" for line in program_lines(learner.update)]
     return NumericalContract(dep.contract.profile, dep.contract.relation,

@@ -76,6 +76,8 @@ def check_applies(dep: ir.Deployment, root: ir.TreeNode, name: str | None) -> No
 
 
 def _inapplicable(dep: ir.Deployment, root: ir.TreeNode, name: str) -> str:
+    if isinstance(dep.topology, ir.SampleTree):
+        return "the mutants are defined on trees over owners, not on the sample tree"
     if name == "swap-branch" and not (isinstance(root, ir.TreeBranch)
                                       and isinstance(root.left, ir.TreeBranch)):
         return "the combine tree's root has no branch on its left (fewer than three leaves)"

@@ -76,12 +76,29 @@ def reduce_phase(root: TreeNode, nodes=None) -> tuple[Transfer, ...]:
     return tuple(out)
 
 
-def replicate_phase(root: TreeNode, delivery: Delivery = REPLICATE_ALL, nodes=None) -> tuple[Transfer, ...]:
-    """The result's way down: to every leaf owner, or along the path to `delivery.target`."""
-    if isinstance(root, TreeBranch):
+def sample_reduce_phase(tree) -> tuple[Transfer, ...]:
+    """The sample tree's reduce phase (a `sampletree.PlacedSampleTree`): every right child
+    sent to the owner of its parent branch, in run order; values are named by their
+    samples (`s[lo,hi)`), branches by their post-order number among the branches."""
+    out: list[Transfer] = []
+    branch = 0
+    for node in tree.nodes:
+        if node.is_block:
+            continue
+        if node.right.owner != node.owner:
+            out.append(Transfer(len(out), node.right.owner, node.owner, node.right.name, branch))
+        branch += 1
+    return tuple(out)
+
+
+def replicate_phase(root: TreeNode, delivery: Delivery = REPLICATE_ALL, nodes=None,
+                    value: str | None = None) -> tuple[Transfer, ...]:
+    """The result's way down: to every leaf owner, or along the path to `delivery.target`.
+    `value`: the result's name, if not the root branch's (the sample tree's total)."""
+    if value is None and isinstance(root, TreeBranch):
         nodes = postorder(root) if nodes is None else nodes
         value = f"b{sum(1 for x in nodes if isinstance(x, TreeBranch)) - 1}"
-    else:
+    elif value is None:
         value = f"c{root.owner}"
     edges = replicate_edges(root, delivery.target)
     return tuple(Transfer(i, e.sender, e.receiver, value) for i, e in enumerate(edges))

@@ -1,7 +1,8 @@
 """`plan(deployment)`: the data the oracle and the code generators interpret.
 
 Checks the combine tree's coverage, the contract's profile and, under partitioning, the
-update's separability and the state's shard maps; then derives the phases, every owner's
+update's separability and the state's shard maps (a sample tree is placed on the owners'
+shares instead: it covers every sample by construction); then derives the phases, every owner's
 protocol (from `protocol.project`, the single source of op lists), bytes per owner, the
 numerical contract and the protocol identity. Who holds which coordinate and which words
 is the owner layout (`layout.OwnerLayout`), built once; the shard maps, protocols and
@@ -21,8 +22,10 @@ from alphac.plan.identity import protocol_identity
 from alphac.plan.layout import OwnerLayout
 from alphac.plan.memory import OwnerBytes, bytes_per_owner
 from alphac.plan.mutants import Mutation, check_applies, mutant_tree, mutation
-from alphac.plan.phases import REPLICATE_ALL, Delivery, Transfer, reduce_phase, replicate_phase
+from alphac.plan.phases import (REPLICATE_ALL, Delivery, Transfer, reduce_phase, replicate_phase,
+                                sample_reduce_phase)
 from alphac.plan.registers import RegisterSlots, register_slots
+from alphac.plan.sampletree import PlacedSampleTree, place
 from alphac.plan.shards import ShardMap, learner_shard_maps, check_shard_map
 from alphac.plan.separable import check_claim, check_dependence, check_unclaimed_writes
 from alphac.plan.tree import TreeShape, check_topology, shape_of
@@ -64,6 +67,9 @@ class Plan:
     protocol_id: int
     layout: OwnerLayout                      # who holds which coordinate and which words
     mutation: Mutation                       # the executed mutant built (name None: none)
+    # under DataParallelSampleTree: the placed sample tree (the combine); `tree` is then
+    # its owner tree (delivery of the total, publication and checkpoint reports)
+    sample_tree: PlacedSampleTree | None = None
 
     @property
     def mutant(self) -> str | None:
@@ -148,7 +154,12 @@ def _plan(dep: ir.Deployment, mutant: str | None) -> Plan:
     n = dep.owners
     dspan = dep.span
     shape = None
-    if n >= 1:
+    placed = None
+    if n >= 1 and isinstance(dep.topology, ir.SampleTree):
+        shares = dep.learner.samples.shares
+        placed = place(shares[o] if o < len(shares) else 0 for o in range(n))
+        shape = shape_of(proto.sample_owner_tree(placed))
+    elif n >= 1:
         shape = check_topology(n, dep.topology, _span(dep.topology, dspan), bag)
     else:
         # the checker refuses such a spec; IR built by hand still gets a located refusal
@@ -186,7 +197,7 @@ def _plan(dep: ir.Deployment, mutant: str | None) -> Plan:
         deliveries = (REPLICATE_ALL,)
     nodes = list(shape.nodes)
     protocols = proto.project(root, n, part if part.any else None, dep.learner.k, nodes, layout,
-                              mutated.targets)
+                              mutated.targets, placed)
     slots = [register_slots(p, dep.learner.k) for p in protocols]
     sizes = bytes_per_owner(dep, layout, slots, proto.LEAF_TAG_WORDS if part.any else 0)
     role_of = {o: r.name for r in reversed(dep.roles) for o in r.owners}
@@ -200,14 +211,16 @@ def _plan(dep: ir.Deployment, mutant: str | None) -> Plan:
         shape=shape,
         delivery=REPLICATE_ALL,
         deliveries=deliveries,
-        reduce=reduce_phase(root, nodes),
-        replicate=replicate_phase(root, REPLICATE_ALL, nodes),
+        reduce=reduce_phase(root, nodes) if placed is None else sample_reduce_phase(placed),
+        replicate=replicate_phase(root, REPLICATE_ALL, nodes,
+                                  None if placed is None else f"s[0,{placed.samples})"),
         owners=tuple(owners),
         contract=derive(dep, nodes),
         shard_maps=maps,
         protocol_id=protocol_identity(dep, nodes, resumed, mutant),
         layout=layout,
         mutation=mutated,
+        sample_tree=placed,
     )
 
 

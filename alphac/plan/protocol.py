@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from alphac.ir.nodes import ExplicitTree, Hierarchy, Star, Topology, TreeBranch, TreeLeaf, TreeNode
 from alphac.plan.layout import OwnerLayout
+from alphac.plan.sampletree import PlacedSampleTree, owner_order, stack_depth
 from alphac.wire import WIRE_FORMAT  # noqa: F401  (the identity covers the wire format)
 
 # Op kinds, in the order they are numbered in the executables' embedded tables.
@@ -45,6 +46,9 @@ OP_KINDS = (
     "ckpt-recv",    # ... received from a child: digests compared, entries kept
     "ckpt-manifest",  # an owner with children: write and fsync the manifest of its subtree
     "ckpt-publish",  # the root: fsync the directory, rename it to ckpt-<u>, fsync its parent
+    # -- the sample tree (`project_sample_tree`) --
+    "sample-block",  # dst <- the sample tree over this owner's samples a .. a+b-1 (an aligned
+                     # block), evaluated on the binary-counter stack held in register 0
 )
 
 # Region masks of `offer` and `install`.
@@ -86,14 +90,28 @@ def build_tree(n: int, topology: Topology) -> TreeNode:
             node = TreeBranch(0, node, TreeLeaf(o))
         return node
     assert isinstance(topology, Hierarchy)
-    f = topology.fanout
+    return fanout_tree(range(n), topology.fanout)
+
+
+def fanout_tree(order, fanout: int) -> TreeNode:
+    """The hierarchy over `order` (owners by position): position i's children are the
+    positions f*i+1 .. f*i+f; each owner combines its own leaf, then each child's subtree."""
+    order = tuple(order)
+    n = len(order)
     subtree: dict[int, TreeNode] = {}
-    for o in range(n - 1, -1, -1):
-        node = TreeLeaf(o)
-        for c in hierarchy_children(o, n, f):
-            node = TreeBranch(o, node, subtree.pop(c))
-        subtree[o] = node
+    for i in range(n - 1, -1, -1):
+        node = TreeLeaf(order[i])
+        for c in hierarchy_children(i, n, fanout):
+            node = TreeBranch(order[i], node, subtree.pop(c))
+        subtree[i] = node
     return subtree[0]
+
+
+def sample_owner_tree(tree: PlacedSampleTree) -> TreeNode:
+    """The sample tree's owner tree: a binary fan-out rooted at the first owner with samples
+    (`sampletree.owner_order`), so no owner sends the total more than twice. It delivers
+    the total and carries publication and checkpoint reports."""
+    return fanout_tree(owner_order(tree), 2)
 
 
 def node_owner(node: TreeNode) -> int:
@@ -193,14 +211,18 @@ class OwnerProtocol:
 def project(root: TreeNode, n: int, partitioning=None, k: int = 0,
             nodes: list[TreeNode] | None = None,
             layout: OwnerLayout | None = None,
-            targets: tuple[int, ...] | None = None) -> tuple[OwnerProtocol, ...]:
+            targets: tuple[int, ...] | None = None,
+            sample_tree: PlacedSampleTree | None = None) -> tuple[OwnerProtocol, ...]:
     """Each owner's protocol. Registers: 0 = own local value; one register per received or
     combined value otherwise. With a `Partitioning` that partitions anything, the protocol
     of `project_partitioned` (k = the learner's parameter count, `layout` the owner layout
     if the caller has it, `targets` whom each coordinate owner's reduction is delivered
     to); otherwise the replicated learner's. `nodes` is the tree's post-order, if the
-    caller has it already."""
+    caller has it already. With `sample_tree` (the placed sample tree; `root` is then its
+    owner tree), the protocol of `project_sample_tree`."""
     nodes = postorder(root) if nodes is None else nodes
+    if sample_tree is not None:
+        return project_sample_tree(root, n, sample_tree, partitioning, k, nodes, layout)
     if partitioning is not None and partitioning.any:
         return project_partitioned(root, n, partitioning, k, nodes, layout, targets)
     ops: list[list[Op]] = [[] for _ in range(n)]
@@ -254,7 +276,7 @@ def _finish_ops(root: TreeNode, n: int, nodes: list[TreeNode]) -> list[tuple[Op,
     root commits; the verdict comes back down (`publish-send`/`publish-recv`); every owner
     finalizes its output."""
     fin: list[list[Op]] = [[Op("stage")] for _ in range(n)]
-    up = _up_edges(root, nodes)
+    up = report_edges(root, nodes)
     for t in up:
         fin[t.sender].append(Op("digest-send", peer=t.receiver))
         fin[t.receiver].append(Op("digest-recv", peer=t.sender))
@@ -267,7 +289,7 @@ def _finish_ops(root: TreeNode, n: int, nodes: list[TreeNode]) -> list[tuple[Op,
     return [tuple(f) for f in fin]
 
 
-def _up_edges(root: TreeNode, nodes: list[TreeNode]) -> list[Transfer]:
+def report_edges(root: TreeNode, nodes: list[TreeNode] | None = None) -> list[Transfer]:
     """The reduce edges, each child owner once, in the order they occur: the tree over
     owners that publication and checkpoints report up."""
     up, seen = [], set()
@@ -283,7 +305,7 @@ def _checkpoint_ops(root: TreeNode, n: int, nodes: list[TreeNode]) -> list[tuple
     "prepared"; an owner with children writes its subtree's manifest before reporting up;
     the root publishes the directory."""
     ops: list[list[Op]] = [[Op("ckpt-stage")] for _ in range(n)]
-    up = _up_edges(root, nodes)
+    up = report_edges(root, nodes)
     children: dict[int, list[int]] = {}
     parent: dict[int, int] = {}
     for t in up:
@@ -346,13 +368,15 @@ class _Schedule:
         self.emit(dst_owner, Op("recv", peer=src, dst=dst))
         return dst
 
-    def reduce(self, nodes: list[TreeNode], leaf_reg: dict[int, int], kind: str) -> int:
-        """Run the tree over per-owner leaf registers with `kind` ("combine" or "select");
-        the root's register at the root owner."""
+    def reduce(self, nodes, leaf_reg, kind: str) -> int:
+        """Run a tree over leaf registers with `kind` ("combine" or "select"): `nodes` in
+        post-order, `leaf_reg(node)` a leaf's register at its owner (None for a branch);
+        the root's register at the root's owner."""
         reg: dict[int, int] = {}
         for node in nodes:
-            if isinstance(node, TreeLeaf):
-                reg[id(node)] = leaf_reg[node.owner]
+            r = leaf_reg(node)
+            if r is not None:
+                reg[id(node)] = r
                 continue
             pair = []
             for child in (node.left, node.right):
@@ -371,11 +395,91 @@ class _Schedule:
             held[t.receiver] = self.move(t.sender, held[t.sender], t.receiver)
         return held
 
+    def protocols(self, root: TreeNode, n: int, nodes: list[TreeNode]) -> tuple[OwnerProtocol, ...]:
+        """Every owner's protocol: these update ops and register sizes, with the finish and
+        checkpoint ops of the tree over owners `root`."""
+        finish = _finish_ops(root, n, nodes)
+        ckpt = _checkpoint_ops(root, n, nodes)
+        return tuple(OwnerProtocol(o, tuple(self.ops[o]), finish[o], tuple(self.words[o]), ckpt[o])
+                     for o in range(n))
+
+
+def by_owner(values: dict[int, int]):
+    """`_Schedule.reduce`'s leaf registers of a tree over owners: values[owner] at a leaf."""
+    return lambda node: values[node.owner] if isinstance(node, TreeLeaf) else None
+
+
+class _OwnerLeaves:
+    """The contributions of a tree over owners: each leaf owner's `local` value in its
+    register 0, combined along the tree (leaves keyed by owner)."""
+
+    def __init__(self, root: TreeNode, nodes: list[TreeNode]) -> None:
+        self.nodes = nodes
+        self.owners = sorted(set(leaves(root, nodes)))
+
+    def allocate(self, sch: _Schedule, k: int) -> None:
+        for o in range(len(sch.ops)):
+            sch.reg(o, k + 1)  # register 0: the local (sum, count)
+
+    def local(self, sch: _Schedule, k: int) -> dict:
+        for o in self.owners:
+            sch.emit(o, Op("local", dst=0))
+        return {o: 0 for o in self.owners}
+
+    @staticmethod
+    def owner_of(key: int) -> int:
+        return key
+
+    def reduce(self, sch: _Schedule, leaf: dict, kind: str) -> int:
+        return sch.reduce(self.nodes, by_owner(leaf), kind)
+
+
+class _SampleLeaves:
+    """The contributions of the sample tree: each block's value (`sample-block`, on the
+    binary-counter stack in register 0), combined along the placed tree (leaves keyed by
+    block). Without samples, owner 0's `local` value (+0.0, 0) is the total, and the mean
+    refuses as for any deployment without samples."""
+
+    def __init__(self, tree: PlacedSampleTree) -> None:
+        self.tree = tree
+
+    def allocate(self, sch: _Schedule, k: int) -> None:
+        depth = [0] * len(sch.ops)  # levels of each owner's largest block
+        for b in self.tree.nodes:
+            if b.is_block:
+                depth[b.owner] = max(depth[b.owner], stack_depth(b.hi - b.lo))
+        if self.tree.root is None:
+            depth[0] = 1  # register 0 holds owner 0's empty total
+        for o, d in enumerate(depth):
+            sch.reg(o, (k + 1) * d)  # register 0: the stack
+
+    def local(self, sch: _Schedule, k: int) -> dict:
+        if self.tree.root is None:
+            sch.emit(0, Op("local", dst=0))
+            return {None: 0}
+        leaf = {}
+        for block in self.tree.nodes:
+            if block.is_block:
+                leaf[block] = sch.reg(block.owner, k + 1)
+                sch.emit(block.owner, Op("sample-block", dst=leaf[block], a=self.tree.first(block),
+                                         b=block.hi - block.lo))
+        return leaf
+
+    @staticmethod
+    def owner_of(key) -> int:
+        return 0 if key is None else key.owner
+
+    def reduce(self, sch: _Schedule, leaf: dict, kind: str) -> int:
+        if self.tree.root is None:
+            return leaf[None]
+        return sch.reduce(self.tree.nodes, lambda x: leaf[x] if x.is_block else None, kind)
+
 
 def project_partitioned(root: TreeNode, n: int, part, k: int,
                         nodes: list[TreeNode] | None = None,
                         layout: OwnerLayout | None = None,
-                        targets: tuple[int, ...] | None = None) -> tuple[OwnerProtocol, ...]:
+                        targets: tuple[int, ...] | None = None,
+                        contributions=None) -> tuple[OwnerProtocol, ...]:
     """Each owner's protocol when parameters, optimizer state or gradients are partitioned.
 
     One update, as a global schedule projected onto owners:
@@ -395,17 +499,19 @@ def project_partitioned(root: TreeNode, n: int, part, k: int,
     Replica comparison and publication (finish ops) are those of the replicated learner.
     Register sizes count the coordinates each owner holds under `layout` (the owner
     layout; without one, that of k coordinates over n owners under `part`).
+    `contributions`: what steps 2 and 3 combine (default: each owner's `local` value along
+    `root`; the sample tree's blocks along the placed sample tree, `project_sample_tree`).
     """
     nodes = postorder(root) if nodes is None else nodes
     owners = sorted(set(leaves(root, nodes)))
+    contributions = contributions or _OwnerLeaves(root, nodes)
     if layout is None:
         m = part.words_per_coordinate * k + len(set(part.shared_state))
         layout = OwnerLayout.build(k, m, n, part)
     assert (layout.k, layout.n) == (k, n), "the owner layout is not this learner's"
     w = layout.w
     sch = _Schedule(n)
-    for o in range(n):
-        sch.reg(o, k + 1)  # register 0: the local (sum, count)
+    contributions.allocate(sch, k)
     all_edges = replicate_edges(root)
     parent = {e.receiver: e.sender for e in all_edges}
 
@@ -414,29 +520,30 @@ def project_partitioned(root: TreeNode, n: int, part, k: int,
         for o in owners:
             offered[o] = sch.reg(o, words_per_coord * layout.owned_count(o))
             sch.emit(o, Op("offer", dst=offered[o], a=mask))
-        total = sch.reduce(nodes, offered, "select")
+        total = sch.reduce(nodes, by_owner(offered), "select")
         return sch.spread(root.owner, total, all_edges)
 
     if part.parameters:
         held = assemble(REGION_PARAMETERS, 1)
         for o in owners:
             sch.emit(o, Op("replica-install", a=held[o]))
-    for o in owners:
-        sch.emit(o, Op("local", dst=0))
-        if part.parameters:
+    local = contributions.local(sch, k)
+    if part.parameters:
+        for o in owners:
             sch.emit(o, Op("replica-release"))
     mean: dict[int, int] = {}
     if part.gradients:
         for t in range(n):
             sliced = {}
-            for o in owners:
-                sliced[o] = sch.reg(o, layout.owned_count(t) + 1)
-                sch.emit(o, Op("slice", peer=t, dst=sliced[o], a=0))
-            total = sch.reduce(nodes, sliced, "combine")
+            for key, r in local.items():
+                o = contributions.owner_of(key)
+                sliced[key] = sch.reg(o, layout.owned_count(t) + 1)
+                sch.emit(o, Op("slice", peer=t, dst=sliced[key], a=r))
+            total = contributions.reduce(sch, sliced, "combine")
             to = t if targets is None else targets[t]
             mean[to] = sch.spread(root.owner, total, delivery_path(parent, to))[to]
     else:
-        total = sch.reduce(nodes, {o: 0 for o in owners}, "combine")
+        total = contributions.reduce(sch, local, "combine")
         mean = sch.spread(root.owner, total, all_edges)
     for o in owners:
         sch.emit(o, Op("update-owned", a=mean[o]))
@@ -447,7 +554,26 @@ def project_partitioned(root: TreeNode, n: int, part, k: int,
         held = assemble(mask, per)
         for o in owners:
             sch.emit(o, Op("install", a=held[o], b=mask))
-    finish = _finish_ops(root, n, nodes)
-    ckpt = _checkpoint_ops(root, n, nodes)
-    return tuple(OwnerProtocol(o, tuple(sch.ops[o]), finish[o], tuple(sch.words[o]), ckpt[o])
-                 for o in range(n))
+    return sch.protocols(root, n, nodes)
+
+
+def project_sample_tree(root: TreeNode, n: int, tree: PlacedSampleTree, part, k: int,
+                        nodes: list[TreeNode], layout: OwnerLayout | None) -> tuple[OwnerProtocol, ...]:
+    """Each owner's protocol under the sample tree; `root` is its owner tree
+    (`sample_owner_tree`). One update, as a global schedule projected onto owners: every
+    owner evaluates its blocks (`sample-block`, in sample order); the branches above them
+    run in post-order, a right child moving to its parent's owner when the two differ
+    (send, then its receive); the root's owner spreads the total down the owner tree; every
+    owner updates. With partitioning, `project_partitioned` over the same contributions
+    (each gradient slice is reduced along the same sample tree)."""
+    contributions = _SampleLeaves(tree)
+    if part is not None and part.any:
+        return project_partitioned(root, n, part, k, nodes, layout, contributions=contributions)
+    sch = _Schedule(n)
+    contributions.allocate(sch, k)
+    total = contributions.reduce(sch, contributions.local(sch, k), "combine")
+    held = sch.spread(root.owner, total, replicate_edges(root))
+    for o in range(n):
+        sch.emit(o, Op("update", a=held[o]))
+    return sch.protocols(root, n, nodes)
+

@@ -3,7 +3,8 @@ lifetimes have ended give their memory to later ones.
 
 Every register is written by one op of `update_ops` and read by later ops of the same
 update (no register lives from one update to the next; finish and checkpoint ops use
-none). A register is live from the op that writes it to the last op that reads it. Walking
+none). The one exception is the sample tree's block stack, register 0 of its owners: no op
+names it (every `sample-block` works on it), so it keeps a slot of its own. A register is live from the op that writes it to the last op that reads it. Walking
 the ops in order, the op's destination takes a free slot first (the smallest that holds
 it, else the largest free one, grown; else a new slot), and only then are the registers
 whose last read was this op freed: a destination never shares memory with the operands of
@@ -26,7 +27,7 @@ from alphac.plan.protocol import OwnerProtocol, register_count
 _READS = {"send": ("a",), "combine": ("a", "b"), "update": ("a",), "slice": ("a",),
           "select": ("a", "b"), "install": ("a",), "replica-install": ("a",),
           "update-owned": ("a",)}
-_WRITES = ("local", "recv", "combine", "slice", "offer", "select")
+_WRITES = ("local", "sample-block", "recv", "combine", "slice", "offer", "select")
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,8 @@ def op_text(op: Op) -> str:
         return f"offer r{op.dst} = own {_regions(op.a)}"
     if k == "install":
         return f"install r{op.a} into {_regions(op.b)}"
+    if k == "sample-block":
+        return f"sample-block r{op.dst} = samples {op.a}..{op.a + op.b - 1}"
     if k in ("update", "update-owned", "replica-install"):
         return f"{k} r{op.a}"
     if k in ("digest-send", "publish-send"):
@@ -61,6 +63,30 @@ def tree_data(nodes) -> list[dict]:
     return out
 
 
+def sample_tree_data(tree) -> list[dict]:
+    """The placed sample tree's nodes in post-order (blocks and the branches above them),
+    children by id; a branch is also named b<j>, its number among the branches."""
+    index: dict[int, int] = {}
+    out = []
+    branches = 0
+    for node in tree.nodes:
+        item = {"id": len(out), "name": node.name, "kind": "block" if node.is_block else "branch",
+                "owner": node.owner, "lo": node.lo, "hi": node.hi}
+        if not node.is_block:
+            item.update(branch=f"b{branches}", left=index.pop(id(node.left)), right=index.pop(id(node.right)))
+            branches += 1
+        out.append(item)
+        index[id(node)] = item["id"]
+    return out
+
+
+def sample_tree_json(plan) -> dict | None:
+    tree = plan.sample_tree
+    if tree is None:
+        return None
+    return {"samples": tree.samples, "height": tree.height, "nodes": sample_tree_data(tree)}
+
+
 def transfer_data(t) -> dict:
     return {"step": t.step, "sender": t.sender, "receiver": t.receiver, "value": t.value, "branch": t.branch}
 
@@ -80,6 +106,7 @@ def plan_json(plan) -> dict:
                          "shared_state": list(part.shared_state), "block_words": part.block_words},
         "tree": {"depth": plan.shape.depth, "leaf_order": list(plan.shape.leaf_order),
                  "nodes": tree_data(plan.shape.nodes)},
+        "sample_tree": sample_tree_json(plan),
         "reduce": [transfer_data(t) for t in plan.reduce],
         "replicate": [transfer_data(t) for t in plan.replicate],
         "deliveries": [{"kind": d.kind, "target": d.target} for d in plan.deliveries],
@@ -128,14 +155,7 @@ def plan_text(plan) -> str:
     dep = plan.deployment
     lines = [f"plan {dep.name}: {dep.owners} owners, {topology_name(dep.topology)}, "
              f"protocol {plan.protocol_hex}", partitioning_text(dep.partitioning)]
-    numbers = branch_numbers(plan.shape.nodes)
-    lines.append(f"tree (depth {plan.shape.depth}; c<o> is owner o's contribution, b<j> the j-th branch):")
-    for node in plan.shape.nodes:
-        if isinstance(node, ir.TreeBranch):
-            lines.append(f"  {value_name(node, numbers)} at owner {node.owner} = "
-                         f"{value_name(node.left, numbers)} + {value_name(node.right, numbers)}")
-    if len(plan.shape.nodes) == 1:
-        lines.append(f"  c{plan.tree.owner} (a single leaf)")
+    lines += _sample_tree_text(plan) if plan.sample_tree is not None else _tree_text(plan)
     lines.append(f"reduce phase ({len(plan.reduce)} transfers):")
     for t in plan.reduce:
         lines.append(f"  {t.step}: {t.sender} -> {t.receiver}  {t.value} into b{t.branch}")
@@ -168,15 +188,49 @@ def plan_text(plan) -> str:
     return "\n".join(lines)
 
 
+def _tree_text(plan) -> list[str]:
+    numbers = branch_numbers(plan.shape.nodes)
+    lines = [f"tree (depth {plan.shape.depth}; c<o> is owner o's contribution, b<j> the j-th branch):"]
+    for node in plan.shape.nodes:
+        if isinstance(node, ir.TreeBranch):
+            lines.append(f"  {value_name(node, numbers)} at owner {node.owner} = "
+                         f"{value_name(node.left, numbers)} + {value_name(node.right, numbers)}")
+    if len(plan.shape.nodes) == 1:
+        lines.append(f"  c{plan.tree.owner} (a single leaf)")
+    return lines
+
+
+def _sample_tree_text(plan) -> list[str]:
+    tree = plan.sample_tree
+    nodes = sample_tree_data(tree)
+    lines = [f"sample tree over {tree.samples} samples (root height {tree.height}; s[lo,hi) covers "
+             f"samples lo..hi-1, b<j> the j-th branch):"]
+    for node in nodes:
+        if node["kind"] == "block":
+            first = node["lo"] - tree.starts[node["owner"]]
+            lines.append(f"  {node['name']} at owner {node['owner']}: block of its samples "
+                         f"{first}..{first + node['hi'] - node['lo'] - 1}")
+        else:
+            lines.append(f"  {node['branch']} = {node['name']} at owner {node['owner']} = "
+                         f"{nodes[node['left']]['name']} + {nodes[node['right']]['name']}")
+    children = {}
+    for t in plan.replicate:
+        children.setdefault(t.sender, []).append(t.receiver)
+    lines.append(f"owner tree (delivers the total, carries publication and checkpoints), root "
+                 f"{plan.tree.owner}:")
+    lines += [f"  {o} -> {', '.join(map(str, cs))}" for o, cs in children.items()]
+    return lines
+
+
 def plan_dot(plan) -> str:
     """The combine tree: leaves as boxes, branches as ellipses labelled with their owner;
     an edge runs from each operand to the branch combining it (L, R)."""
-    nodes = tree_data(plan.shape.nodes)
+    nodes = tree_data(plan.shape.nodes) if plan.sample_tree is None else sample_tree_data(plan.sample_tree)
     out = [f'digraph "{plan.deployment.name}" {{', "  rankdir=BT;",
            f'  label="{plan.deployment.name}: {topology_name(plan.deployment.topology)}, '
            f'protocol {plan.protocol_hex}";']
     for node in nodes:
-        if node["kind"] == "leaf":
+        if node["kind"] != "branch":
             out.append(f'  n{node["id"]} [shape=box, label="{node["name"]}\\nowner {node["owner"]}"];')
         else:
             out.append(f'  n{node["id"]} [shape=ellipse, label="{node["name"]}\\nat {node["owner"]}"];')

@@ -1,5 +1,5 @@
 /* The command line (getopt_long: `--owner 1` and `--owner=1`, --help, --version) and the
-   owner's position in its role. */
+   owner's position in its role; an engine's owner index and hosts are engine.c's. */
 #include "rt.h"
 
 #include <errno.h>
@@ -42,7 +42,8 @@ static int parse_num(struct rt *rt, const char *text, const char *flag, int64_t 
 
 enum {
     O_OWNER = 1, O_PEERS, O_OUT, O_UPDATES, O_TIMEOUT, O_KEY, O_LISTEN_ANY, O_CKPT_DIR, O_RESUME,
-    O_NEW_CONTRACT, O_RUN_ID, O_STATS, O_CONNECTIONS, O_GPU, O_HELP, O_VERSION
+    O_NEW_CONTRACT, O_RUN_ID, O_STATS, O_CONNECTIONS, O_HELP, O_VERSION, O_BASE_PORT, O_NODELIST,
+    O_HOSTFILE, O_OUT_DIR, O_GPU
 };
 
 static const struct option options[] = {
@@ -62,6 +63,10 @@ static const struct option options[] = {
     {"gpu", required_argument, NULL, O_GPU},
     {"help", no_argument, NULL, O_HELP},
     {"version", no_argument, NULL, O_VERSION},
+    {"base-port", required_argument, NULL, O_BASE_PORT},
+    {"nodelist", required_argument, NULL, O_NODELIST},
+    {"hostfile", required_argument, NULL, O_HOSTFILE},
+    {"out-dir", required_argument, NULL, O_OUT_DIR},
     {NULL, 0, NULL, 0},
 };
 
@@ -100,6 +105,14 @@ int rt_parse_args(struct rt *rt, int argc, char **argv) {
         }
         case O_STATS: rt->stats_path = optarg; break;
         case O_CONNECTIONS: rt->connections_path = optarg; break;
+        case O_BASE_PORT:
+            TRY(parse_num(rt, optarg, "--base-port", &rt->base_port));
+            if (rt->base_port < 1 || rt->base_port > 65535)
+                return rt_fail(rt, RT_USAGE, "--base-port must be in 1..65535");
+            break;
+        case O_NODELIST: rt->nodelist = optarg; break;
+        case O_HOSTFILE: rt->hostfile = optarg; break;
+        case O_OUT_DIR: rt->out_dir = optarg; break;
         case O_GPU:
             if (!rt_dev_open) return rt_fail(rt, RT_USAGE, "--gpu: this executable runs on no GPU (try --help)");
             rt->gpu = optarg;
@@ -120,10 +133,8 @@ int rt_parse_args(struct rt *rt, int argc, char **argv) {
     if (rt->ck.resume && !rt->ck.resume_mode) rt->ck.resume_mode = 1;
     if (rt->ck.resume_mode == 2 && !rt->ck.resume)
         return rt_fail(rt, RT_USAGE, "--new-contract goes with --resume PATH (try --help)");
-    if (!seen_owner) return rt_fail(rt, RT_USAGE, "--owner is required (try --help)");
-    if (!rt->peers_path) return rt_fail(rt, RT_USAGE, "--peers is required (try --help)");
-    if (!rt->out_path) return rt_fail(rt, RT_USAGE, "--out is required (try --help)");
-    return RT_OK;
+    TRY(rt_engine_owner(rt, seen_owner));
+    return rt_engine_sources(rt);
 }
 
 int rt_select_owner(struct rt *rt) {

@@ -2,6 +2,7 @@
    be driven in-process (tests/runtime build the runtime as a host shared library). */
 #include "rt.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 /* A runtime over this library's image, with no peers connected; NULL if out of memory or
@@ -39,3 +40,14 @@ size_t rt_link_write(struct rt *rt, int64_t peer, const void *data, size_t n) {
     ssize_t r = send(rt->fds[peer], data, n, MSG_NOSIGNAL | MSG_DONTWAIT);
     return r > 0 ? (size_t)r : 0;
 }
+
+/* The endpoint given for `owner`, as `HOST:PORT`; -1 if none was. */
+int rt_endpoint_text(const struct rt *rt, int64_t owner, char *buf, size_t size) {
+    const struct endpoint *e = &rt->ep[owner];
+    if (!e->listed) return -1;
+    snprintf(buf, size, "%s:%d", e->host, e->port);
+    return 0;
+}
+
+/* Where this owner's output goes (--out, or the file --out-dir names). */
+const char *rt_out_path(const struct rt *rt) { return rt->out_path; }

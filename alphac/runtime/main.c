@@ -1,7 +1,7 @@
-/* main: the command line, this owner, the stats file, the key, the peers file, the staged
-   output, the connections (and their report), every update, then the publication of the run
-   (stage, prepare, commit, finalize), and the measured bytes. A refusal removes what this
-   owner staged unless the run may be committed. */
+/* main: the command line, the CPU check, this owner, the stats file, the key, the peers
+   file, the staged output, the connections (and their report), every update, then the
+   publication of the run (stage, prepare, commit, finalize), and the measured bytes. A
+   refusal removes what this owner staged unless the run may be committed. */
 #include "rt.h"
 
 #include <stdio.h>
@@ -9,6 +9,7 @@
 int rt_main(struct rt *rt, int argc, char **argv) {
     TRY(rt_init(rt, alphac_image));
     TRY(rt_parse_args(rt, argc, argv));
+    TRY(rt_check_cpu(rt)); /* before any kernel runs (--help and --version answer anyway) */
     TRY(rt_select_owner(rt));
     TRY(rt_open_stats(rt));
     TRY(rt_open_outputs(rt)); /* before any work: a refused location costs nothing */

@@ -134,6 +134,11 @@ static int op_local(struct rt *rt, uint64_t *dst, uint64_t u) {
     return RT_OK;
 }
 
+static int combine_refused(struct rt *rt, int64_t coord, uint64_t u) {
+    return rt_fail(rt, RT_NON_FINITE, "combine coordinate %lld at update %llu (owner %lld)", (long long)coord,
+                   (unsigned long long)u, (long long)rt->owner);
+}
+
 /* dst <- a + b over the sums (left, then right), counts added. After a receive that added
    on arrival (added = 1) only its flag is left to check, here, after that receive verified
    the frame's checksum, so refusals come in the order of receive-then-combine. */
@@ -141,12 +146,59 @@ static int op_combine(struct rt *rt, int64_t dst, int64_t a, int64_t b, uint64_t
     int64_t sums = words(rt, dst) - 1;
     uint64_t *d = reg(rt, dst) + H, *x = reg(rt, a) + H, *y = reg(rt, b) + H;
     int bad = added ? rt->added_bad : (int)alphac_add_range(d, x, y, 0, sums);
-    if (bad)  /* x + y is non-finite whenever x or y is: the first bad sum is the coordinate */
-        return rt_fail(rt, RT_NON_FINITE, "combine coordinate %lld at update %llu (owner %lld)",
-                       (long long)alphac_first_nonfinite(d, 0, sums), (unsigned long long)u,
-                       (long long)rt->owner);
+    /* x + y is non-finite whenever x or y is: the first bad sum is the coordinate */
+    if (bad) return combine_refused(rt, alphac_first_nonfinite(d, 0, sums), u);
     d[sums] = x[sums] + y[sums];
     clear_tags(rt, d, sums + 1);
+    return RT_OK;
+}
+
+/* -- the sample tree: a block of this owner's samples on a binary-counter stack ----------- */
+
+/* Level j of the stack in register 0: k sums and a count. */
+static uint64_t *level(struct rt *rt, int64_t j) { return reg(rt, 0) + H + j * (rt->k + 1); }
+
+/* The stack levels a block of `count` samples needs: its bit length. */
+static int64_t block_depth(int64_t count) {
+    int64_t depth = 0;
+    for (; count > 0; count >>= 1) depth++;
+    return depth;
+}
+
+/* level j <- level j + level j+1 (left, then right), counts added; in place by the local
+   add kernel (level j is finite: checked when made), twice as fast here as the combine
+   kernel given its destination as an operand */
+static int merge_levels(struct rt *rt, int64_t j, uint64_t u) {
+    uint64_t *x = level(rt, j), *y = level(rt, j + 1);
+    int64_t bad = alphac_local_add(x, y, rt->k);
+    if (bad >= 0) return combine_refused(rt, bad, u);
+    x[rt->k] += y[rt->k];
+    return RT_OK;
+}
+
+/* dst <- the sample tree over this owner's samples first .. first+count-1, an aligned block
+   of the global sample sequence, in tree order (docs/plan.md "The sample tree"): each
+   sample's contribution is pushed as a level of count 1 (its words exactly); after the i-th
+   sample the two top levels merge once per trailing zero of i + 1, forming the aligned
+   subtrees; at the end the levels fold from the top, each right operand first, as the tree
+   cut at N does. check_op has checked the range and that register 0 holds the stack. */
+static int op_sample_block(struct rt *rt, int64_t dst, int64_t first, int64_t count, uint64_t u) {
+    int64_t k = rt->k, row0 = img_mine(rt, SEC_SAMPLE_ROW), depth = 0;
+    const uint64_t *params = img_field(rt, IMG_PART_PARAMETERS) ? rt->replica : rt->params;
+    const uint64_t *samples = img_sec(rt, SEC_SAMPLES);
+    for (int64_t i = 0; i < count; i++) {
+        int64_t fail = -1, at = first + i;
+        /* a slot the program never writes holds +0.0 in every level (zeroed registers, sums
+           of +0.0 since), the oracle's +0.0 start */
+        uint64_t *leaf = level(rt, depth++);
+        int64_t status = alphac_contribution(params, samples + (row0 + at) * rt->s, leaf, &fail);
+        if (status != 0)
+            return non_finite_statement(rt, alphac_contribution_labels, status, fail, u, "contribution", at);
+        leaf[k] = 1;
+        for (int64_t c = i + 1; (c & 1) == 0; c >>= 1, depth--) TRY(merge_levels(rt, depth - 2, u));
+    }
+    for (; depth > 1; depth--) TRY(merge_levels(rt, depth - 2, u));
+    memcpy(reg(rt, dst) + H, level(rt, 0), (size_t)(k + 1) * 8);
     return RT_OK;
 }
 
@@ -312,6 +364,13 @@ void rt_digest(struct rt *rt) {
 
 /* -- the interpreter ----------------------------------------------------------------------- */
 
+/* A sample block lies inside this owner's share, and register 0 holds its stack. */
+static int check_block(struct rt *rt, int64_t first, int64_t count) {
+    if (first < 0 || count < 1 || first + count > img_mine(rt, SEC_SHARE)) return corrupt(rt, "sample block at", first);
+    if (rt->nregs < 1 || block_depth(count) * (rt->k + 1) > words(rt, 0)) return corrupt(rt, "sample block of", count);
+    return RT_OK;
+}
+
 /* Registers and peers an op names must exist: a table built for another owner count or
    corrupted on disk refuses by name instead of reading outside its buffers. */
 static int check_op(struct rt *rt, const int64_t *op) {
@@ -320,12 +379,29 @@ static int check_op(struct rt *rt, const int64_t *op) {
     for (int j = 2; j <= 4; j++) {
         int register_operand = j < 4 || kind != OP_INSTALL; /* install's b is a region mask */
         if (kind == OP_OFFER && j == 3) register_operand = 0; /* offer's a is a region mask */
+        if (kind == OP_SAMPLE_BLOCK && j > 2) register_operand = 0; /* sample positions */
         if (register_operand && op[j] >= rt->nregs) return corrupt(rt, "register", op[j]);
     }
+    if (kind == OP_SAMPLE_BLOCK) TRY(check_block(rt, op[3], op[4]));
     int talks = kind == OP_SEND || kind == OP_RECV || (kind >= OP_DIGEST_SEND && kind <= OP_PUBLISH_RECV) ||
                 kind == OP_CKPT_SEND || kind == OP_CKPT_RECV;
     if (talks && (peer < 0 || peer >= rt->n || rt->fds[peer] < 0)) return corrupt(rt, "peer", peer);
     if (kind == OP_SLICE && (peer < 0 || peer >= rt->n)) return corrupt(rt, "owner", peer);
+    return RT_OK;
+}
+
+/* Under parameter partitioning a contribution reads the held read replica of this version. */
+static int replica_readable(struct rt *rt, uint64_t v) {
+    long long me = (long long)rt->owner;
+    if (!img_field(rt, IMG_PART_PARAMETERS)) return RT_OK;
+    if (!rt->replica_held)
+        return rt_fail(rt, RT_DATA_PARALLEL_REPLICA_RELEASED, "owner %lld: the contribution of "
+                       "version %llu reads no held replica (released or never installed)", me,
+                       (unsigned long long)v);
+    if ((uint64_t)rt->replica_version != v)
+        return rt_fail(rt, RT_DATA_PARALLEL_REPLICA_VERSION, "owner %lld: the contribution of "
+                       "version %llu reads a replica of version %lld", me, (unsigned long long)v,
+                       (long long)rt->replica_version);
     return RT_OK;
 }
 
@@ -367,17 +443,12 @@ int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
         if (kind != OP_SEND) rt->sent_buf = NULL;
         switch (kind) {
         case OP_LOCAL:
-            if (img_field(rt, IMG_PART_PARAMETERS)) {
-                if (!rt->replica_held)
-                    return rt_fail(rt, RT_DATA_PARALLEL_REPLICA_RELEASED, "owner %lld: the contribution of "
-                                   "version %llu reads no held replica (released or never installed)", me,
-                                   (unsigned long long)v);
-                if ((uint64_t)rt->replica_version != v)
-                    return rt_fail(rt, RT_DATA_PARALLEL_REPLICA_VERSION, "owner %lld: the contribution of "
-                                   "version %llu reads a replica of version %lld", me, (unsigned long long)v,
-                                   (long long)rt->replica_version);
-            }
+            TRY(replica_readable(rt, v));
             TRY(op_local(rt, reg(rt, dst), v));
+            break;
+        case OP_SAMPLE_BLOCK:
+            TRY(replica_readable(rt, v));
+            TRY(op_sample_block(rt, dst, a, b, v));
             break;
         case OP_SEND:
             TRY(rt_send_frame(rt, peer, KIND_COMBINE, v, step, reg(rt, a), frame_len(rt, a), 1));

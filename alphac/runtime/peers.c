@@ -1,7 +1,9 @@
 /* The peers file: one `OWNER HOST:PORT [TRANSPORT]` line per owner (HOST a name, an IPv4
    address or a bracketed IPv6 address; TRANSPORT tcp, the default, shm or shm-only: what
-   the owner may use with a peer on its host); blank lines and `#` comments are ignored. Every line is checked;
-   only this owner's and its peers' hosts are resolved (getaddrinfo). */
+   the owner may use with a peer on its host); blank lines and `#` comments are ignored.
+   Every line is checked; only this owner's and its peers' hosts are resolved
+   (getaddrinfo). Without a peers file the endpoints come from a node list (engine.c), each
+   with TCP. */
 #include "rt.h"
 
 #include <ctype.h>
@@ -91,8 +93,19 @@ static int parse_line(struct rt *rt, char *text, int64_t line) {
     return RT_OK;
 }
 
+/* Where an endpoint was given, for messages: its peers-file line, or its owner's host in
+   the node list. */
+static const char *origin(const struct rt *rt, const struct endpoint *e, char *buf, size_t size) {
+    if (rt->peers_path)
+        snprintf(buf, size, "peers file '%s' line %lld", rt->peers_path, (long long)e->line);
+    else
+        snprintf(buf, size, "%s, the host of owner %lld", rt->nodes_from, (long long)e->line);
+    return buf;
+}
+
 static int resolve(struct rt *rt, int64_t owner) {
     struct endpoint *e = &rt->ep[owner];
+    char where[512];
     if (!e->listed)
         return rt_fail(rt, RT_USAGE, "peers file '%s' has no endpoint for owner %lld", rt->peers_path,
                        (long long)owner);
@@ -106,18 +119,16 @@ static int resolve(struct rt *rt, int64_t owner) {
     hints.ai_flags = AI_NUMERICSERV;
     int rc = getaddrinfo(e->host, port, &hints, &res);
     if (rc != 0 || !res)
-        return rt_fail(rt, RT_USAGE, "peers file '%s' line %lld: host '%s' does not resolve (%s)",
-                       rt->peers_path, (long long)e->line, e->host, gai_strerror(rc));
+        return rt_fail(rt, RT_USAGE, "%s: host '%s' does not resolve (%s)", origin(rt, e, where, sizeof where),
+                       e->host, gai_strerror(rc));
     memcpy(&e->addr, res->ai_addr, res->ai_addrlen);
     e->addr_len = res->ai_addrlen;
     freeaddrinfo(res);
     return RT_OK;
 }
 
-int rt_read_peers(struct rt *rt) {
+static int read_file(struct rt *rt) {
     int rc;
-    rt->ep = rt_alloc_words(rt, (int64_t)((sizeof(struct endpoint) * (size_t)rt->n + 7) / 8), &rc);
-    TRY(rc);
     FILE *f = fopen(rt->peers_path, "r");
     if (!f) return rt_fail(rt, RT_IO_ERROR, "cannot read the peers file '%s'", rt->peers_path);
     char text[1024];
@@ -136,7 +147,15 @@ int rt_read_peers(struct rt *rt) {
         if (*p && *p != '#') rc = parse_line(rt, text, line);
     }
     fclose(f);
+    return rc;
+}
+
+int rt_read_peers(struct rt *rt) {
+    int rc;
+    char where[512];
+    rt->ep = rt_alloc_words(rt, (int64_t)((sizeof(struct endpoint) * (size_t)rt->n + 7) / 8), &rc);
     TRY(rc);
+    TRY(rt->peers_path ? read_file(rt) : rt_node_endpoints(rt));
     /* every owner this one talks to, and itself, need an endpoint */
     TRY(resolve(rt, rt->owner));
     const struct endpoint *me = &rt->ep[rt->owner];
@@ -145,9 +164,9 @@ int rt_read_peers(struct rt *rt) {
               (me->addr.ss_family == AF_INET6 &&
                IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)&me->addr)->sin6_addr));
     if (any && !rt->listen_any)
-        return rt_fail(rt, RT_USAGE, "peers file '%s' line %lld names the wildcard address '%s' for owner %lld; "
+        return rt_fail(rt, RT_USAGE, "%s names the wildcard address '%s' for owner %lld; "
                        "an owner listens only on its own address (--listen-any to listen on every interface)",
-                       rt->peers_path, (long long)me->line, me->host, (long long)rt->owner);
+                       origin(rt, me, where, sizeof where), me->host, (long long)rt->owner);
     const uint64_t *peers = img_sec(rt, SEC_PEERS) + img_mine(rt, SEC_PEER_START);
     for (int64_t j = 0; j < img_mine(rt, SEC_PEER_COUNT); j++) TRY(resolve(rt, (int64_t)peers[j]));
     return RT_OK;

@@ -47,6 +47,12 @@ struct endpoint {
     socklen_t addr_len;
 };
 
+/* Host names, each NUL-terminated, one after another (hostlist.c). */
+struct rt_names {
+    char *text;
+    size_t used, cap;
+    int64_t count;
+};
 
 struct rt_sha256 {
     uint32_t h[8];
@@ -173,6 +179,11 @@ struct rt {
     struct rt_mem mem;
     int64_t rss_start_kb;       /* VmRSS before anything of the learner is allocated */
     int listen_any;
+    /* an engine's owner index and hosts (engine.c): what gave the owner index; the node
+       list (--nodelist or SLURM_STEP_NODELIST) or --hostfile, and which of the three
+       (nodes_from, for messages); the owners' first port; --out-dir */
+    const char *owner_from, *nodelist, *nodes_from, *hostfile, *out_dir;
+    int64_t base_port;
     unsigned char *key;    /* NULL: frames are not authenticated */
     size_t key_len;
     struct session *sessions; /* n, when keyed */
@@ -288,10 +299,25 @@ void rt_payload_digest(const uint64_t *payload, int64_t len, unsigned char out[3
 void rt_frame_tag(const struct rt *rt, int64_t peer, uint64_t seq, const uint64_t *header,
                   const unsigned char payload_digest[32], uint64_t checksum, uint64_t tag[TAG_WORDS]);
 
+/* -- cpu.c ----------------------------------------------------------------------------- */
+int rt_check_cpu(struct rt *rt);
+
 /* -- cli.c ----------------------------------------------------------------------------- */
 int rt_init(struct rt *rt, const uint64_t *image);
 int rt_parse_args(struct rt *rt, int argc, char **argv);
 int rt_select_owner(struct rt *rt);
+
+/* -- hostlist.c, engine.c ------------------------------------------------------------- */
+int rt_hostlist_expand(const char *text, struct rt_names *out, char *err, size_t size);
+int rt_hostlist_text(const char *list, char *out, size_t out_size, char *err, size_t err_size);
+int rt_tasks_per_node(const char *text, int64_t *counts, int64_t max, int64_t *nodes, char *err, size_t size);
+int rt_hostfile_read(const char *path, struct rt_names *out, char *err, size_t size); /* 1: unreadable */
+int rt_names_add(struct rt_names *out, const char *name, size_t len, char *err, size_t size);
+const char *rt_names_next(const char *name);
+void rt_names_free(struct rt_names *names);
+int rt_engine_owner(struct rt *rt, int seen_owner);
+int rt_engine_sources(struct rt *rt);
+int rt_node_endpoints(struct rt *rt);
 
 /* -- peers.c --------------------------------------------------------------------------- */
 int rt_parse_endpoint(const char *text, char *host, size_t host_size, int *port);
@@ -410,5 +436,7 @@ void rt_attach(struct rt *rt, int64_t peer, int fd, int accept);
 size_t rt_xfer_bytes(void);
 int rt_link_shm(const struct rt *rt, int64_t peer);
 size_t rt_link_write(struct rt *rt, int64_t peer, const void *data, size_t n);
+int rt_endpoint_text(const struct rt *rt, int64_t owner, char *buf, size_t size);
+const char *rt_out_path(const struct rt *rt);
 
 #endif

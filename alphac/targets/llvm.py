@@ -3,6 +3,7 @@ and object emission. Never sets fast-math or contraction options."""
 
 from __future__ import annotations
 
+import functools
 import threading
 
 import llvmlite.binding as llvm
@@ -31,6 +32,16 @@ def target_machine(triple: str, cpu: str, features: str) -> llvm.TargetMachine:
     _init()
     return llvm.Target.from_triple(triple).create_target_machine(
         cpu=cpu, features=features, opt=2, reloc="pic", codemodel="default")
+
+
+@functools.cache
+def host_cpu() -> tuple[str, str, frozenset[str]]:
+    """This machine's CPU as LLVM sees it: its cpu name, its feature string (sorted) and
+    the features it has."""
+    _init()
+    features = llvm.get_host_cpu_features()
+    return (llvm.get_host_cpu_name(), features.flatten(),
+            frozenset(name for name, on in features.items() if on))
 
 
 def machine_for(target: Target) -> llvm.TargetMachine:

@@ -28,6 +28,19 @@ class TargetError(Exception):
 
 
 @dataclass(frozen=True)
+class CpuLevel:
+    """A CPU level above a target's baseline that its kernels may be built for: the LLVM
+    cpu and features, and the features of the target's `cpu_checks` an executable built
+    for it requires. A `host` level is this machine's CPU (alphac.targets.levels)."""
+
+    name: str
+    cpu: str = ""
+    features: str = ""
+    requires: tuple[str, ...] = ()
+    host: bool = False
+
+
+@dataclass(frozen=True)
 class Target:
     """One compilation target. `linker` and `assembler` are argument lists whose `{objs}`
     (every object, in order), `{exe}`, `{ptx}`, `{cubin}` items are substituted; `cc` is the
@@ -46,6 +59,12 @@ class Target:
     assembler: tuple[str, ...] = ()
     host: str = ""  # for device targets: the target of the executable that loads the code
     source: str = ""
+    # (the C compiler's __builtin_cpu_supports name, LLVM's name) of every feature an
+    # executable can test at startup, in the order of the image's `cpu_required` bits
+    cpu_checks: tuple[tuple[str, str], ...] = ()
+    levels: tuple[CpuLevel, ...] = ()  # the levels above the baseline
+    level: str = "baseline"  # the level this value's cpu and features are
+    requires: tuple[str, ...] = ()  # the cpu_checks the level needs
 
     @property
     def static(self) -> bool:
@@ -93,11 +112,36 @@ def parse_target(text: str, source: str = "<string>") -> Target:
     for key in ("name", "triple", "cpu", "features", "machine", "host"):
         if not isinstance(data.get(key, ""), str):
             raise TargetError("bad-target-file", f"{source}: {key} must be a string")
+    checks = data.get("cpu_checks", {})
+    if not isinstance(checks, dict) or not all(isinstance(v, str) for v in checks.values()) \
+            or len(checks) > 64:  # the image's cpu_required is one 64-bit word
+        raise TargetError("bad-target-file", f"{source}: cpu_checks must map at most 64 names to "
+                          "LLVM feature names")
     return Target(
         name=data["name"], triple=data["triple"], cpu=data["cpu"], features=data["features"],
         machine=data["machine"], linker=tuple(data["linker"]), cc=tuple(data["cc"]),
         cflags=tuple(data.get("cflags", [])), runner=tuple(data.get("runner", [])),
-        assembler=tuple(data.get("assembler", [])), host=data.get("host", ""), source=source)
+        assembler=tuple(data.get("assembler", [])), host=data.get("host", ""), source=source,
+        cpu_checks=tuple(checks.items()), levels=_levels(data.get("levels", {}), checks, source))
+
+
+def _levels(table, checks: dict, source: str) -> tuple[CpuLevel, ...]:
+    """The [levels.NAME] tables: `cpu` (and `features`) and `requires`, or `host = true`."""
+    if not isinstance(table, dict):
+        raise TargetError("bad-target-file", f"{source}: levels must be a table of tables")
+    out = []
+    for name, spec in table.items():
+        if not isinstance(spec, dict) or name == "baseline":
+            raise TargetError("bad-target-file", f"{source}: levels.{name} must be a table "
+                              "(the baseline is the target's own cpu)")
+        host = spec.get("host", False) is True
+        requires = spec.get("requires", [])
+        unknown = [f for f in requires if f not in checks] if isinstance(requires, list) else [requires]
+        if unknown or host == ("cpu" in spec) or not isinstance(spec.get("cpu", ""), str):
+            raise TargetError("bad-target-file", f"{source}: levels.{name} needs a cpu string "
+                              f"or host = true, and requires only cpu_checks names (not {unknown})")
+        out.append(CpuLevel(name, spec.get("cpu", ""), spec.get("features", ""), tuple(requires), host))
+    return tuple(out)
 
 
 @functools.lru_cache(maxsize=None)

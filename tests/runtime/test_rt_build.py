@@ -23,10 +23,15 @@ def test_the_object_is_compiled_once_and_reused(tmp_path, monkeypatch):
     assert runtime_object(replace(t, cflags=("-DALPHAC_EXTRA=1",))) != first
 
 
-def test_the_sources_include_the_generated_header():
-    files = sources()
-    assert {"rt.h", "main.c", "ops.c", "alphac_gen.h"} <= set(files)
+def test_the_sources_include_the_generated_headers():
+    files = sources(load_target("x86_64"))
+    assert {"rt.h", "main.c", "ops.c", "cpu.c", "alphac_gen.h", "alphac_cpu.h"} <= set(files)
     assert b"#define FRAME_MAGIC UINT64_C(0x31454d4152464c41)" in files["alphac_gen.h"]
+    # the features the x86-64 runtime can test, in the order of the image's cpu_required bits
+    cpu = files["alphac_cpu.h"].decode()
+    assert "#define CPU_CHECK_COUNT 37" in cpu
+    assert '  X(0, "cmpxchg16b") \\\n  X(1, "lahf_lm") \\\n' in cpu and '  X(36, "adx") \\\n' in cpu
+    assert "#define CPU_CHECK_COUNT 0" in sources(load_target("aarch64"))["alphac_cpu.h"].decode()
 
 
 def test_a_missing_compiler_and_a_failing_one_are_refused_by_code(tmp_path, monkeypatch):

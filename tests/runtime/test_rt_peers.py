@@ -101,11 +101,12 @@ def test_options_with_or_without_equals(rtlib, argv):
 
 
 @pytest.mark.parametrize("argv,message", [
-    ([], "--owner is required (try --help)"),
+    ([], "--owner is required unless SLURM_PROCID or OMPI_COMM_WORLD_RANK is set (try --help)"),
     (["--owner"], "'--owner' is an option with a value (try --help)"),
     (["--owner", "x1", "--peers", "p", "--out", "o"], "--owner needs a non-negative integer, got 'x1' (try --help)"),
-    (["--owner", "0", "--peers", "p"], "--out is required (try --help)"),
-    (["--owner", "0", "--out", "o"], "--peers is required (try --help)"),
+    (["--owner", "0", "--peers", "p"], "--out or --out-dir is required (try --help)"),
+    (["--owner", "0", "--out", "o"],
+     "--peers is required unless --nodelist, --hostfile or SLURM_STEP_NODELIST names the hosts (try --help)"),
     (["--owner", "0", "--peers", "p", "--out", "o", "--bogus", "1"], "unknown option '--bogus' (try --help)"),
     (["--owner", "0", "--peers", "p", "--out", "o", "extra"], "unexpected argument 'extra' (try --help)"),
     (["--owner", "0", "--peers", "p", "--out", "o", "--timeout-ms", "0"], "--timeout-ms must be in 1..2147483647"),

@@ -1,0 +1,73 @@
+"""The outputs of a run that any launcher started (the files `alphac launch --emit` writes,
+or a script of one's own), against the oracle: `alphac verify RUN_DIR SPEC`. The run is
+judged by its commit record exactly as a local launch settles it, but nothing is linked or
+removed (its owners may still be running); the report is a local launch's.
+
+A run directory holds `owner-I.out` per owner (`--out-dir RUN`, or `--out RUN/owner-I.out`),
+the root owner's commit record `owner-R.out.commit`, and, where the launcher wrote them,
+`owner-I.stderr`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from alphac.launch.commit import commit_path
+from alphac.launch.launcher import (LaunchError, LaunchReport, PlanRun, _evaluate, compare, resume_of,
+                                    resume_start, run_outputs, settled)
+from alphac.launch.runner import stderr_name
+
+
+@dataclass(frozen=True)
+class Verification:
+    report: LaunchReport
+    unlinked: tuple[Path, ...]  # committed outputs their owners had not linked yet (still PATH.tmp)
+    staged: tuple[Path, ...]    # files an uncommitted run staged (it may still be running)
+
+    @property
+    def notes(self) -> list[str]:
+        out = []
+        if self.unlinked:
+            out.append(f"{len(self.unlinked)} committed output(s) are still staged ({self.unlinked[0].name}, ...): "
+                       "read there; their owners stopped after the commit, or are finishing")
+        if self.staged:
+            out.append(f"{len(self.staged)} staged file(s) remain ({self.staged[0].name}, ...): the run is "
+                       "still going, or it ended before its commit")
+        return out
+
+
+def _stderr(run_dir: Path, report: LaunchReport) -> dict[int, str]:
+    """What each owner that published nothing wrote to its stderr file, where there is one."""
+    out = {}
+    for r in report.rows:
+        path = run_dir / stderr_name(r.owner)
+        if r.params is None and path.is_file() and path.stat().st_size:
+            out[r.owner] = path.read_text(errors="replace")
+    return out
+
+
+def verify(dep, run_dir: str | Path, rounds: int | None = None, spec: str = "", plan=None,
+           resume=None, new_contract: bool = False) -> Verification:
+    """Compare the owners' outputs in run_dir with the oracle's evaluation of `dep`: of the
+    update count the commit record names (`rounds` overrides it), from `resume` (or the
+    spec's resume declaration) when the run resumed a checkpoint. LaunchError
+    `run-protocol-mismatch` when the record names another plan."""
+    from alphac import driver
+
+    plan = plan if plan is not None else driver.plan(dep)
+    run_dir = Path(run_dir)
+    outs = run_outputs(run_dir, dep.owners)
+    run = settled(PlanRun(run_dir, None, None), outs, plan.tree.owner, settle=False)
+    record = run.resolution.record
+    if record is not None and (record.protocol, record.owners) != (plan.protocol_id, dep.owners):
+        raise LaunchError("run-protocol-mismatch", f"{commit_path(outs[plan.tree.owner])} names protocol "
+                          f"{record.protocol:016x} of {record.owners} owners; {spec or dep.name} plans "
+                          f"{plan.protocol_hex} of {dep.owners}")
+    n = rounds if rounds is not None else record.updates if record is not None else dep.updates
+    resume, new_contract = resume_of(dep, resume, new_contract)
+    start = resume_start(resume) if resume is not None else None
+    oracle, refusal = _evaluate(dep, n, start, resume, new_contract)
+    report = compare(plan, run, oracle, n, spec, refusal)
+    return Verification(replace(report, stderr=_stderr(run_dir, report)),
+                        tuple(run.resolution.unlinked.values()), tuple(run.resolution.staged))

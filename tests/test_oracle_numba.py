@@ -1,0 +1,158 @@
+"""The numba engine: its own lowering of the IR programs, compiled without fast-math, gives
+the scalar engine's words on every spec, and its refusals name the same code, update,
+program, owner, sample, statement and coordinate; `auto` chooses it for large runs."""
+
+from __future__ import annotations
+
+import glob
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from alphac import driver
+from alphac.diagnostics import Span
+from alphac.ir.nodes import Assign, Index, Let, Local, Loop, Program, Star, Sum, Words
+from alphac.oracle import Refusal, evaluate
+from alphac.oracle import compiled
+from alphac.oracle.driver import NUMBA_LIMIT, SCALAR_LIMIT, _choose
+
+from test_oracle_learners import C, S, add, deployment, lsq_learner, mul
+
+SPECS = Path(__file__).resolve().parents[1] / "specs"
+INF, NAN, HUGE = 0x7FF0000000000000, 0x7FF8000000000000, 0x7FE0000000000000  # HUGE: 2**1023
+
+
+def _specs():
+    out = []
+    for path in sorted(glob.glob(str(SPECS / "*.alpha"))):
+        try:
+            out.append((Path(path).stem, driver.deployment(path)))
+        except driver.CompileError:  # seed_dataparallel declares no deployment
+            continue
+    return out
+
+
+SPEC_DEPS = _specs()
+
+
+def _outcome(dep, engine: str):
+    """The words and every owner's view, or the refusal's full identity."""
+    try:
+        r = evaluate(dep, engine=engine)
+    except Refusal as exc:
+        return ("refused", exc.code, exc.detail, exc.site, exc.statement, exc.span, exc.coordinate)
+    return ("words", r.params, r.state, r.version, r.owners)
+
+
+def test_the_specs_are_the_fourteen_deployments():
+    assert len(SPEC_DEPS) == 14
+
+
+@pytest.mark.parametrize("stem,dep", SPEC_DEPS, ids=[s for s, _ in SPEC_DEPS])
+def test_every_spec_equals_the_scalar_engine_bit_for_bit(stem, dep):
+    a, b = _outcome(dep, "scalar"), _outcome(dep, "numba")
+    assert a[0] == "words" and a == b
+    more = replace(dep, updates=dep.updates + 3)  # a few updates further, as a launch --rounds
+    assert _outcome(more, "scalar") == _outcome(more, "numba")
+
+
+def _corrupt(dep, where: str, word: int):
+    """`dep` with one input word replaced: a sample's, an initial parameter's, the rate."""
+    L = dep.learner
+    if where == "rate":
+        return replace(dep, learner=replace(L, rate=word))
+    if where == "param":
+        init = list(L.initial.as_tuple())
+        init[-1] = word
+        return replace(dep, learner=replace(L, initial=Words(tuple(init))))
+    rows = np.array(L.samples.words, dtype=np.uint64).copy()
+    rows[(-1 if where == "last sample" else 0), (0 if where == "first sample" else -1)] = word
+    return replace(dep, learner=replace(L, samples=replace(L.samples, words=rows)))
+
+
+@pytest.mark.parametrize("stem,dep", SPEC_DEPS, ids=[s for s, _ in SPEC_DEPS])
+def test_every_spec_refuses_as_the_scalar_engine_does(stem, dep):
+    refused = 0
+    for where in ("first sample", "last sample", "param", "rate"):
+        for word in (INF, NAN, HUGE):
+            bad = _corrupt(dep, where, word)
+            a, b = _outcome(bad, "scalar"), _outcome(bad, "numba")
+            assert a == b, (where, hex(word))
+            refused += a[0] == "refused"
+    assert refused >= 9  # most corruptions are refused; each names the same failure
+
+
+# ----------------------------------------------------------------------------- lowering
+
+def _learner_with(contribution=None, update=None, k=3, shares=(2, 0, 3)):
+    rng = np.random.default_rng(4)
+    rows = rng.standard_normal((sum(shares), k + 1))
+    L = lsq_learner("plain", "indexed", rows, shares, tuple(rng.standard_normal(k)), 0.125)
+    L = replace(L, contribution=contribution or L.contribution, update=update or L.update)
+    return deployment(L, len(shares), Star(), updates=2)
+
+
+def test_a_view_spanning_regions_a_written_input_and_shadowed_names():
+    k, s = 3, 4
+    c = k + s  # the contribution's first slot
+    contribution = Program(2 * k + s, (
+        # the sum's view spans parameters and sample (chosen at run time), and the
+        # contribution writes a parameter slot: every sample must see the initial one
+        Assign(Index(0), mul(S(0), C(2.0)), label="w[0]"),
+        Let("t", Sum("j", 0, k + s, mul(S(0, "j"), C(0.5)))),
+        Loop("i", 0, k, (
+            Let("t", add(Local("t"), S(0, "i"))),  # shadows the outer t, per iteration
+            Assign(Index(c, "i"), add(Local("t"), Sum("i", 0, 2, S(k, "i"))), label="c[i]"),
+        )),
+        Loop("i", 0, 0, (Assign(Index(c, "i"), S(k, "i"), label="never"),)),  # an empty range
+    ))
+    dep = _learner_with(contribution=contribution, k=k)
+    assert compiled._writes(contribution, 0, k) and not compiled._writes(contribution, k, k + s)
+    a, b = _outcome(dep, "scalar"), _outcome(dep, "numba")
+    assert a[0] == "words" and a == b
+
+
+def test_the_lowering_checks_as_the_scalar_engine_does():
+    k = 2
+    span = Span("t.alpha", 3, 4)
+    # a sum whose 2nd term overflows: `term` and `partial` name the sum's variable beside the loop's
+    update = Program(2 * k + 1, (
+        Loop("i", 0, k, (Assign(Index(0, "i"), add(S(0, "i"), Sum("j", 0, 2, mul(S(k, "j"), C(1e308)))),
+                                span, "w[i]"),)),
+    ))
+    dep = _learner_with(update=update, k=k)
+    r = _outcome(dep, "numba")
+    assert r == _outcome(dep, "scalar")
+    assert r[0] == "refused" and r[6].startswith("i=0, j=")
+    assert r[2].startswith("update ") and ": update: `w[i]` (t.alpha:3:4) at i=0, j=" in r[2]
+
+
+def test_the_generated_module_holds_the_lowered_programs_only():
+    L = _learner_with().learner
+    text, csites, usites = compiled.module_text(L.k, L.s, L.m, L.contribution, L.update)
+    assert text.count("@njit(fastmath=False, error_model=\"numpy\", nogil=True, cache=True)") == 3
+    assert "fastmath=True" not in text and "parallel" not in text
+    assert "import alphac" not in text  # nothing of the compiler: numpy, math, numba only
+    # one `return SITE` per check, and `return 0`
+    assert len(csites) == text[text.index("def contribution("):text.index("def update")].count("return ") - 1
+    assert {s.what for s in usites} >= {"operand of mul", "result of mul", "result of sub"}
+
+
+def test_the_probe_passes_here():
+    compiled._probe()  # a fused multiply-add or a reassociated sum would raise
+
+
+def test_auto_picks_scalar_vector_then_numba_by_work():
+    def learner(k):
+        return lsq_learner("plain", "indexed", np.ones((3, k + 1)), (1, 1, 1), (0.0,) * k, 0.5)
+
+    small, mid = learner(2), learner(20_000)
+    work = 4 * (2 * 20_000 + 20_001 + 0 + 1)  # (samples + 1) * slot words of one update
+    assert work > SCALAR_LIMIT
+    assert _choose("auto", small, 10 ** 6) == "scalar"
+    assert _choose("auto", mid, NUMBA_LIMIT // work) == "vector"
+    assert _choose("auto", mid, NUMBA_LIMIT // work + 1) == "numba"
+    with pytest.raises(ValueError):
+        _choose("fast", small, 1)
