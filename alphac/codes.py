@@ -209,6 +209,8 @@ TOOLING = {
     "compiler-missing": "the target's C compiler (for the role runtime) is not installed",
     "compile-failed": "the target's C compiler failed on the role runtime",
     "assembler-missing": "the device target's assembler (ptxas) is not installed",
+    "device-unsupported": "the plan asks SM86 owners for something their device kernels do not run "
+                          "(the sample tree's blocks)",
     "assemble-failed": "the device target's assembler failed on the kernels' PTX",
     "mutant-not-applicable": "the executed mutant asked for cannot be built for (or evaluated "
                              "on) this deployment: stale-replica without partitioned parameters, "

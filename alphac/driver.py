@@ -252,10 +252,11 @@ def build(plan: "Plan", role: str, target: str, out_dir: "str | os.PathLike",
 
 def _device_objects(plan: "Plan", the_image: "RoleImage", target, directory: Path) -> list[Path]:
     """A device target's kernels as PTX, its cubin, and the device table, as data objects."""
-    from alphac.codegen.device import device_module, device_table
+    from alphac.codegen.device import check_supported, device_module, device_table
     from alphac.targets.llvm import compile_assembly
     from alphac.targets.sm86 import assemble, device_objects
 
+    check_supported(the_image)
     module, segs = device_module(the_image)
     ptx = compile_assembly(module, target)
     table = device_table(the_image, segs, plan.deployment.placement)

@@ -2,6 +2,7 @@
 for `nvptx64-nvidia-cuda`), or, for the stand-in driver of the hardware-free tests, the same
 kernels built for the host (the "twin"), which reads its thread indices from globals.
 
+    check_supported(image)                     ImageError device-unsupported (the sample tree)
     device_module(image, twin=False) -> (ir.Module, segments)
     device_table(image, segments) -> bytes     what the host runtime launches (alphac_device)
 
@@ -42,8 +43,10 @@ from alphac.codegen.owned import _OwnedEmitter
 from alphac.codegen.program import _Emitter, _Var, _Checks, _Ctx, _count, _subexpressions, \
     fast_loop_ok, program_regions, _unsupported
 from alphac.codegen.types import F64, I32, I64, PTR, VOID
+from alphac.image.image import ImageError
 from alphac.ir import nodes as n
 from alphac.plan.device import FLAG_WORDS, device_bytes
+from alphac.plan.protocol import OP_CODE
 
 CONTRIBUTION = "alphac_dev_contribution"
 LOCAL = "alphac_dev_local"
@@ -297,6 +300,15 @@ def _update_kernels(module: ir.Module, image, index: _Index) -> tuple[Segment, .
             f.record(flags, F_UPDATE, b.or_(key, ir.Constant(I64, j << SEGMENT_SHIFT)))
         b.ret_void()
     return segs
+
+
+def check_supported(image) -> None:
+    """ImageError `device-unsupported` when the image's owners run what these kernels do not:
+    the sample tree folds an owner's samples in its own shape, not in sample order."""
+    blocks = [o.owner for o in image.owners if any(op[0] == OP_CODE["sample-block"] for op in o.ops)]
+    if blocks:
+        raise ImageError("device-unsupported", f"owners {', '.join(map(str, blocks))} of role {image.role} "
+                         "fold their samples as blocks of the sample tree, which SM86 owners do not run yet")
 
 
 def device_module(image, twin: bool = False) -> tuple[ir.Module, tuple[Segment, ...]]:

@@ -193,7 +193,7 @@ static int op_sample_block(struct rt *rt, int64_t dst, int64_t first, int64_t co
         uint64_t *leaf = level(rt, depth++);
         int64_t status = alphac_contribution(params, samples + (row0 + at) * rt->s, leaf, &fail);
         if (status != 0)
-            return non_finite_statement(rt, alphac_contribution_labels, status, fail, u, "contribution", at);
+            return rt_non_finite_statement(rt, alphac_contribution_labels, status, fail, u, "contribution", at);
         leaf[k] = 1;
         for (int64_t c = i + 1; (c & 1) == 0; c >>= 1, depth--) TRY(merge_levels(rt, depth - 2, u));
     }

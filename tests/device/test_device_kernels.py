@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from alphac import driver
-from alphac.codegen.device import Segment, device_module, kernel_names, segments
+from alphac.codegen.device import Segment, check_supported, device_module, kernel_names, segments
 from alphac.diagnostics import CompileError
 from alphac.ir import nodes as n
 from alphac.targets import llvm, load_target
@@ -133,3 +133,17 @@ def test_cubin_sm_reads_both_abi_versions():
 
     assert cubin_sm(elf(8, 0x5605)) == 86  # CUDA 13 ptxas: (e_flags >> 8) & 0xff
     assert cubin_sm(elf(7, 0x00560056)) == 86  # older: e_flags & 0xff
+
+
+def test_the_sample_tree_on_sm86_owners_is_refused_by_name(tmp_path):
+    from alphac.image.image import ImageError
+
+    import support
+
+    path = support.placed("lsq_adam_sampletree.alpha", ["x86_64", "sm86", "x86_64", "sm86"], tmp_path)
+    plan = driver.plan(driver.deployment(str(path)))
+    with pytest.raises(ImageError) as err:
+        check_supported(driver.image(plan, "worker", "sm86"))
+    assert err.value.code == "device-unsupported"
+    assert err.value.message.endswith("fold their samples as blocks of the sample tree, which SM86 owners "
+                                      "do not run yet")
