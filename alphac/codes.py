@@ -184,6 +184,14 @@ RUNTIME = {
     "corrupt-executable": "the executable's embedded op table holds an op kind it cannot run",
     "cpu-unsupported": "the executable's kernels were built for a CPU level (`alphac build --cpu`) "
                        "whose features this CPU lacks",
+    # SM86 owners (alphac/runtime/device/cuda.c)
+    "cuda-unavailable": "an SM86 owner found no CUDA driver: libcuda.so.1 is missing or lacks an "
+                        "entry point, or cuInit or the device count failed (no GPU, a driver too old)",
+    "gpu-not-found": "no GPU the driver reports has the UUID given with --gpu (the detail lists those seen)",
+    "memory-admission": "the plan's device bytes exceed the GPU's free memory, or its total with "
+                        "what other alphac owners hold on it (the GPU's ledger), or an allocation failed",
+    "cuda-module": "neither the embedded cubin nor the embedded PTX loads on the GPU, or a kernel is missing",
+    "cuda-error": "a CUDA driver call failed (the detail names the call and its CUresult)",
 }
 
 # -- checkpoints (alphac/checkpoint, the executables' restore, `alphac inspect CKPT`) ------
@@ -215,6 +223,10 @@ TOOLING = {
     "build-failed": "the plan needs an operation the role runtime does not execute",
     "compiler-missing": "the target's C compiler (for the role runtime) is not installed",
     "compile-failed": "the target's C compiler failed on the role runtime",
+    "assembler-missing": "the device target's assembler (ptxas) is not installed",
+    "device-unsupported": "the plan asks SM86 owners for something their device kernels do not run "
+                          "(the sample tree's blocks)",
+    "assemble-failed": "the device target's assembler failed on the kernels' PTX",
     "mutant-not-applicable": "the executed mutant asked for cannot be built for (or evaluated "
                              "on) this deployment: stale-replica without partitioned parameters, "
                              "swap-branch on fewer than three leaves, deliver-to-next on one "

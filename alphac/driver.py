@@ -268,11 +268,25 @@ def build(plan: "Plan", role: str, target: str, out_dir: "str | os.PathLike",
         data = staging / "image"
         data.mkdir()
         blob = data_object(the_target, "alphac_image", the_image.encode(), data)
-        link_bytes(obj, the_target, partial, extra=(runtime, blob))
+        device = _device_objects(plan, the_image, the_target, data) if the_target.host else []
+        link_bytes(obj, the_target, partial, extra=(runtime, blob, *device))
         os.replace(partial, exe)
     finally:
         _remove_staging(staging)
     return exe
+
+
+def _device_objects(plan: "Plan", the_image: "RoleImage", target, directory: Path) -> list[Path]:
+    """A device target's kernels as PTX, its cubin, and the device table, as data objects."""
+    from alphac.codegen.device import check_supported, device_module, device_table
+    from alphac.targets.llvm import compile_assembly
+    from alphac.targets.sm86 import assemble, device_objects
+
+    check_supported(the_image)
+    module, segs = device_module(the_image)
+    ptx = compile_assembly(module, target)
+    table = device_table(the_image, segs, plan.deployment.placement)
+    return device_objects(ptx, assemble(ptx, target), table, directory)
 
 
 def _remove_staging(staging: Path) -> None:

@@ -58,8 +58,9 @@ class _Fn:
             out = hit if out is None else b.or_(out, hit)
         return out
 
-    def loop(self, lo: ir.Value, hi: ir.Value, body, carry: ir.Value | None = None):
-        """for (j = lo; j < hi; ++j) carry = body(j, carry); returns the final carry."""
+    def loop(self, lo: ir.Value, hi: ir.Value, body, carry: ir.Value | None = None,
+             step: ir.Value | None = None):
+        """for (j = lo; j < hi; j += step (1)) carry = body(j, carry); returns the final carry."""
         b = self.b
         pre = b.block
         head = b.append_basic_block("head")
@@ -76,7 +77,7 @@ class _Fn:
         b.cbranch(b.icmp_signed("<", j, hi), blk, end)
         b.position_at_end(blk)
         nxt = body(j, acc)
-        j.add_incoming(b.add(j, _c(1)), b.block)
+        j.add_incoming(b.add(j, step if step is not None else _c(1)), b.block)
         if acc is not None:
             acc.add_incoming(nxt, b.block)
         b.branch(head)

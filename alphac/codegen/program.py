@@ -537,8 +537,7 @@ class _Emitter:
     # -- function ---------------------------------------------------------------------------
 
     def emit(self) -> ir.Function:
-        ctx = _Ctx(vars={}, env={}, checks=_Checks(self), coord=self.minus_one)
-        self.stmts(self.program.body, 1, ctx)
+        self.body(_Ctx(vars={}, env={}, checks=_Checks(self), coord=self.minus_one))
         if not self.b.block.is_terminated:
             self.b.ret(ir.Constant(I64, 0))
         self.alloca_builder.branch(self.fn.blocks[1])
@@ -555,6 +554,10 @@ class _Emitter:
             fb.unreachable()
         self.emit_labels()
         return self.fn
+
+    def body(self, ctx: "_Ctx") -> None:
+        """The function's statements (the whole program; a device segment emits part)."""
+        self.stmts(self.program.body, 1, ctx)
 
     def emit_labels(self) -> None:
         labels = statement_labels(self.program)

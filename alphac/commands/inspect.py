@@ -1,7 +1,9 @@
 """`alphac inspect PATH [--json]`, by what PATH is:
 
 - an executable: the plan, contract, target and CPU level embedded in its `.alphac`
-  section, with what the ELF header says (machine, static or dynamic, size);
+  section, with what the ELF header says (machine, static or dynamic, size) and, for an
+  SM86 executable, its device code (the cubin's SM, the PTX version and target, the kernel
+  names);
 - a checkpoint directory (`ckpt-<u>/`): its version, identity, learner, contract, layout,
   regions, manifest tree, shards and fragments and what it resumed from, after verifying
   every hash as a restore does (docs/checkpoints.md); a checkpoint that does not verify
@@ -51,6 +53,8 @@ def summary(path: str) -> dict:
         "static": info["static"],
         "size": info["size"],
     })
+    if info.get("device"):
+        out["device"] = info["device"]
     return out
 
 
@@ -75,6 +79,11 @@ def render(s: dict) -> str:
         ("placement", " ".join(s.get("placement", []))),
         ("updates", str(s.get("updates", "?"))),
     ]
+    if s.get("device"):  # an SM86 executable: the device code it embeds
+        d = s["device"]
+        rows += [("cubin", f"sm_{d['cubin_sm']}, {d['cubin_bytes']} bytes"),
+                 ("ptx", f"version {d['ptx_version']}, target {d['ptx_target']}"),
+                 ("kernels", ", ".join(d["kernels"]))]
     if s.get("mutant"):  # built as an executed mutant: it computes other words on purpose
         rows.append(("mutant", f"{s['mutant']} (a testing aid: not the declared program)"))
     return _rows(rows)

@@ -401,13 +401,19 @@ def mutant_note(plan) -> str:
             "other words than the declared program\n")
 
 
+# an SM86 executable's GPU (docs/targets.md, "SM86")
+GPU_USAGE = ("  --gpu UUID       the GPU to run on, by its UUID (GPU-...); default: this owner's index\n"
+             "                   among the placement's SM86 owners, modulo the GPUs the driver reports\n")
+
+
 def usage_text(plan, role: str, target: str, role_owners) -> str:
     dep = plan.deployment
     owners = ", ".join(str(o) for o in role_owners)
     return (
         "usage: EXE --owner I --peers FILE --out PATH [--updates N] [--timeout-ms MS]\n"
         "           [--key FILE] [--listen-any] [--checkpoint-dir DIR] [--resume CKPT [--new-contract]]\n"
-        "           [--run-id HEX] [--stats FILE] [--connections FILE] [--status-fd FD]\n"
+        "           [--run-id HEX] [--stats FILE] [--connections FILE] [--status-fd FD]"
+        f"{' [--gpu UUID]' if target == 'sm86' else ''}\n"
         "           [--help] [--version]\n"
         "       EXE [--owner I] [--nodelist LIST | --hostfile FILE] --base-port P\n"
         "           (--out PATH | --out-dir DIR) ...   (an owner started by srun or mpirun)\n"
@@ -443,6 +449,7 @@ def usage_text(plan, role: str, target: str, role_owners) -> str:
         "                   category) to FILE at exit, on a refusal too\n"
         "  --connections FILE  write which transport each connection uses, once all are set up\n"
         "  --status-fd FD   write 'update V' to descriptor FD after each update (never blocking)\n"
+        f"{GPU_USAGE if target == 'sm86' else ''}"
         "  --version        what this executable was built for\n"
         "  exit 0: output written; 1: refused (stderr: 'refused: CODE: detail'); 2: usage\n")
 

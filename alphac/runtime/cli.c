@@ -44,7 +44,7 @@ static int parse_num(struct rt *rt, const char *text, const char *flag, int64_t 
 enum {
     O_OWNER = 1, O_PEERS, O_OUT, O_UPDATES, O_TIMEOUT, O_KEY, O_LISTEN_ANY, O_CKPT_DIR, O_RESUME,
     O_NEW_CONTRACT, O_RUN_ID, O_STATS, O_CONNECTIONS, O_STATUS_FD, O_HELP, O_VERSION, O_BASE_PORT,
-    O_NODELIST, O_HOSTFILE, O_OUT_DIR
+    O_NODELIST, O_HOSTFILE, O_OUT_DIR, O_GPU
 };
 
 static const struct option options[] = {
@@ -62,6 +62,7 @@ static const struct option options[] = {
     {"stats", required_argument, NULL, O_STATS},
     {"connections", required_argument, NULL, O_CONNECTIONS},
     {"status-fd", required_argument, NULL, O_STATUS_FD},
+    {"gpu", required_argument, NULL, O_GPU},
     {"help", no_argument, NULL, O_HELP},
     {"version", no_argument, NULL, O_VERSION},
     {"base-port", required_argument, NULL, O_BASE_PORT},
@@ -120,6 +121,10 @@ int rt_parse_args(struct rt *rt, int argc, char **argv) {
         case O_NODELIST: rt->nodelist = optarg; break;
         case O_HOSTFILE: rt->hostfile = optarg; break;
         case O_OUT_DIR: rt->out_dir = optarg; break;
+        case O_GPU:
+            if (!rt_dev_open) return rt_fail(rt, RT_USAGE, "--gpu: this executable runs on no GPU (try --help)");
+            rt->gpu = optarg;
+            break;
         case O_HELP: fputs(img_text(rt, IMG_STR_USAGE), stdout); fflush(stdout); return RT_DONE;
         case O_VERSION: fputs(img_text(rt, IMG_STR_VERSION), stdout); fflush(stdout); return RT_DONE;
         case ':': return rt_fail(rt, RT_USAGE, "'%s' is an option with a value (try --help)", arg);

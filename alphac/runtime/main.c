@@ -18,6 +18,7 @@ int rt_main(struct rt *rt, int argc, char **argv) {
     TRY(rt_alloc_peers(rt));
     TRY(rt_alloc(rt));
     if (rt->ck.resume) TRY(rt_restore(rt));
+    if (rt_dev_open) TRY(rt_dev_open(rt)); /* SM86: bind, admit, upload once */
     TRY(rt_ckpt_open(rt));
     TRY(rt_connect(rt));
     TRY(rt_write_connections(rt));

@@ -81,8 +81,8 @@ int rt_alloc(struct rt *rt) {
 
 /* -- arithmetic ops: every float operation is a kernel call -------------------------------- */
 
-static int non_finite_statement(struct rt *rt, const char *const *labels, int64_t status, int64_t coord,
-                                uint64_t u, const char *what, int64_t sample) {
+int rt_non_finite_statement(struct rt *rt, const char *const *labels, int64_t status, int64_t coord,
+                            uint64_t u, const char *what, int64_t sample) {
     if (sample < 0)
         return rt_fail(rt, RT_NON_FINITE, "%s statement '%s' coordinate %lld at update %llu", what,
                        labels[status - 1], (long long)coord, (unsigned long long)u);
@@ -91,31 +91,41 @@ static int non_finite_statement(struct rt *rt, const char *const *labels, int64_
                    (long long)rt->owner, (long long)sample);
 }
 
+int rt_local_refused(struct rt *rt, int64_t coord, uint64_t u, int64_t sample) {
+    return rt_fail(rt, RT_NON_FINITE, "local sum coordinate %lld at update %llu (owner %lld, sample %lld)",
+                   (long long)coord, (unsigned long long)u, (long long)rt->owner, (long long)sample);
+}
+
 static int mean_refused(struct rt *rt, int64_t coord, uint64_t u, uint64_t count) {
     return rt_fail(rt, RT_NON_FINITE, "mean coordinate %lld at update %llu (owner %lld, %llu samples)",
                    (long long)coord, (unsigned long long)u, (long long)rt->owner, (unsigned long long)count);
 }
 
-/* dst <- (sum of this owner's contributions in sample order from +0.0, its leaf count: the
-   share, or an executed mutant's count); the unweighted-mean mutant reports sum / share */
-static int op_local(struct rt *rt, uint64_t *dst, uint64_t u) {
-    int64_t k = rt->k, share = img_mine(rt, SEC_SHARE), row0 = img_mine(rt, SEC_SAMPLE_ROW);
-    uint64_t *acc = dst + H;
+/* acc <- the sum of this owner's share >= 1 contributions in sample order from +0.0 */
+static int local_sum(struct rt *rt, uint64_t *acc, int64_t share, uint64_t u) {
+    int64_t k = rt->k, row0 = img_mine(rt, SEC_SAMPLE_ROW);
     const uint64_t *params = img_field(rt, IMG_PART_PARAMETERS) ? rt->replica : rt->params;
     const uint64_t *samples = img_sec(rt, SEC_SAMPLES);
-    if (share == 0) memset(acc, 0, (size_t)k * 8);
     for (int64_t i = 0; i < share; i++) {
         int64_t fail = -1;
         uint64_t *out = i == 0 ? acc : rt->cbuf;
         int64_t status = alphac_contribution(params, samples + (row0 + i) * rt->s, out, &fail);
         if (status != 0)
-            return non_finite_statement(rt, alphac_contribution_labels, status, fail, u, "contribution", i);
+            return rt_non_finite_statement(rt, alphac_contribution_labels, status, fail, u, "contribution", i);
         /* the first contribution went straight into acc: +0.0 + c is c but for -0.0 */
         int64_t j = i == 0 ? alphac_local_first(acc, k) : alphac_local_add(acc, rt->cbuf, k);
-        if (j >= 0)
-            return rt_fail(rt, RT_NON_FINITE, "local sum coordinate %lld at update %llu (owner %lld, sample %lld)",
-                           (long long)j, (unsigned long long)u, (long long)rt->owner, (long long)i);
+        if (j >= 0) return rt_local_refused(rt, j, u, i);
     }
+    return RT_OK;
+}
+
+/* dst <- (sum of this owner's contributions in sample order from +0.0, its leaf count: the
+   share, or an executed mutant's count); the unweighted-mean mutant reports sum / share */
+static int op_local(struct rt *rt, uint64_t *dst, uint64_t u) {
+    int64_t k = rt->k, share = img_mine(rt, SEC_SHARE);
+    uint64_t *acc = dst + H;
+    if (share == 0) memset(acc, 0, (size_t)k * 8);
+    else TRY(rt_dev_local ? rt_dev_local(rt, acc, u) : local_sum(rt, acc, share, u)); /* SM86: on the GPU */
     acc[k] = (uint64_t)img_mine(rt, SEC_LEAF_COUNT);
     if (share > 0 && img_field(rt, IMG_LEAF_MEAN)) {
         int64_t j = alphac_mean(acc, share, k);
@@ -184,7 +194,7 @@ static int op_sample_block(struct rt *rt, int64_t dst, int64_t first, int64_t co
         uint64_t *leaf = level(rt, depth++);
         int64_t status = alphac_contribution(params, samples + (row0 + at) * rt->s, leaf, &fail);
         if (status != 0)
-            return non_finite_statement(rt, alphac_contribution_labels, status, fail, u, "contribution", at);
+            return rt_non_finite_statement(rt, alphac_contribution_labels, status, fail, u, "contribution", at);
         leaf[k] = 1;
         for (int64_t c = i + 1; (c & 1) == 0; c >>= 1, depth--) TRY(merge_levels(rt, depth - 2, u));
     }
@@ -194,9 +204,10 @@ static int op_sample_block(struct rt *rt, int64_t dst, int64_t first, int64_t co
 }
 
 static int run_update(struct rt *rt, void *mean, uint64_t u) {
+    if (rt_dev_update) return rt_dev_update(rt, mean, u);
     int64_t fail = -1;
     int64_t status = alphac_update(rt->params, rt->state, mean, &rt->rate, &fail);
-    return status ? non_finite_statement(rt, alphac_update_labels, status, fail, u, "update", -1) : RT_OK;
+    return status ? rt_non_finite_statement(rt, alphac_update_labels, status, fail, u, "update", -1) : RT_OK;
 }
 
 /* The delivered sums the mean reads: register a's own, or, when the image maps this owner's
@@ -545,9 +556,17 @@ int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
         case OP_CKPT_MANIFEST: TRY(rt_ckpt_manifest(rt, v)); break;
         case OP_CKPT_PUBLISH: TRY(rt_ckpt_publish(rt, v)); break;
         case OP_SLICE: op_slice(rt, reg(rt, dst), reg(rt, a), peer); break;
-        case OP_OFFER: op_offer(rt, dst, (uint64_t)a); break;
+        case OP_OFFER:
+            if (rt_dev_capture) TRY(rt_dev_capture(rt)); /* the words are the device's */
+            op_offer(rt, dst, (uint64_t)a);
+            break;
         case OP_SELECT: TRY(op_select(rt, dst, a, b, v)); break;
-        case OP_INSTALL: TRY(op_install(rt, a, (uint64_t)b, rt->params, v)); break;
+        case OP_INSTALL:
+            TRY(op_install(rt, a, (uint64_t)b, rt->params, v));
+            /* the offers of this assembly copied the device's words back first, so the words
+               the install leaves alone are the device's too */
+            if (rt_dev_upload) TRY(rt_dev_upload(rt, (uint64_t)b, rt->params));
+            break;
         case OP_REPLICA_INSTALL: /* the replica exists only while held */
             /* the stale-replica mutant keeps the replica of its first update instead */
             if (!(img_field(rt, IMG_STALE_REPLICA) && rt->replica_installed)) {
@@ -555,6 +574,7 @@ int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
                 rt->replica = rt_buf_alloc(rt, MEM_REPLICA, rt->k, &rc);
                 TRY(rc);
                 TRY(op_install(rt, a, REGION_PARAMETERS, rt->replica, v));
+                if (rt_dev_upload) TRY(rt_dev_upload(rt, REGION_PARAMETERS, rt->replica));
                 rt->replica_version = (int64_t)v;
                 rt->replica_installed = 1;
             }
@@ -579,10 +599,13 @@ int rt_run(struct rt *rt) {
     int64_t every = rt->ck.interval;
     for (int64_t u = rt->start; u < rt->updates; u++) {
         TRY(rt_run_ops(rt, 0, n_update, (uint64_t)u));
-        if (every && (u + 1) % every == 0)
+        if (every && (u + 1) % every == 0) {
+            if (rt_dev_capture) TRY(rt_dev_capture(rt)); /* a checkpoint holds the device's words */
             TRY(rt_run_ops(rt, n_update + n_finish, img_mine(rt, SEC_N_CHECKPOINT), (uint64_t)(u + 1)));
+        }
         rt_status(rt, u + 1);
     }
+    if (rt_dev_capture) TRY(rt_dev_capture(rt)); /* the digest and the output read the host's copy */
     rt_digest(rt);
     return rt_run_ops(rt, n_update, n_finish, (uint64_t)rt->updates);
 }

@@ -221,6 +221,7 @@ struct rt {
     int prepared, committed, finalized;
     int code;
     char msg[1024];
+    const char *gpu;                   /* --gpu UUID (SM86 executables) */
 };
 
 /* -- the kernels (llvmlite; alphac/codegen) ------------------------------------------ */
@@ -381,6 +382,17 @@ int rt_run(struct rt *rt);
 int rt_status_open(struct rt *rt, int64_t fd);
 void rt_status(struct rt *rt, int64_t version);
 void rt_digest(struct rt *rt);
+int rt_non_finite_statement(struct rt *rt, const char *const *labels, int64_t status, int64_t coord,
+                            uint64_t u, const char *what, int64_t sample);
+int rt_local_refused(struct rt *rt, int64_t coord, uint64_t u, int64_t sample);
+
+/* -- device/cuda.c: SM86 executables only. Weak: in a CPU executable they are null, and
+   every caller tests them first. ------------------------------------------------------- */
+int rt_dev_open(struct rt *rt) __attribute__((weak));
+int rt_dev_local(struct rt *rt, uint64_t *acc, uint64_t u) __attribute__((weak));
+int rt_dev_update(struct rt *rt, const uint64_t *mean, uint64_t u) __attribute__((weak));
+int rt_dev_capture(struct rt *rt) __attribute__((weak));
+int rt_dev_upload(struct rt *rt, uint64_t mask, const uint64_t *params) __attribute__((weak));
 
 /* -- ckpt.c, restore.c ------------------------------------------------------------------ */
 int rt_ckpt_open(struct rt *rt);

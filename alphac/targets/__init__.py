@@ -14,12 +14,14 @@ from alphac.targets.target import Target, TargetError, load_target, target_names
 
 
 def _backend(target: "Target | str"):
-    """The backend of a target name, or of a given Target value (e.g. with another cpu)."""
-    from alphac.targets.native import NativeBackend
+    """The backend of a target name, or of a given Target value (e.g. with another cpu): its
+    registered backend (a device target's keeps its host) holding that value."""
+    from dataclasses import replace
+
     from alphac.targets.registry import backend
 
     found = backend(target.name if isinstance(target, Target) else target)
-    return NativeBackend(target) if isinstance(target, Target) else found
+    return replace(found, target=target) if isinstance(target, Target) else found
 
 
 def compile_object(module, target: "Target | str") -> bytes:

@@ -1,6 +1,6 @@
 """Reading a built executable: its `.alphac` section and what the ELF header says.
 
-    describe(path) -> {metadata, machine, elf_type, static, size}     TargetError
+    describe(path) -> {metadata, machine, elf_type, static, size, device}     TargetError
     read_metadata(path) -> dict                                       TargetError
 
 The section holds the plan, contract and target of one (role, target) executable as sorted
@@ -16,12 +16,14 @@ import os
 from pathlib import Path
 
 from alphac.image.metadata import FORMAT, SECTION
+from alphac.targets.cubin import describe_device
 from alphac.targets.target import TargetError
 
 
 def describe(path: "str | os.PathLike") -> dict:
     """The embedded metadata plus what the ELF file itself says: machine (the e_machine
-    name), elf_type, static (no PT_INTERP segment) and size in bytes."""
+    name), elf_type, static (no PT_INTERP segment), size in bytes, and for an SM86
+    executable its device code (alphac.targets.cubin.describe_device; else None)."""
     from elftools.common.exceptions import ELFError
     from elftools.elf.elffile import ELFFile
 
@@ -36,6 +38,7 @@ def describe(path: "str | os.PathLike") -> dict:
                 interp = any(seg["p_type"] == "PT_INTERP" for seg in elf.iter_segments())
                 section = elf.get_section_by_name(SECTION)
                 raw = section.data() if section is not None else None
+                device = describe_device(elf)
             except (ELFError, ValueError, KeyError) as exc:
                 raise TargetError("not-an-alphac-executable", f"{p}: not an ELF file ({exc})") from None
     except OSError as exc:
@@ -54,6 +57,7 @@ def describe(path: "str | os.PathLike") -> dict:
         "elf_type": elf_type,
         "static": not interp,
         "size": size,
+        "device": device,
     }
 
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from alphac.diagnostics import hinted
-from alphac.targets import aarch64, x86_64
+from alphac.targets import aarch64, sm86, x86_64
 from alphac.targets.native import NativeBackend
 from alphac.targets.target import TargetError, target_names
 
-BUILDERS = {x86_64.NAME: x86_64.backend, aarch64.NAME: aarch64.backend}
+BUILDERS = {x86_64.NAME: x86_64.backend, aarch64.NAME: aarch64.backend, sm86.NAME: sm86.backend}
 
 
 def buildable() -> tuple[str, ...]:

@@ -43,9 +43,13 @@ def cpu_header(target: Target) -> str:
 
 
 def sources(target: Target) -> dict[str, bytes]:
-    """The runtime's files by name: the shipped sources and the generated headers."""
+    """The runtime's files by name: the shipped sources and the generated headers, and for a
+    device target's host executable the driver side too (`device/*.c`)."""
+    device = bool(target.host)
     root = data_path("alphac", "runtime")
-    out = {p.name: p.read_bytes() for p in sorted(root.iterdir()) if p.suffix in (".c", ".h")}
+    dirs = (root, root / "device") if device else (root,)
+    out = {p.relative_to(root).as_posix(): p.read_bytes() for d in dirs for p in sorted(d.iterdir())
+           if p.suffix in (".c", ".h")}
     out[HEADER_NAME] = runtime_header().encode()
     out[CPU_HEADER] = cpu_header(target).encode()
     return out
@@ -92,9 +96,12 @@ def runtime_object(target: Target, pic: bool = False) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="alphac-rt-") as tmp:
         for name, data in files.items():
+            Path(tmp, name).parent.mkdir(exist_ok=True)
             Path(tmp, name).write_bytes(data)
         units = sorted(n for n in files if n.endswith(".c"))
-        _run([*target.cc, *flags, "-c", *units], tmp)
+        _run([*target.cc, *flags, "-c", *(u for u in units if "/" not in u)], tmp)
+        for unit in (u for u in units if "/" in u):  # device/x.c becomes device/x.o beside it
+            _run([*target.cc, *flags, "-c", unit, "-o", unit[:-2] + ".o"], tmp)
         _run([*target.cc, "-r", "-nostdlib", "-o", OBJECT, *(u[:-2] + ".o" for u in units)], tmp)
         # another build may finish the same object meanwhile: both have the same bytes
         fd, staged_name = tempfile.mkstemp(prefix=out.name, dir=out.parent)
@@ -112,7 +119,7 @@ def runtime_object(target: Target, pic: bool = False) -> Path:
 # The role image goes in as data assembled by the target's C compiler: `.incbin` copies the
 # bytes, however many, where an LLVM constant of them would be text many times their size.
 _IMAGE_ASM = """\
-    .section .rodata
+    .section {section}
     .balign 16
     .globl {symbol}
     .type {symbol}, %object
@@ -123,14 +130,18 @@ _IMAGE_ASM = """\
 """
 
 
-def data_object(target: Target, symbol: str, data: bytes, directory: str | os.PathLike) -> Path:
+def data_object(target: Target, symbol: str, data: bytes, directory: str | os.PathLike,
+                section: str = ".rodata") -> Path:
     """An object defining the read-only, 16-byte aligned symbol `symbol` holding `data`,
-    written in `directory` (under fixed names, so builds stay reproducible)."""
+    written in `directory` (under fixed names, so builds stay reproducible), in `section`
+    (another name than .rodata: a section of its own, which `alphac inspect` reads back)."""
     if not target.cc:
         raise TargetError("compiler-missing", f"target {target.name} names no C compiler (cc)")
     compiler_version(target.cc)  # compiler-missing if it is not installed
     d = Path(directory)
     (d / f"{symbol}.bin").write_bytes(data)
-    (d / f"{symbol}.S").write_text(_IMAGE_ASM.format(symbol=symbol, file=f"{symbol}.bin"))
+    flags = "" if section == ".rodata" else ',"a",%progbits'
+    (d / f"{symbol}.S").write_text(_IMAGE_ASM.format(symbol=symbol, file=f"{symbol}.bin",
+                                                     section=section + flags))
     _run([*target.cc, "-c", f"{symbol}.S", "-o", f"{symbol}.o"], str(d))
     return d / f"{symbol}.o"

@@ -1,4 +1,5 @@
-"""The C runtime performs no floating-point arithmetic: its objects for x86-64 and AArch64,
+"""The C runtime performs no floating-point arithmetic: its objects for x86-64, AArch64 and
+the SM86 host (the x86-64 runtime with the CUDA driver side, alphac/runtime/device/),
 disassembled, hold no floating-point arithmetic, conversion or comparison instruction (every
 such operation of an executable is emitted by llvmlite). A control object compiled from
 `a*b+c` shows that the pattern finds them."""
@@ -20,7 +21,8 @@ FP = {
     "aarch64": re.compile(r"\b(fadd\w*|fsub|fmul\w*|fdiv|fsqrt|fn?madd|fn?msub|fnmul|fabs|fneg|fcvt\w*"
                           r"|[su]cvtf|fcmp\w*|fccmp\w*|fmin\w*|fmax\w*|frint\w*)\b"),
 }
-OBJDUMP = {"x86_64": "objdump", "aarch64": "aarch64-linux-gnu-objdump"}
+FP["sm86"] = FP["x86_64"]  # the SM86 executable's runtime runs on its x86-64 host
+OBJDUMP = {"x86_64": "objdump", "aarch64": "aarch64-linux-gnu-objdump", "sm86": "objdump"}
 
 
 def _instructions(target: str, obj) -> list[str]:
@@ -32,7 +34,7 @@ def _instructions(target: str, obj) -> list[str]:
     return [ln.split("\t", 1)[1].strip() for ln in text.splitlines() if "\t" in ln and ln.strip()[:1].isalnum()]
 
 
-@pytest.mark.parametrize("target", ["x86_64", "aarch64"])
+@pytest.mark.parametrize("target", ["x86_64", "aarch64", "sm86"])
 def test_the_runtime_object_has_no_floating_point_arithmetic(target):
     insns = _instructions(target, runtime_object(target))
     assert len(insns) > 500  # the whole runtime was read
