@@ -10,8 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import shutil
-import struct
 from pathlib import Path
 
 import pytest
@@ -25,20 +23,11 @@ from alphac.launch.launcher import compare, run_arguments
 from alphac.oracle import Refusal, evaluate, start_of
 from alphac.plan.mutants import MutantError
 
+from shape_gates import SWAP, needs_qemu, f64
+
 SPECS = Path(__file__).resolve().parents[1] / "specs"
 HOST = f"{SPECS}/coordinate_host.alpha"
 BUILDS = [f"{SPECS}/coordinate_device.alpha", f"{SPECS}/coordinate_memory.alpha"]
-SWAP = {"x86_64": "aarch64", "aarch64": "x86_64"}
-
-needs_qemu = pytest.mark.skipif(shutil.which("qemu-aarch64") is None
-                                or shutil.which("aarch64-linux-gnu-gcc") is None,
-                                reason="qemu-aarch64 / aarch64-linux-gnu-gcc not installed")
-
-
-def f64(bits: int) -> float:
-    return struct.unpack("<d", struct.pack("<Q", bits))[0]
-
-
 def _hex(words) -> list[str]:
     return [f"{int(w):016x}" for w in words]
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -22,14 +21,12 @@ from alphac.launch.launcher import compare, run_arguments
 from alphac.ir import nodes as ir
 from alphac.oracle import Refusal, evaluate, start_of
 
+from shape_gates import SWAP, needs_qemu
+
 SPECS = Path(__file__).resolve().parents[1] / "specs"
 STAR = f"{SPECS}/local_correlation_star.alpha"
 TREE = f"{SPECS}/local_correlation_hierarchy.alpha"
-SWAP = {"x86_64": "aarch64", "aarch64": "x86_64"}
-
-pytestmark = pytest.mark.skipif(shutil.which("qemu-aarch64") is None
-                                or shutil.which("aarch64-linux-gnu-gcc") is None,
-                                reason="qemu-aarch64 / aarch64-linux-gnu-gcc not installed")
+pytestmark = needs_qemu
 
 
 def _run(key: str, dep, ckpt_dir: Path | None = None, resume=None):

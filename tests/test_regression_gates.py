@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
-import struct
 from pathlib import Path
 
 import pytest
@@ -23,21 +21,12 @@ from alphac.launch import session
 from alphac.launch.launcher import compare, run_arguments
 from alphac.oracle import evaluate, start_of
 
+from shape_gates import SWAP, needs_qemu, f64
+
 SPECS = Path(__file__).resolve().parents[1] / "specs"
 GATE = f"{SPECS}/partitioned_regression.alpha"
 CKPT = f"{SPECS}/partitioned_regression_ckpt.alpha"
 SM86 = f"{SPECS}/partitioned_regression_sm86.alpha"
-SWAP = {"x86_64": "aarch64", "aarch64": "x86_64"}
-
-needs_qemu = pytest.mark.skipif(shutil.which("qemu-aarch64") is None
-                                or shutil.which("aarch64-linux-gnu-gcc") is None,
-                                reason="qemu-aarch64 / aarch64-linux-gnu-gcc not installed")
-
-
-def f64(bits: int) -> float:
-    return struct.unpack("<d", struct.pack("<Q", bits))[0]
-
-
 def test_the_family_is_the_data_parallel_learner_of_one_parameter_on_two_owners():
     dep = driver.deployment(GATE)
     L = dep.learner

@@ -273,7 +273,7 @@ static int op_evolve(struct rt *rt, uint64_t u) {
     for (int64_t i = 0; i < share; i++) {
         int64_t fail = -1;
         int64_t status = alphac_contribution(rt->params, pairs + (row0 + i) * rt->s, &rt->rate, &fail);
-        if (status != 0) return non_finite_statement(rt, alphac_contribution_labels, status, fail, u, "rule", i);
+        if (status != 0) return rt_non_finite_statement(rt, alphac_contribution_labels, status, fail, u, "rule", i);
     }
     return RT_OK;
 }
