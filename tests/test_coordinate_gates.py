@@ -150,15 +150,17 @@ def test_checkpoints_resume_on_the_other_instruction_set(tmp_path):
 
 
 @pytest.mark.parametrize("spec", BUILDS, ids=["device", "memory"])
-def test_the_sm86_build_families_evaluate_as_the_host_and_build_refuses_them(spec, tmp_path):
+def test_the_sm86_build_families_evaluate_as_the_host_and_build(spec, tmp_path):
     dep = driver.deployment(spec)
     assert dep.placement == ("sm86", "sm86")
     assert evaluate(dep).params == evaluate(driver.deployment(HOST)).params
     spaces = {f.address_space for m in driver.plan(dep).shard_maps for f in m.fragments}
     assert spaces == {"device"}
     out = CliRunner().invoke(main, ["build", spec, "--all", "-o", str(tmp_path)])
-    assert out.exit_code == 1
-    assert out.stderr.startswith("alphac: error[target-not-buildable]: target 'sm86'"), out.stderr
+    # SM86 executables (their runs: tests/device/test_stub_shapes.py, through the stand-in driver)
+    assert out.exit_code == 0, out.output
+    built = [line for line in out.stdout.splitlines() if line.startswith("built ") and "  (" in line]
+    assert [line.split("  (")[1].split(",")[0] for line in built] == ["sm86", "sm86"]
 
 
 def test_a_coordinate_owned_learner_has_two_coordinates_and_two_accumulators(tmp_path):

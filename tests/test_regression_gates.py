@@ -114,12 +114,14 @@ def _one_owner(dep):
                                roles=(ir.Role("coordinator", (0,)),), placement=dep.placement[:1])
 
 
-def test_the_sm86_build_family_checks_plans_and_evaluates_and_build_refuses_it(tmp_path):
+def test_the_sm86_build_family_checks_plans_evaluates_and_builds(tmp_path):
     dep = driver.deployment(SM86)
     assert dep.placement == ("sm86", "sm86")
     assert evaluate(dep).params == evaluate(driver.deployment(GATE)).params
     spaces = {f.address_space for m in driver.plan(dep).shard_maps for f in m.fragments}
     assert spaces == {"device"}
     out = CliRunner().invoke(main, ["build", SM86, "--all", "-o", str(tmp_path)])
-    assert out.exit_code == 1
-    assert out.stderr.startswith("alphac: error[target-not-buildable]: target 'sm86'"), out.stderr
+    # SM86 executables (their runs: tests/device/test_stub_shapes.py, through the stand-in driver)
+    assert out.exit_code == 0, out.output
+    built = [line for line in out.stdout.splitlines() if line.startswith("built ") and "  (" in line]
+    assert [line.split("  (")[1].split(",")[0] for line in built] == ["sm86", "sm86"]
