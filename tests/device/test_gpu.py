@@ -2,7 +2,8 @@
 saying why, where libcuda.so.1 or a GPU is missing): the demo and the partitioned Adam
 hierarchy with owners on sm86 among x86-64 and AArch64 owners, bit-identical to the oracle;
 a rate that overflows refused on the device by name; a checkpoint of GPU owners resumed on
-CPU owners; two owners bound to one GPU by its UUID, both admitted through its ledger."""
+CPU owners; two owners bound to one GPU by its UUID, both admitted through its ledger; the
+learner shapes' SM86 build families (docs/learners.md) on two GPU owners."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ import shutil
 
 import pytest
 
+from alphac import driver
 from alphac.launch.launcher import launch, run_plan
 
-from support import DEMO, NAN_RATE, built
+from support import DEMO, NAN_RATE, SPECS, built
 
 
 def _gpu_uuid() -> str | None:
@@ -52,6 +54,14 @@ def _ledger(tmp_path, monkeypatch):
 def test_sm86_owners_among_cpu_owners_equal_the_oracle(tmp_path, spec, placement):
     dep, plan, _ = built(tmp_path, spec, placement)
     report = launch(dep, tmp_path / "out", plan=plan)
+    assert report.match, report.failures
+
+
+@pytest.mark.parametrize("spec", ["partitioned_regression_sm86.alpha", "coordinate_device.alpha",
+                                  "coordinate_memory.alpha"])
+def test_the_shapes_sm86_families_equal_the_oracle(tmp_path, spec):
+    dep = driver.deployment(str(SPECS / spec))
+    report = launch(dep, tmp_path / "out")
     assert report.match, report.failures
 
 
