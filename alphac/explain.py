@@ -92,6 +92,22 @@ FIXES = {
     "combine-leaf-order": "Order the tree's leaves as the member list orders them.",
     "combine-branch-owner": "Place each branch at an owner with a leaf beneath it.",
     "combine-delivery-partial": "Deliver the combined result to every owner (drop CombineDeliverTo).",
+    "assembler-missing": "Install ptxas (the CUDA toolkit's PTX assembler) on the PATH to build SM86 "
+                         "executables.",
+    "assemble-failed": "Report the spec: ptxas refused PTX the code generator wrote; its message names "
+                       "the line.",
+    "device-unsupported": "Place the owners of this learner on x86-64 or AArch64: SM86 does not build "
+                          "it (the message says why, e.g. the sample tree).",
+    "cuda-unavailable": "Run SM86 owners where the NVIDIA driver (libcuda.so.1) is installed and a GPU "
+                        "is visible.",
+    "gpu-not-found": "Give --gpu one of the UUIDs the message lists (nvidia-smi -L prints them), or "
+                     "leave it out to bind by placement index.",
+    "memory-admission": "Free GPU memory, place fewer SM86 owners on one GPU, or give them other GPUs "
+                        "with --gpu.",
+    "cuda-module": "Run on a GPU and driver that load sm_86 code or JIT the embedded PTX (a newer "
+                   "driver).",
+    "cuda-error": "Check the driver and the GPU (nvidia-smi); the message names the CUDA call and its "
+                  "result.",
     "combine-delivery-law": "The planner built a delivery its laws forbid: report the spec; no spec "
                             "change should be needed (the planned transfers are checked, not written).",
     "independent-state-region-length": "Give every owner's initial region exactly the rule's r words, "
