@@ -98,7 +98,7 @@ def test_a_misspelt_role_and_target_on_the_command_line():
         "did you mean worker?\n")
     out = CliRunner().invoke(main, ["build", str(SPECS / "lsq_plain_star.alpha"), "--target", "x86-64"])
     assert out.exit_code == 1 and out.stderr == (
-        "alphac: error[unknown-target]: unknown target 'x86-64'; targets: aarch64, x86_64; "
+        "alphac: error[unknown-target]: unknown target 'x86-64'; targets: aarch64, sm86, x86_64; "
         "did you mean x86_64?\n")
 
 
