@@ -119,7 +119,8 @@ FIXES = {
     "independent-state-partitioning": "Build the deployment through the independent-state families, "
                                       "which hold each owner's region alone.",
     "coordinate-not-held": "Update each coordinate from its own words and accumulator only.",
-    "combine-placement-unsupported": "Combine at the tree's owners (the default placement).",
+    "combine-placement-unsupported": "Declare the placement through Learning.Deployment's "
+                                     "CombinePlacement: CombineAtBranchOwners or CombineAtBlockOwners.",
     "numerical-profile-mismatch": "Declare the profile that runs: binary64, nearest-even, "
                                   "subnormals kept, finite-or-refuse.",
     "numerical-order-mismatch": "Declare the order the deployment runs, or resume with "

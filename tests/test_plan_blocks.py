@@ -1,7 +1,7 @@
 """Coordinate blocks (partitionBlockWords B) and the combine's placement through the planner
 and everything that describes a plan: the owner layout's shard maps, register sizes and
 bytes for B in {1, 2, 3, k, k + 5}, the protocol identity, `alphac plan` (text and JSON),
-the refusal of CombineAtBlockOwners, the build and launch of a spec declaring blocks, and
+the identity of either combine placement, the build and launch of a spec declaring blocks, and
 the oracle, whose words do not depend on B nor on the placement."""
 
 from __future__ import annotations
@@ -120,15 +120,20 @@ def test_the_identity_covers_the_block_size_only_where_not_the_default():
     assert len(others) == 3 and one not in others
 
 
-def test_the_planner_refuses_the_block_placement_at_its_declaration():
+def test_the_planner_builds_the_block_placement_under_another_identity():
     dep = dataclasses.replace(blocked(4, 2), combine_placement="block-owners")
+    assert plan(dep).protocol_id != plan(blocked(4, 2)).protocol_id
+    assert plan(dataclasses.replace(dep, combine_placement="branch-owners")).protocol_id == \
+        plan(blocked(4, 2)).protocol_id
+
+
+def test_the_planner_refuses_a_placement_built_by_hand_that_it_does_not_build():
+    dep = dataclasses.replace(blocked(4, 2), combine_placement="ring")
     with pytest.raises(CompileError) as err:
         plan(dep)
     (d,) = err.value.diagnostics
     assert d.code == "combine-placement-unsupported" and d.span == dep.span  # no span: the deployment's
-    assert d.message == "the combine placement CombineAtBlockOwners is not built yet"
-    assert plan(dataclasses.replace(dep, combine_placement="branch-owners")).protocol_id == \
-        plan(blocked(4, 2)).protocol_id
+    assert d.message == "the combine placement 'ring' is not one the planner builds"
 
 
 # ----------------------------------------------------------------------------- `alphac plan`
@@ -175,15 +180,15 @@ def test_plan_text_names_the_partitioning_and_its_blocks(tmp_path):
                                           "block b at owner b mod n")
 
 
-def test_check_and_plan_refuse_the_block_placement(tmp_path):
-    spec = str(gate_spec(tmp_path, placement="\n  deploymentCombinePlacement = CombineAtBlockOwners,"))
-    for command in ("check", "plan"):
-        out = CliRunner().invoke(main, [command, spec])
-        assert out.exit_code == 1 and out.stdout == ""
-        assert out.stderr.startswith(f"{spec}:25:32: error[combine-placement-unsupported]: the "
-                                     "combine placement CombineAtBlockOwners is not built yet\n")
-    spec = str(gate_spec(tmp_path, placement="\n  deploymentCombinePlacement = CombineAtBranchOwners,"))
-    assert CliRunner().invoke(main, ["check", spec]).exit_code == 0
+def test_check_and_plan_accept_either_placement_with_other_protocols(tmp_path):
+    protocols = set()
+    for placement in ("CombineAtBlockOwners", "CombineAtBranchOwners"):
+        spec = str(gate_spec(tmp_path, placement=f"\n  deploymentCombinePlacement = {placement},"))
+        assert CliRunner().invoke(main, ["check", spec]).exit_code == 0
+        out = CliRunner().invoke(main, ["plan", "--json", spec])
+        assert out.exit_code == 0, out.output
+        protocols.add(json.loads(out.stdout)["protocol"])
+    assert len(protocols) == 2
 
 
 # ----------------------------------------------------------------------------- build

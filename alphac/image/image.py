@@ -303,7 +303,7 @@ def expected_counts(protocols: tuple[OwnerProtocol, ...], shares, steps) -> dict
             elif op.kind == "combine":
                 a, b = c.get(op.a), c.get(op.b)
                 c[op.dst] = None if a is None or b is None else a + b
-            elif op.kind == "slice":
+            elif op.kind in ("slice", "place"):
                 c[op.dst] = c.get(op.a)
             elif op.kind in ("offer", "select"):
                 c[op.dst] = None

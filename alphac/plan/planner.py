@@ -120,19 +120,17 @@ def _resumed(resume: ir.Resume, fallback: Span, bag: DiagnosticBag) -> str | Non
 
 
 def check_combine_placement(dep: ir.Deployment, bag: DiagnosticBag) -> None:
-    """The one place that refuses a combine placement the planner does not build: each
-    branch runs at the owner the tree names (CombineAtBranchOwners); the block placement
-    (the whole tree for coordinate block b at block b's owner, the ordered reduce-scatter)
-    is not built yet."""
-    if dep.combine_placement == "branch-owners":
+    """The planner builds two combine placements: each branch at the owner the tree names
+    (CombineAtBranchOwners), or the whole tree for coordinate block b at block b's owner
+    (CombineAtBlockOwners, the ordered reduce-scatter). The front end lowers no other; IR
+    built by hand with another is refused."""
+    if dep.combine_placement in proto.PLACEMENTS:
         return
-    shown = {"block-owners": "CombineAtBlockOwners"}.get(dep.combine_placement,
-                                                        repr(dep.combine_placement))
     span = dep.combine_placement_span if dep.combine_placement_span.line > 0 else dep.span
-    bag.error("combine-placement-unsupported", f"the combine placement {shown} is not built "
-              "yet", span,
-              ["the planner places each branch at the owner the tree names "
-               "(CombineAtBranchOwners); either placement gives the same bits"])
+    bag.error("combine-placement-unsupported", f"the combine placement "
+              f"{dep.combine_placement!r} is not one the planner builds", span,
+              [f"the placements are {', '.join(map(repr, proto.PLACEMENTS))}; "
+               "either gives the same bits"])
 
 
 def check_independent_partitioning(dep: ir.Deployment, bag: DiagnosticBag) -> None:
@@ -223,7 +221,7 @@ def _plan(dep: ir.Deployment, mutant: str | None) -> Plan:
         protocols = proto.project_independent(root, n, nodes)
     else:
         protocols = proto.project(root, n, part if part.any else None, dep.learner.k, nodes,
-                                  layout, mutated.targets, placed)
+                                  layout, mutated.targets, placed, dep.combine_placement)
     slots = [register_slots(p, dep.learner.k) for p in protocols]
     sizes = bytes_per_owner(dep, layout, slots, proto.LEAF_TAG_WORDS if part.any else 0)
     role_of = {o: r.name for r in reversed(dep.roles) for o in r.owners}

@@ -51,7 +51,17 @@ OP_KINDS = (
     # -- the sample tree (`project_sample_tree`) --
     "sample-block",  # dst <- the sample tree over this owner's samples a .. a+b-1 (an aligned
                      # block), evaluated on the binary-counter stack held in register 0
+    # -- the block placement (`deploymentCombinePlacement = CombineAtBlockOwners`) --
+    "exchange",     # the next b ops, sends and receives of sums, run at once (every frame in
+                    # flight together, each peer's frames in op order)
+    "place",        # dst's words at owner peer's coordinates <- register a's words (a slice),
+                    # dst's count <- a's count: selection, the inverse of `slice`
 )
+
+# Where the combine tree's branches run (ir.Deployment.combine_placement).
+BRANCH_OWNERS = "branch-owners"  # CombineAtBranchOwners: each branch at the owner the tree names
+BLOCK_OWNERS = "block-owners"    # CombineAtBlockOwners: the whole tree for block b at b's owner
+PLACEMENTS = (BRANCH_OWNERS, BLOCK_OWNERS)
 
 # Region masks of `offer` and `install`.
 REGION_PARAMETERS = 1
@@ -214,19 +224,23 @@ def project(root: TreeNode, n: int, partitioning=None, k: int = 0,
             nodes: list[TreeNode] | None = None,
             layout: OwnerLayout | None = None,
             targets: tuple[int, ...] | None = None,
-            sample_tree: PlacedSampleTree | None = None) -> tuple[OwnerProtocol, ...]:
+            sample_tree: PlacedSampleTree | None = None,
+            placement: str = BRANCH_OWNERS) -> tuple[OwnerProtocol, ...]:
     """Each owner's protocol. Registers: 0 = own local value; one register per received or
     combined value otherwise. With a `Partitioning` that partitions anything, the protocol
     of `project_partitioned` (k = the learner's parameter count, `layout` the owner layout
     if the caller has it, `targets` whom each coordinate owner's reduction is delivered
     to); otherwise the replicated learner's. `nodes` is the tree's post-order, if the
     caller has it already. With `sample_tree` (the placed sample tree; `root` is then its
-    owner tree), the protocol of `project_sample_tree`."""
+    owner tree), the protocol of `project_sample_tree`. `placement`: where the tree's
+    branches run (BRANCH_OWNERS, or BLOCK_OWNERS: `block_reduce`)."""
     nodes = postorder(root) if nodes is None else nodes
     if sample_tree is not None:
-        return project_sample_tree(root, n, sample_tree, partitioning, k, nodes, layout)
+        return project_sample_tree(root, n, sample_tree, partitioning, k, nodes, layout, placement)
     if partitioning is not None and partitioning.any:
-        return project_partitioned(root, n, partitioning, k, nodes, layout, targets)
+        return project_partitioned(root, n, partitioning, k, nodes, layout, targets, placement=placement)
+    if placement == BLOCK_OWNERS:
+        return project_replicated(root, n, k, nodes, layout, _OwnerLeaves(root, nodes), placement)
     ops: list[list[Op]] = [[] for _ in range(n)]
     reg: dict[int, int] = {}  # id(node) -> register at its owner
     next_reg = [1] * n
@@ -380,26 +394,47 @@ class _Schedule:
         self.emit(dst_owner, Op("recv", peer=src, dst=dst))
         return dst
 
-    def reduce(self, nodes, leaf_reg, kind: str) -> int:
+    def reduce(self, nodes, leaf_reg, kind: str, at: int | None = None) -> int:
         """Run a tree over leaf registers with `kind` ("combine" or "select"): `nodes` in
         post-order, `leaf_reg(node)` a leaf's register at its owner (None for a branch);
-        the root's register at the root's owner."""
+        the root's register at the root's owner. With `at`, every branch runs at owner
+        `at`, where `leaf_reg` names every leaf's register (the block placement)."""
         reg: dict[int, int] = {}
         for node in nodes:
             r = leaf_reg(node)
             if r is not None:
                 reg[id(node)] = r
                 continue
+            owner = node.owner if at is None else at
             pair = []
             for child in (node.left, node.right):
                 r = reg.pop(id(child))
-                pair.append(r if child.owner == node.owner else self.move(child.owner, r, node.owner))
+                here = at is not None or child.owner == owner
+                pair.append(r if here else self.move(child.owner, r, owner))
             a, b = pair
-            words = self.words[node.owner][a] + (self.words[node.owner][b] if kind == "select" else 0)
-            dst = self.reg(node.owner, words)
-            self.emit(node.owner, Op(kind, dst=dst, a=a, b=b))
+            words = self.words[owner][a] + (self.words[owner][b] if kind == "select" else 0)
+            dst = self.reg(owner, words)
+            self.emit(owner, Op(kind, dst=dst, a=a, b=b))
             reg[id(node)] = dst
         return reg[id(nodes[-1])]
+
+    def exchange(self, moves: list[tuple[int, int, int]]) -> list[int]:
+        """Move every (sender, register, receiver) at once: at each owner one `exchange` of
+        its sends, then its receives (a step of the global schedule every owner enters
+        together; no frame waits on another owner's turn); the new registers, in order."""
+        sends: list[list[Op]] = [[] for _ in self.ops]
+        recvs: list[list[Op]] = [[] for _ in self.ops]
+        out = []
+        for src, r, dst_owner in moves:
+            out.append(self.reg(dst_owner, self.words[src][r]))
+            sends[src].append(Op("send", peer=dst_owner, a=r))
+            recvs[dst_owner].append(Op("recv", peer=src, dst=out[-1]))
+        for o, group in enumerate(zip(sends, recvs)):
+            frames = group[0] + group[1]
+            if frames:
+                self.emit(o, Op("exchange", b=len(frames)))
+                self.ops[o].extend(frames)
+        return out
 
     def spread(self, root_owner: int, r: int, edges: list[Transfer]) -> dict[int, int]:
         held = {root_owner: r}
@@ -442,8 +477,8 @@ class _OwnerLeaves:
     def owner_of(key: int) -> int:
         return key
 
-    def reduce(self, sch: _Schedule, leaf: dict, kind: str) -> int:
-        return sch.reduce(self.nodes, by_owner(leaf), kind)
+    def reduce(self, sch: _Schedule, leaf: dict, kind: str, at: int | None = None) -> int:
+        return sch.reduce(self.nodes, by_owner(leaf), kind, at)
 
 
 class _SampleLeaves:
@@ -481,17 +516,79 @@ class _SampleLeaves:
     def owner_of(key) -> int:
         return 0 if key is None else key.owner
 
-    def reduce(self, sch: _Schedule, leaf: dict, kind: str) -> int:
+    def reduce(self, sch: _Schedule, leaf: dict, kind: str, at: int | None = None) -> int:
         if self.tree.root is None:
             return leaf[None]
-        return sch.reduce(self.tree.nodes, lambda x: leaf[x] if x.is_block else None, kind)
+        return sch.reduce(self.tree.nodes, lambda x: leaf[x] if x.is_block else None, kind, at)
+
+
+def block_reduce(sch: _Schedule, contributions, local: dict, layout: OwnerLayout) -> dict[int, int]:
+    """The block placement's reduce-scatter: every owner slices each of its leaf values to
+    each coordinate owner t's coordinates (the count travels with every slice); one
+    exchange moves every slice to its t; t combines its slices in the tree's post-order,
+    left then right, as the branch placement does (the same operands in the same order:
+    the same bits). The register of block t's reduction at t, by t."""
+    n = layout.n
+    sliced: list[tuple[int, object, int]] = []  # (t, leaf key, register at the key's owner)
+    for t in range(n):
+        for key, r in local.items():
+            o = contributions.owner_of(key)
+            sliced.append((t, key, sch.reg(o, layout.owned_count(t) + 1)))
+            sch.emit(o, Op("slice", peer=t, dst=sliced[-1][2], a=r))
+    moved = [(contributions.owner_of(key), r, t) for t, key, r in sliced if contributions.owner_of(key) != t]
+    arrived = iter(sch.exchange(moved))
+    at: list[dict] = [{} for _ in range(n)]
+    for t, key, r in sliced:
+        at[t][key] = r if contributions.owner_of(key) == t else next(arrived)
+    return {t: contributions.reduce(sch, at[t], "combine", at=t) for t in range(n)}
+
+
+def block_gather(sch: _Schedule, blocks: dict[int, int], layout: OwnerLayout, k: int) -> dict[int, int]:
+    """The block placement's delivery to every owner (an all-gather): one exchange sends
+    each owner's reduced block to every other owner; each owner places every block at its
+    owner's coordinates in a register of k sums and the count (selection, no arithmetic).
+    That register, by owner."""
+    n = layout.n
+    moved = [(t, blocks[t], o) for t in range(n) for o in range(n) if o != t]
+    held = [{o: blocks[o]} for o in range(n)]
+    for (t, _, o), r in zip(moved, sch.exchange(moved)):
+        held[o][t] = r
+    full = {}
+    for o in range(n):
+        full[o] = sch.reg(o, k + 1)
+        for t in range(n):
+            sch.emit(o, Op("place", peer=t, dst=full[o], a=held[o][t]))
+    return full
+
+
+def reduce_everywhere(sch: _Schedule, root: TreeNode, contributions, local: dict,
+                      layout: OwnerLayout, k: int, placement: str) -> dict[int, int]:
+    """The full reduction at every owner, by owner: along the tree, then replicated down it
+    (the branch placement), or the block placement's reduce-scatter and gather."""
+    if placement == BLOCK_OWNERS:
+        return block_gather(sch, block_reduce(sch, contributions, local, layout), layout, k)
+    total = contributions.reduce(sch, local, "combine")
+    return sch.spread(root.owner, total, replicate_edges(root))
+
+
+def project_replicated(root: TreeNode, n: int, k: int, nodes: list[TreeNode], layout: OwnerLayout | None,
+                       contributions, placement: str) -> tuple[OwnerProtocol, ...]:
+    """Each owner's protocol for a replicated learner, as a global schedule: the
+    contributions, the full reduction at every owner (`reduce_everywhere`), the update."""
+    layout = layout or OwnerLayout(k, 0, n)
+    sch = _Schedule(n)
+    contributions.allocate(sch, k)
+    held = reduce_everywhere(sch, root, contributions, contributions.local(sch, k), layout, k, placement)
+    for o in range(n):
+        sch.emit(o, Op("update", a=held[o]))
+    return sch.protocols(root, n, nodes)
 
 
 def project_partitioned(root: TreeNode, n: int, part, k: int,
                         nodes: list[TreeNode] | None = None,
                         layout: OwnerLayout | None = None,
                         targets: tuple[int, ...] | None = None,
-                        contributions=None) -> tuple[OwnerProtocol, ...]:
+                        contributions=None, placement: str = BRANCH_OWNERS) -> tuple[OwnerProtocol, ...]:
     """Each owner's protocol when parameters, optimizer state or gradients are partitioned.
 
     One update, as a global schedule projected onto owners:
@@ -513,6 +610,9 @@ def project_partitioned(root: TreeNode, n: int, part, k: int,
     layout; without one, that of k coordinates over n owners under `part`).
     `contributions`: what steps 2 and 3 combine (default: each owner's `local` value along
     `root`; the sample tree's blocks along the placed sample tree, `project_sample_tree`).
+    Under BLOCK_OWNERS, step 3 is the block placement's: `block_reduce`, each coordinate
+    owner's reduction at that owner (moved on to targets[t] where that differs), then, for
+    replicated gradients, `block_gather`; the assemblies of steps 1 and 5 run along the tree.
     """
     nodes = postorder(root) if nodes is None else nodes
     owners = sorted(set(leaves(root, nodes)))
@@ -544,7 +644,11 @@ def project_partitioned(root: TreeNode, n: int, part, k: int,
         for o in owners:
             sch.emit(o, Op("replica-release"))
     mean: dict[int, int] = {}
-    if part.gradients:
+    if part.gradients and placement == BLOCK_OWNERS:
+        for t, r in block_reduce(sch, contributions, local, layout).items():
+            to = t if targets is None else targets[t]
+            mean[to] = r if to == t else sch.move(t, r, to)
+    elif part.gradients:
         for t in range(n):
             sliced = {}
             for key, r in local.items():
@@ -555,8 +659,7 @@ def project_partitioned(root: TreeNode, n: int, part, k: int,
             to = t if targets is None else targets[t]
             mean[to] = sch.spread(root.owner, total, delivery_path(parent, to))[to]
     else:
-        total = contributions.reduce(sch, local, "combine")
-        mean = sch.spread(root.owner, total, all_edges)
+        mean = reduce_everywhere(sch, root, contributions, local, layout, k, placement)
     for o in owners:
         sch.emit(o, Op("update-owned", a=mean[o]))
     mask = (0 if part.parameters else REGION_PARAMETERS) | (
@@ -570,22 +673,20 @@ def project_partitioned(root: TreeNode, n: int, part, k: int,
 
 
 def project_sample_tree(root: TreeNode, n: int, tree: PlacedSampleTree, part, k: int,
-                        nodes: list[TreeNode], layout: OwnerLayout | None) -> tuple[OwnerProtocol, ...]:
+                        nodes: list[TreeNode], layout: OwnerLayout | None,
+                        placement: str = BRANCH_OWNERS) -> tuple[OwnerProtocol, ...]:
     """Each owner's protocol under the sample tree; `root` is its owner tree
     (`sample_owner_tree`). One update, as a global schedule projected onto owners: every
     owner evaluates its blocks (`sample-block`, in sample order); the branches above them
     run in post-order, a right child moving to its parent's owner when the two differ
     (send, then its receive); the root's owner spreads the total down the owner tree; every
     owner updates. With partitioning, `project_partitioned` over the same contributions
-    (each gradient slice is reduced along the same sample tree)."""
+    (each gradient slice is reduced along the same sample tree). Under BLOCK_OWNERS, every
+    block's value is sliced and the whole sample tree for coordinate block b runs at b's
+    owner (`block_reduce`)."""
     contributions = _SampleLeaves(tree)
     if part is not None and part.any:
-        return project_partitioned(root, n, part, k, nodes, layout, contributions=contributions)
-    sch = _Schedule(n)
-    contributions.allocate(sch, k)
-    total = contributions.reduce(sch, contributions.local(sch, k), "combine")
-    held = sch.spread(root.owner, total, replicate_edges(root))
-    for o in range(n):
-        sch.emit(o, Op("update", a=held[o]))
-    return sch.protocols(root, n, nodes)
+        return project_partitioned(root, n, part, k, nodes, layout, contributions=contributions,
+                                   placement=placement)
+    return project_replicated(root, n, k, nodes, layout, contributions, placement)
 

@@ -9,7 +9,8 @@ the ops in order, the op's destination takes a free slot first (the smallest tha
 it, else the largest free one, grown; else a new slot), and only then are the registers
 whose last read was this op freed: a destination never shares memory with the operands of
 its own op, nor with the register a receive fills while its next op's sums are added on
-arrival (docs/runtime.md, "Inside the executable").
+arrival (docs/runtime.md, "Inside the executable"). The sends and receives of an
+`exchange` run at once, so each of their registers lives until the last of them.
 
 A slot holds the largest of its registers' words; the runtime lays slots out one after the
 other, each as a frame buffer: header, words, leaf tags, checksum and an authentication
@@ -26,8 +27,8 @@ from alphac.plan.protocol import OwnerProtocol, register_count
 # Operand positions that name registers, per op kind (the others are peers or masks).
 _READS = {"send": ("a",), "combine": ("a", "b"), "update": ("a",), "slice": ("a",),
           "select": ("a", "b"), "install": ("a",), "replica-install": ("a",),
-          "update-owned": ("a",)}
-_WRITES = ("local", "sample-block", "recv", "combine", "slice", "offer", "select")
+          "update-owned": ("a",), "place": ("a",)}
+_WRITES = ("local", "sample-block", "recv", "combine", "slice", "offer", "select", "place")
 
 
 @dataclass(frozen=True)
@@ -56,14 +57,26 @@ def register_sizes(proto: OwnerProtocol, k: int) -> tuple[int, ...]:
     return proto.register_words or (k + 1,) * register_count(proto)
 
 
+def _moment(proto: OwnerProtocol) -> list[int]:
+    """For each update op, the op at which its reads and writes are over: its own index,
+    or, for the sends and receives of an `exchange` (which run at once), the last of them."""
+    at = list(range(len(proto.update_ops)))
+    for i, op in enumerate(proto.update_ops):
+        if op.kind == "exchange":
+            at[i:i + op.b + 1] = [i + op.b] * (op.b + 1)
+    return at
+
+
 def _ends(proto: OwnerProtocol, count: int) -> dict[int, list[int]]:
-    """The registers whose last read (or, never read, whose write) is op i, by i."""
+    """The registers whose last read (or, never read, whose write) is op i, by i: the
+    registers of an exchange live until all of its frames have moved."""
     last = [-1] * count
+    moment = _moment(proto)
     for i, op in enumerate(proto.update_ops):
         for r in (getattr(op, name) for name in _READS.get(op.kind, ())):
-            last[r] = i
+            last[r] = moment[i]
         if op.kind in _WRITES:
-            last[op.dst] = max(last[op.dst], i)
+            last[op.dst] = max(last[op.dst], moment[i])
     ends: dict[int, list[int]] = {}
     for r, i in enumerate(last):
         ends.setdefault(i, []).append(r)

@@ -29,6 +29,10 @@ def op_text(op: Op) -> str:
         return f"select r{op.dst} = r{op.a} | r{op.b}"
     if k == "slice":
         return f"slice r{op.dst} = r{op.a} at owner {op.peer}'s coordinates"
+    if k == "place":
+        return f"place r{op.dst} <- r{op.a} at owner {op.peer}'s coordinates"
+    if k == "exchange":
+        return f"exchange: the next {op.b} at once"
     if k == "offer":
         return f"offer r{op.dst} = own {_regions(op.a)}"
     if k == "install":

@@ -289,6 +289,21 @@ static void op_slice(struct rt *rt, uint64_t *dst, const uint64_t *a, int64_t t)
     clear_tags(rt, dst + H, j + 1);
 }
 
+/* dst's sums at coordinate owner t's coordinates <- a's words (a slice to t), dst's count <-
+   a's count: the block placement's assembly of a full vector, selection only */
+static int op_place(struct rt *rt, int64_t dst, int64_t a, int64_t t) {
+    if (words(rt, a) != rt_owned_count(rt, t) + 1 || words(rt, dst) != rt->k + 1)
+        return corrupt(rt, "placed register", (long long)a);
+    uint64_t *d = reg(rt, dst) + H;
+    const uint64_t *x = reg(rt, a) + H;
+    struct rt_coords it = rt_coords_of(rt, t);
+    int64_t j = 0, i;
+    for (; rt_next_coord(&it, &i); j++) d[i] = x[j];
+    d[rt->k] = x[j];
+    clear_tags(rt, d, rt->k + 1);
+    return RT_OK;
+}
+
 /* dst <- this owner's words of the regions in mask, by coordinate (the parameter, then its
    w state words), tagged with this owner's leaf position */
 static void op_offer(struct rt *rt, int64_t dst, uint64_t mask) {
@@ -396,13 +411,14 @@ static int check_op(struct rt *rt, const int64_t *op) {
         int register_operand = j < 4 || kind != OP_INSTALL; /* install's b is a region mask */
         if (kind == OP_OFFER && j == 3) register_operand = 0; /* offer's a is a region mask */
         if (kind == OP_SAMPLE_BLOCK && j > 2) register_operand = 0; /* sample positions */
+        if (kind == OP_EXCHANGE && j == 4) register_operand = 0;     /* how many ops it runs */
         if (register_operand && op[j] >= rt->nregs) return corrupt(rt, "register", op[j]);
     }
     if (kind == OP_SAMPLE_BLOCK) TRY(check_block(rt, op[3], op[4]));
     int talks = kind == OP_SEND || kind == OP_RECV || (kind >= OP_DIGEST_SEND && kind <= OP_PUBLISH_RECV) ||
                 kind == OP_CKPT_SEND || kind == OP_CKPT_RECV;
     if (talks && (peer < 0 || peer >= rt->n || rt->fds[peer] < 0)) return corrupt(rt, "peer", peer);
-    if (kind == OP_SLICE && (peer < 0 || peer >= rt->n)) return corrupt(rt, "owner", peer);
+    if ((kind == OP_SLICE || kind == OP_PLACE) && (peer < 0 || peer >= rt->n)) return corrupt(rt, "owner", peer);
     return RT_OK;
 }
 
@@ -435,6 +451,38 @@ static void delay_before(int64_t kind) {
         struct timespec t = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
         nanosleep(&t, NULL);
     }
+}
+
+/* A received sum carries the sample count the plan declares beneath it (op[6]). */
+static int check_count(struct rt *rt, const int64_t *op) {
+    uint64_t count = reg(rt, op[2])[H + words(rt, op[2]) - 1];
+    if ((uint64_t)op[6] == NO_EXPECT || count == (uint64_t)op[6]) return RT_OK;
+    return rt_fail(rt, RT_FRAME_COUNT, "owner %lld: frame from owner %lld: %llu samples, the plan "
+                   "declares %llu beneath this value", (long long)rt->owner, (long long)op[1],
+                   (unsigned long long)count, (unsigned long long)op[6]);
+}
+
+/* The `count` ops at `ops`, sends and receives of sums (the block placement's reduce-scatter
+   and gather), at once: every frame in flight together (rt_exchange), so no owner waits
+   on another's turn; then each received count is checked as a lone receive checks it. */
+static int op_exchange(struct rt *rt, const int64_t *ops, int64_t count, uint64_t v) {
+    int rc;
+    struct xfer *x = rt_alloc_words(rt, (int64_t)((sizeof *x * (size_t)count + 7) / 8), &rc);
+    if (!x) return rc;
+    for (int64_t j = 0; j < count && rc == RT_OK; j++) {
+        const int64_t *op = ops + j * OP_WORDS;
+        int send = op[0] == OP_SEND;
+        rc = op[0] != OP_SEND && op[0] != OP_RECV ? corrupt(rt, "exchanged kind", (long long)op[0]) : check_op(rt, op);
+        int64_t r = send ? op[3] : op[2];
+        x[j] = (struct xfer){.peer = op[1], .send = send, .kind = KIND_COMBINE, .version = v,
+                             .step = (uint64_t)op[5], .buf = rc == RT_OK ? reg(rt, r) : NULL,
+                             .len = rc == RT_OK ? frame_len(rt, r) : 0};
+    }
+    if (rc == RT_OK) rc = rt_exchange(rt, x, count);
+    free(x);
+    for (int64_t j = 0; j < count && rc == RT_OK; j++)
+        if (ops[j * OP_WORDS] == OP_RECV) rc = check_count(rt, ops + j * OP_WORDS);
+    return rc;
 }
 
 static void release_replica(struct rt *rt) {
@@ -487,11 +535,7 @@ int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
             }
             TRY(rt_recv_frame(rt, fd, peer, KIND_COMBINE, v, step, reg(rt, dst), frame_len(rt, dst),
                               fuse || mean ? &add : NULL, NULL));
-            uint64_t count = reg(rt, dst)[H + words(rt, dst) - 1];
-            if ((uint64_t)op[6] != NO_EXPECT && count != (uint64_t)op[6])
-                return rt_fail(rt, RT_FRAME_COUNT, "owner %lld: frame from owner %lld: %llu samples, the plan "
-                               "declares %llu beneath this value", me, (long long)peer,
-                               (unsigned long long)count, (unsigned long long)op[6]);
+            TRY(check_count(rt, op));
             rt->added = fuse;
             rt->meaned = mean;
             break;
@@ -556,6 +600,12 @@ int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
         case OP_CKPT_MANIFEST: TRY(rt_ckpt_manifest(rt, v)); break;
         case OP_CKPT_PUBLISH: TRY(rt_ckpt_publish(rt, v)); break;
         case OP_SLICE: op_slice(rt, reg(rt, dst), reg(rt, a), peer); break;
+        case OP_PLACE: TRY(op_place(rt, dst, a, peer)); break;
+        case OP_EXCHANGE:
+            if (b < 1 || b >= count - i) return corrupt(rt, "exchange of", (long long)b);
+            TRY(op_exchange(rt, op + OP_WORDS, b, v));
+            i += b;
+            break;
         case OP_OFFER:
             if (rt_dev_capture) TRY(rt_dev_capture(rt)); /* the words are the device's */
             op_offer(rt, dst, (uint64_t)a);
