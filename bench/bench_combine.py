@@ -5,7 +5,8 @@ update against seconds per all_reduce(SUM) of float64 arrays of the same size.
 The learner is the smallest that puts k-word frames on the wire: k parameters in the
 indexed form, one sample per owner, c[i] = w[i] * x and w[i] := w[i] - rate * mean[i].
 Each update moves k + 1 words per tree edge, up then down (star, hierarchy:2 and the sample
-tree), on 2, 4 and 8 owners by default (--sweep: k = 1e5, 1e6 and 1e7 too). Each tree runs
+tree), or, for the star at the block owners (CombineAtBlockOwners), 2(n - 1)k/n sums from
+every owner at once (the ordered reduce-scatter, then the gather), on 2, 4 and 8 owners by default (--sweep: k = 1e5, 1e6 and 1e7 too). Each tree runs
 with the peers file of every --transport (default tcp and shm: `shm` lets the owners use
 shared-memory rings), and over shared memory with a key too (every frame tagged with
 HMAC-SHA-256); each line names what the owners' connections reports say their frames went
@@ -53,7 +54,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -92,13 +93,16 @@ def learner(k: int, owners: int) -> N.Learner:
                      _bits(0.01), N.Samples(1, (1,) * owners, rows))
 
 
-def deployment(k: int, owners: int, topology) -> N.Deployment:
+def deployment(k: int, owners: int, topology, blocks: bool = False) -> N.Deployment:
+    """The bench deployment of `topology`; with `blocks`, its tree at the block owners
+    (CombineAtBlockOwners: the ordered reduce-scatter and gather)."""
     tree = {"Star": "star", "Hierarchy": "hierarchy", "SampleTree": "sampletree"}[type(topology).__name__]
-    name = f"combine_{tree}{owners}"
-    return N.Deployment(name, learner(k, owners), owners, topology, N.Partitioning(),
-                        (N.Role("coordinator", (0,)), N.Role("worker", tuple(range(1, owners)))),
-                        ("x86_64",) * owners, 1, N.Contract(), N.Checkpoint(),
-                        source_file=f"bench/{name}.alpha")
+    name = f"combine_{tree}{owners}" + ("_blocks" if blocks else "")
+    dep = N.Deployment(name, learner(k, owners), owners, topology, N.Partitioning(),
+                       (N.Role("coordinator", (0,)), N.Role("worker", tuple(range(1, owners)))),
+                       ("x86_64",) * owners, 1, N.Contract(), N.Checkpoint(),
+                       source_file=f"bench/{name}.alpha")
+    return replace(dep, combine_placement="block-owners") if blocks else dep
 
 
 def solo(k: int) -> N.Deployment:
@@ -109,15 +113,18 @@ def solo(k: int) -> N.Deployment:
 
 
 def _deployments(k: int, owners: int, sample_tree: bool = True):
-    """The timed deployments (a baseline revision builds them without the sample tree,
-    which older trees do not have)."""
+    """The timed deployments (a baseline revision builds them without the sample tree and
+    the star at the block owners, which older trees do not have)."""
     trees = (N.Star(), N.Hierarchy(2)) + ((N.SampleTree(),) if sample_tree else ())
-    return tuple(deployment(k, owners, t) for t in trees)
+    blocks = (deployment(k, owners, N.Star(), blocks=True),) if sample_tree else ()
+    return tuple(deployment(k, owners, t) for t in trees) + blocks
 
 
 def topology_name(dep) -> str:
     if isinstance(dep.topology, N.SampleTree):
         return "sample tree"
+    if dep.combine_placement == "block-owners":
+        return "star at block owners"
     return "star" if isinstance(dep.topology, N.Star) else f"hierarchy:{dep.topology.fanout}"
 
 

@@ -1,0 +1,192 @@
+"""The block placement of the declared combine tree (CombineAtBlockOwners): the whole tree
+for coordinate block b runs at block b's owner (an ordered reduce-scatter, then the blocks
+delivered to their owners or gathered to every owner). Every owner equals the oracle and,
+but for the protocol identity, writes the bytes the branch placement writes; the two
+placements have different identities and an owner of one refuses an owner of the other;
+each owner sends 2(n-1)k/n sums per update."""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from pathlib import Path
+
+import pytest
+
+from alphac.launch import session
+from alphac.launch.launcher import compare
+from alphac.launch.roles import owner_exes
+from alphac.oracle import evaluate
+from alphac.plan import plan
+from alphac.plan.identity import identity_document
+from alphac.plan.protocol import BLOCK_OWNERS, BRANCH_OWNERS
+from alphac.plan.render import op_text
+from alphac.ir import nodes as ir
+from shape_gates import needs_qemu
+from test_plan_support import deployment
+
+SPECS = Path(__file__).resolve().parents[1] / "specs"
+PROTOCOL_WORD = 4  # an output file's protocol identity (docs/runtime.md "Output file")
+
+
+def _variant(spec: str, placement: str, **part):
+    dep = session.deployment(str(SPECS / f"{spec}.alpha"))
+    if part:
+        dep = dataclasses.replace(dep, partitioning=dataclasses.replace(dep.partitioning, **part))
+    return dataclasses.replace(dep, combine_placement=placement)
+
+
+def _key(spec: str, placement: str, part: dict) -> str:
+    return "-".join([f"block-{spec}", placement, *(f"{k}{int(v)}" for k, v in sorted(part.items()))])
+
+
+def _launch(spec: str, placement: str, part: dict):
+    """Every owner's output file under `placement`, after checking each against the oracle."""
+    dep, key = _variant(spec, placement, **part), _key(spec, placement, part)
+    run = session.run(key, dep, timeout_ms=20000)
+    p = session.plan(key, dep)
+    report = compare(p, run, evaluate(dep), dep.updates)
+    assert report.failures == (), "\n".join(report.failures) + "\n" + "\n".join(report.stderr.values())
+    assert report.match
+    files = [(run.run_dir / f"owner-{o}.out").read_bytes() for o in range(dep.owners)]
+    for data in files:
+        assert struct.unpack_from("<Q", data, 8 * PROTOCOL_WORD)[0] == p.protocol_id
+    return files
+
+
+def _unidentified(data: bytes) -> bytes:
+    """An output file with its protocol identity word zeroed."""
+    at = 8 * PROTOCOL_WORD
+    return data[:at] + bytes(8) + data[at + 8:]
+
+
+CASES = [
+    pytest.param("lsq_adam_star", {}, id="replicated-star"),
+    pytest.param("lsq_plain_hierarchy", {}, id="hierarchy", marks=needs_qemu),
+    pytest.param("lsq_adam_partitioned_hierarchy7", {}, id="partitioned-all-B1", marks=needs_qemu),
+    pytest.param("lsq_adam_partitioned_hierarchy7", {"block_words": 3}, id="partitioned-all-B3",
+                 marks=needs_qemu),
+    pytest.param("lsq_adam_partitioned_hierarchy7", {"parameters": False, "optimizer_state": False},
+                 id="partitioned-gradients-B1", marks=needs_qemu),
+    pytest.param("lsq_adam_partitioned_hierarchy7", {"parameters": False, "optimizer_state": False,
+                                                     "block_words": 3},
+                 id="partitioned-gradients-B3", marks=needs_qemu),
+    pytest.param("order10_hierarchy", {}, id="order10", marks=needs_qemu),
+]
+
+
+@pytest.mark.parametrize("spec, part", CASES)
+def test_every_owner_equals_the_oracle_and_the_branch_placement_byte_for_byte(spec, part):
+    block = _launch(spec, BLOCK_OWNERS, part)
+    branch = _launch(spec, BRANCH_OWNERS, part)
+    assert [_unidentified(d) for d in block] == [_unidentified(d) for d in branch]
+    assert block != branch  # the identity word tells them apart
+
+
+def test_the_placements_have_different_protocol_identities():
+    ids = set()
+    for spec in ("lsq_adam_star", "lsq_plain_hierarchy", "order10_hierarchy", "lsq_adam_partitioned_hierarchy7"):
+        block, branch = (plan(_variant(spec, p)) for p in (BLOCK_OWNERS, BRANCH_OWNERS))
+        assert block.protocol_id != branch.protocol_id, spec
+        assert identity_document(block.deployment, list(block.shape.nodes))["combine_placement"] == BLOCK_OWNERS
+        assert "combine_placement" not in identity_document(branch.deployment, list(branch.shape.nodes))
+        ids |= {block.protocol_id, branch.protocol_id}
+    assert len(ids) == 8
+
+
+def test_an_owner_of_one_placement_refuses_the_owners_of_the_other():
+    block, branch = _variant("lsq_adam_star", BLOCK_OWNERS), _variant("lsq_adam_star", BRANCH_OWNERS)
+    exes = owner_exes(block, session.built(_key("lsq_adam_star", BLOCK_OWNERS, {}), block))
+    exes[0] = owner_exes(branch, session.built(_key("lsq_adam_star", BRANCH_OWNERS, {}), branch))[0]
+    run = session.run("block-mixed-placement", block, exes=exes, timeout_ms=1500, deadline_s=30)
+    codes = [oc.refusal_code() for oc in run.result.outcomes]
+    assert "frame-protocol" in codes, [oc.stderr for oc in run.result.outcomes]
+    assert all(oc.returncode == 1 for oc in run.result.outcomes), codes
+    assert not run.result.timed_out
+    assert sorted(p.name for p in run.run_dir.glob("owner-*.out*")) == []
+
+
+# ----------------------------------------------------------------------------- op lists
+
+def test_the_star_of_four_reduces_each_block_at_its_owner_then_gathers():
+    p = plan(_variant("lsq_adam_star", BLOCK_OWNERS))
+    ops = [op_text(op) for op in p.owner(2).protocol.update_ops]
+    assert ops == [
+        "local r0",
+        "slice r1 = r0 at owner 0's coordinates", "slice r2 = r0 at owner 1's coordinates",
+        "slice r3 = r0 at owner 2's coordinates", "slice r4 = r0 at owner 3's coordinates",
+        "exchange: the next 6 at once", "send r1 -> 0", "send r2 -> 1", "send r4 -> 3",
+        "recv r5 <- 0", "recv r6 <- 1", "recv r7 <- 3",
+        # the star's order: ((c0 + c1) + c2) + c3, owner 2's own slice third
+        "combine r8 = r5 + r6", "combine r9 = r8 + r3", "combine r10 = r9 + r7",
+        "exchange: the next 6 at once", "send r10 -> 0", "send r10 -> 1", "send r10 -> 3",
+        "recv r11 <- 0", "recv r12 <- 1", "recv r13 <- 3",
+        "place r14 <- r11 at owner 0's coordinates", "place r14 <- r12 at owner 1's coordinates",
+        "place r14 <- r10 at owner 2's coordinates", "place r14 <- r13 at owner 3's coordinates",
+        "update r14"]
+
+
+def test_partitioned_gradients_stay_at_their_owners():
+    p = plan(_variant("lsq_adam_partitioned_hierarchy7", BLOCK_OWNERS))
+    for o in p.owners:
+        kinds = [op.kind for op in o.protocol.update_ops]
+        assert kinds.count("exchange") == 1 and "place" not in kinds
+        update = next(op for op in o.protocol.update_ops if op.kind == "update-owned")
+        # the mean is the owner's own combined block: its coordinates and the count
+        assert o.protocol.register_words[update.a] == p.layout.owned_count(o.owner) + 1
+
+
+def test_no_register_of_an_exchange_shares_a_slot_with_another():
+    for spec in ("lsq_adam_star", "order10_hierarchy", "lsq_adam_partitioned_hierarchy7"):
+        for o in plan(_variant(spec, BLOCK_OWNERS)).owners:
+            ops = o.protocol.update_ops
+            for i, op in enumerate(ops):
+                if op.kind == "exchange":
+                    regs = [x.a if x.kind == "send" else x.dst for x in ops[i + 1:i + 1 + op.b]]
+                    assert {x.kind for x in ops[i + 1:i + 1 + op.b]} == {"send", "recv"}
+                    slots = {o.registers.slot[r] for r in set(regs)}
+                    assert len(slots) == len(set(regs)), (spec, o.owner, i)
+
+
+# ----------------------------------------------------------------------------- traffic
+
+def _sent(p, o: int, exchanged_only: bool = False) -> tuple[int, int]:
+    """(sums, frames) owner o sends per update (each frame's count apart), all of its sends
+    or only those of its exchanges."""
+    ops = p.owner(o).protocol.update_ops
+    inside = set()
+    for i, op in enumerate(ops):
+        if op.kind == "exchange":
+            inside |= set(range(i + 1, i + 1 + op.b))
+    sends = [op for i, op in enumerate(ops) if op.kind == "send" and (i in inside or not exchanged_only)]
+    return sum(p.owner(o).protocol.register_words[op.a] - 1 for op in sends), len(sends)
+
+
+@pytest.mark.parametrize("n, k, topology", [(4, 8, ir.Star()), (4, 1000, ir.Hierarchy(2)),
+                                            (8, 64, ir.Hierarchy(3)), (5, 10, ir.Star())])
+def test_every_owner_sends_2_n_minus_1_k_over_n_sums_per_update(n, k, topology):
+    dep = dataclasses.replace(deployment(n, topology, k=k, kind="adam"), combine_placement=BLOCK_OWNERS)
+    p = plan(dep)
+    # (n - 1) slices of k/n sums to their owners, then the owner's block to the n - 1
+    # others; each of the 2(n - 1) frames carries the count besides
+    assert [_sent(p, o) for o in range(n)] == [(2 * (n - 1) * k // n, 2 * (n - 1))] * n
+
+
+def test_the_star_hub_sends_n_minus_1_k_sums_under_the_branch_placement():
+    n, k = 4, 8
+    dep = deployment(n, ir.Star(), k=k, kind="adam")
+    p = plan(dataclasses.replace(dep, combine_placement=BRANCH_OWNERS))
+    sends = [sum(op.kind == "send" for op in o.protocol.update_ops) for o in p.owners]
+    assert sends == [n - 1, 1, 1, 1]  # (n - 1) k sums from the hub, k from each leaf
+    block = plan(dataclasses.replace(dep, combine_placement=BLOCK_OWNERS))
+    assert max(_sent(block, o)[0] for o in range(n)) == 2 * (n - 1) * k // n == 12 < (n - 1) * k
+
+
+def test_partitioned_gradients_exchange_n_minus_1_k_over_n_sums():
+    n, k = 4, 8
+    dep = dataclasses.replace(deployment(n, ir.Hierarchy(2), k=k, kind="plain"),
+                              partitioning=ir.Partitioning(gradients=True), combine_placement=BLOCK_OWNERS)
+    p = plan(dep)
+    # the slices only: each owner keeps its own block (then assembles the parameters
+    # along the tree, as the branch placement does)
+    assert [_sent(p, o, exchanged_only=True) for o in range(n)] == [((n - 1) * k // n, n - 1)] * n
