@@ -3,7 +3,8 @@ for coordinate block b runs at block b's owner (an ordered reduce-scatter, then 
 delivered to their owners or gathered to every owner). Every owner equals the oracle and,
 but for the protocol identity, writes the bytes the branch placement writes; the two
 placements have different identities and an owner of one refuses an owner of the other;
-each owner sends 2(n-1)k/n sums per update."""
+each owner sends 2(n-1)k/n sums per update; an op table whose exchange or place is corrupt
+refuses by name."""
 
 from __future__ import annotations
 
@@ -13,13 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from alphac.driver import build as build_executable
 from alphac.launch import session
-from alphac.launch.launcher import compare
+from alphac.launch.launcher import compare, new_run_dir, run_plan
 from alphac.launch.roles import owner_exes
 from alphac.oracle import evaluate
 from alphac.plan import plan
 from alphac.plan.identity import identity_document
-from alphac.plan.protocol import BLOCK_OWNERS, BRANCH_OWNERS
+from alphac.plan.protocol import BLOCK_OWNERS, BRANCH_OWNERS, OP_CODE
 from alphac.plan.render import op_text
 from alphac.ir import nodes as ir
 from shape_gates import needs_qemu
@@ -41,13 +43,15 @@ def _key(spec: str, placement: str, part: dict) -> str:
 
 
 def _launch(spec: str, placement: str, part: dict):
-    """Every owner's output file under `placement`, after checking each against the oracle."""
+    """Every owner's output file under `placement`, after checking each against the oracle
+    and its measured peak bytes against the plan's."""
     dep, key = _variant(spec, placement, **part), _key(spec, placement, part)
     run = session.run(key, dep, timeout_ms=20000)
     p = session.plan(key, dep)
     report = compare(p, run, evaluate(dep), dep.updates)
     assert report.failures == (), "\n".join(report.failures) + "\n" + "\n".join(report.stderr.values())
     assert report.match
+    assert [run.stats[o].peak for o in range(dep.owners)] == [o.peak_bytes for o in p.owners]
     files = [(run.run_dir / f"owner-{o}.out").read_bytes() for o in range(dep.owners)]
     for data in files:
         assert struct.unpack_from("<Q", data, 8 * PROTOCOL_WORD)[0] == p.protocol_id
@@ -72,6 +76,7 @@ CASES = [
                                                      "block_words": 3},
                  id="partitioned-gradients-B3", marks=needs_qemu),
     pytest.param("order10_hierarchy", {}, id="order10", marks=needs_qemu),
+    pytest.param("lsq_adam_sampletree7", {}, id="sample-tree", marks=needs_qemu),
 ]
 
 
@@ -85,10 +90,12 @@ def test_every_owner_equals_the_oracle_and_the_branch_placement_byte_for_byte(sp
 
 def test_the_placements_have_different_protocol_identities():
     ids = set()
-    for spec in ("lsq_adam_star", "lsq_plain_hierarchy", "order10_hierarchy", "lsq_adam_partitioned_hierarchy7"):
+    specs = ("lsq_adam_star", "lsq_plain_hierarchy", "order10_hierarchy", "lsq_adam_partitioned_hierarchy7")
+    for spec in specs:
         block, branch = (plan(_variant(spec, p)) for p in (BLOCK_OWNERS, BRANCH_OWNERS))
         assert block.protocol_id != branch.protocol_id, spec
-        assert identity_document(block.deployment, list(block.shape.nodes))["combine_placement"] == BLOCK_OWNERS
+        document = identity_document(block.deployment, list(block.shape.nodes))
+        assert document["combine_placement"] == BLOCK_OWNERS
         assert "combine_placement" not in identity_document(branch.deployment, list(branch.shape.nodes))
         ids |= {block.protocol_id, branch.protocol_id}
     assert len(ids) == 8
@@ -190,3 +197,56 @@ def test_partitioned_gradients_exchange_n_minus_1_k_over_n_sums():
     # the slices only: each owner keeps its own block (then assembles the parameters
     # along the tree, as the branch placement does)
     assert [_sent(p, o, exchanged_only=True) for o in range(n)] == [((n - 1) * k // n, n - 1)] * n
+
+
+# ----------------------------------------------------------------------------- corrupt tables
+
+def _refusals(tmp_path, edit) -> dict[int, str]:
+    """The last stderr line of every owner of the x86-64 star under the block placement,
+    its owner 0's update ops rewritten by edit(ops) (the same identity)."""
+    dep = dataclasses.replace(_variant("lsq_adam_star", BLOCK_OWNERS), placement=("x86_64",) * 4)
+    good = plan(dep)
+    zero = good.owner(0)
+    ops = tuple(edit(list(zero.protocol.update_ops)))
+    bad = dataclasses.replace(good, owners=(dataclasses.replace(
+        zero, protocol=dataclasses.replace(zero.protocol, update_ops=ops)),) + good.owners[1:])
+    exes = {(r, "x86_64"): build_executable(bad, r, "x86_64", tmp_path / "bin")
+            for r in ("coordinator", "worker")}
+    run = run_plan(dep, exes, new_run_dir(tmp_path, "corrupt"), timeout_ms=3000, deadline_s=60.0)
+    assert run.outputs == {}, "a corrupt table published"
+    return {oc.owner: oc.stderr.strip().splitlines()[-1] for oc in run.result.outcomes}
+
+
+def test_an_exchange_over_another_op_is_a_corrupt_executable(tmp_path):
+    def edit(ops):
+        i = next(j for j, op in enumerate(ops) if op.kind == "exchange")
+        ops[i] = dataclasses.replace(ops[i], b=ops[i].b + 1)  # over the first combine
+        return ops
+
+    lines = _refusals(tmp_path, edit)
+    assert lines[0] == ("refused: corrupt-executable: owner 0: corrupt op table (exchanged kind "
+                        f"{OP_CODE['combine']})")
+
+
+def test_an_exchange_past_the_table_is_a_corrupt_executable(tmp_path):
+    past = []
+
+    def edit(ops):
+        i = max(j for j, op in enumerate(ops) if op.kind == "exchange")
+        past.append(len(ops) - i)  # one op more than follow it
+        ops[i] = dataclasses.replace(ops[i], b=past[0])
+        return ops
+
+    lines = _refusals(tmp_path, edit)
+    assert past == [12]
+    assert lines[0] == "refused: corrupt-executable: owner 0: corrupt op table (exchange of 12)"
+
+
+def test_a_place_of_a_register_of_another_size_is_a_corrupt_executable(tmp_path):
+    def edit(ops):
+        i = next(j for j, op in enumerate(ops) if op.kind == "place")
+        ops[i] = dataclasses.replace(ops[i], a=0)  # register 0: k sums and the count
+        return ops
+
+    lines = _refusals(tmp_path, edit)
+    assert lines[0] == "refused: corrupt-executable: owner 0: corrupt op table (placed register 0)"
