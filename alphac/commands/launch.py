@@ -95,6 +95,7 @@ def command(spec: str, rounds: int | None, deployment: str | None, as_json: bool
             hosts: str | None, native: tuple[str, ...]) -> None:
     """Build if needed, run every owner on 127.0.0.1, compare each with the oracle; or, with
     --emit, write the files Slurm or mpirun runs them from."""
+    from alphac.launch.launcher import leave
     from alphac.launch.progress import Progress
     from alphac.launch.runner import interruptible
 
@@ -129,7 +130,7 @@ def command(spec: str, rounds: int | None, deployment: str | None, as_json: bool
                     cpu=cpu, full=full, progress=shown, **options))
         except KeyboardInterrupt as exc:  # before or after run's own handling
             status = interrupted(exc, "; every owner was stopped")
-    sys.exit(status)
+    leave(status)
 
 
 def run_emit(spec: str, engine: str, rounds: int | None, as_json: bool, out_dir: str, timeout: float,
