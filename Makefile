@@ -16,7 +16,7 @@ BENCH_TORCH_INDEX := https://download.pytorch.org/whl/cpu
 BENCH_PIP_PACKAGES := mpi4py numpy
 DEMO_SPEC := specs/demo.alpha
 
-.PHONY: setup bench-peers demo test test-gpu bench size clean
+.PHONY: setup bench-peers demo test test-exhaustive test-gpu bench size clean
 
 # Installs those of the Debian packages $(1) that are missing (through sudo unless root).
 define apt_install
@@ -43,6 +43,11 @@ demo: setup
 
 test: setup
 	$(PY) -m pytest -q -p no:cacheprovider
+
+# The sweeps marked `exhaustive` (every spec x partitioning x tree, every spec at every CPU
+# level); `make test` runs a representative subset of each. About 15 minutes on 2 cores.
+test-exhaustive: setup
+	$(PY) -m pytest -q -p no:cacheprovider -m exhaustive
 
 # Tests marked `gpu` need an NVIDIA GPU and libcuda.so.1 (scripts/gpu-gates; skipped without).
 test-gpu: setup
