@@ -35,6 +35,7 @@ setup:
 	@[ -x $(PY) ] || (echo "setup: creating $(VENV)" && $(PYTHON) -m venv $(VENV))
 	@# the editable install must point at this tree (a clone elsewhere must not run another copy)
 	@cd / && $(abspath $(PY)) -c "import lark, click, llvmlite, elftools, numba, pytest, hypothesis, numpy, wheel, jsonschema" 2>/dev/null \
+	  && $(abspath $(PY)) -m pip show nvidia-cuda-nvdisasm >/dev/null 2>&1 \
 	  && $(abspath $(PY)) -m pip show alphac 2>/dev/null | grep -qx "Editable project location: $(CURDIR)" \
 	  || (cd $(CURDIR) && $(PY) -m pip install -q -e '.[test]')
 
