@@ -16,7 +16,7 @@ BENCH_TORCH_INDEX := https://download.pytorch.org/whl/cpu
 BENCH_PIP_PACKAGES := mpi4py numpy
 DEMO_SPEC := specs/demo.alpha
 
-.PHONY: setup bench-peers demo test test-gpu bench size clean
+.PHONY: setup bench-peers demo test test-exhaustive test-gpu bench size clean
 
 # Installs those of the Debian packages $(1) that are missing (through sudo unless root).
 define apt_install
@@ -35,6 +35,7 @@ setup:
 	@[ -x $(PY) ] || (echo "setup: creating $(VENV)" && $(PYTHON) -m venv $(VENV))
 	@# the editable install must point at this tree (a clone elsewhere must not run another copy)
 	@cd / && $(abspath $(PY)) -c "import lark, click, llvmlite, elftools, numba, pytest, hypothesis, numpy, wheel, jsonschema" 2>/dev/null \
+	  && $(abspath $(PY)) -m pip show nvidia-cuda-nvdisasm >/dev/null 2>&1 \
 	  && $(abspath $(PY)) -m pip show alphac 2>/dev/null | grep -qx "Editable project location: $(CURDIR)" \
 	  || (cd $(CURDIR) && $(PY) -m pip install -q -e '.[test]')
 
@@ -43,6 +44,11 @@ demo: setup
 
 test: setup
 	$(PY) -m pytest -q -p no:cacheprovider
+
+# The sweeps marked `exhaustive` (every spec x partitioning x tree, every spec at every CPU
+# level); `make test` runs a representative subset of each. About 15 minutes on 2 cores.
+test-exhaustive: setup
+	$(PY) -m pytest -q -p no:cacheprovider -m exhaustive
 
 # Tests marked `gpu` need an NVIDIA GPU and libcuda.so.1 (scripts/gpu-gates; skipped without).
 test-gpu: setup

@@ -29,7 +29,8 @@ def data_path(package: str, *parts: str) -> Path:
 
 def cache_dir() -> Path:
     """$ALPHAC_CACHE, else $XDG_CACHE_HOME/alphac, else ~/.cache/alphac: the runtime's objects
-    (alphac.targets.runtime) and the oracle's compiled engine (alphac.oracle.compiled)."""
+    (alphac.targets.runtime), the kernels' objects (`objects/`, alphac.targets.llvm) and the
+    oracle's compiled engine (alphac.oracle.compiled)."""
     if os.environ.get("ALPHAC_CACHE"):
         return Path(os.environ["ALPHAC_CACHE"])
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")

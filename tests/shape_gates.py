@@ -1,8 +1,10 @@
 """What the learner shapes' gate tests share: the other instruction set of each target,
-the skip mark of tests that run AArch64 owners, and a word's float."""
+the skip mark of tests that run AArch64 owners, a word's float, the resume across the
+instruction sets and the build of the SM86 families."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import struct
 
@@ -17,3 +19,62 @@ needs_qemu = pytest.mark.skipif(shutil.which("qemu-aarch64") is None
 
 def f64(bits: int) -> float:
     return struct.unpack("<d", struct.pack("<Q", bits))[0]
+
+
+def one_owner(dep):
+    """`dep` on one owner holding every sample."""
+    from alphac.ir import nodes as ir
+
+    L = dep.learner
+    samples = ir.Samples(L.s, (sum(L.samples.shares),), L.samples.words)
+    return dataclasses.replace(dep, learner=dataclasses.replace(L, samples=samples), owners=1,
+                               roles=(ir.Role("coordinator", (0,)),), placement=dep.placement[:1])
+
+
+def resume_across_instruction_sets(tmp_path, name: str, dep, version: int):
+    """Run the two-owner `dep` with checkpoints; the checkpoint at `version` holds the
+    oracle's words at that version; resumed with every owner on the other instruction set
+    it ends with the uninterrupted run's words; resumed on one owner holding every sample (a
+    new contract) it equals the oracle of that schedule from the checkpoint's state.
+    Returns the uninterrupted and the resumed comparisons."""
+    from alphac.launch import session
+    from alphac.launch.launcher import compare, run_arguments
+    from alphac.oracle import evaluate, start_of
+
+    def launched(key, d, directory, ckpt=None, new_contract=False):
+        args = run_arguments(tmp_path / directory, ckpt, new_contract)
+        run = session.run(key, d, timeout_ms=20000, extra_argv={o: args for o in range(d.owners)})
+        start = None if ckpt is None else start_of(ckpt, d.learner)
+        return compare(session.plan(key, d), run, evaluate(d, start=start), d.updates)
+
+    report = launched(name, dep, "ck")
+    assert report.match, [r.why for r in report.rows]
+    ckpt = tmp_path / "ck" / f"ckpt-{version}"
+    assert tuple(int(w) for w in start_of(ckpt, dep.learner).params) == evaluate(dep, rounds=version).params
+    swapped = dataclasses.replace(dep, placement=tuple(SWAP[t] for t in dep.placement))
+    resumed = launched(f"{name}-swapped", swapped, "ck2", ckpt)
+    assert resumed.match, [r.why for r in resumed.rows]
+    alone = launched(f"{name}-alone", one_owner(dep), "ck3", ckpt, new_contract=True)
+    assert alone.match, [r.why for r in alone.rows]
+    return report, resumed
+
+
+def assert_sm86_family_builds(spec: str, host_spec: str, tmp_path) -> None:
+    """The SM86 build family of a shape evaluates as its host realization, places its
+    fragments in device memory, and builds two SM86 executables (their runs:
+    tests/device/test_stub_shapes.py, through the stand-in driver)."""
+    from click.testing import CliRunner
+
+    from alphac import driver
+    from alphac.commands import main
+    from alphac.oracle import evaluate
+
+    dep = driver.deployment(spec)
+    assert dep.placement == ("sm86", "sm86")
+    assert evaluate(dep).params == evaluate(driver.deployment(host_spec)).params
+    spaces = {f.address_space for m in driver.plan(dep).shard_maps for f in m.fragments}
+    assert spaces == {"device"}
+    out = CliRunner().invoke(main, ["build", spec, "--all", "-o", str(tmp_path)])
+    assert out.exit_code == 0, out.output
+    built = [line for line in out.stdout.splitlines() if line.startswith("built ") and "  (" in line]
+    assert [line.split("  (")[1].split(",")[0] for line in built] == ["sm86", "sm86"]

@@ -19,11 +19,10 @@ from alphac import driver
 from alphac.commands import main
 from alphac.ir import nodes as ir
 from alphac.launch import session
-from alphac.launch.launcher import compare, run_arguments
-from alphac.oracle import Refusal, evaluate, start_of
+from alphac.oracle import Refusal, evaluate
 from alphac.plan.mutants import MutantError
 
-from shape_gates import SWAP, needs_qemu, f64
+from shape_gates import assert_sm86_family_builds, f64, needs_qemu, resume_across_instruction_sets
 
 SPECS = Path(__file__).resolve().parents[1] / "specs"
 HOST = f"{SPECS}/coordinate_host.alpha"
@@ -121,46 +120,13 @@ def test_foreign_accumulator_needs_one_partitioned_accumulator_per_coordinate(sp
 @needs_qemu
 def test_checkpoints_resume_on_the_other_instruction_set(tmp_path):
     dep = dataclasses.replace(driver.deployment(HOST), checkpoint=ir.Checkpoint(2, ""))
-    args = run_arguments(tmp_path / "ck", None, False)
-    first = session.run("coordinates-ckpt", dep, timeout_ms=20000, extra_argv={0: args, 1: args})
-    report = compare(session.plan("coordinates-ckpt", dep), first, evaluate(dep), dep.updates)
-    assert report.match, [r.why for r in report.rows]
-    ckpt = tmp_path / "ck" / "ckpt-2"
-    start = start_of(ckpt, dep.learner)
-    assert tuple(int(w) for w in start.params) == evaluate(dep, rounds=2).params
-    swapped = dataclasses.replace(dep, placement=tuple(SWAP[t] for t in dep.placement))
-    args = run_arguments(tmp_path / "ck2", ckpt, False)
-    again = session.run("coordinates-ckpt-swapped", swapped, timeout_ms=20000,
-                        extra_argv={0: args, 1: args})
-    resumed = compare(session.plan("coordinates-ckpt-swapped", swapped), again,
-                      evaluate(swapped, start=start), swapped.updates)
-    assert resumed.match
+    report, resumed = resume_across_instruction_sets(tmp_path, "coordinates-ckpt", dep, 2)
     assert [(r.params, r.state) for r in resumed.rows] == [(r.params, r.state) for r in report.rows]
-    # on one owner holding both coordinates and every sample: a new contract, whose words
-    # the oracle evaluates from the checkpoint's state
-    L = dep.learner
-    alone = dataclasses.replace(dep, learner=dataclasses.replace(L, samples=ir.Samples(
-        L.s, (sum(L.samples.shares),), L.samples.words)), owners=1,
-        roles=(ir.Role("coordinator", (0,)),), placement=dep.placement[:1])
-    args = run_arguments(tmp_path / "ck3", ckpt, True)
-    single = session.run("coordinates-ckpt-alone", alone, timeout_ms=20000, extra_argv={0: args})
-    got = compare(session.plan("coordinates-ckpt-alone", alone), single,
-                  evaluate(alone, start=start_of(ckpt, alone.learner)), alone.updates)
-    assert got.match, [r.why for r in got.rows]
 
 
 @pytest.mark.parametrize("spec", BUILDS, ids=["device", "memory"])
 def test_the_sm86_build_families_evaluate_as_the_host_and_build(spec, tmp_path):
-    dep = driver.deployment(spec)
-    assert dep.placement == ("sm86", "sm86")
-    assert evaluate(dep).params == evaluate(driver.deployment(HOST)).params
-    spaces = {f.address_space for m in driver.plan(dep).shard_maps for f in m.fragments}
-    assert spaces == {"device"}
-    out = CliRunner().invoke(main, ["build", spec, "--all", "-o", str(tmp_path)])
-    # SM86 executables (their runs: tests/device/test_stub_shapes.py, through the stand-in driver)
-    assert out.exit_code == 0, out.output
-    built = [line for line in out.stdout.splitlines() if line.startswith("built ") and "  (" in line]
-    assert [line.split("  (")[1].split(",")[0] for line in built] == ["sm86", "sm86"]
+    assert_sm86_family_builds(spec, HOST, tmp_path)
 
 
 def test_a_coordinate_owned_learner_has_two_coordinates_and_two_accumulators(tmp_path):

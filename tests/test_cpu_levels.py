@@ -108,14 +108,9 @@ def _mnemonics(obj: Path) -> list[str]:
     return [ln.split("\t")[2].split()[0] for ln in text.splitlines() if ln.count("\t") >= 2]
 
 
-@pytest.mark.skipif(shutil.which("objdump") is None, reason="objdump not installed")
-@pytest.mark.parametrize("level", LEVELS)
-def test_no_fma_in_any_kernel_object_at_any_level(tmp_path, level):
+def _assert_no_fma(tmp_path: Path, level: str, plans: list) -> None:
     target = levels.at_level(X86, level)
     seen = set()
-    plans = _spec_plans()
-    # every spec but the one that declares no deployment
-    assert len(plans) == len(glob.glob(str(SPECS / "*.alpha"))) - 1
     for stem, plan in plans:
         for role in sorted({r.name for r in plan.deployment.roles}):
             if "x86_64" not in {plan.deployment.placement[o] for o in
@@ -134,9 +129,32 @@ def test_no_fma_in_any_kernel_object_at_any_level(tmp_path, level):
     assert uses_ymm == (level not in ("baseline", "x86-64-v2"))
 
 
-@pytest.mark.skipif(not HAVE_AARCH64, reason="aarch64 cross tools not installed")
-@pytest.mark.parametrize("stem", LAUNCHED)
-def test_owner_outputs_are_byte_identical_at_every_level_this_machine_runs(tmp_path, stem):
+NEEDS_OBJDUMP = pytest.mark.skipif(shutil.which("objdump") is None, reason="objdump not installed")
+
+
+@NEEDS_OBJDUMP
+@pytest.mark.parametrize("level", LEVELS)
+def test_no_fma_in_the_kernel_objects_of_each_kind_at_any_level(tmp_path, level):
+    plans = [(stem, driver.plan(driver.deployment(str(SPECS / f"{stem}.alpha")))) for stem in LAUNCHED]
+    _assert_no_fma(tmp_path, level, plans)
+
+
+@pytest.mark.exhaustive
+@NEEDS_OBJDUMP
+@pytest.mark.parametrize("level", LEVELS)
+def test_no_fma_in_any_kernel_object_at_any_level(tmp_path, level):
+    plans = _spec_plans()
+    # every spec but the one that declares no deployment
+    assert len(plans) == len(glob.glob(str(SPECS / "*.alpha"))) - 1
+    _assert_no_fma(tmp_path, level, plans)
+
+
+NEEDS_AARCH64 = pytest.mark.skipif(not HAVE_AARCH64, reason="aarch64 cross tools not installed")
+# the default suite launches the two widest kernels at every level; the others are exhaustive
+LAUNCHED_BY_DEFAULT = ("lsq_adam_partitioned_hierarchy7", "indexed_lsq")
+
+
+def _outputs_are_byte_identical_at_every_level(tmp_path: Path, stem: str) -> None:
     plan = driver.plan(driver.deployment(str(SPECS / f"{stem}.alpha")))
     dep = plan.deployment
     outputs = {}
@@ -153,6 +171,19 @@ def test_owner_outputs_are_byte_identical_at_every_level_this_machine_runs(tmp_p
     assert all(len(b) > 40 for b in first)
     for level in HERE[1:]:
         assert outputs[level] == first, level
+
+
+@NEEDS_AARCH64
+@pytest.mark.parametrize("stem", LAUNCHED_BY_DEFAULT)
+def test_owner_outputs_are_byte_identical_at_every_level_this_machine_runs(tmp_path, stem):
+    _outputs_are_byte_identical_at_every_level(tmp_path, stem)
+
+
+@pytest.mark.exhaustive
+@NEEDS_AARCH64
+@pytest.mark.parametrize("stem", [s for s in LAUNCHED if s not in LAUNCHED_BY_DEFAULT])
+def test_every_kind_of_kernel_gives_byte_identical_outputs_at_every_level(tmp_path, stem):
+    _outputs_are_byte_identical_at_every_level(tmp_path, stem)
 
 
 def test_launch_builds_for_the_host_and_rebuilds_for_another_level(tmp_path):
@@ -234,9 +265,12 @@ def test_build_and_launch_take_cpu(tmp_path):
     assert bad.exit_code == 1 and "error[unknown-cpu-level]" in bad.output + bad.stderr
 
 
-def test_the_same_level_and_machine_build_the_same_bytes(tmp_path):
+def test_the_same_level_and_machine_build_the_same_bytes(tmp_path, monkeypatch):
     plan = driver.plan(driver.deployment(str(SPECS / "lsq_plain_star.alpha")))
-    a = driver.build(plan, "worker", "x86_64", tmp_path / "a", cpu="host").read_bytes()
-    b = driver.build(plan, "worker", "x86_64", tmp_path / "b", cpu="host").read_bytes()
-    c = driver.build(plan, "worker", "x86_64", tmp_path / "c", cpu="x86-64-v4").read_bytes()
+    built = []
+    for name, cpu in (("a", "host"), ("b", "host"), ("c", "x86-64-v4")):
+        monkeypatch.setenv("ALPHAC_CACHE", str(tmp_path / f"cache-{name}"))  # compiled each time
+        built.append(driver.build(plan, "worker", "x86_64", tmp_path / name, cpu=cpu).read_bytes())
+        assert len(list((tmp_path / f"cache-{name}" / "objects").glob("*.o"))) == 1
+    a, b, c = built
     assert a == b != c

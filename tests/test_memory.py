@@ -80,27 +80,60 @@ def assert_measured_is_the_law(key: str, dep: n.Deployment) -> None:
         assert (got.persistent, got.peak) == (law.persistent_bytes, law.peak_bytes), (key, o)
 
 
+def sweep(specs: dict[str, n.Deployment], combos=None) -> tuple[list, list]:
+    """Each spec under each (partitioning, tree) of `combos` (default: all 5 x 2) runs and
+    measures its laws, or is refused by the planner: (ran, unplanned with its code)."""
+    ran, unplanned = [], []
+    for name, dep in specs.items():
+        for partitioning, topology in combos or [(p, t) for p in PARTITIONINGS for t in TOPOLOGIES]:
+            key = f"mem-{name}-{partitioning}-{topology}"
+            v = variant(dep, partitioning, topology)
+            try:
+                session.plan(key, v)
+            except CompileError as err:  # not separable under this claim
+                unplanned.append((key, err.diagnostics[0].code))
+                continue
+            assert_measured_is_the_law(key, v)
+            ran.append(key)
+    return ran, unplanned
+
+
+# one of each shape, under the combinations that tell its laws apart: momentum on five owners
+# (a star) and Adam on seven (fan-out 2) under each partitioning, the samples-partitioned
+# scalar learner replicated and fully partitioned on both trees, an independent-state learner
+# on both trees and refusing a partitioning; every spec x 5 x 2 is the exhaustive sweep
+# (make test-exhaustive)
+EVERY = tuple(PARTITIONINGS)
+REPRESENTATIVE = {
+    "lsq_momentum_partitioned_star5": [(p, "star") for p in EVERY],
+    "lsq_adam_partitioned_hierarchy7": [(p, "hierarchy") for p in EVERY],
+    "partitioned_regression": [(p, t) for p in ("replicated", "all") for t in TOPOLOGIES],
+    "local_correlation_star": [("replicated", t) for t in TOPOLOGIES] + [("state", "star")],
+}
+
+
+@needs_qemu
+def test_representative_specs_under_the_partitionings_and_trees_measure_their_laws():
+    specs = spec_deployments()
+    ran, unplanned = [], []
+    for name, combos in REPRESENTATIVE.items():
+        r, u = sweep({name: specs[name]}, combos)
+        ran += r
+        unplanned += u
+    assert len(ran) == 5 + 5 + 4 + 2
+    assert unplanned == [("mem-local_correlation_star-state-star", "independent-state-partitioning")]
+
+
+@pytest.mark.exhaustive
 @needs_qemu
 def test_every_spec_under_every_partitioning_and_topology_measures_its_laws():
-    ran, unplanned = [], []
-    for name, dep in spec_deployments().items():
-        for partitioning in PARTITIONINGS:
-            for topology in TOPOLOGIES:
-                key = f"mem-{name}-{partitioning}-{topology}"
-                v = variant(dep, partitioning, topology)
-                try:
-                    session.plan(key, v)
-                except CompileError as err:  # not separable under this claim
-                    unplanned.append((key, err.diagnostics[0].code))
-                    continue
-                assert_measured_is_the_law(key, v)
-                ran.append(key)
-    # every claim is separable: every spec with a deployment that builds (not the seed's
-    # declaration alone, not the three placed on SM86) x 5 partitionings x 2 trees ran, but
-    # the two independent-state specs, which hold their regions only ("parameters", blocks of r)
+    # every spec with a deployment that builds (not the seed's declaration alone, not the
+    # three placed on SM86); two of them are independent-state learners
     specs = spec_deployments()
     independent = sum(dep.learner.independent for dep in specs.values())
     assert (len(specs), independent) == (len(list(SPECS.glob("*.alpha"))) - 1 - 3, 2)
+    ran, unplanned = sweep(specs)
+    # the independent-state specs hold their regions only and refuse the other claims
     assert len(ran) == (len(specs) - independent) * 5 * 2 + independent * 2
     assert sorted({code for _, code in unplanned}) == ["independent-state-partitioning"]
     assert len(unplanned) == independent * 4 * 2

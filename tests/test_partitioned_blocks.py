@@ -22,13 +22,15 @@ FLAGS = {"state": dict(optimizer_state=True, parameters=False, gradients=False),
          "all": dict(optimizer_state=True, parameters=True, gradients=True)}
 
 
-@pytest.mark.parametrize("spec", ["lsq_adam_partitioned_hierarchy7", "lsq_momentum_partitioned_star"])
-@pytest.mark.parametrize("flags", list(FLAGS))
-def test_blocked_owners_equal_the_oracle_and_the_replicated_learner(spec, flags):
+SPEC_NAMES = ("lsq_adam_partitioned_hierarchy7", "lsq_momentum_partitioned_star")
+BLOCKS = ("1", "2", "3", "7", "k", "k+5")
+
+
+def _blocked_runs(spec: str, flags: str, blocks: tuple[str, ...]) -> None:
     dep = session.deployment(f"{SPECS}/{spec}.alpha")
     k, nn = dep.learner.k, dep.owners
     want = _replicated_words(f"{spec}-replicated", _replicated(dep))
-    for block in (1, 2, 3, 7, k, k + 5):
+    for block in (k + int(b[2:] or 0) if b.startswith("k") else int(b) for b in blocks):
         blocked = dataclasses.replace(dep, partitioning=dataclasses.replace(
             dep.partitioning, block_words=block, **FLAGS[flags]))
         run = _launch(f"{spec}-{flags}-b{block}", blocked)  # every owner matches the oracle
@@ -37,3 +39,18 @@ def test_blocked_owners_equal_the_oracle_and_the_replicated_learner(spec, flags)
             coords = tuple(i for i in range(k) if (i // block) % nn == o)
             assert out.param_coords == (coords if blocked.partitioning.parameters else tuple(range(k)))
         assert _assemble(blocked, run) == want, (flags, block)
+
+
+# by default: every block size fully partitioned, and B = 3 (uneven blocks) under each single
+# partitioning; every block size under every partitioning is exhaustive
+@pytest.mark.parametrize("spec", SPEC_NAMES)
+@pytest.mark.parametrize("flags", list(FLAGS))
+def test_blocked_owners_equal_the_oracle_and_the_replicated_learner(spec, flags):
+    _blocked_runs(spec, flags, BLOCKS if flags == "all" else ("3",))
+
+
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("spec", SPEC_NAMES)
+@pytest.mark.parametrize("flags", [f for f in FLAGS if f != "all"])
+def test_every_block_size_under_every_partitioning(spec, flags):
+    _blocked_runs(spec, flags, tuple(b for b in BLOCKS if b != "3"))

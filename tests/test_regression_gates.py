@@ -3,25 +3,22 @@
 the coordinator and updating the shared parameter. Its lowering, the order and weighting
 the oracle gives, the native owners bit-identical to the oracle, checkpoints resumed on the
 other instruction set, the unweighted-mean mutant executed and refused, and the SM86
-build family refused by `alphac build` until SM86 is built."""
+build family evaluated as the host realization and built."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
 from alphac import driver
 from alphac.commands import main
 from alphac.ir import nodes as ir
 from alphac.launch import session
-from alphac.launch.launcher import compare, run_arguments
-from alphac.oracle import evaluate, start_of
+from alphac.oracle import evaluate
 
-from shape_gates import SWAP, needs_qemu, f64
+from shape_gates import assert_sm86_family_builds, f64, needs_qemu, resume_across_instruction_sets
 
 SPECS = Path(__file__).resolve().parents[1] / "specs"
 GATE = f"{SPECS}/partitioned_regression.alpha"
@@ -83,45 +80,10 @@ def test_both_owners_match_the_oracle_and_the_unweighted_mean_mutant_is_refused(
 
 @needs_qemu
 def test_checkpoints_hold_w_and_resume_on_the_other_instruction_set(tmp_path):
-    dep = driver.deployment(CKPT)
-    args = run_arguments(tmp_path / "ck", None, False)
-    first = session.run("regression-ckpt", dep, timeout_ms=20000, extra_argv={0: args, 1: args})
-    report = compare(session.plan("regression-ckpt", dep), first, evaluate(dep), dep.updates)
-    assert report.match, [r.why for r in report.rows]
-    ckpt = tmp_path / "ck" / "ckpt-4"
-    assert tuple(int(w) for w in start_of(ckpt, dep.learner).params) == evaluate(dep, rounds=4).params
-    swapped = dataclasses.replace(dep, placement=tuple(SWAP[t] for t in dep.placement))
-    args = run_arguments(tmp_path / "ck2", ckpt, False)
-    again = session.run("regression-ckpt-swapped", swapped, timeout_ms=20000,
-                        extra_argv={0: args, 1: args})
-    resumed = compare(session.plan("regression-ckpt-swapped", swapped), again,
-                      evaluate(swapped, start=start_of(ckpt, swapped.learner)), swapped.updates)
-    assert resumed.match and [r.params for r in resumed.rows] == [r.params for r in report.rows]
-    # on one owner holding all three samples: a new contract, the oracle of that schedule
-    alone = _one_owner(dep)
-    args = run_arguments(tmp_path / "ck3", ckpt, True)
-    single = session.run("regression-ckpt-alone", alone, timeout_ms=20000, extra_argv={0: args})
-    got = compare(session.plan("regression-ckpt-alone", alone), single,
-                  evaluate(alone, start=start_of(ckpt, alone.learner)), alone.updates)
-    assert got.match, [r.why for r in got.rows]
-
-
-def _one_owner(dep):
-    """`dep` on one owner holding every sample."""
-    L = dep.learner
-    samples = ir.Samples(L.s, (sum(L.samples.shares),), L.samples.words)
-    return dataclasses.replace(dep, learner=dataclasses.replace(L, samples=samples), owners=1,
-                               roles=(ir.Role("coordinator", (0,)),), placement=dep.placement[:1])
+    report, resumed = resume_across_instruction_sets(tmp_path, "regression-ckpt",
+                                                     driver.deployment(CKPT), 4)
+    assert [r.params for r in resumed.rows] == [r.params for r in report.rows]
 
 
 def test_the_sm86_build_family_checks_plans_evaluates_and_builds(tmp_path):
-    dep = driver.deployment(SM86)
-    assert dep.placement == ("sm86", "sm86")
-    assert evaluate(dep).params == evaluate(driver.deployment(GATE)).params
-    spaces = {f.address_space for m in driver.plan(dep).shard_maps for f in m.fragments}
-    assert spaces == {"device"}
-    out = CliRunner().invoke(main, ["build", SM86, "--all", "-o", str(tmp_path)])
-    # SM86 executables (their runs: tests/device/test_stub_shapes.py, through the stand-in driver)
-    assert out.exit_code == 0, out.output
-    built = [line for line in out.stdout.splitlines() if line.startswith("built ") and "  (" in line]
-    assert [line.split("  (")[1].split(",")[0] for line in built] == ["sm86", "sm86"]
+    assert_sm86_family_builds(SM86, GATE, tmp_path)

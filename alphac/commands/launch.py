@@ -27,7 +27,7 @@ import click
 from alphac import driver
 from alphac.commands import report
 from alphac.commands.build import mutant_help
-from alphac.commands.report import error, interrupted, stage_error
+from alphac.commands.report import error, interrupted
 from alphac.commands.words import lines
 from alphac.diagnostics import CompileError
 from alphac.launch.emit import DEFAULT_BASE_PORT, ENGINES
@@ -95,6 +95,7 @@ def command(spec: str, rounds: int | None, deployment: str | None, as_json: bool
             hosts: str | None, native: tuple[str, ...]) -> None:
     """Build if needed, run every owner on 127.0.0.1, compare each with the oracle; or, with
     --emit, write the files Slurm or mpirun runs them from."""
+    from alphac.launch.launcher import leave
     from alphac.launch.progress import Progress
     from alphac.launch.runner import interruptible
 
@@ -129,7 +130,7 @@ def command(spec: str, rounds: int | None, deployment: str | None, as_json: bool
                     cpu=cpu, full=full, progress=shown, **options))
         except KeyboardInterrupt as exc:  # before or after run's own handling
             status = interrupted(exc, "; every owner was stopped")
-    sys.exit(status)
+    leave(status)
 
 
 def run_emit(spec: str, engine: str, rounds: int | None, as_json: bool, out_dir: str, timeout: float,
@@ -137,22 +138,15 @@ def run_emit(spec: str, engine: str, rounds: int | None, as_json: bool, out_dir:
              **options) -> int:
     """Build and write the engine's files; print them, and how to start and verify a run."""
     from alphac.launch.emit import emit
-    from alphac.launch.launcher import LaunchError
 
     dep = load(spec, name)
     if dep is None:
         return 1
-    try:
-        done = emit(driver.plan(dep), engine, out_dir, base_port, hosts, native, rounds, timeout,
-                    log=lambda m: print(f"alphac: {m}", file=sys.stderr), **options)
-    except LaunchError as exc:
-        error(exc.code, exc.message)
-        return 2 if exc.code == "usage" else 1
-    except CompileError as exc:
-        report.diagnostics(exc)
-        return 1
-    except Exception as exc:  # a stage's one-line error (build, targets)
-        return stage_error(exc)
+    done, failed = report.staged(lambda: emit(
+        driver.plan(dep), engine, out_dir, base_port, hosts, native, rounds, timeout,
+        log=lambda m: print(f"alphac: {m}", file=sys.stderr), **options))
+    if failed is not None:
+        return failed
     if as_json:
         report.result(**done.as_json())
         return 0
@@ -237,24 +231,18 @@ def run(spec: str, rounds: int | None, as_json: bool, out_dir: str, timeout: flo
 
 def _run(spec: str, rounds: int | None, as_json: bool, out_dir: str, timeout: float,
          name: str | None = None, full: bool = False, progress=None, **options) -> int:
-    from alphac.launch.launcher import LaunchError, launch
+    from alphac.launch.launcher import launch
     from alphac.launch.progress import Progress
 
     dep = load(spec, name)
     if dep is None:
         return 1
     progress = progress or Progress(None)
-    try:
-        result = launch(dep, out_dir=out_dir, rounds=rounds, deadline_s=timeout, spec=spec,
-                        log=progress.say, progress=progress, **options)
-    except LaunchError as exc:
-        error(exc.code, exc.message)
-        return 1
-    except CompileError as exc:
-        report.diagnostics(exc)
-        return 1
-    except Exception as exc:  # a stage's one-line error (build, targets)
-        return stage_error(exc)
+    result, failed = report.staged(lambda: launch(
+        dep, out_dir=out_dir, rounds=rounds, deadline_s=timeout, spec=spec, log=progress.say,
+        progress=progress, **options))
+    if failed is not None:
+        return failed
     if as_json:
         report.result(**result.as_json(), run_dir=str(result.run_dir))
         for r in result.rows:

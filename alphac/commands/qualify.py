@@ -42,6 +42,7 @@ def _gate_names() -> list[str]:
 def command(gates: tuple[str, ...], gpu: bool, db: str | None, work: str | None, specs: str | None,
             as_json: bool, report: bool, html_file: str | None) -> None:
     """Run the gate suite on this hardware and record the run."""
+    from alphac.launch.launcher import leave
     from alphac.launch.runner import interruptible
     from alphac.qualify.tracker import TrackerError, default_db
 
@@ -68,7 +69,7 @@ def command(gates: tuple[str, ...], gpu: bool, db: str | None, work: str | None,
     except TrackerError as exc:
         error(exc.code, exc.message)
         status = 1
-    sys.exit(status)
+    leave(status)
 
 
 def tracked(db: Path, gates: tuple[str, ...], gpu: bool, work: str | None, specs: str | None,

@@ -119,6 +119,19 @@ def stage_error(exc: Exception) -> int:
     return 1
 
 
+def staged(work):
+    """`(work(), None)`, or `(None, status)` once its failure is reported: a spec's
+    diagnostics (1), a stage's one-line error (1; 2 for a usage error)."""
+    try:
+        return work(), None
+    except CompileError as exc:
+        diagnostics(exc)
+        return None, 1
+    except Exception as exc:  # a stage's one-line error (build, targets, launch, checkpoints)
+        status = stage_error(exc)
+        return None, 2 if getattr(exc, "code", None) == "usage" else status
+
+
 def interrupted(exc: BaseException | None, after: str = "") -> int:
     """Report an interrupt on stderr, `alphac: interrupted{after}` after Ctrl-C (SIGINT),
     `alphac: interrupted by SIGTERM{after}` (or SIGHUP), and return its exit status, 128 +

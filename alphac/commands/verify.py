@@ -10,8 +10,7 @@ import click
 
 from alphac.commands import report
 from alphac.commands.launch import load, print_failures, table
-from alphac.commands.report import error, stage_error
-from alphac.diagnostics import CompileError
+from alphac.commands.report import error
 
 EPILOG = """\b
 The run directory holds owner-I.out for every owner I (the name the files of
@@ -43,22 +42,15 @@ def command(run_dir: str, spec: str, rounds: int | None, as_json: bool, resume: 
 
 def run(run_dir: str, spec: str, rounds: int | None, as_json: bool, resume: str | None,
         new_contract: bool) -> int:
-    from alphac.launch.launcher import LaunchError
     from alphac.launch.verify import verify
 
     dep = load(spec)
     if dep is None:
         return 1
-    try:
-        checked = verify(dep, run_dir, rounds, spec, resume=resume, new_contract=new_contract)
-    except LaunchError as exc:
-        error(exc.code, exc.message)
-        return 1
-    except CompileError as exc:
-        report.diagnostics(exc)
-        return 1
-    except Exception as exc:  # a stage's one-line error (the checkpoint of --resume)
-        return stage_error(exc)
+    checked, failed = report.staged(lambda: verify(dep, run_dir, rounds, spec, resume=resume,
+                                                   new_contract=new_contract))
+    if failed is not None:
+        return failed
     result = checked.report
     if as_json:
         report.result(**result.as_json(), notes=list(checked.notes))

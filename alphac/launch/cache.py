@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 from pathlib import Path
 
 from alphac.targets import levels, load_target
@@ -64,10 +65,35 @@ def cpu_wanted(target: str, level: str) -> dict:
 
 def inputs(spec_file: str | Path | None, data: tuple[str, ...] = ()) -> list[str]:
     """The files a build of the spec reads: the spec, its modules, its data files."""
+    found = _spec_files(str(spec_file)) if spec_file else []
+    return sorted({str(Path(p).resolve()) for p in [*found, *data]})
+
+
+_FOUND: dict[str, tuple[list[str], list[tuple[int, int] | None]]] = {}
+
+
+def _stamps(paths: list[str]) -> list[tuple[int, int] | None]:
+    out = []
+    for p in paths:
+        try:
+            st = os.stat(p)
+            out.append((st.st_mtime_ns, st.st_size))
+        except OSError:
+            out.append(None)
+    return out
+
+
+def _spec_files(spec_file: str) -> list[str]:
+    """driver.spec_files, parsed again only when one of the files it found has changed
+    (an import added or removed changes the file that names it)."""
     from alphac import driver
 
-    found = driver.spec_files(str(spec_file)) if spec_file else []
-    return sorted({str(Path(p).resolve()) for p in [*found, *data]})
+    known = _FOUND.get(spec_file)
+    if known is not None and _stamps([spec_file, *known[0]]) == known[1]:
+        return known[0]
+    found = list(driver.spec_files(spec_file))
+    _FOUND[spec_file] = (found, _stamps([spec_file, *found]))
+    return found
 
 
 def record_inputs(exe: str | Path, spec_file: str | Path | None, data: tuple[str, ...] = ()) -> Path:

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import struct
+import sys
 import tempfile
 import threading
 import time
@@ -32,7 +34,7 @@ from alphac.launch.roles import role_table
 from alphac.launch.stats import OwnerStats, StatsError, read_stats
 from alphac.launch.runner import (OwnerCommand, RunResult, free_ports, owner_argv, run_owners,
                                   write_peers)
-from alphac.launch.runner import interruptible
+from alphac.launch.runner import INTERRUPT_SIGNALS, interruptible
 from alphac.wire import output_name
 
 
@@ -509,25 +511,57 @@ def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
 
 class Beside:
     """`work()` in a daemon thread, started at once: the launcher's own work (the oracle)
-    beside the owners'. `result()` waits in short steps, so a signal still interrupts the
-    main thread; an interrupted launch leaves the thread to die with the process."""
+    beside the owners'. The thread blocks SIGINT, SIGTERM and SIGHUP, so the kernel hands
+    them to the main thread, whose waits they interrupt; `result()` waits on an event in
+    short steps, so a signal interrupts it at once. An interrupted launch leaves the thread
+    to die with the process (`busy` says whether one still works: see `leave`)."""
+
+    _running = 0
+    _count_lock = threading.Lock()
 
     def __init__(self, work):
         self._done: list = []
+        self._ended = threading.Event()
+        with Beside._count_lock:
+            Beside._running += 1
         self._thread = threading.Thread(target=self._run, args=(work,), daemon=True,
                                         name="alphac-oracle")
         self._thread.start()
 
     def _run(self, work) -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPT_SIGNALS)
         try:
             self._done.append((work(), None))
         except BaseException as exc:  # raised again in the waiting thread
             self._done.append((None, exc))
+        finally:
+            with Beside._count_lock:
+                Beside._running -= 1
+            self._ended.set()
 
     def result(self):
-        while self._thread.is_alive():
-            self._thread.join(0.05)
+        while not self._ended.wait(0.05):
+            pass
         value, exc = self._done[0]
         if exc is not None:
             raise exc
         return value
+
+    @staticmethod
+    def busy() -> bool:
+        return Beside._running > 0
+
+
+def leave(status: int) -> None:
+    """Exit with `status`. While an interrupted launch's oracle still evaluates in its
+    thread, the process ends as soon as its streams are flushed (every owner is stopped
+    and every partial file removed by then): the interpreter's shutdown is not left to
+    race a thread it cannot stop."""
+    if Beside.busy():
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(status)
+    sys.exit(status)

@@ -187,21 +187,21 @@ class _Lowering:
         if isinstance(e, Local):
             return scope.lets[e.name]
         if isinstance(e, Binary):
-            a = self.operand(e.lhs, depth, scope, f"operand of {e.op}")
-            b = self.operand(e.rhs, depth, scope, f"operand of {e.op}")
-            t = self.new()
-            self.emit(depth, f"{t} = {a} {_BINARY[e.op]} {b}")
-            self.check(depth, t, f"result of {e.op}", scope)
-            return t
+            a, b = (self.operand(x, depth, scope, f"operand of {e.op}") for x in (e.lhs, e.rhs))
+            return self.result(e.op, f"{a} {_BINARY[e.op]} {b}", depth, scope)
         if isinstance(e, Unary):
             a = self.operand(e.arg, depth, scope, f"operand of {e.op}")
-            t = self.new()
-            self.emit(depth, f"{t} = {'-' + a if e.op == 'neg' else f'np.sqrt({a})'}")
-            self.check(depth, t, f"result of {e.op}", scope)
-            return t
+            return self.result(e.op, f"-{a}" if e.op == "neg" else f"np.sqrt({a})", depth, scope)
         if isinstance(e, Sum):
             return self.sum(e, depth, scope)
         raise TypeError(f"not an expression: {e!r}")
+
+    def result(self, op: str, value: str, depth: int, scope: _Scope) -> str:
+        """A new temporary holding `value` (the operation `op`), checked finite."""
+        t = self.new()
+        self.emit(depth, f"{t} = {value}")
+        self.check(depth, t, f"result of {op}", scope)
+        return t
 
     def sum(self, e: Sum, depth: int, scope: _Scope) -> str:
         """The ordered left fold: the first term alone, then acc + term; every term and

@@ -1,14 +1,21 @@
 """LLVM through llvmlite: target machines keyed by (triple, cpu, features), the O2 pipeline,
-and object emission. Never sets fast-math or contraction options."""
+and object emission, with emitted objects cached by what makes them. Never sets fast-math
+or contraction options."""
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import os
+import tempfile
 import threading
+from pathlib import Path
 
+import llvmlite
 import llvmlite.binding as llvm
 from llvmlite import ir
 
+from alphac.resources import cache_dir
 from alphac.targets.target import Target
 
 _lock = threading.Lock()
@@ -62,10 +69,52 @@ def prepare(module: ir.Module, target: Target, tm: llvm.TargetMachine | None = N
     return ref
 
 
+# the newest objects kept in the cache; beyond it the oldest are removed
+OBJECTS_KEPT = 1024
+
+
 def compile_object(module: ir.Module, target: Target) -> bytes:
-    """The relocatable object for `module` on `target` (O2, PIC)."""
+    """The relocatable object for `module` on `target` (O2, PIC). An object is cached under
+    the hash of everything that makes it: LLVM's and llvmlite's versions, the triple, cpu
+    and features, the pipeline, and the module's text; a cache that cannot be read or
+    written is passed by."""
     tm = machine_for(target)
-    return tm.emit_object(prepare(module, target, tm))
+    module.triple = target.triple
+    module.data_layout = str(tm.target_data)
+    key = hashlib.sha256("\0".join((
+        llvm.__name__, ".".join(map(str, llvm.llvm_version_info)), llvmlite.__version__,
+        target.triple, target.cpu, target.features, "O2 pic default", str(module))).encode()).hexdigest()
+    path = _objects_dir() / f"{key[:40]}.o"
+    try:
+        return path.read_bytes()
+    except OSError:
+        pass
+    obj = tm.emit_object(prepare(module, target, tm))
+    _store(path, obj)
+    return obj
+
+
+def _objects_dir() -> Path:
+    return cache_dir() / "objects"
+
+
+def _store(path: Path, data: bytes) -> None:
+    """Write `data` at `path` whole (staged, then renamed), keeping the newest OBJECTS_KEPT."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, staged = tempfile.mkstemp(prefix=path.name, suffix=".partial", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(staged, path)
+        except BaseException:
+            os.unlink(staged)
+            raise
+        kept = sorted(path.parent.glob("*.o"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+        for old in kept[OBJECTS_KEPT:]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 def compile_assembly(module: ir.Module, target: Target) -> str:

@@ -63,19 +63,62 @@ def compiler_version(cc: tuple[str, ...]) -> str:
     return (done.stdout.splitlines() or [""])[0]
 
 
+def _failure(command: list[str], returncode: int, text: str) -> TargetError:
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    first = next((ln for ln in lines if "error" in ln), lines[0] if lines else "no message")
+    return TargetError("compile-failed", f"{command[0]} exited {returncode}: {first.strip()}")
+
+
 def _run(command: list[str], cwd: str) -> None:
-    # the compiler's own temporary files go to `cwd` too, a directory removed afterwards
-    # whatever happens, also when the build is interrupted
+    _run_all([command], cwd)
+
+
+def _run_all(commands: list[list[str]], cwd: str) -> None:
+    """Run the compiler commands, as many at once as there are CPUs, in `cwd`; the first
+    failure (in the commands' order) is raised once every one has ended. The compiler's own
+    temporary files go to `cwd` too, a directory removed afterwards whatever happens, also
+    when the build is interrupted (the processes are then killed and reaped first)."""
     env = {**os.environ, "TMPDIR": cwd}
+    width = max(1, os.cpu_count() or 1)
+    running: list[tuple[list[str], subprocess.Popen, object]] = []
+    failures: list[TargetError] = []
+
+    def finish(entry) -> None:
+        command, proc, log = entry
+        try:
+            rc = proc.wait(timeout=COMPILE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            failures.append(TargetError("compile-failed",
+                                        f"{command[0]} ran longer than {COMPILE_TIMEOUT_S} s"))
+            return
+        finally:
+            log.seek(0)
+            text = log.read().decode("utf-8", "replace")
+            log.close()
+        if rc != 0:
+            failures.append(_failure(command, rc, text))
+
     try:
-        done = subprocess.run(command, cwd=cwd, capture_output=True, text=True,
-                              timeout=COMPILE_TIMEOUT_S, env=env)
-    except subprocess.TimeoutExpired:
-        raise TargetError("compile-failed", f"{command[0]} ran longer than {COMPILE_TIMEOUT_S} s") from None
-    if done.returncode != 0:
-        lines = [ln for ln in (done.stderr + done.stdout).splitlines() if ln.strip()]
-        first = next((ln for ln in lines if "error" in ln), lines[0] if lines else "no message")
-        raise TargetError("compile-failed", f"{command[0]} exited {done.returncode}: {first.strip()}")
+        for command in commands:
+            if len(running) >= width:
+                finish(running[0])
+                running.pop(0)
+            log = tempfile.TemporaryFile(dir=cwd)
+            running.append((command, subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                                      stdout=log, stderr=subprocess.STDOUT), log))
+        while running:
+            finish(running[0])
+            running.pop(0)
+    finally:
+        for _, proc, log in running:  # interrupted: none is left behind
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            log.close()
+    if failures:
+        raise failures[0]
 
 
 def runtime_object(target: Target, pic: bool = False) -> Path:
@@ -99,9 +142,8 @@ def runtime_object(target: Target, pic: bool = False) -> Path:
             Path(tmp, name).parent.mkdir(exist_ok=True)
             Path(tmp, name).write_bytes(data)
         units = sorted(n for n in files if n.endswith(".c"))
-        _run([*target.cc, *flags, "-c", *(u for u in units if "/" not in u)], tmp)
-        for unit in (u for u in units if "/" in u):  # device/x.c becomes device/x.o beside it
-            _run([*target.cc, *flags, "-c", unit, "-o", unit[:-2] + ".o"], tmp)
+        # one compiler per unit, several at once (device/x.c becomes device/x.o beside it)
+        _run_all([[*target.cc, *flags, "-c", unit, "-o", unit[:-2] + ".o"] for unit in units], tmp)
         _run([*target.cc, "-r", "-nostdlib", "-o", OBJECT, *(u[:-2] + ".o" for u in units)], tmp)
         # another build may finish the same object meanwhile: both have the same bytes
         fd, staged_name = tempfile.mkstemp(prefix=out.name, dir=out.parent)

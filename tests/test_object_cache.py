@@ -1,0 +1,69 @@
+"""The kernel objects' cache: an object is emitted once per (LLVM, llvmlite, triple, cpu,
+features, module text) and read back after; anything else that differs is another object;
+an unwritable cache is passed by; the oldest are removed beyond the cap."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from alphac import driver
+from alphac.codegen.module import kernel_module
+from alphac.image.metadata import metadata_for
+from alphac.targets import levels, llvm, load_target
+
+SPEC = Path(__file__).resolve().parents[1] / "specs" / "lsq_plain_star.alpha"
+X86 = load_target("x86_64")
+
+
+def _module(target=X86):
+    plan = driver.plan(driver.deployment(str(SPEC)))
+    return kernel_module(driver.image(plan, "worker", "x86_64", "baseline"),
+                         metadata_for(plan, "worker", "x86_64", target.triple, levels.record(target)))
+
+
+def _objects(cache: Path) -> list[Path]:
+    return sorted((cache / "objects").glob("*.o"))
+
+
+def test_an_object_is_emitted_once_and_read_back(tmp_path, monkeypatch):
+    monkeypatch.setenv("ALPHAC_CACHE", str(tmp_path))
+    first = llvm.compile_object(_module(), X86)
+    [obj] = _objects(tmp_path)
+    assert obj.read_bytes() == first and first[:4] == b"\x7fELF"
+    stamp = obj.stat().st_mtime_ns
+    assert llvm.compile_object(_module(), X86) == first
+    assert _objects(tmp_path) == [obj] and obj.stat().st_mtime_ns == stamp
+    # another cpu: another object, other bytes
+    v3 = levels.at_level(X86, "x86-64-v3")
+    other = llvm.compile_object(_module(v3), v3)
+    assert len(_objects(tmp_path)) == 2 and other != first
+
+
+def test_a_cached_object_is_what_it_was_compiled_from(tmp_path, monkeypatch):
+    monkeypatch.setenv("ALPHAC_CACHE", str(tmp_path / "a"))
+    cached = llvm.compile_object(_module(), X86)
+    llvm.compile_object(_module(), X86)
+    monkeypatch.setenv("ALPHAC_CACHE", str(tmp_path / "b"))
+    assert llvm.compile_object(_module(), X86) == cached  # compiled afresh: the same bytes
+
+
+def test_an_unwritable_cache_is_passed_by(tmp_path, monkeypatch):
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    monkeypatch.setenv("ALPHAC_CACHE", str(blocked))
+    assert llvm.compile_object(_module(), X86)[:4] == b"\x7fELF"
+    assert blocked.read_text() == "not a directory"
+
+
+def test_beyond_the_cap_the_oldest_objects_are_removed(tmp_path, monkeypatch):
+    monkeypatch.setenv("ALPHAC_CACHE", str(tmp_path))
+    monkeypatch.setattr(llvm, "OBJECTS_KEPT", 2)
+    (tmp_path / "objects").mkdir()
+    for i, name in enumerate(("old.o", "older.o")):
+        p = tmp_path / "objects" / name
+        p.write_bytes(b"x")
+        os.utime(p, ns=(10**9 * (100 - i), 10**9 * (100 - i)))
+    llvm.compile_object(_module(), X86)
+    names = [p.name for p in _objects(tmp_path)]
+    assert len(names) == 2 and "old.o" in names and "older.o" not in names
