@@ -9,6 +9,7 @@ refuses by name."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import struct
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from alphac.oracle import evaluate
 from alphac.plan import plan
 from alphac.plan.identity import identity_document
 from alphac.plan.protocol import BLOCK_OWNERS, BRANCH_OWNERS, OP_CODE
-from alphac.plan.render import op_text
+from alphac.plan.render import op_text, plan_json
 from alphac.ir import nodes as ir
 from shape_gates import needs_qemu
 from test_plan_support import deployment
@@ -177,6 +178,9 @@ def test_every_owner_sends_2_n_minus_1_k_over_n_sums_per_update(n, k, topology):
     # (n - 1) slices of k/n sums to their owners, then the owner's block to the n - 1
     # others; each of the 2(n - 1) frames carries the count besides
     assert [_sent(p, o) for o in range(n)] == [(2 * (n - 1) * k // n, 2 * (n - 1))] * n
+    # what `alphac plan` states: the sums and the counts
+    stated = [o["sent_words"] for o in plan_json(p)["per_owner"]]
+    assert stated == [2 * (n - 1) * k // n + 2 * (n - 1)] * n
 
 
 def test_the_star_hub_sends_n_minus_1_k_sums_under_the_branch_placement():
@@ -250,3 +254,24 @@ def test_a_place_of_a_register_of_another_size_is_a_corrupt_executable(tmp_path)
 
     lines = _refusals(tmp_path, edit)
     assert lines[0] == "refused: corrupt-executable: owner 0: corrupt op table (placed register 0)"
+
+
+def test_alphac_plan_names_the_placement_and_each_owners_words(tmp_path):
+    from click.testing import CliRunner
+
+    from alphac.commands import main
+    from test_plan_blocks import gate_spec
+
+    spec = str(gate_spec(tmp_path, placement="\n  deploymentCombinePlacement = CombineAtBlockOwners,"))
+    out = CliRunner().invoke(main, ["plan", spec])
+    assert out.exit_code == 0, out.output
+    lines = out.stdout.splitlines()
+    assert lines[2] == ("combine placement: CombineAtBlockOwners, the whole tree for block b at block "
+                        "b's owner (the phases below are the tree's; the owners' ops are the block "
+                        "placement's)")
+    # k = 2 on four owners, everything partitioned: owner 3 slices (1 sum, the count) to
+    # owners 0 and 1 and the count alone to owner 2, then offers its 0 parameters up the tree
+    owner3 = next(line for line in lines if line.startswith("  owner 3 "))
+    assert owner3.endswith("; sends 5 words per update")
+    out = CliRunner().invoke(main, ["plan", "--json", spec])
+    assert [o["sent_words"] for o in json.loads(out.stdout)["per_owner"]][3] == 5

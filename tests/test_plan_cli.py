@@ -94,7 +94,9 @@ def test_text_lists_tree_phases_protocols_and_bytes(good):
     assert "reductions: " + ", ".join(f"CombineDeliverTo {t}" for t in range(7)) in lines
     assert ("  owner 4 (worker, x86_64): persistent 16 B (parameters 16, state 0), peak "
             f"{p.owners[4].peak_bytes} B (replica 0, registers {p.owners[4].bytes.registers}, "
-            f"scratch {p.owners[4].bytes.scratch})") in lines
+            f"scratch {p.owners[4].bytes.scratch}); sends 9 words per update") in lines
+    # owner 4 sends its parent 1 its slices to owners 0 and 1 (a sum and the count each), the
+    # count alone to owners 2 .. 6, and its offer of no coordinates: 2 + 2 + 5 + 0 words
     assert p.owners[0].persistent_bytes == 8 * (2 + 1) and p.owners[1].persistent_bytes == 8 * (2 + 1)
 
 
@@ -102,8 +104,8 @@ def test_json_has_the_documented_keys_and_the_same_protocols(good):
     res = invoke(good, "--json")
     assert res.exit_code == 0, res.output
     data = json.loads(res.output)
-    assert sorted(data) == ["contract", "deliveries", "deployment", "diagnostics", "format",
-                            "learner", "ok", "owners", "partitioning", "per_owner", "protocol",
+    assert sorted(data) == ["combine_placement", "contract", "deliveries", "deployment", "diagnostics",
+                            "format", "learner", "ok", "owners", "partitioning", "per_owner", "protocol",
                             "reduce", "refusals", "replicate", "sample_tree", "shard_maps",
                             "suppressed", "suppressed_codes", "topology", "tree"]
     assert (data["ok"], data["diagnostics"], data["refusals"]) == (True, [], [])

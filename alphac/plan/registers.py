@@ -57,6 +57,13 @@ def register_sizes(proto: OwnerProtocol, k: int) -> tuple[int, ...]:
     return proto.register_words or (k + 1,) * register_count(proto)
 
 
+def sent_words(proto: OwnerProtocol, k: int) -> int:
+    """The data words (sums and the count, or assembled words) the owner's sends carry per
+    update; frame headers, leaf tags, checksums and authentication tags apart."""
+    sizes = register_sizes(proto, k)
+    return sum(sizes[op.a] for op in proto.update_ops if op.kind == "send")
+
+
 def _moment(proto: OwnerProtocol) -> list[int]:
     """For each update op, the op at which its reads and writes are over: its own index,
     or, for the sends and receives of an `exchange` (which run at once), the last of them."""

@@ -5,7 +5,8 @@ from __future__ import annotations
 from alphac.ir import nodes as ir
 from alphac.plan.contract import topology_name
 from alphac.plan.phases import branch_numbers, value_name
-from alphac.plan.protocol import REGION_PARAMETERS, REGION_STATE, Op
+from alphac.plan.protocol import BLOCK_OWNERS, REGION_PARAMETERS, REGION_STATE, Op
+from alphac.plan.registers import sent_words
 
 JSON_FORMAT = "alphac-plan-2"  # the envelope of `alphac plan --json` (commands/report.py)
 
@@ -106,6 +107,7 @@ def plan_json(plan) -> dict:
         "owners": dep.owners,
         "topology": topology_name(dep.topology),
         "protocol": plan.protocol_hex,
+        "combine_placement": dep.combine_placement,
         "partitioning": {"optimizer_state": part.optimizer_state, "parameters": part.parameters,
                          "gradients": part.gradients, "words_per_coordinate": part.words_per_coordinate,
                          "shared_state": list(part.shared_state), "block_words": part.block_words},
@@ -129,6 +131,7 @@ def plan_json(plan) -> dict:
             "bytes": {"parameters": o.bytes.parameters, "state": o.bytes.state,
                       "replica": o.bytes.replica, "registers": o.bytes.registers,
                       "scratch": o.bytes.scratch, "samples": o.bytes.samples},
+            "sent_words": sent_words(o.protocol, dep.learner.k),
             "update_ops": [op_data(op) for op in o.protocol.update_ops],
             "finish_ops": [op_data(op) for op in o.protocol.finish_ops],
         } for o in plan.owners],
@@ -156,10 +159,19 @@ def partitioning_text(part: ir.Partitioning) -> str:
             "block b at owner b mod n")
 
 
+def placement_text(placement: str) -> str:
+    """Where the combine tree's branches run."""
+    if placement == BLOCK_OWNERS:
+        return ("combine placement: CombineAtBlockOwners, the whole tree for block b at block b's "
+                "owner (the phases below are the tree's; the owners' ops are the block placement's)")
+    return "combine placement: CombineAtBranchOwners, each branch at the owner the tree names"
+
+
 def plan_text(plan) -> str:
     dep = plan.deployment
     lines = [f"plan {dep.name}: {dep.owners} owners, {topology_name(dep.topology)}, "
-             f"protocol {plan.protocol_hex}", partitioning_text(dep.partitioning)]
+             f"protocol {plan.protocol_hex}", partitioning_text(dep.partitioning),
+             placement_text(dep.combine_placement)]
     if dep.learner.independent:
         lines.append(f"independent state: each owner applies its rule to its own region of "
                      f"{dep.learner.region} words from its own inputs; nothing is combined, and the "
@@ -190,7 +202,8 @@ def plan_text(plan) -> str:
         b = o.bytes
         lines.append(f"  owner {o.owner} ({o.role or '-'}, {o.target or '-'}): persistent {o.persistent_bytes} B "
                      f"(parameters {b.parameters}, state {b.state}), peak {o.peak_bytes} B "
-                     f"(replica {b.replica}, registers {b.registers}, scratch {b.scratch})")
+                     f"(replica {b.replica}, registers {b.registers}, scratch {b.scratch}); sends "
+                     f"{sent_words(o.protocol, dep.learner.k)} words per update")
         lines.append("    per update: " + "; ".join(op_text(op) for op in o.protocol.update_ops))
         if o.protocol.finish_ops:
             lines.append("    before publishing: " + "; ".join(op_text(op) for op in o.protocol.finish_ops))
