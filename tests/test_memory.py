@@ -101,14 +101,14 @@ def sweep(specs: dict[str, n.Deployment], combos=None) -> tuple[list, list]:
 # one of each shape, under the combinations that tell its laws apart: momentum on five owners
 # (a star) and Adam on seven (fan-out 2) under each partitioning, the samples-partitioned
 # scalar learner replicated and fully partitioned on both trees, an independent-state learner
-# on both trees and refusing a partitioning; every spec x 5 x 2 is the exhaustive sweep
+# holding its regions on both trees and refusing another partitioning; every spec x 5 x 2 is the exhaustive sweep
 # (make test-exhaustive)
 EVERY = tuple(PARTITIONINGS)
 REPRESENTATIVE = {
     "lsq_momentum_partitioned_star5": [(p, "star") for p in EVERY],
     "lsq_adam_partitioned_hierarchy7": [(p, "hierarchy") for p in EVERY],
     "partitioned_regression": [(p, t) for p in ("replicated", "all") for t in TOPOLOGIES],
-    "local_correlation_star": [("replicated", t) for t in TOPOLOGIES] + [("state", "star")],
+    "local_correlation_star": [("parameters", t) for t in TOPOLOGIES] + [("state", "star")],
 }
 
 
