@@ -46,7 +46,7 @@ test: setup
 	$(PY) -m pytest -q -p no:cacheprovider
 
 # The sweeps marked `exhaustive` (every spec x partitioning x tree, every spec at every CPU
-# level); `make test` runs a representative subset of each. About 15 minutes on 2 cores.
+# level); `make test` runs a representative subset of each. About 9 minutes on 2 cores.
 test-exhaustive: setup
 	$(PY) -m pytest -q -p no:cacheprovider -m exhaustive
 
