@@ -518,11 +518,20 @@ class Beside:
 
     _running = 0
     _count_lock = threading.Lock()
+    _interval = sys.getswitchinterval()
+    # While the oracle runs pure Python, the main thread waits for the interpreter's lock
+    # after each system call it makes (reaping owners, removing segments, reading /proc in a
+    # signal handler) for as long as the switch interval: at the default 5 ms a cleanup of a
+    # few hundred calls took seconds. 0.2 ms bounds it; the oracle only yields when asked.
+    SWITCH_INTERVAL_S = 0.0002
 
     def __init__(self, work):
         self._done: list = []
         self._ended = threading.Event()
         with Beside._count_lock:
+            if Beside._running == 0:
+                Beside._interval = sys.getswitchinterval()
+                sys.setswitchinterval(min(Beside._interval, Beside.SWITCH_INTERVAL_S))
             Beside._running += 1
         self._thread = threading.Thread(target=self._run, args=(work,), daemon=True,
                                         name="alphac-oracle")
@@ -537,6 +546,8 @@ class Beside:
         finally:
             with Beside._count_lock:
                 Beside._running -= 1
+                if Beside._running == 0:
+                    sys.setswitchinterval(Beside._interval)
             self._ended.set()
 
     def result(self):
