@@ -83,4 +83,6 @@ def test_a_million_coordinates_grow_by_their_laws_and_partitioning_by_the_predic
     for o in range(4):
         predicted = partitioned[1][o] / replicated[1][o]
         assert 0.7 <= predicted <= 0.82  # the laws' own ratio at this shape (see the docstring)
-        assert abs(partitioned[0][o] / replicated[0][o] - predicted) <= 0.06, o
+        # the ratio of two measurements each within 5 % + 2 MiB of its law (about 25 MiB):
+        # within 0.1 of the laws' ratio, half the distance to no partitioning at all (1.0)
+        assert abs(partitioned[0][o] / replicated[0][o] - predicted) <= 0.1, o
