@@ -292,20 +292,13 @@ def _statements(body):
 
 def _slot_reads(expr, lets: dict) -> list:
     """The slot indices an expression reads (through `let` temporaries too)."""
-    out, stack = [], [expr]
-    while stack:
-        e = stack.pop()
+    out = []
+    for e in ir.subexpressions(expr):
         if isinstance(e, ir.SlotRef):
             out.append(e.index)
         elif isinstance(e, ir.Local):
             out.extend(ir.Index(c, None) if not isinstance(c, tuple) else ir.Index(c[1], c[0])
                        for c in lets.get(e.name, ()))
-        elif isinstance(e, ir.Unary):
-            stack.append(e.arg)
-        elif isinstance(e, ir.Binary):
-            stack.extend((e.lhs, e.rhs))
-        elif isinstance(e, ir.Sum):
-            stack.append(e.body)
     return out
 
 

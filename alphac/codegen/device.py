@@ -40,7 +40,7 @@ from llvmlite import ir
 
 from alphac.codegen.arith import _Fn
 from alphac.codegen.owned import _OwnedEmitter
-from alphac.codegen.program import _Emitter, _Var, _Checks, _Ctx, _count, _subexpressions, \
+from alphac.codegen.program import _Emitter, _Var, _Checks, _Ctx, _count, \
     fast_loop_ok, program_regions, _unsupported
 from alphac.codegen.types import F64, I32, I64, PTR, VOID
 from alphac.image.image import ImageError
@@ -81,7 +81,7 @@ def _locals_read(stmts) -> set[str]:
         if isinstance(s, n.Loop):
             out |= _locals_read(s.body)
         else:
-            out |= {e.name for e in _subexpressions(s.value) if isinstance(e, n.Local)}
+            out |= {e.name for e in n.subexpressions(s.value) if isinstance(e, n.Local)}
     return out
 
 

@@ -80,27 +80,14 @@ def _count(stmts) -> int:
 
 # ----------------------------------------------------------------------------- fast-loop test
 
-def _subexpressions(expr):
-    """Every node of an expression, Sum bodies included (iteratively: trees may be deep)."""
-    stack = [expr]
-    while stack:
-        e = stack.pop()
-        yield e
-        if isinstance(e, n.Unary):
-            stack.append(e.arg)
-        elif isinstance(e, n.Binary):
-            stack.extend((e.lhs, e.rhs))
-        elif isinstance(e, n.Sum):
-            stack.append(e.body)
-
 
 def _refs(expr):
     """Every SlotRef of an expression; Sum bodies included."""
-    return (e for e in _subexpressions(expr) if isinstance(e, n.SlotRef))
+    return (e for e in n.subexpressions(expr) if isinstance(e, n.SlotRef))
 
 
 def _has_sum(expr) -> bool:
-    return any(isinstance(e, n.Sum) for e in _subexpressions(expr))
+    return any(isinstance(e, n.Sum) for e in n.subexpressions(expr))
 
 
 def fast_loop_ok(loop: n.Loop) -> bool:

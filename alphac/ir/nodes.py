@@ -102,6 +102,21 @@ class Sum:
 Expr = Union[Const, SlotRef, Local, Unary, Binary, Sum]
 
 
+def subexpressions(expr: "Expr"):
+    """Every node of an expression, itself first, Sum bodies included (iteratively: trees
+    may be deep)."""
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        yield e
+        if isinstance(e, Unary):
+            stack.append(e.arg)
+        elif isinstance(e, Binary):
+            stack.extend((e.lhs, e.rhs))
+        elif isinstance(e, Sum):
+            stack.append(e.body)
+
+
 # ----------------------------------------------------------------------------- statements
 
 @dataclass(frozen=True)
