@@ -78,3 +78,37 @@ def assert_sm86_family_builds(spec: str, host_spec: str, tmp_path) -> None:
     assert out.exit_code == 0, out.output
     built = [line for line in out.stdout.splitlines() if line.startswith("built ") and "  (" in line]
     assert [line.split("  (")[1].split(",")[0] for line in built] == ["sm86", "sm86"]
+
+
+def hex_words(words) -> list[str]:
+    """Words as `alphac launch --json` shows them."""
+    return [f"{int(w):016x}" for w in words]
+
+
+def assert_launch_matches_and_mutant_refused(spec: str, out, mutant: str) -> None:
+    """`alphac launch SPEC --json`: exit 0, every owner's words the oracle's; with
+    `--mutant MUTANT`: exit 1, every owner `oracle-mismatch` holding the words of the
+    oracle's evaluation of that mutant."""
+    import json
+
+    from click.testing import CliRunner
+
+    from alphac import driver
+    from alphac.commands import main
+    from alphac.oracle import evaluate
+
+    def launched(*extra):
+        result = CliRunner().invoke(main, ["launch", spec, "-o", str(out), "--json", *extra])
+        return result, json.loads(result.stdout)
+
+    result, report = launched()
+    assert result.exit_code == 0 and report["match"], result.stderr
+    want = evaluate(driver.deployment(spec))
+    assert [(r["params"], r["state"]) for r in report["owners"]] == [
+        (hex_words(w.params), hex_words(w.state)) for w in want.owners]
+    result, report = launched("--mutant", mutant)
+    assert result.exit_code == 1 and not report["match"] and report["mutant_match"]
+    theirs = evaluate(driver.deployment(spec), mutant=mutant)
+    for row, w in zip(report["owners"], theirs.owners, strict=True):
+        assert (row["params"], row["state"]) == (hex_words(w.params), hex_words(w.state))
+        assert row["error"].startswith(f"oracle-mismatch: owner {row['owner']} "), row["error"]

@@ -8,27 +8,23 @@ and the SM86 build families refused by `alphac build` until SM86 is built."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from alphac import driver
-from alphac.commands import main
 from alphac.ir import nodes as ir
 from alphac.launch import session
 from alphac.oracle import Refusal, evaluate
 from alphac.plan.mutants import MutantError
 
-from shape_gates import assert_sm86_family_builds, f64, needs_qemu, resume_across_instruction_sets
+from shape_gates import (assert_launch_matches_and_mutant_refused, assert_sm86_family_builds, f64,
+                         needs_qemu, resume_across_instruction_sets)
 
 SPECS = Path(__file__).resolve().parents[1] / "specs"
 HOST = f"{SPECS}/coordinate_host.alpha"
 BUILDS = [f"{SPECS}/coordinate_device.alpha", f"{SPECS}/coordinate_memory.alpha"]
-def _hex(words) -> list[str]:
-    return [f"{int(w):016x}" for w in words]
 
 
 def test_owner_i_holds_coordinate_i_and_its_accumulator():
@@ -72,21 +68,7 @@ def test_the_oracle_predicts_and_sums_in_the_declared_order():
 
 @needs_qemu
 def test_both_owners_match_the_oracle_and_the_foreign_accumulator_mutant_is_refused():
-    out = session.root() / "coordinates"
-    result = CliRunner().invoke(main, ["launch", HOST, "-o", str(out), "--json"])
-    report = json.loads(result.stdout)
-    assert result.exit_code == 0 and report["match"], result.stderr
-    want = evaluate(driver.deployment(HOST))
-    assert [(r["params"], r["state"]) for r in report["owners"]] == [
-        (_hex(w.params), _hex(w.state)) for w in want.owners]
-    result = CliRunner().invoke(main, ["launch", HOST, "-o", str(out), "--json",
-                                       "--mutant", "foreign-accumulator"])
-    report = json.loads(result.stdout)
-    assert result.exit_code == 1 and not report["match"] and report["mutant_match"]
-    mutant = evaluate(driver.deployment(HOST), mutant="foreign-accumulator")
-    for row, w in zip(report["owners"], mutant.owners, strict=True):
-        assert (row["params"], row["state"]) == (_hex(w.params), _hex(w.state))
-        assert row["error"].startswith(f"oracle-mismatch: owner {row['owner']} "), row["error"]
+    assert_launch_matches_and_mutant_refused(HOST, session.root() / "coordinates", "foreign-accumulator")
 
 
 def test_the_foreign_accumulator_mutant_reads_the_next_coordinate_s_accumulator():

@@ -7,23 +7,22 @@ build family evaluated as the host realization and built."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from click.testing import CliRunner
-
 from alphac import driver
-from alphac.commands import main
 from alphac.ir import nodes as ir
 from alphac.launch import session
 from alphac.oracle import evaluate
 
-from shape_gates import assert_sm86_family_builds, f64, needs_qemu, resume_across_instruction_sets
+from shape_gates import (assert_launch_matches_and_mutant_refused, assert_sm86_family_builds, f64,
+                         needs_qemu, resume_across_instruction_sets)
 
 SPECS = Path(__file__).resolve().parents[1] / "specs"
 GATE = f"{SPECS}/partitioned_regression.alpha"
 CKPT = f"{SPECS}/partitioned_regression_ckpt.alpha"
 SM86 = f"{SPECS}/partitioned_regression_sm86.alpha"
+
+
 def test_the_family_is_the_data_parallel_learner_of_one_parameter_on_two_owners():
     dep = driver.deployment(GATE)
     L = dep.learner
@@ -62,20 +61,7 @@ def test_the_oracle_weights_by_samples_in_the_declared_order():
 
 @needs_qemu
 def test_both_owners_match_the_oracle_and_the_unweighted_mean_mutant_is_refused():
-    out = session.root() / "regression"
-    result = CliRunner().invoke(main, ["launch", GATE, "-o", str(out), "--json"])
-    report = json.loads(result.stdout)
-    assert result.exit_code == 0 and report["match"], result.stderr
-    want = evaluate(driver.deployment(GATE))
-    assert [r["params"] for r in report["owners"]] == [[f"{w.params[0]:016x}"] for w in want.owners]
-    result = CliRunner().invoke(main, ["launch", GATE, "-o", str(out), "--json",
-                                       "--mutant", "unweighted-mean"])
-    report = json.loads(result.stdout)
-    assert result.exit_code == 1 and not report["match"] and report["mutant_match"]
-    mutant = evaluate(driver.deployment(GATE), mutant="unweighted-mean")
-    for row, w in zip(report["owners"], mutant.owners, strict=True):
-        assert row["params"] == [f"{w.params[0]:016x}"]
-        assert row["error"].startswith(f"oracle-mismatch: owner {row['owner']} "), row["error"]
+    assert_launch_matches_and_mutant_refused(GATE, session.root() / "regression", "unweighted-mean")
 
 
 @needs_qemu
