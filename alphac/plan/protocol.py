@@ -239,50 +239,7 @@ def project(root: TreeNode, n: int, partitioning=None, k: int = 0,
         return project_sample_tree(root, n, sample_tree, partitioning, k, nodes, layout, placement)
     if partitioning is not None and partitioning.any:
         return project_partitioned(root, n, partitioning, k, nodes, layout, targets, placement=placement)
-    if placement == BLOCK_OWNERS:
-        return project_replicated(root, n, k, nodes, layout, _OwnerLeaves(root, nodes), placement)
-    ops: list[list[Op]] = [[] for _ in range(n)]
-    reg: dict[int, int] = {}  # id(node) -> register at its owner
-    next_reg = [1] * n
-    for o in set(leaves(root, nodes)):
-        ops[o].append(Op("local", dst=0))
-
-    def value_at(node: TreeNode, owner: int) -> int:
-        """Register holding node's value at `owner`, transferring it there if needed."""
-        src = node.owner
-        r = reg[id(node)]
-        if src == owner:
-            return r
-        dst = next_reg[owner]
-        next_reg[owner] += 1
-        ops[src].append(Op("send", peer=owner, a=r))
-        ops[owner].append(Op("recv", peer=src, dst=dst))
-        return dst
-
-    for node in nodes:
-        if isinstance(node, TreeLeaf):
-            reg[id(node)] = 0
-            continue
-        a = value_at(node.left, node.owner)
-        b = value_at(node.right, node.owner)
-        dst = next_reg[node.owner]
-        next_reg[node.owner] += 1
-        ops[node.owner].append(Op("combine", dst=dst, a=a, b=b))
-        reg[id(node)] = dst
-
-    total = {root.owner: reg[id(root)]}
-    for t in replicate_edges(root):
-        dst = next_reg[t.receiver]
-        next_reg[t.receiver] += 1
-        ops[t.sender].append(Op("send", peer=t.receiver, a=total[t.sender]))
-        ops[t.receiver].append(Op("recv", peer=t.sender, dst=dst))
-        total[t.receiver] = dst
-    for o in range(n):
-        if o in total:
-            ops[o].append(Op("update", a=total[o]))
-    fin = _finish_ops(root, n, nodes)
-    ckpt = _checkpoint_ops(root, n, nodes)
-    return tuple(OwnerProtocol(o, tuple(ops[o]), fin[o], (), ckpt[o]) for o in range(n))
+    return project_replicated(root, n, k, nodes, layout, _OwnerLeaves(root, nodes), placement)
 
 
 def _finish_ops(root: TreeNode, n: int, nodes: list[TreeNode]) -> list[tuple[Op, ...]]:
