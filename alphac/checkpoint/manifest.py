@@ -302,32 +302,35 @@ def verify(ckpt_dir: str | Path) -> Manifest:
 
 
 def child_manifests(d: Path, root: Manifest) -> list[Manifest]:
-    """Every manifest below the root, parents before children, each checked against the
-    sha256 its parent names and the root's version and identity."""
+    """Every manifest below the root, each checked against the sha256 the root names and the
+    root's version and identity. A manifest names the manifest of every owner of its subtree
+    that has children (the manifest tree, flattened): the root names them all, and each
+    one a child manifest names must be one the root names, with the same sha256."""
     out: list[Manifest] = []
-    pending = [root]
-    seen = {ROOT_MANIFEST}
-    while pending:
-        parent = pending.pop(0)
-        for owner, (name, sha) in sorted(parent.manifests.items()):
-            p = d / name
-            where = (parent.path, parent.line_of.get(f"manifest {owner}", 0))
-            if name in seen:
-                raise CheckpointError("checkpoint-manifest", f"{p} is named twice in the manifest tree", *where)
-            seen.add(name)
-            if not p.is_file():
-                raise CheckpointError("checkpoint-shard-missing", f"{p} is missing (owner {owner}'s manifest)",
-                                      *where)
-            if _sha(p) != sha:
-                raise CheckpointError("checkpoint-hash-mismatch", f"{p}: its sha256 is not the manifest's",
-                                      *where)
-            child = read_manifest(d, name)
-            if child.version != root.version or child.identity != root.identity:
-                raise CheckpointError("checkpoint-version", f"{p} is version {child.version} of "
-                                      f"{child.identity:016x}, the root's {root.version} of "
-                                      f"{root.identity:016x}", *where)
-            out.append(child)
-            pending.append(child)
+    named = root.manifests
+    for owner, (name, sha) in sorted(named.items()):
+        p = d / name
+        where = (root.path, root.line_of.get(f"manifest {owner}", 0))
+        if name == ROOT_MANIFEST or name != f"manifest-{owner}.txt":
+            raise CheckpointError("checkpoint-manifest", f"{p} is not owner {owner}'s manifest file", *where)
+        if not p.is_file():
+            raise CheckpointError("checkpoint-shard-missing", f"{p} is missing (owner {owner}'s manifest)",
+                                  *where)
+        if _sha(p) != sha:
+            raise CheckpointError("checkpoint-hash-mismatch", f"{p}: its sha256 is not the manifest's",
+                                  *where)
+        child = read_manifest(d, name)
+        if child.version != root.version or child.identity != root.identity:
+            raise CheckpointError("checkpoint-version", f"{p} is version {child.version} of "
+                                  f"{child.identity:016x}, the root's {root.version} of "
+                                  f"{root.identity:016x}", *where)
+        out.append(child)
+    for child in out:
+        for owner, entry in sorted(child.manifests.items()):
+            if named.get(owner) != entry:
+                raise CheckpointError("checkpoint-manifest", f"{child.path} names owner {owner}'s manifest "
+                                      f"{entry[0]} as the root's {ROOT_MANIFEST} does not",
+                                      child.path, child.line_of.get(f"manifest {owner}", 0))
     return out
 
 

@@ -8,7 +8,7 @@ plan and words into these arguments.
                      children=None, resumed=None) -> Manifest (the root's)
 
 Every owner writes a shard (`shard-<o>.bin`; header only when it has no fragments). With
-`children` (each owner's children on the combine tree's reduce edges), every owner with
+`children` (each owner's children on the report tree, `plan.protocol.report_edges`), every owner with
 children writes the manifest of its subtree, the root's being `manifest.txt`; without it,
 `manifest.txt` alone lists every shard. Files are created exclusively: nothing is
 overwritten. The bytes depend on the arguments only.
@@ -71,8 +71,10 @@ def shard_file(identity: int, owner: int, version: int,
     return bytes(out), tuple(entries)
 
 
-def _subtrees(owners: Sequence[int], children: Mapping[int, Sequence[int]]) -> tuple[int, dict]:
-    """The root (the one owner no other names as a child) and each owner's subtree."""
+def owner_subtrees(owners: Sequence[int], children: Mapping[int, Sequence[int]]) -> tuple[int, dict]:
+    """The root (the one owner no other names as a child) and each owner's subtree, its own
+    index and those below it, ascending; ValueError unless `children` is one tree over
+    `owners` (a cycle or a second root is found in one bounded pass, never walked forever)."""
     named = {c for cs in children.values() for c in cs}
     roots = [o for o in owners if o not in named]
     if len(roots) != 1:
@@ -117,7 +119,7 @@ def write_checkpoint(directory: str | Path, *, version: int, learner: str, contr
         head = entries[o][0].offset if entries[o] else len(data)
         shards[o] = ShardEntry(o, name, len(data), shard_digest(data[:head], [f.sha256 for f in entries[o]]))
     if children and any(children.values()):
-        root, subtree = _subtrees(owners, children)
+        root, subtree = owner_subtrees(owners, children)
     else:
         root, subtree, children = (owners[0] if owners else 0), {}, {}
         subtree[root] = owners
@@ -132,7 +134,7 @@ def write_checkpoint(directory: str | Path, *, version: int, learner: str, contr
             path=str(d / (ROOT_MANIFEST if o == root else f"manifest-{o}.txt")), version=version,
             identity=identity, learner=learner, contract=contract, layout=layout,
             regions=dict(regions), owners=tuple(listed),
-            manifests={c: written[c] for c in children.get(o, ()) if c in written},
+            manifests={x: written[x] for x in listed if x in written},
             shards=tuple(shards[x] for x in listed),
             fragments=tuple(f for x in listed for f in entries[x]), resumed=resumed, sha256="")
         text = render(m).encode("utf-8")

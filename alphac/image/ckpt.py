@@ -71,8 +71,8 @@ def owner_fragments(plan) -> dict[int, tuple[tuple[int, tuple[Run, ...]], ...]]:
 
 
 def tree_children(plan) -> dict[int, tuple[int, ...]]:
-    """Each owner's children on the plan's tree over owners (`protocol.report_edges`: its
-    reduce edges, each child owner once, in the order its value first moves up): who sends
+    """Each owner's children on the plan's report tree (`protocol.report_edges`: the reduce
+    edges toward the root, one per owner, from its highest node): who sends
     its subtree's digests to whom when a checkpoint is published."""
     out: dict[int, list[int]] = {o: [] for o in range(plan.deployment.owners)}
     for t in report_edges(plan.tree, list(plan.shape.nodes)):

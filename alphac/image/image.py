@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from alphac import wire
+from alphac.checkpoint.write import owner_subtrees
 from alphac.image import format as fmt
 from alphac.image.ckpt import checkpoint_lines, owner_fragments
 from alphac.ir import nodes as ir
@@ -313,20 +314,11 @@ def expected_counts(protocols: tuple[OwnerProtocol, ...], shares, steps) -> dict
 
 def subtrees(protocols: tuple[OwnerProtocol, ...]) -> dict[int, tuple[int, ...]]:
     """For every owner, the owners whose "prepared" (and checkpoint digests) it reports: its
-    own and those of every owner it receives them from, transitively, ascending."""
+    own and those of every owner it receives them from, transitively, ascending. ValueError
+    when the finish ops' reports do not form one tree over the owners."""
     children = {p.owner: [op.peer for op in p.finish_ops if op.kind == "digest-recv"] for p in protocols}
-    below: dict[int, tuple[int, ...]] = {}
-    for start in children:
-        stack = [start]
-        while stack:
-            o = stack[-1]
-            pending = [c for c in children[o] if c not in below]
-            if pending:
-                stack.extend(pending)
-                continue
-            stack.pop()
-            below[o] = tuple(sorted({o, *(x for c in children[o] for x in below[c])}))
-    return below
+    _, below = owner_subtrees(sorted(children), children)
+    return {o: tuple(s) for o, s in below.items()}
 
 
 def checkpoint_words(subtree: tuple[int, ...], fragments, inner: set[int]) -> int:
@@ -339,19 +331,7 @@ def checkpoint_words(subtree: tuple[int, ...], fragments, inner: set[int]) -> in
 def prepared_owners(protocols: tuple[OwnerProtocol, ...]) -> dict[int, int]:
     """For every owner, how many owners' output digests its "prepared" message carries: its
     own and those of every owner whose "prepared" it receives, transitively."""
-    children = {p.owner: [op.peer for op in p.finish_ops if op.kind == "digest-recv"] for p in protocols}
-    size: dict[int, int] = {}
-    for start in children:
-        stack = [start]
-        while stack:
-            o = stack[-1]
-            pending = [c for c in children[o] if c not in size]
-            if pending:
-                stack.extend(pending)
-                continue
-            stack.pop()
-            size[o] = 1 + sum(size[c] for c in children[o])
-    return size
+    return {o: len(s) for o, s in subtrees(protocols).items()}
 
 
 def run_id_of(plan) -> int:
@@ -533,8 +513,11 @@ def build_image(plan, role: str, target: str, cpu: CpuNeeds = CpuNeeds()) -> Rol
     shares = learner.samples.shares
     mutated = plan.mutation
     counts = expected_counts(protocols, mutated.leaf_counts, steps)
-    prepared = prepared_owners(protocols)
-    below = subtrees(protocols)
+    try:
+        below = subtrees(protocols)
+    except ValueError as err:
+        raise ImageError("build-failed", f"the publication reports: {err}") from None
+    prepared = {o: len(s) for o, s in below.items()}
     fragments = owner_fragments(plan)
     inner = {p.owner for p in protocols if any(op.kind == "ckpt-manifest" for op in p.checkpoint_ops)}
     init = initial_words(layout, learner, role_v.owners)

@@ -263,14 +263,56 @@ def _finish_ops(root: TreeNode, n: int, nodes: list[TreeNode]) -> list[tuple[Op,
 
 
 def report_edges(root: TreeNode, nodes: list[TreeNode] | None = None) -> list[Transfer]:
-    """The reduce edges, each child owner once, in the order they occur: the tree over
-    owners that publication and checkpoints report up."""
-    up, seen = [], set()
-    for t in reduce_edges(root, nodes):
-        if t.sender not in seen:
-            seen.add(t.sender)
-            up.append(t)
+    """The tree over owners that publication and checkpoints report up: the reduce edges
+    toward the root, contracted to one edge per owner. An owner's nodes all lie on its
+    leaf's path to the root (a branch runs at the owner of a leaf beneath it); its top node
+    is the highest of them, and it reports to the owner of the branch just above. That
+    owner's top node is higher still, so the edges form a tree (the replicate phase's,
+    reversed). Edges come in post-order, so an owner receives every report of its subtree
+    before it sends its own. A tree whose value goes back and forth between two owners,
+    ((c0 + c1) at owner 1 + c2) at owner 0, reports 1 -> 0 and 2 -> 0: owner 0's first
+    move, to owner 1, is not its report."""
+    nodes = postorder(root) if nodes is None else nodes
+    top: dict[int, int] = {}  # owner -> id of its highest node (the first in pre-order)
+    for node in preorder(root):
+        top.setdefault(node.owner, id(node))
+    up = []
+    for node in nodes:
+        if isinstance(node, TreeBranch):
+            for child in (node.left, node.right):
+                if child.owner != node.owner and top[child.owner] == id(child):
+                    up.append(Transfer(child.owner, node.owner))
+    check_report_tree(root.owner, up)
     return up
+
+
+def preorder(root: TreeNode) -> list[TreeNode]:
+    """Nodes in pre-order (node, left, right), without recursion."""
+    out: list[TreeNode] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        if isinstance(node, TreeBranch):
+            stack.append(node.right)
+            stack.append(node.left)
+    return out
+
+
+def check_report_tree(root: int, up: list[Transfer]) -> None:
+    """Hold `up` to what publication and checkpoints rely on: one edge per owner but the
+    root, every receiver the root or an owner that reports, and every edge into an owner
+    before the edge out of it. Then each owner's way up passes edges of increasing
+    position, so it has no cycle and ends at the root: checked in one pass, no walk."""
+    sent_at: dict[int, int] = {}
+    for i, t in enumerate(up):
+        if t.sender == root or t.sender in sent_at:
+            raise ValueError(f"report tree: owner {t.sender} reports twice or is the root")
+        sent_at[t.sender] = i
+    for i, t in enumerate(up):
+        if t.receiver != root and sent_at.get(t.receiver, -1) <= i:
+            raise ValueError(f"report tree: owner {t.sender} reports to owner {t.receiver}, "
+                             "which has reported up already or never does")
 
 
 def _checkpoint_ops(root: TreeNode, n: int, nodes: list[TreeNode]) -> list[tuple[Op, ...]]:
