@@ -236,7 +236,9 @@ TOOLING = {
     "unknown-cpu-level": "the CPU level is none the target describes (baseline, its [levels], host)",
     # launch
     "owner-failed": "an owner process exited non-zero or could not be started",
-    "launch-timeout": "owners were still running at the launch deadline and were killed",
+    "launch-timeout": "the command's --timeout ran out (owners still running were killed; "
+                      "the message names the part that ran out: planning, building, the "
+                      "owners or the oracle)",
     "oracle-mismatch": "an owner's final words or version differ from the oracle's",
     "bad-output": "an owner exited 0 but its output file is missing or malformed",
     "run-not-committed": "the run ended without the root's commit record: no owner's output is published",
@@ -246,6 +248,8 @@ TOOLING = {
     # verify
     "run-protocol-mismatch": "a run's commit record names another protocol identity or owner count "
                              "than the spec's plan (`alphac verify` of another spec's run)",
+    "run-rounds-mismatch": "`alphac verify --rounds N` of a run whose commit record names another "
+                           "update count (refused before the oracle runs)",
     # any command
     "unknown-code": "`alphac explain` was given a code the catalogue does not list",
     "internal-error": "a stage failed with an unexpected exception (a bug in alphac); the message "

@@ -310,18 +310,19 @@ def resumed(dep: "Deployment", path: "str | os.PathLike", new_contract: bool = F
     return replace(dep, resume=Resume(str(path), "new" if new_contract else "same", span))
 
 
-def oracle(dep: "Deployment", rounds: int | None = None, mutant: str | None = None) -> "OracleResult":
+def oracle(dep: "Deployment", rounds: int | None = None, mutant: str | None = None,
+           tick=None) -> "OracleResult":
     """The independent binary64 evaluation of `rounds` updates (default: the deployment's);
     with `mutant`, of that executed mutant instead of the declared program (ValueError when
     it does not apply). A resumed deployment (`dep.resume`, declared or `resumed`) starts
     from its checkpoint's words and version u, verified, and evaluates updates u, u+1, ...:
     by default up to the deployment's update count. A checkpoint that does not verify, or
     of another learner (its learner line, programs included), refuses with the
-    checkpoint's codes."""
+    checkpoint's codes. `tick(u)` hears each update u as the oracle finishes it."""
     from alphac.oracle import evaluate
 
     if dep.resume is None:
-        return evaluate(dep, rounds, mutant=mutant)
+        return evaluate(dep, rounds, mutant=mutant, tick=tick)
     from alphac.image.ckpt import learner_line
     from alphac.oracle import Refusal, start_of
 
@@ -329,7 +330,7 @@ def oracle(dep: "Deployment", rounds: int | None = None, mutant: str | None = No
     if start.learner != learner_line(dep.learner):
         raise Refusal("checkpoint-learner-mismatch", f"{dep.resume.path} holds the words of another "
                       f"learner (programs) than deployment {dep.name}'s: learner {start.learner}")
-    return evaluate(dep, rounds, start, mutant=mutant)
+    return evaluate(dep, rounds, start, mutant=mutant, tick=tick)
 
 
 def inspect_checkpoint(path: "str | os.PathLike") -> dict:

@@ -215,13 +215,15 @@ FIXES = {
     "mutant-not-applicable": "Choose a mutant that applies to the deployment (the message says "
                              "why this one does not).",
     "owner-failed": "Read the owner's refusal (printed below the table): its code says why.",
-    "launch-timeout": "Raise --timeout, or find the owner that stalled.",
+    "launch-timeout": "Raise --timeout, or lower --rounds; the message names the part that ran "
+                      "out (an owner that stalled, the oracle, a build).",
     "oracle-mismatch": "The executables computed other words than the declared order: report it "
                        "with the spec (or, with --mutant, this is what is expected).",
     "bad-output": "Rerun the launch; an owner's output file is damaged.",
     "run-not-committed": "Read the root owner's refusal; nothing of the run is published.",
     "qualify-db": "Give --db a tracker this alphac wrote, or a new path (it is created).",
     "run-protocol-mismatch": "Verify the run against the spec it was built from.",
+    "run-rounds-mismatch": "Leave --rounds out: the run's commit record names its update count.",
     "unknown-code": "Use a code `alphac explain` lists (the error suggests the nearest).",
     "internal-error": "Report it with the spec and the message: alphac itself failed.",
 }

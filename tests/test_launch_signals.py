@@ -3,7 +3,9 @@ running, evaluating the oracle) stop every owner and leave no partial file; SIGK
 launcher kills its owners through their parent-death signal (AArch64 ones under qemu too).
 """
 
+import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -280,17 +282,95 @@ def test_an_interrupted_link_leaves_no_partial_file(tmp_path, monkeypatch, x86_s
 # --- the oracle phase ---------------------------------------------------------------------
 
 def test_sigterm_while_the_oracle_evaluates(tmp_path, x86_spec, x86_exes):
-    # owners stopped at a 1 s deadline; the oracle then has 10**7 updates to evaluate
+    # the owners are killed as they start; the oracle then has 10**7 updates to evaluate,
+    # and the launcher says (with --progress) when it waits for it
     out = _out_with(tmp_path, x86_exes)
-    cmd = Command(tmp_path, "launch", str(x86_spec), "--rounds", str(10**7), "--timeout", "1",
-                  "-o", str(out))
-    assert _wait_for(lambda: len(_owners(out)) == 4, 60), cmd.err()
+    cmd = Command(tmp_path, "launch", str(x86_spec), "--rounds", str(10**7), "--timeout", "120",
+                  "--progress", "-o", str(out))
+    owners = _wait_for(lambda: (lambda o: o if len(o) == 4 else None)(_owners(out)), 60)
+    assert owners, cmd.err()
+    for pid in owners:
+        os.kill(pid, signal.SIGKILL)
     assert _wait_for(lambda: not _owners(out), 10)
-    time.sleep(0.5)
+    assert _wait_for(lambda: "comparing with the oracle's" in cmd.err(), 60), cmd.err()
+    time.sleep(0.3)
     assert cmd.p.poll() is None, cmd.err()
     cmd.p.send_signal(signal.SIGTERM)
     assert cmd.finish(timeout=15) == 143, cmd.err()
     assert _message(signal.SIGTERM) in cmd.err()
+
+
+# --- --timeout: the whole command -----------------------------------------------------------
+
+def _timed(cmd: "Command", limit: float) -> tuple[int, float]:
+    t0 = time.monotonic()
+    rc = cmd.finish(timeout=limit + 30)
+    return rc, time.monotonic() - t0
+
+
+def test_the_timeout_bounds_the_owners_and_the_oracle(tmp_path, x86_spec, x86_exes):
+    # 10**7 updates: neither the owners nor the oracle end within 2 s
+    out = _out_with(tmp_path, x86_exes)
+    cmd = Command(tmp_path, "launch", str(x86_spec), "--rounds", str(10**7), "--timeout", "2",
+                  "-o", str(out))
+    rc, seconds = _timed(cmd, 2)
+    assert rc == 1, cmd.err()
+    assert seconds < 2 + 6, seconds  # the interpreter's start, then 2 s, then the cleanup
+    err = cmd.err()
+    assert err.startswith("alphac: error[launch-timeout]: --timeout 2 s ran out while the owners ran "
+                          "(the oracle evaluated updates 0 to 9,999,999, "), err
+    assert err.rstrip().endswith(" done); every owner was stopped"), err
+    assert "Traceback" not in err
+    assert _owners(out) == [] and _partials(out) == []
+    assert list(out.glob("runs/*/owner-*.out")) == []  # nobody published
+
+
+def test_the_timeout_bounds_the_oracle_after_the_owners(tmp_path, x86_spec, x86_exes):
+    # the owners die at once (killed); the oracle's 10**7 updates are then cut at 3 s, and
+    # --json reports it in the envelope alone
+    out = _out_with(tmp_path, x86_exes)
+    cmd = Command(tmp_path, "launch", str(x86_spec), "--rounds", str(10**7), "--timeout", "3",
+                  "--json", "-o", str(out))
+    owners = _wait_for(lambda: (lambda o: o if len(o) == 4 else None)(_owners(out)), 60)
+    assert owners, cmd.err()
+    for pid in owners:
+        os.kill(pid, signal.SIGKILL)
+    rc, seconds = _timed(cmd, 3)
+    assert (rc, cmd.err()) == (1, "")
+    doc = json.loads((tmp_path / "stdout").read_text())
+    assert doc["ok"] is False
+    [refusal] = doc["refusals"]
+    assert refusal["code"] == "launch-timeout"
+    # the launcher may still be reaping the killed owners when it runs out (its cleanup
+    # waits for the interpreter's lock), or already waiting for the oracle
+    assert re.fullmatch(r"--timeout 3 s ran out while (the owners ran \(the oracle evaluated updates 0 to "
+                        r"9,999,999, [\d,]+ done\)|the oracle evaluated updates 0 to 9,999,999, [\d,]+ "
+                        r"done \(the owners had ended\)); every owner was stopped", refusal["message"]), refusal
+
+
+def test_the_timeout_bounds_loading_and_building_too(tmp_path, x86_spec):
+    # nothing prebuilt: a bound far below a build's time runs out before any owner starts
+    out = tmp_path / "out"
+    cmd = Command(tmp_path, "launch", str(x86_spec), "--timeout", "0.3", "-o", str(out))
+    rc, seconds = _timed(cmd, 0.3)
+    assert rc == 1, cmd.err()
+    assert re.fullmatch(r"alphac: error\[launch-timeout\]: --timeout 0\.3 s ran out while (loading and "
+                        r"checking the spec|planning|building the executables); every owner was stopped\n",
+                        cmd.err()), cmd.err()
+    assert _wait_for(lambda: not _working_in(tmp_path), 3)  # no compiler left
+    assert _partials(out) == [] if out.exists() else True
+    assert not out.exists() or not list(out.glob("runs/*"))
+
+
+def test_verify_is_bounded_by_its_timeout(tmp_path, x86_spec):
+    run = tmp_path / "run"
+    run.mkdir()  # no commit record: --rounds names the count, here one the oracle cannot finish
+    cmd = Command(tmp_path, "verify", str(run), str(x86_spec), "--rounds", str(10**7), "--timeout", "1")
+    rc, seconds = _timed(cmd, 1)
+    assert rc == 1, cmd.err()
+    assert seconds < 1 + 6, seconds
+    assert cmd.err().startswith("alphac: error[launch-timeout]: --timeout 1 s ran out while the oracle "
+                                "evaluated updates 0 to 9,999,999"), cmd.err()
 
 
 # --- in-process: handlers, planning -------------------------------------------------------

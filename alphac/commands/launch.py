@@ -34,6 +34,10 @@ from alphac.launch.emit import DEFAULT_BASE_PORT, ENGINES
 from alphac.launch.runner import TRANSPORTS
 
 
+# The largest --timeout: a day (the interval timer that bounds a launch takes any float,
+# but a bound no one waits for is a typo).
+MAX_TIMEOUT_S = 86400.0
+
 EPILOG = """\b
 Exit status: 0 when every owner matched the oracle (with --emit: when the files
 were written), 1 otherwise, 2 for a usage error. Ctrl-C (SIGINT), SIGTERM and SIGHUP stop the launch in any phase
@@ -61,11 +65,13 @@ partial executable is left, and the status is 128 + the signal's number: 130,
 @click.option("--new-contract", is_flag=True,
               help="With --resume: start a new contract on the checkpoint's state (another owner "
                    "count or tree); without it the checkpoint's order of operations must be this one's.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=120.0,
-              show_default=True,
-              help="Seconds before every owner is stopped, above 0 (with --emit: the owners' own "
-                   "bound on connecting and each frame is a third of it, at most 30 s, as in a "
-                   "local launch).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True, max=MAX_TIMEOUT_S),
+              default=120.0, show_default=True,
+              help="Seconds the whole launch may take, above 0: loading, planning, building, the "
+                   "owners and the oracle; when they run out every owner is stopped and "
+                   "error[launch-timeout] names the part that was running (with --emit: the "
+                   "owners' own bound on connecting and each frame is a third of it, at most "
+                   "30 s, as in a local launch).")
 @click.option("--mutant", type=click.Choice(list(driver.MUTANTS)), default=None,
               help=mutant_help("Run") + " Every owner is then expected to mismatch (exit 1).")
 @click.option("--transport", type=click.Choice(TRANSPORTS), default=None,
@@ -212,12 +218,14 @@ def load(spec: str, name: str | None = None):
 def run(spec: str, rounds: int | None, as_json: bool, out_dir: str, timeout: float, **options) -> int:
     """The launch with its exit status; SIGINT, SIGTERM and SIGHUP are handled like Ctrl-C
     from the first step to the last, and the previous handlers restored afterwards."""
-    from alphac.launch.runner import Interrupted, interruptible
+    from alphac.launch.runner import Interrupted, bounded, doing, interruptible
 
     stopped = "; every owner was stopped"
     with interruptible() as interrupts:
         try:
-            status = _run(spec, rounds, as_json, out_dir, timeout, **options)
+            with bounded(timeout):  # the whole command, from here: spec, plan, build, owners, oracle
+                doing("loading and checking the spec")
+                status = _run(spec, rounds, as_json, out_dir, timeout, **options)
         except KeyboardInterrupt as exc:
             return interrupted(exc, stopped)
         except Exception:

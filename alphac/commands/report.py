@@ -135,12 +135,21 @@ def staged(work):
 def interrupted(exc: BaseException | None, after: str = "") -> int:
     """Report an interrupt on stderr, `alphac: interrupted{after}` after Ctrl-C (SIGINT),
     `alphac: interrupted by SIGTERM{after}` (or SIGHUP), and return its exit status, 128 +
-    the signal's number (130, 143, 129). The terminal may be gone (SIGHUP): then nothing
+    the signal's number (130, 143, 129); a --timeout that ran out (`runner.bounded`) is
+    `error[launch-timeout]` naming the part that ran out, exit 1. The terminal may be gone (SIGHUP): then nothing
     more is written and nothing is raised."""
     import signal
 
-    from alphac.launch.runner import interrupt_signal, interrupt_status
+    from alphac.launch.runner import interrupt_signal, interrupt_status, timed_out
 
+    ran_out = timed_out(exc)
+    if ran_out is not None:  # the command's --timeout: an error of its own, exit 1
+        try:
+            error("launch-timeout", f"{ran_out}{after}")
+        except OSError:
+            pass
+        _quiet_if_gone()
+        return 1
     signum = interrupt_signal(exc)
     by = "" if signum == signal.SIGINT else f" by {signal.Signals(signum).name}"
     try:

@@ -8,9 +8,11 @@ import sys
 
 import click
 
+from alphac import driver
 from alphac.commands import report
-from alphac.commands.launch import load, print_failures, table
-from alphac.commands.report import error
+from alphac.commands.launch import MAX_TIMEOUT_S, load, print_failures, table
+from alphac.commands.report import error, interrupted
+from alphac.launch.launcher import leave
 
 EPILOG = """\b
 The run directory holds owner-I.out for every owner I (the name the files of
@@ -24,20 +26,37 @@ output, an uncommitted run, a run of another plan), 2 for a usage error."""
 @click.command("verify", epilog=EPILOG)
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
 @click.argument("spec", type=str)
-@click.option("--rounds", type=click.IntRange(min=0), default=None,
-              help="Number of updates (default: the one the run's commit record names).")
+@click.option("--rounds", type=click.IntRange(min=0, max=driver.MAX_ROUNDS), default=None,
+              help="Number of updates (default: the one the run's commit record names; a "
+                   "committed run of another count is refused before the oracle runs).")
 @click.option("--json", "as_json", is_flag=True, help="The result table as JSON (the keys of `alphac launch --json`).")
 @click.option("--resume", type=click.Path(exists=True, file_okay=False), default=None,
               help="The checkpoint the run resumed from (default: the spec's resume declaration).")
 @click.option("--new-contract", is_flag=True, help="With --resume: the run started a new contract on it.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True, max=MAX_TIMEOUT_S),
+              default=120.0, show_default=True,
+              help="Seconds the whole verification may take, the oracle's evaluation included; "
+                   "when they run out, error[launch-timeout] names the part that was running.")
 def command(run_dir: str, spec: str, rounds: int | None, as_json: bool, resume: str | None,
-            new_contract: bool) -> None:
+            new_contract: bool, timeout: float) -> None:
     """Compare the owners' outputs in RUN_DIR with the oracle's evaluation of SPEC."""
+    from alphac.launch.runner import bounded, doing, interruptible
+
     if new_contract and resume is None:
         error("usage", "--new-contract goes with --resume PATH")
         sys.exit(2)
-    sys.exit(report.reported("verify", as_json, lambda: run(
-        run_dir, spec, rounds, as_json, resume, new_contract)))
+
+    def bounded_run() -> int:
+        try:
+            with bounded(timeout):
+                doing("loading and checking the spec")
+                return run(run_dir, spec, rounds, as_json, resume, new_contract)
+        except KeyboardInterrupt as exc:
+            return interrupted(exc)
+
+    with interruptible():
+        status = report.reported("verify", as_json, bounded_run)
+    leave(status)
 
 
 def run(run_dir: str, spec: str, rounds: int | None, as_json: bool, resume: str | None,

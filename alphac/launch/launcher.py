@@ -34,7 +34,8 @@ from alphac.launch.roles import role_table
 from alphac.launch.stats import OwnerStats, StatsError, read_stats
 from alphac.launch.runner import (OwnerCommand, RunResult, free_ports, owner_argv, run_owners,
                                   write_peers)
-from alphac.launch.runner import INTERRUPT_SIGNALS, interruptible
+from alphac.launch.runner import (INTERRUPT_SIGNALS, TIMEOUT_SIGNAL, Interrupted, doing, interruptible,
+                                  stopping)
 from alphac.wire import output_name
 
 
@@ -444,18 +445,38 @@ def resume_of(dep, resume, new_contract: bool) -> tuple:
     return resume, new_contract
 
 
-def _evaluate(dep, n: int, start, resume, new_contract: bool, mutant: str | None = None):
-    """The oracle's words for the run (or None) and its refusal (or "")."""
+def _evaluate(dep, n: int, start, resume, new_contract: bool, mutant: str | None = None, tick=None):
+    """The oracle's words for the run (or None) and its refusal (or ""); `tick(u)` hears
+    each update it finishes."""
     from alphac import driver
     from alphac.oracle import Refusal
 
     try:
         if start is None:
-            return driver.oracle(dep, n, mutant), ""
+            return driver.oracle(dep, n, mutant, tick=tick), ""
         # the owners run from the checkpoint's version up to update n
-        return driver.oracle(driver.resumed(dep, resume, new_contract), max(0, n - start[2])), ""
+        return driver.oracle(driver.resumed(dep, resume, new_contract), max(0, n - start[2]), tick=tick), ""
     except Refusal as exc:
         return None, f"{exc.code}: {exc.detail}"
+
+
+class OracleProgress:
+    """How far an oracle evaluating beside the owners is: for the report of a --timeout
+    that runs out while the launcher waits for it. Its tick also ends the evaluation once
+    the command is interrupted (runner.stopping), so that the cleanup does not wait for the
+    interpreter's lock the oracle's thread would otherwise keep taking."""
+
+    def __init__(self, first: int, last: int, what: str = "the oracle") -> None:
+        self.first, self.last, self.what, self.at = first, last, what, None
+
+    def tick(self, u: int) -> None:
+        self.at = u
+        if stopping():
+            raise Interrupted(signal.SIGTERM)
+
+    def __call__(self) -> str:
+        done = "" if self.at is None else f", {self.at + 1 - self.first:,} done"
+        return f"{self.what} evaluated updates {self.first:,} to {self.last:,}{done}"
 
 
 @interruptible()
@@ -479,31 +500,42 @@ def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
     they happen."""
     from alphac import driver
 
+    ends = time.monotonic() + deadline_s
     if mutant is not None and (resume is not None or checkpoint_dir is not None):
         raise LaunchError("mutant-not-applicable", f"mutant {mutant}: a mutant's words are not the "
                           "declared program's; it neither writes nor resumes checkpoints")
+    doing("planning")
     plan = plan if plan is not None else driver.plan(dep, mutant)
     n = dep.updates if rounds is None else rounds
     resume, new_contract = resume_of(dep, resume, new_contract)
     start = resume_start(resume) if resume is not None else None
+    doing("building the executables")
     exes = ensure_built(plan, out_dir, log=log, cpu=cpu, progress=progress)
+    left = max(0.001, ends - time.monotonic())
     if timeout_ms is None:
-        timeout_ms = owner_timeout_ms(deadline_s)
+        timeout_ms = owner_timeout_ms(left)
     args = run_arguments(checkpoint_dir, resume, new_contract)
 
     # the oracle (and a mutant's) evaluates while the owners run
-    expected = Beside(lambda: _evaluate(dep, n, start, resume, new_contract))
-    as_mutant = Beside(lambda: _evaluate(dep, n, None, None, False, mutant)) if mutant else None
+    first = 0 if start is None else int(start[2])
+    counted = OracleProgress(first, max(first, n) - 1)
+    expected = Beside(lambda: _evaluate(dep, n, start, resume, new_contract, tick=counted.tick))
+    mutated = OracleProgress(0, n - 1, f"the oracle of mutant {mutant}")
+    as_mutant = Beside(lambda: _evaluate(dep, n, None, None, False, mutant, tick=mutated.tick)) if mutant else None
+    doing(lambda: f"the owners ran ({counted()})")
     run = run_plan(dep, exes, new_run_dir(out_dir, spec_stem(dep)), updates=rounds,
-                   timeout_ms=timeout_ms, deadline_s=deadline_s, root=plan.tree.owner,
+                   timeout_ms=timeout_ms, deadline_s=left, root=plan.tree.owner,
                    extra_argv={o: args for o in range(dep.owners)}, transport=transport,
                    progress=progress)
     if progress is not None:
         progress.say(f"comparing with the oracle's {n} updates")
+    doing(lambda: f"{counted()} (the owners had ended)")
     oracle, refusal = expected.result()
+    doing("comparing the owners' words with the oracle's")
     report = compare(plan, run, oracle, n, spec, refusal)
     if as_mutant is None:
         return report
+    doing(lambda: f"{mutated()} (the owners had ended)")
     oracle, refusal = as_mutant.result()
     theirs = compare(plan, run, oracle, n, spec, refusal)
     return replace(report, mutant=mutant, mutant_match=theirs.match or theirs.refusals_agree)
@@ -538,7 +570,7 @@ class Beside:
         self._thread.start()
 
     def _run(self, work) -> None:
-        signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPT_SIGNALS)
+        signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPT_SIGNALS + (TIMEOUT_SIGNAL,))
         try:
             self._done.append((work(), None))
         except BaseException as exc:  # raised again in the waiting thread

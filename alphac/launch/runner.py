@@ -171,8 +171,14 @@ class RunResult:
 INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
+# What a command's --timeout arms (`bounded`): when it fires, the command stops as if
+# interrupted, in whatever it was doing, and reports `launch-timeout` naming that part.
+TIMEOUT_SIGNAL = signal.SIGALRM
+
+
 class Interrupted(KeyboardInterrupt):
-    """SIGINT, SIGTERM or SIGHUP arrived while `interruptible` was in force."""
+    """SIGINT, SIGTERM or SIGHUP arrived while `interruptible` was in force, or a
+    command's --timeout ran out (TIMEOUT_SIGNAL, under `bounded`)."""
 
     def __init__(self, signum: int):
         super().__init__(signal.Signals(signum).name)
@@ -199,8 +205,14 @@ class _Interrupts:
         self.hold = 0           # > 0: a signal now is raised when `held` ends
         self.pending: int | None = None
         self.forward = False    # pass SIGTERM on to children in our own process group
+        self.limit: float | None = None  # the --timeout armed by `bounded`, in seconds
+        self.doing = None       # what the command does now (`doing`): a text, or a callable
+        # set by the first interrupt: work in other threads (an oracle) stops at its next
+        # step, so that it no longer holds the interpreter's lock the cleanup needs
+        self.stopping = threading.Event()
 
     def handler(self, signum, frame) -> None:
+        self.stopping.set()
         if self.fired is not None:
             # already unwinding: a second signal must not cut the cleanup short (owners
             # also die with the launcher, see die_with_parent)
@@ -225,22 +237,24 @@ def _replaceable(handler) -> bool:
 
 
 def _descendants() -> list[int]:
-    """Every process below this one, from /proc (children before their children)."""
-    below: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        below.setdefault(ppid, []).append(int(name))
+    """Every process below this one (children before their children), from each task's
+    /proc/PID/task/TID/children: a few reads, not one per process on the machine (each read
+    waits for the interpreter's lock while an oracle thread evaluates)."""
     found, todo = [], [os.getpid()]
     while todo:
-        for pid in below.get(todo.pop(0), ()):
-            found.append(pid)
-            todo.append(pid)
+        pid = todo.pop(0)
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children") as f:
+                    kids = [int(x) for x in f.read().split()]
+            except (OSError, ValueError):
+                continue
+            found += kids
+            todo += kids
     return found
 
 
@@ -282,6 +296,7 @@ def interruptible(forward: bool = False):
             st.depth -= 1
         return
     st.fired, st.pending, st.hold, st.forward = None, None, 0, forward
+    st.stopping.clear()
     saved = {}
     for sig in INTERRUPT_SIGNALS:
         old = signal.getsignal(sig)
@@ -295,6 +310,49 @@ def interruptible(forward: bool = False):
         st.depth, st.forward = 0, False
         for sig, old in saved.items():
             signal.signal(sig, old)
+
+
+@contextlib.contextmanager
+def bounded(seconds: float | None):
+    """A command's --timeout: `seconds` from now, TIMEOUT_SIGNAL raises `Interrupted` in
+    whatever the command is doing then (planning, building, the owners, the oracle), and
+    the usual cleanup runs: every owner is stopped, every partial file removed. Inside
+    `interruptible`, in the main thread; None (or another thread) bounds nothing. What the
+    command does is told by `doing`, so the report names the part that ran out
+    (`timed_out`)."""
+    st = _INTERRUPTS
+    if seconds is None or threading.current_thread() is not threading.main_thread() or not st.depth:
+        yield
+        return
+    old = signal.signal(TIMEOUT_SIGNAL, st.handler)
+    st.limit, st.doing = seconds, None
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(TIMEOUT_SIGNAL, old)
+
+
+def stopping() -> bool:
+    """Whether an interrupt (or the --timeout) has fired: a thread working for the command
+    (the oracle beside the owners) gives up at its next step."""
+    return _INTERRUPTS.stopping.is_set()
+
+
+def doing(what) -> None:
+    """Say what the command does now (a text, or a callable giving one when asked), for the
+    report of a --timeout that runs out during it."""
+    _INTERRUPTS.doing = what
+
+
+def timed_out(exc: BaseException | None) -> str | None:
+    """For the interrupt a --timeout raised: `--timeout S s ran out while PART`; else None."""
+    if interrupt_signal(exc) != TIMEOUT_SIGNAL:
+        return None
+    st = _INTERRUPTS
+    part = st.doing() if callable(st.doing) else st.doing
+    return f"--timeout {st.limit:g} s ran out" + (f" while {part}" if part else "")
 
 
 @contextlib.contextmanager

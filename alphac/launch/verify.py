@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from alphac.launch.commit import commit_path
-from alphac.launch.launcher import (LaunchError, LaunchReport, PlanRun, _evaluate, compare, resume_of,
-                                    resume_start, run_outputs, settled)
-from alphac.launch.runner import stderr_name
+from alphac.launch.launcher import (LaunchError, LaunchReport, OracleProgress, PlanRun, _evaluate, compare,
+                                    resume_of, resume_start, run_outputs, settled)
+from alphac.launch.runner import doing, stderr_name
 
 
 @dataclass(frozen=True)
@@ -64,10 +64,19 @@ def verify(dep, run_dir: str | Path, rounds: int | None = None, spec: str = "", 
         raise LaunchError("run-protocol-mismatch", f"{commit_path(outs[plan.tree.owner])} names protocol "
                           f"{record.protocol:016x} of {record.owners} owners; {spec or dep.name} plans "
                           f"{plan.protocol_hex} of {dep.owners}")
+    if rounds is not None and record is not None and rounds != record.updates:
+        # checked before the oracle runs: its evaluation could only tell every owner apart
+        raise LaunchError("run-rounds-mismatch", f"{commit_path(outs[plan.tree.owner])} commits "
+                          f"{record.updates} updates; --rounds asks for {rounds} (leave it out to "
+                          "verify the run's own count)")
     n = rounds if rounds is not None else record.updates if record is not None else dep.updates
     resume, new_contract = resume_of(dep, resume, new_contract)
     start = resume_start(resume) if resume is not None else None
-    oracle, refusal = _evaluate(dep, n, start, resume, new_contract)
+    first = 0 if start is None else int(start[2])
+    counted = OracleProgress(first, max(first, n) - 1)
+    doing(counted)
+    oracle, refusal = _evaluate(dep, n, start, resume, new_contract, tick=counted.tick)
+    doing("comparing the owners' words with the oracle's")
     report = compare(plan, run, oracle, n, spec, refusal)
     return Verification(replace(report, stderr=_stderr(run_dir, report)),
                         tuple(run.resolution.unlinked.values()), tuple(run.resolution.staged))

@@ -253,13 +253,14 @@ _ENGINES = {"scalar": (_contributions_scalar, _update_scalar),
 # ----------------------------------------------------------------------------- driver
 
 def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: str | None = None,
-             engine: str = "auto") -> OracleResult:
+             engine: str = "auto", tick=None) -> OracleResult:
     """Run `rounds` updates of `dep` and report every owner's words. From the initial words
     by default; from `start` = (parameter words, state words, version u) — a checkpoint's
     (`alphac.oracle.resume.start_of`) — updates u, u+1, ...: by default up to the
     deployment's update count. `mutant` evaluates one of `alphac.ir.mutants.NAMES` instead
     of the declared program (docs/oracle.md): ValueError for another name; a mutant that
-    does not apply to `dep` refuses `mutant-not-applicable`."""
+    does not apply to `dep` refuses `mutant-not-applicable`. `tick(u)`, if given, hears each
+    update u as it is done (a launcher shows how far the oracle is)."""
     check_name(mutant)
     by_samples = isinstance(dep.topology, SampleTree)
     if not by_samples:  # on the sample tree every mutant refuses below, by one message
@@ -310,6 +311,8 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
     for u in range(first, first + rounds):
         if by_samples:
             params, state = update(L, params, state, _sample_tree_mean(L, params, samples, u, kind), rate, u)
+            if tick is not None:
+                tick(u)
             continue
         if mutant == "stale-replica" and u > first:
             raise _stale(u, first)
@@ -321,6 +324,8 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
         if mutant == "deliver-to-next":
             m_ = deliver_to_next(m_, [owned_coordinates(dep, o) for o in range(dep.owners)])
         params, state = update(L, params, state, m_, rate, u)
+        if tick is not None:
+            tick(u)
     return _result(dep, rounds, bits_of(params), bits_of(state), first)
 
 
