@@ -92,6 +92,72 @@ def test_mutated_specs_never_crash(workdir: Path, text: str):
     assert_well_formed(*check_output(str(path)))
 
 
+# Names inside a program's views, indices, ranges and loops: the places where a name must
+# be a Nat, a view or a loop variable. `view w = slot kk` with kk undefined once crashed the
+# checker; mutations of exactly these names would have found it.
+NAME = re.compile(r"\b[A-Za-z_][A-Za-z0-9_]*\b")
+KEYWORDS = {"slot", "view", "for", "sum", "of", "in", "let", "pointwise", "sqrt", "f64"}
+IN_PROGRAM = re.compile(r"^\s*(view |for |let |\S+\[|g\[|.*\bsum\b)|\[[^\]]*\]|\.\.")
+PROGRAM_TEXTS = [t for t in TEXTS if "pointwise" in t]
+
+
+def program_names(text: str) -> list[tuple[int, int]]:
+    """(start, end) of every name on a program line of `text` that is not a keyword."""
+    out, at = [], 0
+    for line in text.splitlines(keepends=True):
+        if IN_PROGRAM.search(line):
+            out += [(at + m.start(), at + m.end()) for m in NAME.finditer(line)
+                    if m.group() not in KEYWORDS]
+        at += len(line)
+    return out
+
+
+@st.composite
+def renamed(draw) -> str:
+    """A program's spec with one to three names in views, indices, ranges and loops replaced:
+    by an unknown name, a near miss, another name of the text, a view's name, a number."""
+    text = draw(st.sampled_from(PROGRAM_TEXTS))
+    for _ in range(draw(st.integers(1, 3))):
+        spots = program_names(text)
+        if not spots:
+            break
+        a, b = draw(st.sampled_from(spots))
+        old = text[a:b]
+        others = sorted({text[x:y] for x, y in spots} - {old}) or ["k"]
+        new = draw(st.one_of(st.just("kk"), st.just(old + "q"), st.just(old[:-1] or "q"),
+                             st.sampled_from(others), st.sampled_from(["0", "1.5", "k + 1", "i - 9"])))
+        text = text[:a] + new + text[b:]
+    return text
+
+
+def test_the_renaming_fuzzer_reaches_views_and_indices():
+    assert PROGRAM_TEXTS, "some spec writes a pointwise program"
+    demo = (ROOT / "specs" / "demo.alpha").read_text(encoding="utf-8")
+    names = {demo[a:b] for a, b in program_names(demo)}
+    assert {"k", "w", "x", "g", "i", "j", "m1"} <= names, names
+
+
+@settings(max_examples=300, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(text=renamed())
+def test_renamed_program_names_never_crash(workdir: Path, text: str):
+    path = workdir / "renamed.alpha"
+    path.write_text(text, encoding="utf-8")
+    assert_well_formed(*check_output(str(path)))
+
+
+def test_a_view_over_an_unknown_nat_is_one_located_unknown_name(workdir: Path):
+    text = (ROOT / "specs" / "demo.alpha").read_text(encoding="utf-8")
+    text = text.replace("    view w = slot 0 .. k\n    view x", "    view w = slot kk\n    view x", 1)
+    path = workdir / "view_kk.alpha"
+    path.write_text(text, encoding="utf-8")
+    rc, out, err = check_output(str(path))
+    assert_well_formed(rc, out, err)
+    heads = [line for line in err.splitlines() if HEAD.match(line)]
+    # one diagnostic, at the name; the uses of the refused view w are not reported again
+    assert heads == [f"{path}:15:19: error[unknown-name]: no Nat value named kk is in scope"], err
+
+
 @settings(max_examples=60, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.binary(max_size=400))

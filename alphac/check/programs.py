@@ -51,12 +51,14 @@ class _Scope:
     views: dict  # name -> (base, length or None)
     lets: set
     vars: dict  # loop and sum variables -> (lo, hi)
+    # views whose declaration was refused: their uses are not reported again as unknown
+    broken: set = field(default_factory=set)
 
     def child(self) -> "_Scope":
-        return _Scope(dict(self.views), set(self.lets), dict(self.vars))
+        return _Scope(dict(self.views), set(self.lets), dict(self.vars), set(self.broken))
 
     def taken(self, name: str) -> bool:
-        return name in self.views or name in self.lets or name in self.vars
+        return name in self.views or name in self.lets or name in self.vars or name in self.broken
 
 
 class ProgramLowering:
@@ -248,7 +250,7 @@ class ProgramLowering:
             return self._read(index, scope, e.span, "the read")
         if isinstance(e, ast.ViewRef):
             if e.view not in scope.views:
-                self.error("unknown-name", f"no view named {e.view} is in scope", e.span)
+                self._unknown_view(e.view, scope, e.span)
                 return None
             index = self._view_index(e.view, e.index, scope, e.span)
             if index is None:
@@ -288,6 +290,14 @@ class ProgramLowering:
                    f"{self.ev._describe(e)}", e.span)
         return None
 
+    def _unknown_view(self, name: str, scope: _Scope, span: Span) -> None:
+        """A use of a name that is no view: `unknown-name`, unless its view's declaration was
+        refused already (that diagnostic is the one to read)."""
+        if name in scope.broken:
+            self.ok = False
+            return
+        self.error("unknown-name", f"no view named {name} is in scope", span)
+
     def _read(self, index: ir.Index, scope: _Scope, span: Span, label: str):
         if not self._access(index, scope, span, False, label):
             return None
@@ -306,6 +316,9 @@ class ProgramLowering:
             return self._read(ir.Index(base), scope, e.span, f"the read of {e.name}")
         if e.name in scope.vars:
             self.error("type-mismatch", f"{e.name} is a Nat index, not a binary64 value", e.span)
+            return None
+        if e.name in scope.broken:  # its view's declaration was refused: reported there
+            self.ok = False
             return None
         got = self.ev.value_of(self.info, e.name, e.span)
         if got is None:
@@ -336,11 +349,14 @@ class ProgramLowering:
                 self.error("duplicate-definition", f"{s.name} is already defined here", s.span)
                 return None
             lo = self._const(s.lo, scope, "a view's first slot")
-            hi = lo + 1 if s.hi is None or lo is None else self._const(s.hi, scope, "a view's end")
+            hi = self._const(s.hi, scope, "a view's end") if s.hi is not None else (
+                None if lo is None else lo + 1)
             if lo is None or hi is None:
+                scope.broken.add(s.name)
                 return None
             if hi < lo:
                 self.error("invalid-range", f"the view {lo} .. {hi} ends before it starts", s.span)
+                scope.broken.add(s.name)
                 return None
             if hi > lo:
                 self._view_fits(s.name, lo, hi, s.span)  # still defined: no cascade of errors
@@ -428,11 +444,11 @@ class ProgramLowering:
                            "assigned", target.span)
                 return None
             else:
-                self.error("unknown-name", f"no view named {target.name} is in scope", target.span)
+                self._unknown_view(target.name, scope, target.span)
                 return None
         else:
             if target.view not in scope.views:
-                self.error("unknown-name", f"no view named {target.view} is in scope", target.span)
+                self._unknown_view(target.view, scope, target.span)
                 return None
             index = self._view_index(target.view, target.index, scope, target.span)
         value = self._expr(value_e, scope)
