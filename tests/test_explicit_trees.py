@@ -149,5 +149,7 @@ def test_the_back_and_forth_spec_builds_and_launches_from_the_command_line(tmp_p
     assert built.exit_code == 0, built.output
     launched = CliRunner().invoke(main, ["launch", str(spec), "-o", str(tmp_path / "out"), "--quiet"])
     assert launched.exit_code == 0, launched.output
-    assert sorted(p.name for p in (tmp_path / "ck").iterdir()) == ["ckpt-2", "ckpt-4"]
-    assert verify(tmp_path / "ck" / "ckpt-4").owners == (0, 1, 2)
+    latest = tmp_path / "out" / "ck" / "latest"  # -> runs/RUN/ck/ckpt-4
+    assert latest.resolve().name == "ckpt-4"
+    assert sorted(p.name for p in latest.resolve().parent.iterdir()) == ["ckpt-2", "ckpt-4"]
+    assert verify(latest).owners == (0, 1, 2)

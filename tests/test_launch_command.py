@@ -177,7 +177,8 @@ def test_failures_printed_one_line_each_then_the_owner_stderr(tmp_path):
     from alphac.commands.launch import print_failures
 
     dep = _dep(2)
-    refuse = _script(tmp_path / "r", "print('refused: peer-closed: owner 1: x', file=sys.stderr)\n"
+    refuse = _script(tmp_path / "r", "code = ['peer-timeout', 'peer-closed'][a.owner]\n"
+                                     "print(f'refused: {code}: owner {a.owner}: x', file=sys.stderr)\n"
                                      "sys.exit(1)")
     run = run_plan(dep, [refuse, refuse], new_run_dir(tmp_path, "fake"), deadline_s=20, root=0)
     rep = compare(SimpleNamespace(deployment=dep, protocol_hex="0"), run, _oracle(2), 5)
@@ -185,11 +186,32 @@ def test_failures_printed_one_line_each_then_the_owner_stderr(tmp_path):
     print_failures(rep, err)
     assert err.getvalue().splitlines() == [
         "alphac: error[owner-failed]: owner 0 (coordinator on x86_64) exited 1: "
-        "refused: peer-closed: owner 1: x",
+        "refused: peer-timeout: owner 0: x",
         "alphac: error[owner-failed]: owner 1 (worker on x86_64) exited 1: "
         "refused: peer-closed: owner 1: x",
-        "--- owner 0 stderr ---", "refused: peer-closed: owner 1: x",
+        "--- owner 0 stderr ---", "refused: peer-timeout: owner 0: x",
         "--- owner 1 stderr ---", "refused: peer-closed: owner 1: x",
+    ]
+
+
+def test_every_owner_refusing_by_one_code_is_one_cause(tmp_path):
+    import io
+
+    from alphac.commands.launch import print_failures
+
+    dep = _dep(3)
+    refuse = _script(tmp_path / "r", "print(f'refused: checkpoint-exists: owner {a.owner}: x exists', "
+                                     "file=sys.stderr)\nsys.exit(1)")
+    run = run_plan(dep, [refuse] * 3, new_run_dir(tmp_path, "fake"), deadline_s=20, root=0)
+    rep = compare(SimpleNamespace(deployment=dep, protocol_hex="0"), run, _oracle(3), 5)
+    assert rep.causes() == [("checkpoint-exists", "3 owners refused checkpoint-exists; the first, owner 0 "
+                             "(coordinator on x86_64): owner 0: x exists", None)]
+    err = io.StringIO()
+    print_failures(rep, err)
+    assert err.getvalue().splitlines() == [
+        "alphac: error[checkpoint-exists]: 3 owners refused checkpoint-exists; the first, owner 0 "
+        "(coordinator on x86_64): owner 0: x exists",
+        "--- owner 0 stderr (owners 1, 2 refused alike) ---", "refused: checkpoint-exists: owner 0: x exists",
     ]
 
 

@@ -231,6 +231,16 @@ def test_launch_reports_that_the_oracle_refuses_the_same_way(tmp_path):
     assert [r.why.split(":", 1)[0] for r in report.rows] == ["owner-failed"] * 4
     err = io.StringIO()
     print_failures(report, err)
-    assert err.getvalue().count("alphac: error[owner-failed]") == 4
+    # one root cause, once: the code every owner refused by, not four owner-failed lines
+    lines = err.getvalue().splitlines()
+    assert [ln for ln in lines if ln.startswith("alphac: error[")] == [
+        "alphac: error[non-finite]: 4 owners refused non-finite; the first, owner 0 (coordinator on "
+        "x86_64): " + report.rows[0].why.split("refused: non-finite: ", 1)[1]]
+    assert lines[0].startswith("alphac: error[non-finite]: 4 owners refused non-finite; the first, owner 0 "
+                               "(coordinator on x86_64): update statement 'slot 0 (Lsq.alpha:29:5)'")
     assert "alphac: note: the oracle refuses: non-finite: " in err.getvalue()
+    assert [ln for ln in lines if ln.startswith("--- owner")] == [
+        "--- owner 0 stderr (owners 1, 2, 3 refused alike) ---"]
+    [(code, message, owner)] = report.causes()
+    assert (code, owner) == ("non-finite", None) and message.startswith("4 owners refused non-finite; ")
     assert report.as_json()["oracle_refusal"] == report.oracle_refusal

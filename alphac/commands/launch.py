@@ -28,7 +28,7 @@ from alphac import driver
 from alphac.commands import report
 from alphac.commands.build import mutant_help
 from alphac.commands.report import error, interrupted
-from alphac.commands.words import lines
+from alphac.commands.words import DIGEST_DIGITS, lines
 from alphac.diagnostics import CompileError
 from alphac.launch.emit import DEFAULT_BASE_PORT, ENGINES
 from alphac.launch.runner import TRANSPORTS
@@ -170,7 +170,7 @@ def table(report) -> str:
         verdict = "match" if r.match else ("MISMATCH" if r.params is not None
                                            else r.why.split(":", 1)[0])
         rows.append((str(r.owner), r.role, r.target, r.transport, "-" if r.version is None else str(r.version),
-                     (r.digest or "-")[:16], verdict))
+                     (r.digest or "-")[:DIGEST_DIGITS], verdict))
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)
 
@@ -183,16 +183,27 @@ def words(result, full: bool = False) -> str:
             groups.setdefault(r.digest, []).append(r)
     out = []
     for digest, rows in groups.items():
-        out.append(f"digest {digest[:16]}: owner{'s' if len(rows) > 1 else ''} "
+        out.append(f"digest {digest[:DIGEST_DIGITS]}: owner{'s' if len(rows) > 1 else ''} "
                    f"{', '.join(str(r.owner) for r in rows)}")
         out += lines("params", rows[0].params, full) + lines("state", rows[0].state, full)
     return "\n".join(out)
 
 
+def checkpoints_line(result) -> str:
+    """`checkpoints: DIR: ckpt-2, ckpt-4; resume the newest with --resume OUT/D/latest`."""
+    versions = result.checkpoints
+    listed = ", ".join(f"ckpt-{u}" for u in versions) if versions else "none published"
+    tail = f"; resume the newest with --resume {result.latest}" if result.latest is not None else ""
+    return f"checkpoints: {result.checkpoint_dir}: {listed}{tail}"
+
+
 def print_failures(report, err=None) -> None:
+    """Each cause once (every owner refusing by one code is one line), the oracle's refusal,
+    the mutant's verdict, then the stderr of each failed owner (of the first, when they all
+    refused alike)."""
     err = sys.stderr if err is None else err
-    for line in report.failures:
-        code, msg = line.split(": ", 1)
+    causes = report.causes()
+    for code, msg, _ in causes:
         print(f"alphac: error[{code}]: {msg}", file=err)
     if report.oracle_refusal:
         agree = "; every owner refused by the same code" if report.refusals_agree else ""
@@ -201,8 +212,11 @@ def print_failures(report, err=None) -> None:
         did = "computed" if report.mutant_match else "did not compute"
         print(f"alphac: note: built as mutant {report.mutant}: the owners {did} the oracle's "
               "evaluation of the mutant", file=err)
-    for owner, text in sorted(report.stderr.items()):
-        print(f"--- owner {owner} stderr ---", file=err)
+    shown = sorted(report.stderr.items())
+    alike = len(causes) == 1 and causes[0][2] is None  # every owner refused by one code
+    for owner, text in shown[:1] if alike else shown:
+        others = f" (owners {', '.join(str(o) for o, _ in shown[1:])} refused alike)" if alike and len(shown) > 1 else ""
+        print(f"--- owner {owner} stderr{others} ---", file=err)
         print(text.rstrip("\n"), file=err)
 
 
@@ -253,13 +267,13 @@ def _run(spec: str, rounds: int | None, as_json: bool, out_dir: str, timeout: fl
         return failed
     if as_json:
         report.result(**result.as_json(), run_dir=str(result.run_dir))
-        for r in result.rows:
-            if not r.match:
-                code, _, message = r.why.partition(": ")
-                error(code if code in driver.code_names() else "owner-failed", message, r.owner)
+        for code, message, owner in result.causes():
+            error(code, message, owner)
         return 0 if result.match else 1
     print(table(result))
     print(words(result, full))
     print(f"run directory: {result.run_dir}")
+    if result.checkpoint_dir is not None:
+        print(checkpoints_line(result))
     print_failures(result)
     return 0 if result.match else 1

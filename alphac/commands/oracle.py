@@ -5,7 +5,8 @@ updates u, u+1, ... (by default up to the deployment's update count, or N more).
 `--mutant NAME`, the oracle's evaluation of that executed mutant instead of the declared
 program: what `alphac build --mutant NAME` executables must compute.
 
-The table lists, per owner: owner, role, target, version, digest, then a summary of the
+The table lists, per owner: owner, role, target, version, digest (its first 16 hex digits,
+as every command's table prints it; --json has all 64), then a summary of the
 parameter and state words it holds (the first few in decimal and hex; with --full every
 word as 16-digit lowercase hex). `--json` prints the envelope (commands/report.py) with the
 keys documented in docs/oracle.md; its `protocol` is the planner's identity of the deployment (the one the
@@ -15,6 +16,8 @@ check prints its diagnostics; both exit 1.
 """
 
 from __future__ import annotations
+
+from alphac.commands.words import DIGEST_DIGITS
 
 import sys
 import time
@@ -95,7 +98,7 @@ def as_table(spec: str, result, resume=None, mutant: str | None = None, full: bo
     rows = [head]
     for o in result.owners:
         rows.append(f"owner {o.owner}  role {o.role}  target {o.target}  "
-                     f"version {o.version}  digest {o.digest}")
+                     f"version {o.version}  digest {o.digest[:DIGEST_DIGITS]}")
         rows += lines("params", o.params, full)
         rows += lines("state", o.state, full)
     return "\n".join(rows)

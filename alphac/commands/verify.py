@@ -73,10 +73,8 @@ def run(run_dir: str, spec: str, rounds: int | None, as_json: bool, resume: str 
     result = checked.report
     if as_json:
         report.result(**result.as_json(), notes=list(checked.notes))
-        for r in result.rows:
-            if not r.match:
-                code, _, message = r.why.partition(": ")
-                error(code, message, r.owner)
+        for code, message, owner in result.causes():
+            error(code, message, owner)
         return 0 if result.match else 1
     print(table(result))
     print_failures(result)

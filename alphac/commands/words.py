@@ -7,6 +7,7 @@ import struct
 
 WORDS_PER_LINE = 4
 SHOWN = 4  # words a summary shows of each region
+DIGEST_DIGITS = 16  # a digest in a table: its first 16 hex digits (--json: all 64)
 
 
 def hex_word(w: int) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import signal
 import struct
 import sys
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping
 
+from alphac.codes import CATALOGUE as CODE_NAMES
 from alphac.launch.commit import Resolution, resolve
 from alphac.launch.results import (Connection, OwnerResult, ResultError, read_connections, read_result,
                                    transport_summary)
@@ -296,6 +298,11 @@ class LaunchReport:
     oracle_refusal: str = ""  # `code: detail` when the oracle refuses the deployment itself
     mutant: str | None = None  # the executed mutant the owners were built as
     mutant_match: bool = False  # ... and they computed the oracle's evaluation of it
+    checkpoint_dir: Path | None = None  # where the run's checkpoints went
+    latest: Path | None = None  # OUT/D/latest, when it now points at the run's newest one
+    # a resumed run: {"path", "version", "contract"} as `alphac oracle --json` has it
+    # (`rounds` then counts the updates after the checkpoint's version)
+    resumed_from: dict | None = None
 
     @property
     def refusals_agree(self) -> bool:
@@ -309,12 +316,39 @@ class LaunchReport:
     def match(self) -> bool:
         return bool(self.rows) and all(r.match for r in self.rows)
 
+    def causes(self) -> list[tuple[str, str, int | None]]:
+        """What went wrong, as (code, message, owner or None): one per failed owner, or,
+        when every owner refused by the same code, that code once for them all (`N owners
+        refused CODE: the first one's line`), the root cause rather than N owner-failed."""
+        failed = [r for r in self.rows if not r.match]
+        refused = [_REFUSED.match(r.why) for r in failed]
+        codes = {m.group(2) if m else None for m in refused}
+        if len(failed) > 1 and len(failed) == len(self.rows) and len(codes) == 1 and None not in codes:
+            code, (owner, detail) = codes.pop(), refused[0].group(1, 3)
+            return [(code, f"{len(failed)} owners refused {code}; the first, {owner}: {detail}", None)]
+        out = []
+        for r in failed:
+            code, _, message = r.why.partition(": ")
+            out.append((code if code in CODE_NAMES else "owner-failed", message, r.owner))
+        return out
+
+    @property
+    def checkpoints(self) -> list[int]:
+        """The versions published in the run's checkpoint directory."""
+        from alphac.launch.runs import published
+
+        return [] if self.checkpoint_dir is None else published(self.checkpoint_dir)
+
     def as_json(self) -> dict:
         return {
             "spec": self.spec, "deployment": self.deployment, "rounds": self.rounds,
             "protocol": self.protocol, "match": self.match,
             **({"oracle_refusal": self.oracle_refusal} if self.oracle_refusal else {}),
+            **({"resumed_from": self.resumed_from} if self.resumed_from is not None else {}),
             **({"mutant": self.mutant, "mutant_match": self.mutant_match} if self.mutant else {}),
+            **({"checkpoint_dir": str(self.checkpoint_dir), "checkpoints": self.checkpoints,
+                "latest": None if self.latest is None else str(self.latest)}
+               if self.checkpoint_dir is not None else {}),
             "owners": [{
                 "owner": r.owner, "role": r.role, "target": r.target, "version": r.version,
                 "params": None if r.params is None else [f"{w:016x}" for w in r.params],
@@ -326,6 +360,11 @@ class LaunchReport:
                 **({"error": r.why} if not r.match else {}),
             } for r in self.rows],
         }
+
+
+# An owner's row when it refused by name: its label, the code and the detail.
+_REFUSED = re.compile(r"^owner-failed: (owner \d+ \([^)]*\)) exited \d+: refused: "
+                      r"([a-z0-9]+(?:-[a-z0-9]+)*): (.*)$")
 
 
 def _first_difference(got: tuple[int, ...], want: tuple[int, ...], what: str) -> str | None:
@@ -430,6 +469,44 @@ def run_arguments(checkpoint_dir=None, resume=None, new_contract: bool = False) 
     return ("--run-id", secrets.token_hex(8)) + checkpoint_arguments(checkpoint_dir, resume, new_contract)
 
 
+def resumed(report: LaunchReport, resume, first: int, last: int, new_contract: bool) -> LaunchReport:
+    """`report` of a run that resumed checkpoint `resume` at version `first` and ran to
+    `last`: its rounds and resumed_from as `alphac oracle --json` reports them."""
+    if resume is None:
+        return report
+    return replace(report, rounds=max(0, last - first), resumed_from={
+        "path": str(resume), "version": first, "contract": "new" if new_contract else "same"})
+
+
+def checkpoint_place(dep, checkpoint_dir, first: int, last: int) -> Path | None:
+    """Where a launch of `dep` from version `first` to `last` checkpoints: with
+    `checkpoint_dir`, or an absolute checkpointDirectory, there, refused
+    `checkpoint-exists` now (before anything is built or started) when it holds a version
+    the run would write; otherwise in the run's own directory: the relative path returned
+    (RUN/D; the pointer OUT/D/latest then names the newest one). None when `dep` never
+    checkpoints or the place is given."""
+    from alphac.launch.runs import checkpoint_home, existing, scheduled
+
+    every = dep.checkpoint.every
+    if not every:
+        return None
+    if checkpoint_dir is None:
+        try:
+            home = checkpoint_home(dep.checkpoint.directory)
+        except ValueError as exc:
+            raise LaunchError("usage", str(exc)) from None
+        if home is not None:
+            return home
+        checkpoint_dir = dep.checkpoint.directory
+    taken = existing(checkpoint_dir, scheduled(first, last, every))
+    if taken:
+        more = f" (and {len(taken) - 1} more of the versions this run writes)" if len(taken) > 1 else ""
+        raise LaunchError("checkpoint-exists", f"{taken[0]} exists{more}; checkpoints are never "
+                          "overwritten: give another --checkpoint-dir, or leave it out and the run "
+                          "checkpoints into its own run directory (OUT/runs/RUN/D)")
+    return None
+
+
 def owner_timeout_ms(deadline_s: float) -> int:
     """The owners' socket and connect bound for a launch deadline: well inside it, so owners
     refuse by name before the launcher has to kill them."""
@@ -509,30 +586,43 @@ def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
     n = dep.updates if rounds is None else rounds
     resume, new_contract = resume_of(dep, resume, new_contract)
     start = resume_start(resume) if resume is not None else None
+    first = 0 if start is None else int(start[2])
+    home = None if mutant is not None else checkpoint_place(dep, checkpoint_dir, first, n)
+    if home is None and checkpoint_dir is None and dep.checkpoint.every and mutant is None:
+        checkpoint_dir = dep.checkpoint.directory  # absolute: the executables' own default
     doing("building the executables")
     exes = ensure_built(plan, out_dir, log=log, cpu=cpu, progress=progress)
     left = max(0.001, ends - time.monotonic())
     if timeout_ms is None:
         timeout_ms = owner_timeout_ms(left)
+    run_dir = new_run_dir(out_dir, spec_stem(dep))
+    if home is not None:  # the run's own: RUN/D
+        checkpoint_dir = run_dir / home
     args = run_arguments(checkpoint_dir, resume, new_contract)
 
     # the oracle (and a mutant's) evaluates while the owners run
-    first = 0 if start is None else int(start[2])
     counted = OracleProgress(first, max(first, n) - 1)
     expected = Beside(lambda: _evaluate(dep, n, start, resume, new_contract, tick=counted.tick))
     mutated = OracleProgress(0, n - 1, f"the oracle of mutant {mutant}")
     as_mutant = Beside(lambda: _evaluate(dep, n, None, None, False, mutant, tick=mutated.tick)) if mutant else None
     doing(lambda: f"the owners ran ({counted()})")
-    run = run_plan(dep, exes, new_run_dir(out_dir, spec_stem(dep)), updates=rounds,
+    run = run_plan(dep, exes, run_dir, updates=rounds,
                    timeout_ms=timeout_ms, deadline_s=left, root=plan.tree.owner,
                    extra_argv={o: args for o in range(dep.owners)}, transport=transport,
                    progress=progress)
+    latest = None
+    if home is not None:
+        from alphac.launch.runs import point_latest
+
+        latest = point_latest(out_dir, home, checkpoint_dir)
     if progress is not None:
         progress.say(f"comparing with the oracle's {n} updates")
     doing(lambda: f"{counted()} (the owners had ended)")
     oracle, refusal = expected.result()
     doing("comparing the owners' words with the oracle's")
-    report = compare(plan, run, oracle, n, spec, refusal)
+    report = resumed(compare(plan, run, oracle, n, spec, refusal), resume, first, n, new_contract)
+    if dep.checkpoint.every and mutant is None:
+        report = replace(report, checkpoint_dir=Path(checkpoint_dir), latest=latest)
     if as_mutant is None:
         return report
     doing(lambda: f"{mutated()} (the owners had ended)")

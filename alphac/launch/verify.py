@@ -15,7 +15,7 @@ from pathlib import Path
 
 from alphac.launch.commit import commit_path
 from alphac.launch.launcher import (LaunchError, LaunchReport, OracleProgress, PlanRun, _evaluate, compare,
-                                    resume_of, resume_start, run_outputs, settled)
+                                    resume_of, resume_start, resumed, run_outputs, settled)
 from alphac.launch.runner import doing, stderr_name
 
 
@@ -77,6 +77,6 @@ def verify(dep, run_dir: str | Path, rounds: int | None = None, spec: str = "", 
     doing(counted)
     oracle, refusal = _evaluate(dep, n, start, resume, new_contract, tick=counted.tick)
     doing("comparing the owners' words with the oracle's")
-    report = compare(plan, run, oracle, n, spec, refusal)
+    report = resumed(compare(plan, run, oracle, n, spec, refusal), resume, first, n, new_contract)
     return Verification(replace(report, stderr=_stderr(run_dir, report)),
                         tuple(run.resolution.unlinked.values()), tuple(run.resolution.staged))
