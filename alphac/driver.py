@@ -11,7 +11,7 @@
                                                     does not apply)
     image(plan, role, target, cpu) -> RoleImage     the plan as plain data for one executable;
                                                     ImageError
-    build(plan, role, target, out_dir, cpu=LEVEL)   {out_dir}/{spec}-{role}-{target}: the
+    build(plan, role, target, out_dir, cpu=LEVEL)   {out_dir}/{spec}-{role}-{target}[-LEVEL]: the
                                                     image's kernels (llvmlite, for the CPU
                                                     level) and the C runtime, linked
                                                     (-mutant-NAME appended for a mutant's
@@ -191,7 +191,7 @@ def image(plan: "Plan", role: str, target: str, cpu: str = "baseline") -> "RoleI
     from alphac.targets import levels, load_target
 
     the_target = levels.at_level(load_target(target), cpu)
-    needs = CpuNeeds(levels.label(the_target), levels.required_mask(the_target))
+    needs = CpuNeeds(levels.label(the_target), levels.required_mask(the_target), the_target.level)
     return build_image(plan, role, target, needs)
 
 
@@ -219,11 +219,12 @@ def cpu_level_for(target: str, requested: str) -> str:
     return levels.level_for(load_target(target), requested)
 
 
-def executable_name(plan: "Plan", role: str, target: str) -> str:
-    """`{spec}-{role}-{target}`, and `-mutant-NAME` after it for a mutant's plan."""
+def executable_name(plan: "Plan", role: str, target: str, cpu: str = "baseline") -> str:
+    """`{spec}-{role}-{target}`, `-{LEVEL}` after it for kernels built for a CPU level above
+    the baseline (on targets that describe it), and `-mutant-NAME` for a mutant's plan."""
     from alphac.image.image import executable_name as name
 
-    return name(plan, role, target)
+    return name(plan, role, target, cpu_level_for(target, cpu))
 
 
 def build(plan: "Plan", role: str, target: str, out_dir: "str | os.PathLike",
@@ -254,7 +255,7 @@ def build(plan: "Plan", role: str, target: str, out_dir: "str | os.PathLike",
     runtime = runtime_object(target, pic=shared)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    name = executable_name(plan, role, target)
+    name = executable_name(plan, role, target, cpu)
     exe = out / (f"lib{name}.so" if shared else name)
     if shared:
         from dataclasses import replace

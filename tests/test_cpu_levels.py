@@ -199,10 +199,20 @@ def test_launch_builds_for_the_host_and_rebuilds_for_another_level(tmp_path):
     assert meta == levels.record(levels.at_level(X86, "host"))
     assert ensure_built(plan, tmp_path, log=logged.append) == exes
     assert [m for m in logged if "built for CPU level" in m] == []
+    # another level is another artifact beside it: the host's is neither rebuilt nor replaced
+    assert exe.name == "lsq_plain_star-coordinator-x86_64-host"
+    before = exe.read_bytes()
+    v2 = ensure_built(plan, tmp_path, log=logged.append, cpu="x86-64-v2")[("coordinator", "x86_64")]
+    assert v2 == tmp_path / "lsq_plain_star-coordinator-x86_64-x86-64-v2"
+    assert f"build {v2.name}: missing" in logged
+    assert driver.describe(v2)["metadata"]["cpu"]["level"] == "x86-64-v2"
+    assert exe.read_bytes() == before and driver.describe(exe)["metadata"]["cpu"] == meta
+    # a stale level recorded under a level's name is still rebuilt
+    shutil.copy2(exe, v2)
     ensure_built(plan, tmp_path, log=logged.append, cpu="x86-64-v2")
-    assert f"build {exe.name}: built for CPU level host (LLVM cpu {meta['llvm_cpu']}), not " \
+    assert f"build {v2.name}: built for CPU level host (LLVM cpu {meta['llvm_cpu']}), not " \
            "x86-64-v2 (LLVM cpu x86-64-v2)" in logged
-    assert driver.describe(exe)["metadata"]["cpu"]["level"] == "x86-64-v2"
+    assert driver.describe(v2)["metadata"]["cpu"]["level"] == "x86-64-v2"
 
 
 # ----------------------------------------------------------------------------- the refusal
@@ -279,3 +289,23 @@ def test_the_same_level_and_machine_build_the_same_bytes(tmp_path, monkeypatch):
         assert len(list(objects.glob("*.o"))) == 1
     a, b, c = built
     assert a == b != c
+
+
+def test_launch_leaves_build_s_portable_executables_as_they_are(tmp_path):
+    # `alphac build` writes baseline executables; a launch into the same -o builds its own
+    # for this machine beside them and never replaces them at their path
+    spec = str(SPECS / "lsq_plain_star.alpha")
+    out = tmp_path / "out"
+    assert CliRunner().invoke(main, ["build", spec, "--all", "-o", str(out)]).exit_code == 0
+    portable = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and not p.name.endswith(".deps")}
+    assert sorted(portable) == ["lsq_plain_star-coordinator-x86_64", "lsq_plain_star-worker-aarch64",
+                                "lsq_plain_star-worker-x86_64"]
+    launched = CliRunner().invoke(main, ["launch", spec, "-o", str(out), "--quiet"])
+    assert launched.exit_code == 0, launched.output
+    for name, data in portable.items():
+        assert (out / name).read_bytes() == data, name
+        assert driver.describe(out / name)["metadata"]["cpu"]["level"] == "baseline"
+    hosts = sorted(p.name for p in out.iterdir() if p.name.endswith("-host"))
+    assert hosts == ["lsq_plain_star-coordinator-x86_64-host", "lsq_plain_star-worker-x86_64-host"]
+    # the AArch64 kernels are the baseline's: the launch reused the build's executable
+    assert not (out / "lsq_plain_star-worker-aarch64-host").exists()

@@ -134,7 +134,7 @@ def test_ensure_built_rebuilds_only_what_is_stale(tmp_path):
     assert exes[("coordinator", "x86_64")] == exe
     assert exe.stat().st_mtime_ns == before
     assert sorted(logs) == ["build lsq_plain_star-worker-aarch64: missing",
-                            "build lsq_plain_star-worker-x86_64: missing"]
+                            "build lsq_plain_star-worker-x86_64-host: missing"]
     # a rebuild gives the same bytes (reproducible builds)
     ref = session.built("lsq_plain_star", session.deployment(SPEC))
     for key, path in exes.items():

@@ -72,6 +72,7 @@ class CpuNeeds:
 
     label: str = "baseline"
     required: int = 0
+    level: str = "baseline"  # the level's name, which a non-baseline executable's name carries
 
 
 @dataclass(frozen=True)
@@ -365,11 +366,15 @@ def default_run_id(lines, dep) -> int:
     return int(h[:16], 16)
 
 
-def executable_name(plan, role: str, target: str) -> str:
-    """`{spec}-{role}-{target}`, with `-mutant-NAME` for an executed mutant's executable, so
-    that it never takes a normal build's place."""
+def executable_name(plan, role: str, target: str, level: str = "baseline") -> str:
+    """`{spec}-{role}-{target}`, then `-{level}` for kernels built for a CPU level above the
+    baseline (`-host`, `-x86-64-v3`: one artifact per configuration, so a portable build is
+    never replaced by one for this machine alone), then `-mutant-NAME` for an executed
+    mutant's executable, so that it never takes a normal build's place."""
     dep = plan.deployment
     name = f"{Path(dep.source_file or dep.name).stem}-{role}-{target}"
+    if level != "baseline":
+        name += f"-{level}"
     return name if plan.mutant is None else f"{name}-mutant-{plan.mutant}"
 
 
@@ -539,7 +544,7 @@ def build_image(plan, role: str, target: str, cpu: CpuNeeds = CpuNeeds()) -> Rol
                if rows else np.zeros(0, dtype=np.uint64))
     lines = checkpoint_lines(plan)
     spec = Path(dep.source_file or dep.name).stem
-    version = (f"{executable_name(plan, role, target)}: deployment {dep.name}, role {role} of {n} "
+    version = (f"{executable_name(plan, role, target, cpu.level)}: deployment {dep.name}, role {role} of {n} "
                f"owners, target {target}, cpu {cpu.label}, protocol {plan.protocol_hex}, "
                f"wire format {wire.WIRE_FORMAT}\n{mutant_note(plan)}")
     return RoleImage(

@@ -85,8 +85,8 @@ def ensure_built(plan, out_dir: str | Path, force: bool = False, log=None,
     out.mkdir(parents=True, exist_ok=True)
     exes: dict[tuple[str, str], Path] = {}
     for role, target in needed(dep):
-        path = out / driver.executable_name(plan, role, target)
         level = driver.cpu_level_for(target, cpu)
+        path = out / driver.executable_name(plan, role, target, level)
         why = "forced" if force else stale_reason(path, plan.protocol_hex, role, target,
                                                   cpu_wanted(target, level),
                                                   dep.source_file or None, data_files(dep))
