@@ -52,11 +52,29 @@ def test_build_all_names_every_executable(spec, tmp_path):
     exes = ["lsq_small-coordinator-x86_64", "lsq_small-worker-aarch64", "lsq_small-worker-x86_64"]
     assert names == sorted(exes + [f"{e}.deps" for e in exes])  # each with its record of inputs
     lines = result.output.splitlines()
-    assert len(lines) == 4 and lines[-1].startswith("built 3 executables in ")
+    assert len(lines) == 4 and lines[-1].startswith("built 3 of 3 executables in ")
     assert lines[1].startswith(f"built {out}/lsq_small-worker-aarch64  (aarch64, cpu baseline, static, ")
     assert lines[0].startswith(f"built {out}/lsq_small-coordinator-x86_64  (x86_64, cpu baseline, dynamic, ")
     meta = read_metadata(out / "lsq_small-worker-aarch64")
     assert (meta["role"], meta["target"], meta["role_owners"]) == ("worker", "aarch64", [1, 2, 3])
+
+
+def test_a_build_with_nothing_changed_is_up_to_date(spec, tmp_path):
+    out = tmp_path / "out"
+    assert build(str(spec), "--all", "-o", str(out)).exit_code == 0
+    stamps = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    again = build(str(spec), "--all", "-o", str(out))
+    assert again.exit_code == 0, again.output
+    lines = again.output.splitlines()
+    assert [ln.split("  (")[0] for ln in lines[:3]] == [
+        f"up to date {out}/lsq_small-coordinator-x86_64", f"up to date {out}/lsq_small-worker-aarch64",
+        f"up to date {out}/lsq_small-worker-x86_64"]
+    assert lines[3].startswith("built 0 of 3 executables in ") and lines[3].endswith(" (3 up to date)")
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == stamps  # nothing relinked
+    # what makes one stale is launch's rule (tests/test_launch_cache.py); --force builds
+    # what is up to date too
+    forced = build(str(spec), "--role", "worker", "--target", "x86_64", "-o", str(out), "--force")
+    assert forced.output.startswith(f"built {out}/lsq_small-worker-x86_64  ("), forced.output
 
 
 @needs_aarch64

@@ -16,6 +16,7 @@ from alphac.commands.report import error as _error
 from alphac.commands.report import interrupted, stage_error
 from alphac.diagnostics import CompileError, hinted
 from alphac.launch.cache import data_files, record_inputs
+from alphac.launch.launcher import built_state
 
 
 EPILOG = """\b
@@ -47,17 +48,20 @@ def mutant_help(what: str) -> str:
 @click.option("--mutant", type=click.Choice(list(driver.MUTANTS)), default=None, help=mutant_help("Build"))
 @click.option("--deployment", "deployment", default=None, metavar="NAME",
               help="The deployment to build, where SPEC declares several.")
+@click.option("--force", is_flag=True, help="Build every executable again, even those up to date.")
 @click.option("--json", "as_json", is_flag=True, help="The executables built, as JSON.")
 def command(spec: str, role: str | None, target: str | None, build_all: bool, out_dir: str,
-            cpu: str, mutant: str | None, deployment: str | None, as_json: bool) -> None:
-    """Compile SPEC into native executables, one per role and target."""
+            cpu: str, mutant: str | None, deployment: str | None, force: bool, as_json: bool) -> None:
+    """Compile SPEC into native executables, one per role and target; one already in DIR
+    for the same plan, CPU level, compiler and input files is reported up to date and
+    left as it is (--force builds it again)."""
     from alphac.launch.runner import interruptible
 
     # this process is the command: a compiler it started gets SIGTERM too (see run)
     with interruptible(forward=True):
         try:
             status = report.reported("build", as_json, lambda: run(
-                spec, role, target, build_all, out_dir, cpu, mutant, deployment))
+                spec, role, target, build_all, out_dir, cpu, mutant, deployment, force))
         except KeyboardInterrupt as exc:  # before or after run's own handling
             status = interrupted(exc)
     sys.exit(status)
@@ -114,14 +118,15 @@ def load_plan(spec: str, mutant: str | None = None, name: str | None = None):
 
 
 def run(spec: str, role: str | None, target: str | None, build_all: bool, out_dir: str,
-        cpu: str = "baseline", mutant: str | None = None, name: str | None = None) -> int:
+        cpu: str = "baseline", mutant: str | None = None, name: str | None = None,
+        force: bool = False) -> int:
     """The build with its exit status; SIGINT, SIGTERM and SIGHUP are handled like Ctrl-C
     from the first step to the last, and the previous handlers restored afterwards."""
     from alphac.launch.runner import Interrupted, interruptible
 
     with interruptible() as interrupts:
         try:
-            status = _run(spec, role, target, build_all, out_dir, cpu, mutant, name)
+            status = _run(spec, role, target, build_all, out_dir, cpu, mutant, name, force)
         except KeyboardInterrupt as exc:
             return interrupted(exc)
         except Exception:
@@ -134,7 +139,7 @@ def run(spec: str, role: str | None, target: str | None, build_all: bool, out_di
 
 
 def _run(spec: str, role: str | None, target: str | None, build_all: bool, out_dir: str,
-         cpu: str, mutant: str | None, name: str | None) -> int:
+         cpu: str, mutant: str | None, name: str | None, force: bool = False) -> int:
     if not build_all and role is None and target is None:
         _error("build-usage", "give --role ROLE and/or --target TARGET, or --all")
         return 2
@@ -160,14 +165,18 @@ def _run(spec: str, role: str | None, target: str | None, build_all: bool, out_d
     try:
         for r, t in pairs:
             t0 = time.perf_counter()
-            exe = driver.build(the_plan, r, t, out_dir, cpu=cpus[t])
-            record_inputs(exe, the_plan.deployment.source_file or None, data_files(the_plan.deployment))
+            exe, why = built_state(the_plan, r, t, out_dir, cpus[t])
+            if why is not None or force:
+                exe = driver.build(the_plan, r, t, out_dir, cpu=cpus[t])
+                record_inputs(exe, the_plan.deployment.source_file or None, data_files(the_plan.deployment))
             info = driver.describe(exe)
             built.append({"path": str(exe), "role": r, "target": t, "static": info["static"],
                           "cpu": info["metadata"]["cpu"]["level"], "size": info["size"],
-                          "seconds": round(time.perf_counter() - t0, 3)})
+                          "seconds": round(time.perf_counter() - t0, 3),
+                          "up_to_date": why is None and not force})
             if not report.json_mode():
-                print(f"built {exe}  ({t}, cpu {built[-1]['cpu']}, "
+                verb = "up to date" if built[-1]["up_to_date"] else "built"
+                print(f"{verb} {exe}  ({t}, cpu {built[-1]['cpu']}, "
                       f"{'static' if info['static'] else 'dynamic'}, {info['size']} bytes, "
                       f"{built[-1]['seconds']:.2f} s)")
     except CompileError as exc:
@@ -182,5 +191,7 @@ def _run(spec: str, role: str | None, target: str | None, build_all: bool, out_d
     except Exception as exc:  # a stage's one-line error (targets, image)
         return stage_error(exc)
     if len(pairs) > 1 and not report.json_mode():
-        print(f"built {len(pairs)} executables in {time.perf_counter() - start:.2f} s")
+        fresh = sum(1 for b in built if not b["up_to_date"])
+        print(f"built {fresh} of {len(pairs)} executables in {time.perf_counter() - start:.2f} s"
+              + (f" ({len(pairs) - fresh} up to date)" if fresh < len(pairs) else ""))
     return 0

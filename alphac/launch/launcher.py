@@ -78,7 +78,7 @@ def ensure_built(plan, out_dir: str | Path, force: bool = False, log=None,
     long it took. A mutant's executables have their own names (`-mutant-NAME`) and
     identity, so they never stand in for a normal build's, nor it for theirs."""
     from alphac import driver
-    from alphac.launch.cache import cpu_wanted, data_files, record_inputs, stale_reason
+    from alphac.launch.cache import data_files, record_inputs
 
     dep = plan.deployment
     out = Path(out_dir)
@@ -86,10 +86,8 @@ def ensure_built(plan, out_dir: str | Path, force: bool = False, log=None,
     exes: dict[tuple[str, str], Path] = {}
     for role, target in needed(dep):
         level = driver.cpu_level_for(target, cpu)
-        path = out / driver.executable_name(plan, role, target, level)
-        why = "forced" if force else stale_reason(path, plan.protocol_hex, role, target,
-                                                  cpu_wanted(target, level),
-                                                  dep.source_file or None, data_files(dep))
+        path, why = built_state(plan, role, target, out, level)
+        why = "forced" if force else why
         if why is not None:
             if log:
                 log(f"build {path.name}: {why}")
@@ -100,6 +98,18 @@ def ensure_built(plan, out_dir: str | Path, force: bool = False, log=None,
                 progress.built(path.name, time.perf_counter() - t0)
         exes[(role, target)] = path
     return exes
+
+
+def built_state(plan, role: str, target: str, out_dir: str | Path, level: str) -> tuple[Path, str | None]:
+    """Where the executable of (role, target) for CPU level `level` goes in out_dir, and why
+    it must be built (None: the one there is up to date: alphac.launch.cache.stale_reason)."""
+    from alphac import driver
+    from alphac.launch.cache import cpu_wanted, data_files, stale_reason
+
+    dep = plan.deployment
+    path = Path(out_dir) / driver.executable_name(plan, role, target, level)
+    return path, stale_reason(path, plan.protocol_hex, role, target, cpu_wanted(target, level),
+                              dep.source_file or None, data_files(dep))
 
 
 @dataclass
