@@ -135,18 +135,24 @@ class CheckResult:
         return self.spec is not None and not self.diagnostics
 
 
-def check(path: str) -> CheckResult:
-    """Check `path`, then plan each of its deployments, so that what only the planner can
-    see (tree coverage, separability, contracts, shard maps) is reported here too. Planner
-    diagnostics come only once the checker has none, in deployment order."""
-    from alphac.check import check_file
+def check(path: str, name: str | None = None) -> CheckResult:
+    """Check `path`, then plan each of its deployments (with `name`, that one alone, which
+    must exist: no-deployment), so that what only the planner can see (tree coverage,
+    separability, contracts, shard maps) is reported here too. Planner diagnostics come
+    only once the checker has none, in deployment order."""
+    from alphac.check import check_file, select_deployment
 
     spec, diagnostics, sources = check_file(path)
     if spec is None:
         return CheckResult(None, tuple(diagnostics), sources,
                            dict(getattr(diagnostics, "suppressed", {})))
     found = DiagnosticBag()
-    for dep in spec.deployments:
+    try:
+        chosen = spec.deployments if name is None else (select_deployment(spec, path, name),)
+    except CompileError as err:
+        found.extend(err.diagnostics)
+        chosen = ()
+    for dep in chosen:
         try:
             plan(dep)
         except CompileError as err:

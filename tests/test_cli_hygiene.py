@@ -60,12 +60,29 @@ def test_deployment_selects_one(two):
     assert out.exit_code == 0 and out.stdout.startswith("oracle: second (two.alpha) after 3 updates")
     out = CliRunner().invoke(main, ["oracle", two, "--deployment", "run", "--rounds", "1"])
     assert out.exit_code == 0 and out.stdout.startswith("oracle: run (two.alpha) after 1 updates")
-    out = CliRunner().invoke(main, ["plan", two, "--deployment", "secnd"])
-    assert out.exit_code == 2  # plan takes no --deployment: a usage error
-    out = CliRunner().invoke(main, ["oracle", two, "--deployment", "secnd"])
-    assert out.exit_code == 1 and out.stderr.splitlines()[0] == (
-        "two.alpha:1:1: error[no-deployment]: two.alpha defines no deployment named secnd; "
-        "did you mean second?")
+    out = CliRunner().invoke(main, ["plan", two, "--deployment", "second"])
+    assert out.exit_code == 0 and out.stdout.startswith("plan second: 4 owners, hierarchy 2"), out.output
+    # a misspelt name is located at the deployment it means, not at line 1
+    for command in ("oracle", "plan", "check", "build", "launch"):
+        extra = ["--all"] if command == "build" else []
+        out = CliRunner().invoke(main, [command, two, "--deployment", "secnd", *extra])
+        assert out.exit_code == 1, (command, out.output)
+        assert out.stderr.splitlines()[:3] == [
+            "two.alpha:22:29: error[no-deployment]: two.alpha defines no deployment named secnd; "
+            "did you mean second?",
+            "  value second : Deployment = DeploymentOf {",
+            "                              ^"], (command, out.stderr)
+
+
+def test_every_command_that_takes_a_spec_takes_deployment():
+    for command in ("check", "plan", "oracle", "build", "launch", "verify"):
+        out = CliRunner().invoke(main, [command, "--help"])
+        assert "--deployment NAME" in out.output, command
+
+
+def test_check_of_one_deployment_plans_it_alone(two):
+    out = CliRunner().invoke(main, ["check", two, "--deployment", "second"])
+    assert out.exit_code == 0 and out.stdout.endswith(" families, 1 learner, 2 deployments\n")
 
 
 def test_check_reads_stdin(tmp_path, monkeypatch):

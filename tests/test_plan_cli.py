@@ -209,5 +209,5 @@ def test_renderers_cover_a_single_owner_and_a_partitioned_plan():
 def test_json_and_dot_together_are_a_usage_error(good):
     res = invoke(good, "--json", "--dot")
     assert res.exit_code == 2
-    assert res.stderr == "alphac: error: --json and --dot exclude each other\n"
+    assert res.stderr == "alphac: error[usage]: --json and --dot exclude each other\n"
     assert res.stdout == ""

@@ -1,5 +1,5 @@
 """The checker: module loading, typing against the std families, lowering to the IR."""
 
-from alphac.check.api import check_file, load_deployment, load_spec, module_files
+from alphac.check.api import check_file, load_deployment, load_spec, module_files, select_deployment
 
-__all__ = ["check_file", "load_deployment", "load_spec", "module_files"]
+__all__ = ["check_file", "load_deployment", "load_spec", "module_files", "select_deployment"]

@@ -9,7 +9,7 @@ from alphac.check.lower import DEPLOYMENT, LEARNER, RESUME, Lowering
 from alphac.check.modules import World
 from alphac.check.shapes import LOCAL_CORRELATION, NAMED, lower_named
 from alphac.check.values import Evaluator, VObj
-from alphac.diagnostics import CompileError, Diagnostic, DiagnosticBag, SourceCache, Span, hinted
+from alphac.diagnostics import CompileError, Diagnostic, DiagnosticBag, SourceCache, Span, hinted, nearest
 from alphac.ir import nodes as ir
 
 # The syntax stage bounds tree depth (syntax/parse.py MAX_DEPTH); checking recurses a few
@@ -121,14 +121,24 @@ def load_spec(path: str) -> ir.CheckedSpec:
 def load_deployment(path: str, name: str | None = None) -> ir.Deployment:
     """The file's deployment named `name`, or its single one; CompileError(no-deployment) if
     it has none, several and none is named, or none of that name."""
-    spec = load_spec(path)
+    return select_deployment(load_spec(path), path, name)
+
+
+def select_deployment(spec: ir.CheckedSpec, path: str, name: str | None = None) -> ir.Deployment:
+    """The checked spec's deployment named `name`, or its single one; CompileError
+    (no-deployment) if it has none, several and none is named, or none of that name: then
+    located at the deployment it most likely means (the nearest name's declaration, else
+    the first deployment's), with every name in a note."""
     deps = spec.deployments
     names = [d.name for d in deps]
     if name is not None:
         if name in names:
             return deps[names.index(name)]
+        close = nearest(name, names)
+        meant = deps[names.index(close[0])] if close else (deps[0] if deps else None)
+        span = meant.span if meant is not None and meant.span.line > 0 else Span(path, 1, 1)
         raise CompileError(Diagnostic("no-deployment", hinted(
-            f"{path} defines no deployment named {name}", name, names), Span(path, 1, 1),
+            f"{path} defines no deployment named {name}", name, names), span,
             (f"its deployments: {', '.join(names) or 'none'}",)))
     if len(deps) == 1:
         return deps[0]

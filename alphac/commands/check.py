@@ -19,20 +19,23 @@ from alphac.commands import report
 
 @click.command("check")
 @click.argument("spec", type=str)
+@click.option("--deployment", "deployment", default=None, metavar="NAME",
+              help="Plan this deployment alone (it must exist), where SPEC declares several; "
+                   "the whole file is checked either way.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result or diagnostics as JSON.")
-def command(spec: str, as_json: bool) -> None:
+def command(spec: str, deployment: str | None, as_json: bool) -> None:
     """Parse and check SPEC (`-`: read it from stdin). Exit 0 with one `ok` line, or 1 with
     every diagnostic."""
-    sys.exit(run(spec, as_json))
+    sys.exit(run(spec, as_json, deployment))
 
 
-def run(spec: str, as_json: bool = False) -> int:
-    return report.reported("check", as_json, lambda: _run(spec))
+def run(spec: str, as_json: bool = False, deployment: str | None = None) -> int:
+    return report.reported("check", as_json, lambda: _run(spec, deployment))
 
 
-def _run(spec: str) -> int:
+def _run(spec: str, deployment: str | None = None) -> int:
     try:
-        result = driver.check(driver.spec_path(spec))
+        result = driver.check(driver.spec_path(spec), deployment)
     except Exception as exc:  # a checker bug must still end in one line, never a traceback
         report.internal(f"checking {spec}", exc)
         return 1

@@ -16,24 +16,26 @@ from alphac.diagnostics import CompileError
 @click.argument("spec", type=str)
 @click.option("--json", "as_json", is_flag=True, help="The plan as JSON (keys documented in the README).")
 @click.option("--dot", "as_dot", is_flag=True, help="The combine tree as Graphviz dot.")
-def command(spec: str, as_json: bool, as_dot: bool) -> None:
+@click.option("--deployment", "deployment", default=None, metavar="NAME",
+              help="The deployment to plan, where SPEC declares several.")
+def command(spec: str, as_json: bool, as_dot: bool, deployment: str | None) -> None:
     """Plan SPEC's deployment: partitioning and coordinate blocks, combine tree, phases,
     shard maps, each owner's protocol and bytes."""
     if as_json and as_dot:
-        click.echo("alphac: error: --json and --dot exclude each other", err=True)
+        click.echo("alphac: error[usage]: --json and --dot exclude each other", err=True)
         sys.exit(2)
-    sys.exit(run(spec, as_json, as_dot))
+    sys.exit(run(spec, as_json, as_dot, deployment))
 
 
-def run(spec: str, as_json: bool = False, as_dot: bool = False) -> int:
-    return report.reported("plan", as_json, lambda: _run(spec, as_dot))
+def run(spec: str, as_json: bool = False, as_dot: bool = False, deployment: str | None = None) -> int:
+    return report.reported("plan", as_json, lambda: _run(spec, as_dot, deployment))
 
 
-def _run(spec: str, as_dot: bool) -> int:
+def _run(spec: str, as_dot: bool, deployment: str | None = None) -> int:
     from alphac.plan.render import plan_dot, plan_json, plan_text
 
     try:
-        p = driver.plan(driver.deployment(spec))
+        p = driver.plan(driver.deployment(spec, deployment))
     except CompileError as err:
         report.diagnostics(err)
         return 1

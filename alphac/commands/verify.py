@@ -33,12 +33,14 @@ output, an uncommitted run, a run of another plan), 2 for a usage error."""
 @click.option("--resume", type=click.Path(exists=True, file_okay=False), default=None,
               help="The checkpoint the run resumed from (default: the spec's resume declaration).")
 @click.option("--new-contract", is_flag=True, help="With --resume: the run started a new contract on it.")
+@click.option("--deployment", "deployment", default=None, metavar="NAME",
+              help="The deployment the run is of, where SPEC declares several.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True, max=MAX_TIMEOUT_S),
               default=120.0, show_default=True,
               help="Seconds the whole verification may take, the oracle's evaluation included; "
                    "when they run out, error[launch-timeout] names the part that was running.")
 def command(run_dir: str, spec: str, rounds: int | None, as_json: bool, resume: str | None,
-            new_contract: bool, timeout: float) -> None:
+            new_contract: bool, deployment: str | None, timeout: float) -> None:
     """Compare the owners' outputs in RUN_DIR with the oracle's evaluation of SPEC."""
     from alphac.launch.runner import bounded, doing, interruptible
 
@@ -50,7 +52,7 @@ def command(run_dir: str, spec: str, rounds: int | None, as_json: bool, resume: 
         try:
             with bounded(timeout):
                 doing("loading and checking the spec")
-                return run(run_dir, spec, rounds, as_json, resume, new_contract)
+                return run(run_dir, spec, rounds, as_json, resume, new_contract, deployment)
         except KeyboardInterrupt as exc:
             return interrupted(exc)
 
@@ -60,10 +62,10 @@ def command(run_dir: str, spec: str, rounds: int | None, as_json: bool, resume: 
 
 
 def run(run_dir: str, spec: str, rounds: int | None, as_json: bool, resume: str | None,
-        new_contract: bool) -> int:
+        new_contract: bool, deployment: str | None = None) -> int:
     from alphac.launch.verify import verify
 
-    dep = load(spec)
+    dep = load(spec, deployment)
     if dep is None:
         return 1
     checked, failed = report.staged(lambda: verify(dep, run_dir, rounds, spec, resume=resume,
