@@ -107,3 +107,21 @@ def test_the_only_field_left_is_what_an_unknown_one_meant(misspelt):
     assert code == 1 and err.splitlines()[3:] == [
         "  note: did you mean dataParallelFanout?", "  note: its fields: dataParallelFanout"]
     assert "missing-field" not in err
+
+
+def test_a_missing_data_file_suggests_the_files_beside_it(tmp_path):
+    shutil.copytree(SPECS / "Gates", tmp_path / "Gates")
+    lib = tmp_path / "Gates" / "SampleTree.alpha"
+    lib.write_text(lib.read_text().replace('load "sampletree13.npy" shares [6, 1, 0, 6]',
+                                           'load "sampletree31.npy" shares [6, 1, 0, 6]'))
+    spec = tmp_path / "lsq_adam_sampletree.alpha"
+    spec.write_text((SPECS / "lsq_adam_sampletree.alpha").read_text())
+    out = CliRunner().invoke(main, ["check", str(spec)])
+    assert out.exit_code == 1
+    lines = out.stderr.splitlines()
+    assert lines[0] == (f"{tmp_path}/Gates/SampleTree.alpha:17:25: error[sample-file]: "
+                        f"{tmp_path}/Gates/sampletree31.npy does not exist; did you mean sampletree13.npy?")
+    assert lines[3] == "  note: .npy files beside it: sampletree13.npy"
+    lib.write_text(lib.read_text().replace('load "sampletree31.npy"', 'load "data/x.npy"'))
+    lines = CliRunner().invoke(main, ["check", str(spec)]).stderr.splitlines()
+    assert lines[3] == f"  note: its directory {tmp_path}/Gates/data does not exist"

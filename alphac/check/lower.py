@@ -147,7 +147,7 @@ class Lowering:
         try:
             data = W.load_words(v.path)
         except W.WordError as exc:
-            self.bag.error("sample-file", exc.message, v.span)
+            self.bag.error("sample-file", exc.message, v.span, exc.notes)
             return None
         if data.ndim == 2 and data.shape[1] != s:
             self.bag.error("sample-width", f"{v.path} holds a {W.shape_text(data.shape)} array: "

@@ -576,7 +576,7 @@ class Evaluator:
             try:
                 data = W.load_words(path)
             except W.WordError as exc:
-                self.bag.error(exc.code, exc.message, e.span)
+                self.bag.error(exc.code, exc.message, e.span, exc.notes)
                 return None
             if data.ndim not in (1, 2):
                 self.bag.error("load-file", f"{path} holds a {W.shape_text(data.shape)} array; a "

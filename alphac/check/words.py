@@ -18,12 +18,40 @@ MAX_WORDS = 1 << 26  # the most words one word list or file may hold (512 MiB)
 
 
 class WordError(Exception):
-    """A problem with a word or a word file; `code` is a catalogue code."""
+    """A problem with a word or a word file; `code` is a catalogue code, `notes` what the
+    diagnostic adds (the files beside a missing one)."""
 
-    def __init__(self, code: str, message: str):
+    def __init__(self, code: str, message: str, notes: tuple[str, ...] = ()):
         super().__init__(message)
         self.code = code
         self.message = message
+        self.notes = notes
+
+
+# How many of the files beside a missing one its diagnostic lists.
+BESIDE_LISTED = 8
+
+
+def missing_file(code: str, path: str) -> WordError:
+    """`path does not exist`, with a did-you-mean among the files of its suffix beside it
+    and a note listing some of them (or that there are none, or that its directory is
+    missing)."""
+    from alphac.diagnostics import hinted
+
+    folder, name = os.path.split(path)
+    try:
+        beside = sorted(e.name for e in os.scandir(folder or ".") if e.is_file())
+    except OSError:
+        return WordError(code, f"{path} does not exist", (f"its directory {folder or '.'} does not exist",))
+    suffix = os.path.splitext(name)[1]
+    alike = [b for b in beside if os.path.splitext(b)[1] == suffix]
+    message = hinted(f"{path} does not exist", name, alike)
+    kind = f"{suffix} files" if suffix else "files without a suffix"
+    if not alike:
+        return WordError(code, message, (f"{folder or '.'} holds no {kind}",))
+    more = len(alike) - BESIDE_LISTED
+    shown = ", ".join(alike[:BESIDE_LISTED]) + (f" and {more} more" if more > 0 else "")
+    return WordError(code, message, (f"{kind} beside it: {shown}",))
 
 
 def bits(value: float) -> int:
@@ -120,7 +148,7 @@ def load_words(path: str) -> np.ndarray:
             raise WordError("load-file", f"{path} has {size} bytes, not a whole number of 8-byte words")
         return _mapped(path, np.dtype("<u8"), (size // 8,), 0)
     except FileNotFoundError:
-        raise WordError("load-file", f"{path} does not exist") from None
+        raise missing_file("load-file", path) from None
     except OSError as exc:
         raise WordError("load-file", f"{path} cannot be read: {exc.strerror or exc}") from None
 
