@@ -20,6 +20,7 @@ from alphac.plan.protocol import Transfer, build_tree, delivery_path, postorder,
 
 ROOT = Path(__file__).resolve().parents[1]
 SPAN = Span("spec.alpha", 3, 1)
+SPECS = ROOT / "specs"
 
 
 @pytest.mark.parametrize("named,explicit", [
@@ -114,3 +115,30 @@ def test_a_broken_delivery_refuses_the_plan(monkeypatch):
     with pytest.raises(CompileError) as err:
         plan(dep)
     assert [d.code for d in err.value.diagnostics] == ["combine-delivery-law"] * 4
+
+
+# Every named deployment family of specs/, by the value that stands for its deployment.
+NAMED_SPECS = [("partitioned_regression", "run"), ("partitioned_regression_sm86", "run"),
+               ("coordinate_host", "run"), ("coordinate_device", "device"),
+               ("coordinate_memory", "device"), ("local_correlation_star", "run"),
+               ("local_correlation_hierarchy", "run"), ("lsq_momentum_owned_star", "run"),
+               ("lsq_adam_owned_hierarchy", "run")]
+
+
+@pytest.mark.parametrize("stem,value", NAMED_SPECS)
+def test_a_resume_declaration_names_a_value_of_every_deployment_family(tmp_path, stem, value):
+    import shutil
+
+    shutil.copytree(SPECS / "Gates", tmp_path / "Gates")
+    text = (SPECS / f"{stem}.alpha").read_text()
+    text = text.replace("\nimport ", "\nimport Learning.Deployment\nimport ", 1) + f"""
+value again : DeploymentResume = ResumeOf {{
+  resumeDeployment = {value},
+  resumeCheckpoint = "ck/ckpt-2",
+  resumeContract = ResumeNewContract,
+}}
+"""
+    path = tmp_path / f"{stem}.alpha"
+    path.write_text(text)
+    dep = load_deployment(str(path))  # no type-mismatch: the value stands for its deployment
+    assert (dep.resume.path, dep.resume.mode) == (str(tmp_path / "ck" / "ckpt-2"), "new")

@@ -27,7 +27,7 @@ def check_file(path: str) -> tuple[ir.CheckedSpec | None, list[Diagnostic], Sour
     root = world.load_root(path)
     if root is None:
         return None, bag.items, sources
-    ev = Evaluator(world)
+    ev = Evaluator(world, stands_for={key: DEPLOYMENT for key in NAMED})
     ev.validate_families()
     lowering = Lowering(ev)
     learners: list[ir.Learner] = []

@@ -215,11 +215,14 @@ _BUSY = object()
 
 
 class Evaluator:
-    def __init__(self, world: World):
+    def __init__(self, world: World, stands_for: dict[str, str] | None = None):
         self.world = world
         self.bag = world.bag
         self.memo: dict[tuple[str, str], object] = {}
         self.defaults: dict[tuple[str, str, str], object] = {}  # (family, ctor, field) -> value
+        # family -> the family its values stand for where that one is expected (a named
+        # deployment family's value is the Deployment it names: docs/learners.md)
+        self.stands_for = dict(stands_for or {})
 
     # ------------------------------------------------------------------ types
     def resolve_type(self, info: ModuleInfo, t: ast.TypeExpr, params: dict | None = None):
@@ -402,6 +405,11 @@ class Evaluator:
             return self._mismatch(e, ty)
         return self._check_family(info, e, ty)
 
+    def _stands_for(self, actual, expected) -> bool:
+        """A value of `actual`'s family stands for one of `expected`'s (stands_for)."""
+        return (isinstance(actual, Ty) and isinstance(expected, Ty) and not expected.args
+                and self.stands_for.get(actual.key) == expected.key)
+
     def _describe(self, e: ast.Expr) -> str:
         return {
             ast.IntLit: "an integer", ast.FloatLit: "a number", ast.WordLit: "a word",
@@ -419,7 +427,7 @@ class Evaluator:
         got = self.value_of(info, e.name, e.span)
         if got is not None:
             v, actual = got
-            if not compatible(actual, ty):
+            if not compatible(actual, ty) and not self._stands_for(actual, ty):
                 self.bag.error("type-mismatch", f"{e.name} has type {actual}, expected {ty}", e.span)
                 return None
             return v
