@@ -153,3 +153,60 @@ def test_launch_prints_its_run_directory_and_a_summary(tmp_path):
     assert lines[-1] == f"run directory: {run}"
     assert lines[5].startswith("digest ") and lines[5].endswith(": owners 0, 1, 2, 3")
     assert lines[6].startswith("  params 2 words: ") and lines[7] == "  state  (none)"
+
+
+def _imported(*argv: str) -> set[str]:
+    """The modules `python -m alphac ARGV` imports (from -X importtime)."""
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "alphac", *argv], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    return {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines()
+            if line.startswith("import time:") and "|" in line}
+
+
+def test_version_imports_no_command_nor_stage():
+    # `alphac --version` is the interpreter's start and click: no command module is loaded
+    found = _imported("--version")
+    assert "click" in found
+    assert not {m for m in found if m.startswith("alphac.") and m != "alphac.commands"}, sorted(
+        m for m in found if m.startswith("alphac."))
+    assert "numpy" not in found
+
+
+def test_check_imports_neither_the_launcher_nor_the_code_generator():
+    found = _imported("check", "specs/demo.alpha")
+    assert {"alphac.driver", "alphac.check", "alphac.plan"} <= found
+    later = {m for m in found if m.split(".")[:2] in (["alphac", "launch"], ["alphac", "codegen"],
+                                                       ["alphac", "image"], ["alphac", "oracle"])}
+    assert later == set() and "llvmlite" not in found and "numba" not in found, sorted(later)
+    assert {"alphac.commands.build", "alphac.commands.launch"} & found == set()
+
+
+def test_a_closed_pipe_ends_the_command_quietly_with_exit_0(tmp_path):
+    # 20,000 words with --full: far more than a pipe holds, so the write after the reader
+    # has gone fails with EPIPE (`alphac oracle ... | head -1`)
+    text = (SPECS / "bench" / "big_lsq.alpha").read_text()
+    text = text.replace("value k : Nat = 1000000", "value k : Nat = 20000").replace(
+        'load "../../out/data/big_samples.npy" shares [3, 2, 3, 0]', "[[repeat k + 1 of 0.5], [], [], []]")
+    spec = tmp_path / "wide.alpha"
+    spec.write_text(text.replace("module Bench.BigLsq", "module Wide"))
+    p = subprocess.Popen([sys.executable, "-m", "alphac", "oracle", str(spec), "--full", "--rounds", "0"],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout.readline().startswith(b"oracle: run (")
+    p.stdout.close()
+    err = p.stderr.read()
+    assert (p.wait(timeout=60), err) == (0, b"")
+
+
+def test_emit_with_json_writes_nothing_to_stderr(tmp_path):
+    import json
+
+    out = CliRunner().invoke(main, ["launch", str(SPECS / "lsq_plain_star.alpha"), "--emit", "mpirun",
+                                    "-o", str(tmp_path / "out"), "--json"])
+    assert (out.exit_code, out.stderr) == (0, "")
+    doc = json.loads(out.stdout)
+    assert doc["ok"] is True and doc["engine"] == "mpirun" and len(doc["executables"]) == 3
+
+
+def test_build_help_names_every_buildable_target():
+    out = CliRunner().invoke(main, ["build", "--help"])
+    assert "The target: aarch64, sm86, x86_64;" in " ".join(out.stdout.split())

@@ -142,9 +142,11 @@ def test_a_tracker_of_another_format_or_no_database_is_refused(tmp_path):
     junk.write_bytes(b"not a database at all, not even close" * 40)
     done = _cli("--db", str(junk), "--report")
     assert done.returncode == 1 and done.stderr.startswith(f"alphac: error[qualify-db]: {junk}: ")
-    done = _cli("--db", str(tmp_path / "absent.db"), "--report")
-    assert (done.returncode, done.stderr) == (1, f"alphac: error[qualify-db]: {tmp_path / 'absent.db'}: no such "
-                                                 "tracker (no qualification run recorded there yet)\n")
+    # a tracker not made yet is an empty history: --report and --html run nothing, exit 0
+    done = _cli("--db", str(tmp_path / "absent.db"), "--report", "--html", str(tmp_path / "none.html"))
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == f"qualify: no run recorded in {tmp_path / 'absent.db'} yet\n"
+    assert "<table" in (tmp_path / "none.html").read_text() and not (tmp_path / "absent.db").exists()
 
 
 def test_host_facts_are_read_from_cpuinfo_and_nvidia_smi():
@@ -159,3 +161,19 @@ def test_run_options_with_the_report_are_usage_errors(tmp_path):
     done = _cli("--db", str(tmp_path / "q.db"), "--report", "--gate", "order")
     assert (done.returncode, done.stderr) == (2, "alphac: error[usage]: --gate goes with a run, not with --report "
                                                  "or --html\n")
+
+
+def test_json_without_gate_specs_is_an_envelope(tmp_path, monkeypatch):
+    import json
+
+    from click.testing import CliRunner
+
+    from alphac.commands import main
+    from alphac.qualify import gates
+
+    monkeypatch.setattr(gates, "default_specs", lambda: tmp_path / "no-specs")
+    out = CliRunner().invoke(main, ["qualify", "--json", "--db", str(tmp_path / "q.db")])
+    assert (out.exit_code, out.stderr) == (2, "")
+    doc = json.loads(out.stdout)
+    assert doc["ok"] is False and [r["code"] for r in doc["refusals"]] == ["usage"]
+    assert doc["refusals"][0]["message"].startswith(f"no gate specs at {tmp_path / 'no-specs'} ")

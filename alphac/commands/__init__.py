@@ -3,14 +3,54 @@ arguments and print; every stage is reached through alphac.driver."""
 
 from __future__ import annotations
 
+import importlib
+import os
+import sys
+
 import click
 
 from alphac import __version__
-from alphac.commands import (build, check, clean, explain, inspect, launch, oracle, plan, qualify,
-                             verify)
+
+# The commands, in the order --help lists them, each the `command` of its module: imported
+# only when it runs (or --help lists them), so `alphac --version` and `alphac check` do not
+# pay for the launcher, the targets and the code generator.
+COMMANDS = ("check", "plan", "oracle", "build", "launch", "verify", "inspect", "qualify",
+            "explain", "clean")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class Commands(click.Group):
+    """The click group of COMMANDS, loaded on first use. A closed pipe on stdout
+    (`alphac ... | head -1`) ends the command quietly with exit 0: what was asked for was
+    read, and nothing is left to say."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str):
+        if name not in COMMANDS:
+            return None
+        return importlib.import_module(f"alphac.commands.{name}").command
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            quiet_stdout()
+            raise click.exceptions.Exit(0) from None
+
+
+def quiet_stdout() -> None:
+    """Point stdout at /dev/null once its reader has gone, so that no later write or the
+    interpreter's final flush fails again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
+@click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="alphac")
 def main() -> None:
     """Compile a declarative spec of a distributed learner into native per-role executables.
@@ -35,7 +75,4 @@ def main() -> None:
     """
 
 
-for _module in (check, plan, oracle, build, launch, verify, inspect, qualify, explain, clean):
-    main.add_command(_module.command)
-
-__all__ = ["main"]
+__all__ = ["main", "COMMANDS"]

@@ -37,7 +37,8 @@ def mutant_help(what: str) -> str:
 @click.command("build", epilog=EPILOG)
 @click.argument("spec", type=str)
 @click.option("--role", help="The role to build (see `alphac plan`); alone: on every target it is placed on.")
-@click.option("--target", help="The target: x86_64 or aarch64; alone: every role placed on it.")
+@click.option("--target", help=f"The target: {', '.join(driver.buildable_targets())}; alone: every "
+                                "role placed on it.")
 @click.option("--all", "build_all", is_flag=True, help="Build every (role, target) the placement needs.")
 @click.option("-o", "--output", "out_dir", default="out", show_default=True, help="Output directory.")
 @click.option("--cpu", "cpu", default="baseline", show_default=True, metavar="LEVEL",

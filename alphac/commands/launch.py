@@ -148,9 +148,11 @@ def run_emit(spec: str, engine: str, rounds: int | None, as_json: bool, out_dir:
     dep = load(spec, name)
     if dep is None:
         return 1
+    # with --json the envelope on stdout is the whole answer: no builds logged on stderr
+    log = None if as_json else (lambda m: print(f"alphac: {m}", file=sys.stderr))
     done, failed = report.staged(lambda: emit(
         driver.plan(dep), engine, out_dir, base_port, hosts, native, rounds, timeout,
-        log=lambda m: print(f"alphac: {m}", file=sys.stderr), **options))
+        log=log, **options))
     if failed is not None:
         return failed
     if as_json:

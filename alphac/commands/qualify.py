@@ -55,8 +55,11 @@ def command(gates: tuple[str, ...], gpu: bool, db: str | None, work: str | None,
         error("usage", f"{run_only[0]} goes with a run, not with --report or --html")
         sys.exit(2)
     if not (report or html_file) and specs is None and not default_specs().is_dir():
-        error("usage", f"no gate specs at {default_specs()} (alphac is not run from a checkout): give --specs DIR")
-        sys.exit(2)
+        def missing() -> int:
+            error("usage", f"no gate specs at {default_specs()} (alphac is not run from a checkout): "
+                  "give --specs DIR")
+            return 2
+        sys.exit(reporting.reported("qualify", as_json, missing))
     try:
         if report or html_file:
             sys.exit(show(db_path, report, html_file))
@@ -88,11 +91,12 @@ def show(db: Path, report: bool, html_file: str | None) -> int:
     from alphac.qualify.render import history_html, history_table
     from alphac.qualify.tracker import history
 
-    runs = history(db)
+    # a tracker not made yet holds no run: an empty history, not an error
+    runs = history(db) if Path(db).exists() else []
     if html_file:
         Path(html_file).write_text(history_html(runs))
     if report:
-        print(history_table(runs))
+        print(history_table(runs) if runs else f"qualify: no run recorded in {db} yet")
     return 0
 
 

@@ -36,10 +36,28 @@ _TERMINAL_TEXT = {
 
 @lru_cache(maxsize=1)
 def parser():
+    """The LALR parser of the grammar. Lark keeps its analysed tables in a cache file,
+    stamped with a hash of the grammar, the options and lark's version (a file of another
+    grammar or lark is analysed again and rewritten), so a new process loads them instead
+    of analysing the grammar (half of what `alphac check` of a small spec costs
+    otherwise). The file lies in the user's own cache directory (alphac.resources), not in
+    the shared temporary directory, where another user could plant one."""
     from lark import Lark
 
     return Lark(GRAMMAR.read_text(encoding="utf-8"), parser="lalr", lexer="contextual",
-                propagate_positions=True, maybe_placeholders=False)
+                propagate_positions=True, maybe_placeholders=False, cache=_cache_file())
+
+
+def _cache_file() -> str | bool:
+    """Where lark caches the parser (False, no cache, when the directory cannot be made)."""
+    from alphac.resources import cache_dir
+
+    folder = cache_dir() / "grammar"
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return str(folder / "alpha.lark.cache")
 
 
 def _error(code: str, message: str, span: Span, notes=()) -> CompileError:
