@@ -11,6 +11,10 @@ import click
 
 from alphac import __version__
 
+# alphac never lets BLAS compute anything (every order is declared); numpy's OpenBLAS would
+# still start a thread per core when it is imported, a tenth of a second of CPU per command.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 # The commands, in the order --help lists them, each the `command` of its module: imported
 # only when it runs (or --help lists them), so `alphac --version` and `alphac check` do not
 # pay for the launcher, the targets and the code generator.
