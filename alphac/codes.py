@@ -68,6 +68,7 @@ CHECK = {
     "owner-count": "the deployment's owner count is zero, above 65536, or disagrees with the "
                    "learner's samples",
     "invalid-fanout": "a hierarchy's fan-out is zero or larger than the deployment's owner count",
+    "checkpoint-interval": "CheckpointEvery's interval is 0 (it would never checkpoint)",
     "placement-length": "the placement does not name one target per owner",
     "role-owner-out-of-range": "a role names an owner outside 0 .. owners-1",
     "role-coverage": "an owner holds no role, or more than one (a role lists more owners than "

@@ -162,3 +162,24 @@ def test_number_lists_read_ahead_give_the_parsers_tree_and_spans(text, monkeypat
         return module, _spans(module, [])
 
     assert parse(True) == parse(False)
+
+
+def test_the_parser_s_tables_are_cached_whole_and_a_bad_cache_is_replaced(tmp_path, monkeypatch):
+    from alphac.syntax import parse as P
+
+    monkeypatch.setenv("ALPHAC_CACHE", str(tmp_path))
+    P.parser.cache_clear()
+    try:
+        first = P.parser()
+        [cached] = list((tmp_path / "grammar").iterdir())
+        assert cached.name.startswith("alpha-") and cached.suffix == ".lark"
+        text = (Path(__file__).resolve().parents[1] / "specs" / "demo.alpha").read_text()
+        P.parser.cache_clear()
+        assert P.parser().parse(text) == first.parse(text)  # loaded from the file
+        cached.write_bytes(b"not lark's tables")
+        P.parser.cache_clear()
+        assert P.parser().parse(text) == first.parse(text)  # analysed again, file rewritten
+        assert cached.read_bytes() != b"not lark's tables"
+        assert sorted(p.name for p in (tmp_path / "grammar").iterdir()) == [cached.name]
+    finally:
+        P.parser.cache_clear()

@@ -418,8 +418,12 @@ class Lowering:
     def _checkpoint(self, c: VObj) -> ir.Checkpoint:
         if c.ctor == "CheckpointNever":
             return ir.Checkpoint(0, "", c.span)
-        return ir.Checkpoint(c.fields["checkpointInterval"].n, c.fields["checkpointDirectory"].s,
-                             c.span)
+        interval = c.fields["checkpointInterval"]
+        if interval.n == 0:  # would silently never checkpoint
+            self.bag.error("checkpoint-interval", "a checkpoint every 0 updates is never taken",
+                           getattr(interval, "span", c.span),
+                           ["checkpoint every I >= 1 updates, or write CheckpointNever"])
+        return ir.Checkpoint(interval.n, c.fields["checkpointDirectory"].s, c.span)
 
 
 def _quoted(name: str, limit: int = 40) -> str:

@@ -8,6 +8,7 @@ deep, so that no later recursive pass can exhaust the Python stack.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import stat
@@ -34,30 +35,58 @@ _TERMINAL_TEXT = {
 }
 
 
+# The parser's options; with the grammar and lark's version they name its cache file.
+_OPTIONS = dict(parser="lalr", lexer="contextual", propagate_positions=True, maybe_placeholders=False)
+
+
 @lru_cache(maxsize=1)
 def parser():
-    """The LALR parser of the grammar. Lark keeps its analysed tables in a cache file,
-    stamped with a hash of the grammar, the options and lark's version (a file of another
-    grammar or lark is analysed again and rewritten), so a new process loads them instead
-    of analysing the grammar (half of what `alphac check` of a small spec costs
-    otherwise). The file lies in the user's own cache directory (alphac.resources), not in
-    the shared temporary directory, where another user could plant one."""
-    from lark import Lark
+    """The LALR parser of the grammar. Its analysed tables are kept in the user's own cache
+    directory (alphac.resources; never the shared temporary directory, where another user
+    could plant one), in a file named by the sha256 of the grammar, the options and lark's
+    version, written whole or not at all (a new name renamed over it), so a new process
+    loads them instead of analysing the grammar again. A file that does not load is
+    replaced."""
+    import lark
 
-    return Lark(GRAMMAR.read_text(encoding="utf-8"), parser="lalr", lexer="contextual",
-                propagate_positions=True, maybe_placeholders=False, cache=_cache_file())
+    text = GRAMMAR.read_text(encoding="utf-8")
+    key = hashlib.sha256(repr((text, sorted(_OPTIONS.items()), lark.__version__)).encode()).hexdigest()
+    path = _cache_path(f"alpha-{key[:32]}.lark")
+    if path is not None:
+        try:
+            with open(path, "rb") as fh:
+                return lark.Lark.load(fh)
+        except Exception:  # absent, unreadable or not lark's: analysed again below
+            pass
+    made = lark.Lark(text, **_OPTIONS)
+    if path is not None:
+        _save(made, path)
+    return made
 
 
-def _cache_file() -> str | bool:
-    """Where lark caches the parser (False, no cache, when the directory cannot be made)."""
+def _cache_path(name: str):
     from alphac.resources import cache_dir
 
     folder = cache_dir() / "grammar"
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError:
-        return False
-    return str(folder / "alpha.lark.cache")
+        return None
+    return folder / name
+
+
+def _save(made, path) -> None:
+    """Write the parser's tables to `path` whole: into a private name, then renamed."""
+    fresh = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        with open(fresh, "wb") as fh:
+            made.save(fh)
+        os.replace(fresh, path)
+    except OSError:
+        pass
+    finally:
+        if fresh.exists():
+            fresh.unlink()
 
 
 def _error(code: str, message: str, span: Span, notes=()) -> CompileError:
