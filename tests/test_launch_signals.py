@@ -283,16 +283,22 @@ def test_an_interrupted_link_leaves_no_partial_file(tmp_path, monkeypatch, x86_s
 
 # --- the oracle phase ---------------------------------------------------------------------
 
+def _kill_owners_as_they_start(cmd: "Command", out: Path, n: int = 4) -> None:
+    """SIGKILL the n owners of `cmd` under `out` once all have started: the launcher then
+    has only the oracle left to wait for."""
+    owners = _wait_for(lambda: (lambda o: o if len(o) == n else None)(_owners(out)), 60)
+    assert owners, cmd.err()
+    for pid in owners:
+        os.kill(pid, signal.SIGKILL)
+
+
 def test_sigterm_while_the_oracle_evaluates(tmp_path, x86_spec, x86_exes):
     # the owners are killed as they start; the oracle then has 10**7 updates to evaluate,
     # and the launcher says (with --progress) when it waits for it
     out = _out_with(tmp_path, x86_exes)
     cmd = Command(tmp_path, "launch", str(x86_spec), "--rounds", str(10**7), "--timeout", "120",
                   "--progress", "-o", str(out))
-    owners = _wait_for(lambda: (lambda o: o if len(o) == 4 else None)(_owners(out)), 60)
-    assert owners, cmd.err()
-    for pid in owners:
-        os.kill(pid, signal.SIGKILL)
+    _kill_owners_as_they_start(cmd, out)
     assert _wait_for(lambda: not _owners(out), 10)
     assert _wait_for(lambda: "comparing with the oracle's" in cmd.err(), 60), cmd.err()
     time.sleep(0.3)
@@ -333,10 +339,7 @@ def test_the_timeout_bounds_the_oracle_after_the_owners(tmp_path, x86_spec, x86_
     out = _out_with(tmp_path, x86_exes)
     cmd = Command(tmp_path, "launch", str(x86_spec), "--rounds", str(10**7), "--timeout", "3",
                   "--json", "-o", str(out))
-    owners = _wait_for(lambda: (lambda o: o if len(o) == 4 else None)(_owners(out)), 60)
-    assert owners, cmd.err()
-    for pid in owners:
-        os.kill(pid, signal.SIGKILL)
+    _kill_owners_as_they_start(cmd, out)
     rc, seconds = _timed(cmd, 3)
     assert (rc, cmd.err()) == (1, "")
     doc = json.loads((tmp_path / "stdout").read_text())

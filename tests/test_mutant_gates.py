@@ -123,6 +123,6 @@ def test_launch_command_reports_every_owner_of_a_mutant_and_exits_1():
     assert ("alphac: note: built as mutant swap-branch: the owners computed the oracle's "
             "evaluation of the mutant") in out.stderr.splitlines()
     assert [line.split()[-1] for line in out.stdout.splitlines()[1:11]] == ["MISMATCH"] * 10
-    exe = out_dir() / "order10_star-worker-x86_64-mutant-swap-branch"
+    exe = out_dir() / "order10_star-worker-x86_64-host-mutant-swap-branch"  # launch: kernels for this CPU
     inspected = CliRunner().invoke(main, ["inspect", str(exe)])
     assert "mutant      swap-branch (a testing aid: not the declared program)" in inspected.stdout.splitlines()

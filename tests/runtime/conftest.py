@@ -42,6 +42,7 @@ class Runtime:
     def __init__(self, path: Path, plan):
         self.lib = ctypes.CDLL(str(path))
         self.plan = plan
+        self._argv: dict = {}  # rt -> the argv array it was parsed from (kept alive with it)
         self.protocol = plan.protocol_id
         lib = self.lib
         p, i64, u64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint64
@@ -111,6 +112,9 @@ class Runtime:
 
     def parse(self, rt, *args: str) -> int:
         argv = (ctypes.c_char_p * (len(args) + 2))(b"exe", *(a.encode() for a in args), None)
+        # the runtime keeps pointers into argv (a process's argv lives as long as it does):
+        # the array must live as long as `rt`, or a later message reads freed bytes
+        self._argv[rt] = argv
         return self.lib.rt_parse_args(rt, len(args) + 1, argv)
 
     def owner(self, owner: int, peers: str = "peers", out: str = "out", *extra: str):

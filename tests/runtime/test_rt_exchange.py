@@ -78,6 +78,7 @@ class Mesh:
 
 
 def _fill(x, peer, send, buf, len_, step, add=None):
+    """Point struct xfer `x` at `buf` (which the caller keeps alive while it is used)."""
     x.public.peer, x.public.send, x.public.buf, x.public.len = peer, send, buf.ctypes.data, len_
     x.public.kind, x.public.version, x.public.step = fr.COMBINE, 7, step
     x.public.add = ctypes.addressof(add) if add is not None else None
@@ -166,7 +167,8 @@ def test_an_exchange_past_its_deadline_refuses_naming_the_peer(widelib, shm):
     mesh = Mesh(widelib, owners=(1, 2), shm=((1, 2),) if shm else (), timeout_ms=150)
     try:
         xs = widelib.xfers(1)
-        _fill(xs[0], 2, 0, register(B), B, 5)
+        into = register(B)  # alive while the exchange writes into it
+        _fill(xs[0], 2, 0, into, B, 5)
         t0 = time.monotonic()
         rc = widelib.lib.rt_exchange(mesh.rts[1], xs, 1)
         elapsed = time.monotonic() - t0
@@ -208,7 +210,8 @@ def test_a_peer_that_dies_mid_frame_is_refused_at_once(widelib, shm):
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
         xs = widelib.xfers(1)
-        _fill(xs[0], 2, 0, register(B), B, 5)
+        into = register(B)  # alive while the exchange writes into it
+        _fill(xs[0], 2, 0, into, B, 5)
         t0 = time.monotonic()
         rc = widelib.lib.rt_exchange(one, xs, 1)
         elapsed = time.monotonic() - t0
