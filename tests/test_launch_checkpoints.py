@@ -118,3 +118,11 @@ def test_the_run_s_checkpoint_directory_is_the_declared_one_inside_it(declared, 
 def test_a_declared_directory_that_climbs_out_of_the_run_is_refused(declared):
     with pytest.raises(ValueError, match="does not name a directory inside the run directory"):
         checkpoint_home(declared)
+
+
+def test_a_checkpoint_directory_for_a_deployment_that_never_checkpoints_is_a_usage_error(tmp_path):
+    got = CliRunner().invoke(main, ["launch", str(ROOT / "specs" / "lsq_plain_star.alpha"), "-o",
+                                    str(tmp_path / "out"), "--checkpoint-dir", str(tmp_path / "ck")])
+    assert got.exit_code == 2
+    assert got.stderr == (f"alphac: error[usage]: --checkpoint-dir {tmp_path / 'ck'}: deployment run never "
+                          "checkpoints (CheckpointNever)\n")

@@ -488,25 +488,28 @@ def resumed(report: LaunchReport, resume, first: int, last: int, new_contract: b
         "path": str(resume), "version": first, "contract": "new" if new_contract else "same"})
 
 
-def checkpoint_place(dep, checkpoint_dir, first: int, last: int) -> Path | None:
-    """Where a launch of `dep` from version `first` to `last` checkpoints: with
-    `checkpoint_dir`, or an absolute checkpointDirectory, there, refused
-    `checkpoint-exists` now (before anything is built or started) when it holds a version
-    the run would write; otherwise in the run's own directory: the relative path returned
-    (RUN/D; the pointer OUT/D/latest then names the newest one). None when `dep` never
-    checkpoints or the place is given."""
+def checkpoint_place(dep, checkpoint_dir, first: int, last: int) -> tuple[Path | None, Path | None]:
+    """Where a launch of `dep` from version `first` to `last` checkpoints, as (a directory
+    of the user's, a path inside the run's directory): with `checkpoint_dir`, or an
+    absolute checkpointDirectory, there, refused `checkpoint-exists` now (before anything is
+    built or started) when it holds a version the run would write; otherwise RUN/D for the
+    relative D (the pointer OUT/D/latest then names the newest one); (None, None) when
+    `dep` never checkpoints."""
     from alphac.launch.runs import checkpoint_home, existing, scheduled
 
     every = dep.checkpoint.every
     if not every:
-        return None
+        if checkpoint_dir is not None:  # nothing is silently ignored
+            raise LaunchError("usage", f"--checkpoint-dir {checkpoint_dir}: deployment {dep.name} never "
+                              "checkpoints (CheckpointNever)")
+        return None, None
     if checkpoint_dir is None:
         try:
             home = checkpoint_home(dep.checkpoint.directory)
         except ValueError as exc:
             raise LaunchError("usage", str(exc)) from None
         if home is not None:
-            return home
+            return None, home
         checkpoint_dir = dep.checkpoint.directory
     taken = existing(checkpoint_dir, scheduled(first, last, every))
     if taken:
@@ -514,7 +517,7 @@ def checkpoint_place(dep, checkpoint_dir, first: int, last: int) -> Path | None:
         raise LaunchError("checkpoint-exists", f"{taken[0]} exists{more}; checkpoints are never "
                           "overwritten: give another --checkpoint-dir, or leave it out and the run "
                           "checkpoints into its own run directory (OUT/runs/RUN/D)")
-    return None
+    return Path(checkpoint_dir), None
 
 
 def owner_timeout_ms(deadline_s: float) -> int:
@@ -597,9 +600,9 @@ def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
     resume, new_contract = resume_of(dep, resume, new_contract)
     start = resume_start(resume) if resume is not None else None
     first = 0 if start is None else int(start[2])
-    home = None if mutant is not None else checkpoint_place(dep, checkpoint_dir, first, n)
-    if home is None and checkpoint_dir is None and dep.checkpoint.every and mutant is None:
-        checkpoint_dir = dep.checkpoint.directory  # absolute: the executables' own default
+    home = None
+    if mutant is None:  # a mutant neither writes nor resumes checkpoints
+        checkpoint_dir, home = checkpoint_place(dep, checkpoint_dir, first, n)
     doing("building the executables")
     exes = ensure_built(plan, out_dir, log=log, cpu=cpu, progress=progress)
     left = max(0.001, ends - time.monotonic())
@@ -631,7 +634,7 @@ def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
     oracle, refusal = expected.result()
     doing("comparing the owners' words with the oracle's")
     report = resumed(compare(plan, run, oracle, n, spec, refusal), resume, first, n, new_contract)
-    if dep.checkpoint.every and mutant is None:
+    if checkpoint_dir is not None:
         report = replace(report, checkpoint_dir=Path(checkpoint_dir), latest=latest)
     if as_mutant is None:
         return report
