@@ -3,6 +3,7 @@ running, evaluating the oracle) stop every owner and leave no partial file; SIGK
 launcher kills its owners through their parent-death signal (AArch64 ones under qemu too).
 """
 
+import contextlib
 import json
 import os
 import re
@@ -491,3 +492,21 @@ time.sleep(60)
     middle.kill()
     middle.wait(timeout=10)
     assert _wait_for(lambda: not _alive(child), 3)
+
+
+def test_the_descendants_are_found_by_the_children_files_and_by_the_scan_alike():
+    from alphac.launch import runner
+
+    kids = [subprocess.Popen([sys.executable, "-c", "import time, subprocess, sys; "
+                              "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']); "
+                              "time.sleep(30)"]) for _ in range(2)]
+    try:
+        assert _wait_for(lambda: len(runner._descendants()) == 4, 10), runner._descendants()
+        assert sorted(runner._descendants()) == sorted(runner._descendants_by_scan())
+        assert {k.pid for k in kids} <= set(runner._descendants())
+    finally:
+        for pid in reversed(runner._descendants()):  # grandchildren first
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        for k in kids:
+            k.wait()

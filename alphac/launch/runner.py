@@ -239,7 +239,10 @@ def _replaceable(handler) -> bool:
 def _descendants() -> list[int]:
     """Every process below this one (children before their children), from each task's
     /proc/PID/task/TID/children: a few reads, not one per process on the machine (each read
-    waits for the interpreter's lock while an oracle thread evaluates)."""
+    waits for the interpreter's lock while an oracle thread evaluates). A kernel without
+    those files (CONFIG_PROC_CHILDREN) is answered by a scan of every /proc/PID/stat."""
+    if not os.path.exists(f"/proc/self/task/{threading.get_native_id()}/children"):
+        return _descendants_by_scan()
     found, todo = [], [os.getpid()]
     while todo:
         pid = todo.pop(0)
@@ -255,6 +258,25 @@ def _descendants() -> list[int]:
                 continue
             found += kids
             todo += kids
+    return found
+
+
+def _descendants_by_scan() -> list[int]:
+    below: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        below.setdefault(ppid, []).append(int(name))
+    found, todo = [], [os.getpid()]
+    while todo:
+        for pid in below.get(todo.pop(0), ()):
+            found.append(pid)
+            todo.append(pid)
     return found
 
 
