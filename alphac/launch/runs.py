@@ -106,7 +106,7 @@ def runs_of(out_dir: str | Path) -> list[Path]:
 
 
 def prune_runs(out_dir: str | Path, keep: int = KEEP_RUNS) -> list[Path]:
-    """Remove all but the newest `keep` run directories, and those a checkpoint pointer
+    """Remove every run directory but the newest `keep` and those a checkpoint pointer
     leads into; the ones removed."""
     kept = _pointed_runs(out_dir)
     old = [p for p in runs_of(out_dir)[keep:] if p.resolve() not in kept]
