@@ -100,6 +100,29 @@ def _finite(x: float) -> bool:
     return math.isfinite(x)
 
 
+def _bits(x: float) -> int:
+    return struct.unpack("<Q", struct.pack("<d", x))[0]
+
+
+def _word(w: int) -> float:
+    return struct.unpack("<d", struct.pack("<Q", w))[0]
+
+
+CMP = list(n.COMPARE_OPS)
+
+
+def rand_selection(rng, sub):
+    """One of the selection operations over `sub()` operands."""
+    r = int(rng.integers(0, 5))
+    if r == 0:
+        return n.Unary("abs", sub())
+    if r == 1:
+        return n.Binary("copysign", sub(), sub())
+    if r == 2:
+        return n.Binary(["min", "max"][int(rng.integers(0, 2))], sub(), sub())
+    return n.Select(n.Compare(CMP[int(rng.integers(0, len(CMP)))], sub(), sub()), sub(), sub())
+
+
 def reference(program: n.Program, slots: list[float]) -> list[float]:
     """Sequential Python-float evaluation of the IR semantics (nodes.py docstring)."""
     slots = list(slots)
@@ -116,26 +139,44 @@ def reference(program: n.Program, slots: list[float]) -> list[float]:
             a = ev(e.arg, env, vars_, where)
             if not _finite(a):
                 raise Refused(*where)
-            r = -a if e.op == "neg" else (math.sqrt(a) if a >= 0 else math.nan)
+            if e.op == "abs":  # the sign bit cleared
+                r = _word(_bits(a) & ~(1 << 63))
+            else:
+                r = -a if e.op == "neg" else (math.sqrt(a) if a >= 0 else math.nan)
             if not _finite(r):
                 raise Refused(*where)
             return r
-        if isinstance(e, n.Binary):
+        if isinstance(e, (n.Binary, n.Compare)):
             a = ev(e.lhs, env, vars_, where)
             b = ev(e.rhs, env, vars_, where)
             if not (_finite(a) and _finite(b)):
                 raise Refused(*where)
+            if isinstance(e, n.Compare):
+                return {"lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b, "eq": a == b,
+                        "ne": a != b}[e.op]
             if e.op == "add":
                 r = a + b
             elif e.op == "sub":
                 r = a - b
             elif e.op == "mul":
                 r = a * b
+            elif e.op in ("min", "max"):  # ordered by value, then -0.0 below +0.0
+                key = (lambda v: (v, -1 if _bits(v) >> 63 else 0))
+                r = (min if e.op == "min" else max)((a, b), key=key)
+            elif e.op == "copysign":
+                r = _word((_bits(a) & ~(1 << 63)) | (_bits(b) & (1 << 63)))
             else:
                 r = a / b if b != 0 else math.inf
             if not _finite(r):
                 raise Refused(*where)
             return r
+        if isinstance(e, n.Select):
+            c = ev(e.cond, env, vars_, where)
+            a = ev(e.then, env, vars_, where)
+            b = ev(e.other, env, vars_, where)
+            if not (_finite(a) and _finite(b)):
+                raise Refused(*where)
+            return a if c else b
         if isinstance(e, n.Sum):
             if e.hi <= e.lo:
                 return 0.0
@@ -352,11 +393,14 @@ def test_random_programs_match_reference(tmp_path):
     rng = np.random.default_rng(11)
 
     def rand_expr(depth):
-        r = rng.integers(0, 10)
+        r = rng.integers(0, 12)
         if depth == 0 or r < 3:
-            return S(int(rng.integers(0, 5))) if r % 2 else C(float(rng.standard_normal()))
+            return S(int(rng.integers(0, 5))) if r % 2 else C(float(rng.choice(
+                [rng.standard_normal(), 0.0, -0.0])))
         if r < 5:
             return n.Unary(["neg", "sqrt"][r - 3], rand_expr(depth - 1))
+        if r >= 10:
+            return rand_selection(rng, lambda: rand_expr(depth - 1))
         return n.Binary(["add", "sub", "mul", "div", "mul"][r - 5], rand_expr(depth - 1),
                         rand_expr(depth - 1))
 
@@ -565,6 +609,8 @@ def test_random_indexed_loops_match_reference(tmp_path):
             return S(readable[int(rng.integers(0, len(readable)))], "i") if readable else S(x, "i")
         if r < 6:
             return n.Unary(["neg", "sqrt"][r - 4], rand_expr(depth - 1, readable))
+        if r >= 10:
+            return rand_selection(rng, lambda: rand_expr(depth - 1, readable))
         return n.Binary(["add", "sub", "mul", "div", "mul", "add"][r - 6],
                         rand_expr(depth - 1, readable), rand_expr(depth - 1, readable))
 

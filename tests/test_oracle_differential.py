@@ -10,14 +10,15 @@ from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from alphac.ir.nodes import Assign, Binary, Const, Index, Let, Local, Loop, Program, SlotRef, Star, Sum, Unary
+from alphac.ir.nodes import (COMPARE_OPS, Assign, Binary, Compare, Const, Index, Let, Local, Loop, Program,
+                             Select, SlotRef, Star, Sum, Unary)
 from alphac.oracle import Refusal, evaluate
 
 from test_oracle_learners import bits, deployment, lsq_learner
 
 K, S_ = 3, 4          # contribution slots: w [0,3), x [3,6), y 6, c [7,10)
 W, X, Y, CB = 0, K, 2 * K, 2 * K + 1
-VALUES = [0.5, -1.25, 3.0, 1e-3, 7.5, -0.1, 2.0 ** -30, 1e5]
+VALUES = [0.5, -1.25, 3.0, 1e-3, 7.5, -0.1, 2.0 ** -30, 1e5, 0.0, -0.0]
 
 
 def leaves(loop_var: str | None, sum_var: str | None, lets: list[str]):
@@ -43,7 +44,10 @@ def exprs(loop_var, lets, depth=3, sum_var=None):
         base,
         st.tuples(st.sampled_from(["add", "sub", "mul", "div"]), sub, sub).map(
             lambda t: Binary(*t)),
-        st.tuples(st.sampled_from(["neg", "sqrt"]), sub).map(lambda t: Unary(*t)),
+        st.tuples(st.sampled_from(["neg", "sqrt", "abs"]), sub).map(lambda t: Unary(*t)),
+        st.tuples(st.sampled_from(["min", "max", "copysign"]), sub, sub).map(lambda t: Binary(*t)),
+        st.tuples(st.sampled_from(COMPARE_OPS), sub, sub, sub, sub).map(
+            lambda t: Select(Compare(t[0], t[1], t[2]), t[3], t[4])),
         sums)
 
 
@@ -90,3 +94,11 @@ def outcome(dep, engine):
 def test_engines_agree_on_random_contributions(prog):
     dep = deployment(replace(BASE, contribution=prog), 4, Star(), updates=2)
     assert outcome(dep, "scalar") == outcome(dep, "vector")
+
+
+# numba compiles each program (about a second): a few examples here
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs())
+def test_the_compiled_engine_agrees_on_random_contributions(prog):
+    dep = deployment(replace(BASE, contribution=prog), 4, Star(), updates=2)
+    assert outcome(dep, "scalar") == outcome(dep, "numba")

@@ -13,9 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from alphac.check.values import Evaluator, VNat, VProgram, VWord
-from alphac.diagnostics import Span
+from alphac.diagnostics import Span, did_you_mean
 from alphac.ir import nodes as ir
 from alphac.syntax import ast
+
+# A program's functions and how many arguments each takes (docs/language.md "Comparisons
+# and selection"); `sqrt` and `f64` are the grammar's own.
+FUNCTIONS = {"abs": 1, "min": 2, "max": 2, "copysign": 2, "select": 3}
 
 
 @dataclass(frozen=True)
@@ -275,6 +279,13 @@ class ProgramLowering:
             if lhs is None or rhs is None:
                 return None
             return ir.Binary(e.op, lhs, rhs, e.span)
+        if isinstance(e, ast.Call):
+            return self._call(e, scope)
+        if isinstance(e, ast.Compare):
+            self.error("type-mismatch", "a comparison is a Bool, not a binary64 value: it is the "
+                       "condition of select(c, x, y)", e.span,
+                       ["write select(a < b, x, y) for x where a < b holds, else y"])
+            return None
         if isinstance(e, ast.Unary) and e.op == "f64" and any(
                 isinstance(n, ast.NameRef) and n.name in scope.vars for n in (e.arg,)):
             self.error("type-mismatch", f"f64({e.arg.name}) converts a loop index; a program's "
@@ -297,6 +308,36 @@ class ProgramLowering:
             self.ok = False
             return
         self.error("unknown-name", f"no view named {name} is in scope", span)
+
+    def _call(self, e: ast.Call, scope: _Scope):
+        """A program function: min, max, copysign (binary), abs (unary), select(c, x, y)."""
+        arity = FUNCTIONS.get(e.name)
+        if arity is None:
+            hint = did_you_mean(e.name, FUNCTIONS)
+            self.error("unknown-name", f"no function named {e.name}" + (f"; {hint}" if hint else ""),
+                       e.span, [f"a program's functions: {', '.join(sorted(FUNCTIONS))}"])
+            return None
+        if len(e.args) != arity:
+            self.error("wrong-arity", f"{e.name} takes {arity} argument{'s' if arity > 1 else ''}, "
+                       f"not {len(e.args)}", e.span)
+            return None
+        if e.name == "select":
+            cond = e.args[0]
+            if not isinstance(cond, ast.Compare):
+                self.error("type-mismatch", "select's condition is a comparison (a < b, a <= b, "
+                           "a == b, ...)", getattr(cond, "span", e.span))
+                return None
+            lhs, rhs = self._expr(cond.lhs, scope), self._expr(cond.rhs, scope)
+            then, other = self._expr(e.args[1], scope), self._expr(e.args[2], scope)
+            if None in (lhs, rhs, then, other):
+                return None
+            return ir.Select(ir.Compare(cond.op, lhs, rhs, cond.span), then, other, e.span)
+        args = [self._expr(a, scope) for a in e.args]
+        if None in args:
+            return None
+        if arity == 1:
+            return ir.Unary(e.name, args[0], e.span)
+        return ir.Binary(e.name, args[0], args[1], e.span)
 
     def _read(self, index: ir.Index, scope: _Scope, span: Span, label: str):
         if not self._access(index, scope, span, False, label):

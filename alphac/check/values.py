@@ -384,6 +384,12 @@ class Evaluator:
                            "slots, views and sums are only meaningful inside a pointwise program",
                            e.span)
             return None
+        if isinstance(e, (ast.Call, ast.Compare)):
+            what = f"{e.name}(...)" if isinstance(e, ast.Call) else "a comparison"
+            self.bag.error("misplaced-program-expression",
+                           f"{what} is an operation of a program: the kernels and the oracle "
+                           "evaluate it, inside a pointwise program", e.span)
+            return None
         if isinstance(e, ast.NameRef):
             return self._check_name(info, e, ty)
         if ty.key == NAT:
@@ -414,7 +420,8 @@ class Evaluator:
         return {
             ast.IntLit: "an integer", ast.FloatLit: "a number", ast.WordLit: "a word",
             ast.BoolLit: "a Bool", ast.StringLit: "a String", ast.Unary: "an arithmetic expression",
-            ast.Binary: "an arithmetic expression", ast.Construct: "a constructor application",
+            ast.Binary: "an arithmetic expression", ast.Compare: "a comparison",
+            ast.Call: "a function call", ast.Construct: "a constructor application",
             ast.ListLit: "a list", ast.RangeLit: "a range", ast.Repeat: "a repeat list",
             ast.Load: "a file load", ast.Pointwise: "a pointwise program",
         }.get(type(e), "this expression")
@@ -494,7 +501,7 @@ class Evaluator:
         except W.WordError as exc:
             self.bag.error(exc.code, exc.message, e.span)
             return None
-        if isinstance(e, (ast.SlotRef, ast.ViewRef, ast.SumOf)):
+        if isinstance(e, (ast.SlotRef, ast.ViewRef, ast.SumOf, ast.Call, ast.Compare)):
             self.check(info, e, Ty(U64))
             return None
         return self._mismatch(e, Ty(U64))

@@ -17,7 +17,10 @@ Two lowerings of a loop share one expression emitter:
     back and the chunk is rerun through the scalar lowering, which finds the first failing
     statement and coordinate in sequential order. Both lowerings perform the same IEEE
     operations on the same operands, so they produce the same words.
-Arithmetic carries no fast-math or `contract` flags; sqrt is llvm.sqrt.f64.
+Arithmetic carries no fast-math or `contract` flags; sqrt is llvm.sqrt.f64. `abs` and
+`copysign` are integer operations on the word's sign bit, comparisons `fcmp` (ordered: the
+operands are finite), `min`, `max` and `select` are `select` instructions over them: no
+intrinsic a target could lower to a library call, the same bits on every target.
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ from alphac.ir import nodes as n
 
 
 EXP_MASK = 0x7FF0000000000000
+SIGN_MASK = 0x8000000000000000
+# IR comparisons as LLVM's ordered fcmp predicates (the operands are finite, never NaN).
+_FCMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 # Coordinates per chunk of the fast loop: the saved old words of a few views stay in L1.
 CHUNK = 512
 
@@ -172,6 +178,8 @@ class _Checks:
         if not known_finite:
             self.add(self.em.nonfinite(value))
 
+    absorbed = divisor  # an operand whose non-finiteness need not reach the result
+
     def root(self, value: ir.Value, arithmetic: bool) -> None:
         pass  # every value of the statement has been checked already
 
@@ -192,10 +200,12 @@ class _Checks:
 class _Flag:
     """Fast-path detector: one i1 accumulated with OR, no branches. It is set whenever some
     scalar check would fail, with far fewer tests: a non-finite operand or result makes
-    every enclosing add, sub, mul, neg, sqrt and numerator of a div non-finite too, so it
-    reaches the statement's root; only a divisor can absorb it (x / inf = 0). Testing
-    each arithmetic root and each divisor therefore covers every check, and each of these
-    tests is itself one of the checks, so the flag is set exactly when a check fails."""
+    every enclosing add, sub, mul, neg, sqrt, abs, numerator of a div and magnitude of a
+    copysign non-finite too, so it reaches the statement's root; only an absorbing operand
+    can stop it: a divisor (x / inf = 0), the sign of a copysign, either operand of min,
+    max or a comparison, and the values a select chooses from. Testing each arithmetic
+    root and each absorbing operand therefore covers every check, and each of these tests
+    is itself one of the checks, so the flag is set exactly when a check fails."""
 
     def __init__(self, em: "_Emitter", start: ir.Value):
         self.em = em
@@ -212,6 +222,8 @@ class _Flag:
     def divisor(self, value: ir.Value, known_finite: bool) -> None:
         # Op results are not tested on this path, so "known finite" does not hold here.
         self.add(self.em.nonfinite(value))
+
+    absorbed = divisor
 
     def root(self, value: ir.Value, arithmetic: bool) -> None:
         if arithmetic:
@@ -327,6 +339,8 @@ class _Emitter:
                 r = b.fneg(a)
             elif e.op == "sqrt":
                 r = b.call(self.sqrt, [a])
+            elif e.op == "abs":
+                r = self.with_sign(a, None)
             else:
                 raise _unsupported(f"unknown unary operation {e.op!r}", e.span)
             ctx.checks.result(r)
@@ -334,21 +348,65 @@ class _Emitter:
         if isinstance(e, n.Binary):
             x, x_ok = self.expr(e.lhs, ctx)
             y, y_ok = self.expr(e.rhs, ctx)
+            if e.op in ("min", "max"):
+                ctx.checks.absorbed(x, x_ok)
+                ctx.checks.absorbed(y, y_ok)
+                r = self.minmax(e.op, x, y)
+                ctx.checks.result(r)
+                return r, True
             if not x_ok:
                 ctx.checks.operand(x)
-            if e.op == "div":
+            if e.op in ("div", "copysign"):
                 ctx.checks.divisor(y, y_ok)
             elif not y_ok:
                 ctx.checks.operand(y)
-            op = {"add": b.fadd, "sub": b.fsub, "mul": b.fmul, "div": b.fdiv}.get(e.op)
-            if op is None:
-                raise _unsupported(f"unknown binary operation {e.op!r}", e.span)
-            r = op(x, y)
+            if e.op == "copysign":
+                r = self.with_sign(x, y)
+            else:
+                op = {"add": b.fadd, "sub": b.fsub, "mul": b.fmul, "div": b.fdiv}.get(e.op)
+                if op is None:
+                    raise _unsupported(f"unknown binary operation {e.op!r}", e.span)
+                r = op(x, y)
             ctx.checks.result(r)
             return r, True
+        if isinstance(e, n.Compare):
+            x, x_ok = self.expr(e.lhs, ctx)
+            y, y_ok = self.expr(e.rhs, ctx)
+            ctx.checks.absorbed(x, x_ok)
+            ctx.checks.absorbed(y, y_ok)
+            return b.fcmp_ordered(_FCMP[e.op], x, y), True
+        if isinstance(e, n.Select):
+            c, _ = self.expr(e.cond, ctx)
+            x, x_ok = self.expr(e.then, ctx)
+            y, y_ok = self.expr(e.other, ctx)
+            ctx.checks.absorbed(x, x_ok)
+            ctx.checks.absorbed(y, y_ok)
+            return b.select(c, x, y), True
         if isinstance(e, n.Sum):
             return self.sum(e, ctx)
         raise _unsupported(f"unknown expression {type(e).__name__}")
+
+    def with_sign(self, x: ir.Value, y: ir.Value | None) -> ir.Value:
+        """x with its sign bit cleared (`abs`), or replaced by y's (`copysign`): integer
+        operations on the words, exact on every target."""
+        b = self.b
+        magnitude = b.and_(b.bitcast(x, I64), ir.Constant(I64, ~SIGN_MASK & (2**64 - 1)))
+        if y is not None:
+            magnitude = b.or_(magnitude, b.and_(b.bitcast(y, I64), ir.Constant(I64, SIGN_MASK)))
+        return b.bitcast(magnitude, F64)
+
+    def minmax(self, op: str, x: ir.Value, y: ir.Value) -> ir.Value:
+        """IEEE 754-2019 minimum (maximum) of finite operands: x where x < y (x > y), y where
+        y < x (y > x), and of two equal ones the one whose sign bit is set (clear), so that
+        min(-0.0, +0.0) is -0.0 and max(-0.0, +0.0) is +0.0."""
+        b = self.b
+        first = "<" if op == "min" else ">"
+        x_neg = b.icmp_signed("<", b.bitcast(x, I64), ir.Constant(I64, 0))
+        tie = x if op == "min" else y
+        other = y if op == "min" else x
+        on_tie = b.select(x_neg, tie, other)
+        r = b.select(b.fcmp_ordered(first, y, x), y, on_tie)
+        return b.select(b.fcmp_ordered(first, x, y), x, r)
 
     def sum(self, e: n.Sum, ctx: "_Ctx") -> tuple[ir.Value, bool]:
         """Ordered left fold: body(lo), then acc + body(j) for j = lo+1 .. hi-1; every term
@@ -405,7 +463,7 @@ class _Emitter:
                 continue
             sctx = ctx.at(ordinal)
             value, ok = self.expr(s.value, sctx)
-            ctx.checks.root(value, isinstance(s.value, (n.Unary, n.Binary, n.Sum)))
+            ctx.checks.root(value, isinstance(s.value, (n.Unary, n.Binary, n.Sum, n.Select)))
             if isinstance(s, n.Let):
                 ctx.env[s.name] = (value, ok)
             ctx.checks.flush(ordinal, ctx.coord)

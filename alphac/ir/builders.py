@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 
-from alphac.ir.nodes import Assign, Binary, Const, Index, SlotRef, Unary
+from alphac.ir.nodes import Assign, Binary, Compare, Const, Index, Select, SlotRef, Unary
 
 
 def bits(x: float) -> int:
@@ -47,6 +47,30 @@ def sqrt(a) -> Unary:
 
 def neg(a) -> Unary:
     return Unary("neg", a)
+
+
+def fabs(a) -> Unary:
+    return Unary("abs", a)
+
+
+def fmin(a, b) -> Binary:
+    return Binary("min", a, b)
+
+
+def fmax(a, b) -> Binary:
+    return Binary("max", a, b)
+
+
+def copysign(a, b) -> Binary:
+    return Binary("copysign", a, b)
+
+
+def cmp(op: str, a, b) -> Compare:
+    return Compare(op, a, b)
+
+
+def select(c, a, b) -> Select:
+    return Select(c, a, b)
 
 
 def assign(base: int, value, var: str | None = None, label: str = "") -> Assign:

@@ -73,8 +73,11 @@ def _next_accumulator(e, k: int):
         return replace(e, index=ir.Index(k + (e.index.base - k + 1) % k))
     if isinstance(e, ir.Unary):
         return replace(e, arg=_next_accumulator(e.arg, k))
-    if isinstance(e, ir.Binary):
+    if isinstance(e, (ir.Binary, ir.Compare)):
         return replace(e, lhs=_next_accumulator(e.lhs, k), rhs=_next_accumulator(e.rhs, k))
+    if isinstance(e, ir.Select):
+        return replace(e, cond=_next_accumulator(e.cond, k), then=_next_accumulator(e.then, k),
+                       other=_next_accumulator(e.other, k))
     if isinstance(e, ir.Sum):
         return replace(e, body=_next_accumulator(e.body, k))
     return e

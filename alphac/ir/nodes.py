@@ -18,6 +18,12 @@ Program semantics (shared by the oracle and every code generator):
         (((body(lo) + body(lo+1)) + body(lo+2)) + ... ) ; an empty sum is +0.0.
   * Finite-or-refuse: every operand and result of every arithmetic operation must be
     finite, otherwise the whole update refuses, naming the assignment and coordinate.
+  * Selection is exact (docs/language.md "Comparisons and selection"): `abs` clears the
+    sign bit, `copysign(x, y)` is x's magnitude with y's sign, `min`/`max` are IEEE
+    754-2019 minimum/maximum (of -0.0 and +0.0, min is -0.0 and max +0.0), a comparison
+    is IEEE's (-0.0 == +0.0) and yields a Bool, and `select(c, x, y)` evaluates c, x and y
+    (each operation finite-or-refuse, the one not taken too), then is x where c holds,
+    else y.
 """
 
 from __future__ import annotations
@@ -69,8 +75,9 @@ class Local:
     span: Span = _span()
 
 
-UNARY_OPS = ("neg", "sqrt")
-BINARY_OPS = ("add", "sub", "mul", "div")
+UNARY_OPS = ("neg", "sqrt", "abs")
+BINARY_OPS = ("add", "sub", "mul", "div", "min", "max", "copysign")
+COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
 
 
 @dataclass(frozen=True)
@@ -89,6 +96,27 @@ class Binary:
 
 
 @dataclass(frozen=True)
+class Compare:
+    """`lhs OP rhs` for OP in COMPARE_OPS: a Bool, read only as a Select's condition."""
+
+    op: str  # one of COMPARE_OPS
+    lhs: "Expr"
+    rhs: "Expr"
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Select:
+    """`select(cond, then, other)`: `then` where `cond` holds, else `other`; all three are
+    evaluated, in that order."""
+
+    cond: Compare
+    then: "Expr"
+    other: "Expr"
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
 class Sum:
     """Ordered left fold of `body` over var = lo .. hi-1 (see the module docstring)."""
 
@@ -99,7 +127,21 @@ class Sum:
     span: Span = _span()
 
 
-Expr = Union[Const, SlotRef, Local, Unary, Binary, Sum]
+Expr = Union[Const, SlotRef, Local, Unary, Binary, Compare, Select, Sum]
+
+
+def children(e: "Expr") -> tuple:
+    """The operands of an expression node, in evaluation order (a Sum's body; none for a
+    leaf)."""
+    if isinstance(e, Unary):
+        return (e.arg,)
+    if isinstance(e, (Binary, Compare)):
+        return (e.lhs, e.rhs)
+    if isinstance(e, Select):
+        return (e.cond, e.then, e.other)
+    if isinstance(e, Sum):
+        return (e.body,)
+    return ()
 
 
 def subexpressions(expr: "Expr"):
@@ -109,12 +151,7 @@ def subexpressions(expr: "Expr"):
     while stack:
         e = stack.pop()
         yield e
-        if isinstance(e, Unary):
-            stack.append(e.arg)
-        elif isinstance(e, Binary):
-            stack.extend((e.lhs, e.rhs))
-        elif isinstance(e, Sum):
-            stack.append(e.body)
+        stack.extend(children(e))
 
 
 # ----------------------------------------------------------------------------- statements

@@ -3,7 +3,8 @@ compiled by numba with `@njit(fastmath=False, error_model="numpy")` (`JIT`), ser
 
 The lowering walks the IR as the scalar engine does and writes each of its steps as one
 statement on one binary64 value: `+ - * /`, negation and `numpy.sqrt` are single IEEE
-operations in source order, so numba (LLVM without fast-math flags: no reassociation, no
+operations in source order (`abs`, `math.copysign`, comparisons and conditional
+expressions for `min`, `max` and `select` are exact), so numba (LLVM without fast-math flags: no reassociation, no
 contraction into fused multiply-adds, no vectorised reduction) performs exactly the
 operations the declaration fixes; a `Sum` is a loop adding its terms left to right.
 Every finite-or-refuse check of the scalar engine is a test in the same place and order,
@@ -33,12 +34,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from alphac.ir.nodes import (
-    Assign, Binary, Const, Let, Local, Loop, Program, SlotRef, Sum, Unary)
+    Assign, Binary, Compare, Const, Let, Local, Loop, Program, Select, SlotRef, Sum, Unary)
 from alphac.oracle.refusal import Site
 from alphac.oracle.scalar import accumulate_refusal, statement_refusal
 
 _LEAVES = (Const, SlotRef, Local)
-_BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+_BINARY = {"add": "{a} + {b}", "sub": "{a} - {b}", "mul": "{a} * {b}", "div": "{a} / {b}",
+           # IEEE 754-2019 minimum and maximum of finite operands (-0.0 below +0.0)
+           "min": "{a} if {a} < {b} or ({a} == {b} and math.copysign(1.0, {a}) < 0.0) else {b}",
+           "max": "{a} if {a} > {b} or ({a} == {b} and math.copysign(1.0, {a}) > 0.0) else {b}",
+           "copysign": "math.copysign({a}, {b})"}
+_UNARY = {"neg": "-{a}", "sqrt": "np.sqrt({a})", "abs": "abs({a})"}
+_COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 # serial, IEEE division (error_model numpy: x / 0 is inf or nan, never an exception), no
 # fast-math; nogil, so a launcher's other threads run meanwhile
 JIT = 'njit(fastmath=False, error_model="numpy", nogil=True, cache=True)'
@@ -188,10 +195,21 @@ class _Lowering:
             return scope.lets[e.name]
         if isinstance(e, Binary):
             a, b = (self.operand(x, depth, scope, f"operand of {e.op}") for x in (e.lhs, e.rhs))
-            return self.result(e.op, f"{a} {_BINARY[e.op]} {b}", depth, scope)
+            return self.result(e.op, _BINARY[e.op].format(a=a, b=b), depth, scope)
         if isinstance(e, Unary):
             a = self.operand(e.arg, depth, scope, f"operand of {e.op}")
-            return self.result(e.op, f"-{a}" if e.op == "neg" else f"np.sqrt({a})", depth, scope)
+            return self.result(e.op, _UNARY[e.op].format(a=a), depth, scope)
+        if isinstance(e, Compare):
+            a, b = (self.operand(x, depth, scope, f"operand of {e.op}") for x in (e.lhs, e.rhs))
+            t = self.new("c")
+            self.emit(depth, f"{t} = {a} {_COMPARE[e.op]} {b}")
+            return t
+        if isinstance(e, Select):
+            c = self.expr(e.cond, depth, scope)
+            a, b = (self.operand(x, depth, scope, "operand of select") for x in (e.then, e.other))
+            t = self.new()
+            self.emit(depth, f"{t} = {a} if {c} else {b}")
+            return t
         if isinstance(e, Sum):
             return self.sum(e, depth, scope)
         raise TypeError(f"not an expression: {e!r}")

@@ -1,7 +1,8 @@
 """The per-slot engine: walks a program's IR with Python floats, one operation at a time.
 
 Python floats are IEEE binary64: + - * / round to nearest-even and `math.sqrt` is the
-correctly rounded square root, so every node is evaluated exactly as written. Statements
+correctly rounded square root, so every node is evaluated exactly as written; `abs`,
+`copysign`, `min`, `max`, comparisons and `select` are exact (ir/nodes.py). Statements
 and loop iterations run in their sequential order, so the first finite-or-refuse failure
 this engine meets is the one a sequential realization meets; the vector engine hands its
 failures here to be named.
@@ -12,7 +13,7 @@ from __future__ import annotations
 import math
 
 from alphac.ir.nodes import (
-    Assign, Binary, Const, Index, Let, Local, Loop, Program, SlotRef, Sum, Unary)
+    Assign, Binary, Compare, Const, Index, Let, Local, Loop, Program, Select, SlotRef, Sum, Unary)
 from alphac.oracle.refusal import Site, non_finite
 from alphac.oracle.words import to_float
 
@@ -32,6 +33,12 @@ def _binary(op: str, a: float, b: float) -> float:
             return a / b
         except ZeroDivisionError:  # IEEE gives ±inf or NaN: non-finite either way
             return math.nan
+    if op == "min":  # IEEE 754-2019 minimum on finite operands: -0.0 below +0.0
+        return a if a < b or (a == b and math.copysign(1.0, a) < 0.0) else b
+    if op == "max":
+        return a if a > b or (a == b and math.copysign(1.0, a) > 0.0) else b
+    if op == "copysign":
+        return math.copysign(a, b)
     raise ValueError(f"unknown binary operation {op!r}")
 
 
@@ -40,7 +47,18 @@ def _unary(op: str, a: float) -> float:
         return -a
     if op == "sqrt":
         return math.sqrt(a) if a >= 0.0 else math.nan  # sqrt(-0.0) is -0.0, as in IEEE
+    if op == "abs":
+        return math.fabs(a)
     raise ValueError(f"unknown unary operation {op!r}")
+
+
+_COMPARE = {"lt": float.__lt__, "le": float.__le__, "gt": float.__gt__, "ge": float.__ge__,
+            "eq": float.__eq__, "ne": float.__ne__}
+
+
+def compare(op: str, a: float, b: float) -> bool:
+    """IEEE comparison (the operands are finite: finite-or-refuse)."""
+    return _COMPARE[op](float(a), float(b))
 
 
 def _coordinate(binds: dict[str, int], slot: int | None) -> str:
@@ -121,6 +139,15 @@ class _Run:
             if not _isfinite(r):
                 self.fail(f"result of {e.op}", binds)
             return r
+        if isinstance(e, Compare):
+            a = self.operand(e.lhs, lets, binds, f"operand of {e.op}")
+            b = self.operand(e.rhs, lets, binds, f"operand of {e.op}")
+            return compare(e.op, a, b)
+        if isinstance(e, Select):
+            c = self.expr(e.cond, lets, binds)
+            a = self.operand(e.then, lets, binds, "operand of select")
+            b = self.operand(e.other, lets, binds, "operand of select")
+            return a if c else b
         if isinstance(e, Sum):
             acc = None
             inner = dict(binds)

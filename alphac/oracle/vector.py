@@ -2,7 +2,9 @@
 batch of independent runs (samples) as numpy float64 arrays.
 
 Element-wise `add subtract multiply divide sqrt negative` round each element correctly
-and never fuse; ordered sums go through `ordered.fold_partials`, never `numpy.sum`.
+and never fuse; `abs copysign` and the comparisons are exact, `min`/`max` and `select` are
+selections by `numpy.where` (ir/nodes.py); ordered sums go through `ordered.fold_partials`,
+never `numpy.sum`.
 
 Array layout: the batch is the last axis; a loop or sum variable bound at depth t sits at
 axis -(t+1), so values from an outer scope broadcast into inner ones unchanged.
@@ -21,13 +23,28 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from alphac.ir.nodes import Assign, Binary, Const, Index, Let, Local, Loop, Program, SlotRef, Sum, Unary
+from alphac.ir.nodes import (Assign, Binary, Compare, Const, Index, Let, Local, Loop, Program, Select,
+                             SlotRef, Sum, Unary, children)
 from alphac.oracle.ordered import fold_partials
 from alphac.oracle.words import to_float
 
 _LEAVES = (Const, SlotRef, Local)
-_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}
-_UNARY = {"neg": np.negative, "sqrt": np.sqrt}
+
+
+def _minimum(a, b):
+    """IEEE 754-2019 minimum of finite operands: of -0.0 and +0.0, -0.0."""
+    return np.where(a < b, a, np.where(b < a, b, np.where(np.signbit(a), a, b)))
+
+
+def _maximum(a, b):
+    return np.where(a > b, a, np.where(b > a, b, np.where(np.signbit(a), b, a)))
+
+
+_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
+           "min": _minimum, "max": _maximum, "copysign": np.copysign}
+_UNARY = {"neg": np.negative, "sqrt": np.sqrt, "abs": np.abs}
+_COMPARE = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+            "eq": np.equal, "ne": np.not_equal}
 
 
 class Flagged(Exception):
@@ -101,24 +118,17 @@ def _walk_refs(e, bound: set[str], out: list):
     """Every SlotRef in `e`, with the sum variables bound around it."""
     if isinstance(e, SlotRef):
         out.append((e.index, frozenset(bound)))
-    elif isinstance(e, Binary):
-        _walk_refs(e.lhs, bound, out)
-        _walk_refs(e.rhs, bound, out)
-    elif isinstance(e, Unary):
-        _walk_refs(e.arg, bound, out)
-    elif isinstance(e, Sum):
-        _walk_refs(e.body, bound | {e.var}, out)
+        return
+    inner = bound | {e.var} if isinstance(e, Sum) else bound
+    for c in children(e):
+        _walk_refs(c, inner, out)
 
 
 def _sum_ranges(e, out: dict[str, tuple[int, int]]):
-    if isinstance(e, Binary):
-        _sum_ranges(e.lhs, out)
-        _sum_ranges(e.rhs, out)
-    elif isinstance(e, Unary):
-        _sum_ranges(e.arg, out)
-    elif isinstance(e, Sum):
+    if isinstance(e, Sum):
         out[e.var] = (e.lo, e.hi)
-        _sum_ranges(e.body, out)
+    for c in children(e):
+        _sum_ranges(c, out)
 
 
 def vectorisable(loop: Loop, ranges: dict[str, tuple[int, int]]) -> bool:
@@ -232,6 +242,15 @@ class _Run:
             if not _finite(r):
                 raise Flagged()
             return r
+        if isinstance(e, Compare):
+            a = self.operand(e.lhs, lets, binds, depth)
+            b = self.operand(e.rhs, lets, binds, depth)
+            return _COMPARE[e.op](a, b)
+        if isinstance(e, Select):
+            c = self.expr(e.cond, lets, binds, depth)
+            a = self.operand(e.then, lets, binds, depth)
+            b = self.operand(e.other, lets, binds, depth)
+            return np.where(c, a, b)
         if isinstance(e, Sum):
             n = e.hi - e.lo
             if n <= 0:

@@ -76,7 +76,8 @@ def sha256_hex(text: str) -> str:
 
 # ----------------------------------------------------------------------------- program text
 
-_INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+_INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/",
+          "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 
 
 def word_text(bits: int) -> str:
@@ -92,11 +93,15 @@ def expr_text(expr) -> str:
         if isinstance(item, _Token):
             if item.text == "@bin":
                 rhs, lhs = out.pop(), out.pop()
-                out.append(f"({lhs} {stack.pop()} {rhs})")
+                op = stack.pop()
+                out.append(f"({lhs} {_INFIX[op]} {rhs})" if op in _INFIX else f"{op}({lhs}, {rhs})")
             elif item.text == "@un":
                 arg = out.pop()
                 op = stack.pop()
-                out.append(f"sqrt({arg})" if op == "sqrt" else f"(-{arg})")
+                out.append(f"(-{arg})" if op == "neg" else f"{op}({arg})")
+            elif item.text == "@select":
+                other, then, cond = out.pop(), out.pop(), out.pop()
+                out.append(f"select({cond}, {then}, {other})")
             elif item.text == "@sum":
                 body = out.pop()
                 var, lo, hi = stack.pop()
@@ -108,8 +113,10 @@ def expr_text(expr) -> str:
             out.append(f"slot {item.index}")
         elif isinstance(item, ir.Local):
             out.append(item.name)
-        elif isinstance(item, ir.Binary):
-            stack.extend([_INFIX[item.op], _Token("@bin"), item.rhs, item.lhs])
+        elif isinstance(item, (ir.Binary, ir.Compare)):
+            stack.extend([item.op, _Token("@bin"), item.rhs, item.lhs])
+        elif isinstance(item, ir.Select):
+            stack.extend([_Token("@select"), item.other, item.then, item.cond])
         elif isinstance(item, ir.Unary):
             stack.extend([item.op, _Token("@un"), item.arg])
         elif isinstance(item, ir.Sum):

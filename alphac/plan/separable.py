@@ -128,13 +128,10 @@ def _reads(expr, loop_vars: dict[str, tuple[int, int]], lets: dict[str, tuple[_R
                 out.add(_Read(idx.base, var=idx.var))
         elif isinstance(e, ir.Local):
             out.update(lets.get(e.name, ()))
-        elif isinstance(e, ir.Unary):
-            stack.append((e.arg, sums))
-        elif isinstance(e, ir.Binary):
-            stack.append((e.lhs, sums))
-            stack.append((e.rhs, sums))
         elif isinstance(e, ir.Sum):
             stack.append((e.body, {**sums, e.var: (e.lo, e.hi)}))
+        else:
+            stack.extend((c, sums) for c in ir.children(e))
     return out
 
 

@@ -131,6 +131,25 @@ class Binary:
 
 
 @dataclass(frozen=True)
+class Compare:
+    """`lhs OP rhs`, OP one of lt le gt ge eq ne: a Bool inside a program."""
+
+    op: str
+    lhs: "Expr"
+    rhs: "Expr"
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Call:
+    """`name(arg, ...)`: a function of a program (min, max, abs, copysign, select)."""
+
+    name: str
+    args: tuple["Expr", ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
 class FieldInit:
     name: str
     value: "Expr"
@@ -211,8 +230,8 @@ class Pointwise:
     span: Span = _span()
 
 
-Expr = Union[IntLit, FloatLit, WordLit, BoolLit, StringLit, NameRef, Unary, Binary, Construct,
-             ListLit, RangeLit, Repeat, Load, SlotRef, ViewRef, SumOf, SlotAssign, Pointwise]
+Expr = Union[IntLit, FloatLit, WordLit, BoolLit, StringLit, NameRef, Unary, Binary, Compare, Call,
+             Construct, ListLit, RangeLit, Repeat, Load, SlotRef, ViewRef, SumOf, SlotAssign, Pointwise]
 
 
 # ----------------------------------------------------------------------------- statements

@@ -131,6 +131,30 @@ class ToAst(Transformer_NonRecursive):
     def neg(self, meta, c):
         return ast.Unary("neg", c[0], self._span(meta))
 
+    def _compare(self, op: str, meta, c):
+        return ast.Compare(op, c[0], c[1], self._span(meta))
+
+    def lt(self, meta, c):
+        return self._compare("lt", meta, c)
+
+    def le(self, meta, c):
+        return self._compare("le", meta, c)
+
+    def gt(self, meta, c):
+        return self._compare("gt", meta, c)
+
+    def ge(self, meta, c):
+        return self._compare("ge", meta, c)
+
+    def eq(self, meta, c):
+        return self._compare("eq", meta, c)
+
+    def ne(self, meta, c):
+        return self._compare("ne", meta, c)
+
+    def call(self, meta, c):
+        return ast.Call(str(c[0]), tuple(c[1:]), self._span(meta))
+
     def int_lit(self, meta, c):
         return ast.IntLit(str(c[0]), _int(c[0]), self._span(meta))
 
