@@ -27,6 +27,7 @@ CHECK = {
     # typing of values
     "type-mismatch": "an expression does not have the type its context expects",
     "wrong-arity": "a family or a program's function is applied to the wrong number of arguments",
+    "pow-exponent": "pow's exponent is not an integer literal n with 1 <= |n| <= 64",
     "unknown-field": "a constructor is given a field it does not declare",
     "duplicate-field": "a field is given twice",
     "missing-field": "a constructor's field is not given",
@@ -46,12 +47,21 @@ CHECK = {
     "length-mismatch": "the initial parameters do not hold k words (a loaded 2-D array: one "
                        "row of k)",
     "slot-count-mismatch": "an erased slot count disagrees with 2k+s or 2k+m+1",
-    "invalid-index": "an index is not N, i, i+N or i-N, or a bound is not constant",
+    "invalid-index": "an index is not N, i, i+N or i-N, a bound is not constant, or a vector "
+                     "temporary is written elsewhere than directly inside its loop at its index",
     "index-out-of-range": "an access or view reaches outside the program's slots or the view",
     "region-straddle": "an access or view spans two regions of the slot layout",
     "slot-write-out-of-range": "a program writes outside its writable slots",
     "slot-read-out-of-range": "a contribution reads one of its own slots before writing it",
-    "loop-carried-dependence": "a loop reads what it writes at another index than its own",
+    "loop-carried-dependence": "a loop reads what it writes at another index than its own "
+                               "(in another iteration, or where the checker cannot prove it is not)",
+    "view-shape-mismatch": "a 2-D view `slot a .. b as h by d` does not hold h * d slots",
+    "index-rank-mismatch": "a 2-D view is indexed with one index, or a 1-D view or vector "
+                           "temporary with two",
+    "temporary-out-of-range": "a vector temporary is read at an index outside the range of the "
+                              "loop that writes it",
+    "temporary-unwritten": "a vector temporary is read where it has not been written: before the "
+                           "loop that writes it, or outside the block that holds that loop",
     "sample-width": "a sample does not hold s words (a loaded 2-D array: rows of s)",
     "sample-file": "a sample file is missing or unreadable",
     "sample-shares": "the shares of loaded samples do not add up to the rows in the file",
@@ -106,7 +116,14 @@ PLAN = {
     # numerical contracts (Learning.Numerics)
     "numerical-profile-mismatch": "another numeric profile (format, rounding, subnormals, exceptional values) than the one that runs",
     "numerical-order-mismatch": "another ordered operation list (another tree or program) than the one that runs",
-    "numerical-relation-unverified": "the contract's relation is a bound, which no target has conformance evidence for",
+    "numerical-relation-unverified": "the contract's relation is a bound that names no conformance "
+                                     "evidence, or evidence that is not found or does not measure "
+                                     "a function the programs call",
+    "numerical-evidence-corrupt": "the conformance evidence a bound names does not hash to its "
+                                  "name, or is not an alphac-evidence-1 record",
+    "numerical-bound-below-evidence": "the declared bound in ulps is below the largest error the "
+                                      "conformance evidence measured for a function the programs "
+                                      "call (for any function it holds, when they call none)",
     # partitioning (dataParallelSeparable) and selection assembly
     "data-parallel-not-separable": "a partitioned word of the update depends on another coordinate's words",
     "data-parallel-words-overclaimed": "words per coordinate and shared words claim more state than the learner has",
@@ -252,6 +269,10 @@ TOOLING = {
                              "than the spec's plan (`alphac verify` of another spec's run)",
     "run-rounds-mismatch": "`alphac verify --rounds N` of a run whose commit record names another "
                            "update count (refused before the oracle runs)",
+    # conform
+    "conform-kernels-unavailable": "`alphac conform` cannot compile or run the "
+                                   "elementary-function kernels (the code generator, llvmlite, "
+                                   "the target's compiler or its runner is missing or failed)",
     # any command
     "unknown-code": "`alphac explain` was given a code the catalogue does not list",
     "internal-error": "a stage failed with an unexpected exception (a bug in alphac); the message "

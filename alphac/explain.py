@@ -44,6 +44,8 @@ FIXES = {
     "cyclic-definition": "Define the value from other values, not from itself.",
     "type-mismatch": "Give an expression of the expected type (the message names both).",
     "wrong-arity": "Give the family as many arguments as it declares parameters.",
+    "pow-exponent": "Write the exponent as an integer literal between -64 and 64, not 0: pow(x, 3) "
+                    "is (x * x) * x. For a real exponent y write exp(y * log(x)); pow(x, 0) is 1.0.",
     "unknown-field": "Use one of the constructor's fields (listed in the note); a misspelt field "
                      "is suggested.",
     "duplicate-field": "Give each field once.",
@@ -63,13 +65,21 @@ FIXES = {
     "length-mismatch": "Give exactly k initial parameter words (one row of k for a 2-D array).",
     "slot-count-mismatch": "Set the erased slot count to 2k+s (contribution) or 2k+m+1 (update).",
     "invalid-index": "Index with N, i, i+N or i-N, where i is a loop or sum variable and N a "
-                     "constant.",
+                     "constant; write a vector temporary as `let z[i] = e` directly inside `for i`.",
     "index-out-of-range": "Keep every access and view inside the program's slots.",
     "region-straddle": "Split the access or view at the region boundary (parameters, sample, "
                        "contribution, state).",
     "slot-write-out-of-range": "Write only the slots the program may write (the message names them).",
     "slot-read-out-of-range": "Write the contribution slot before reading it.",
-    "loop-carried-dependence": "Read and write the same index in a loop, or split the loop in two.",
+    "loop-carried-dependence": "Read and write the same index in a loop, or split the loop in two "
+                               "(a vector temporary carries values from one loop to the next).",
+    "view-shape-mismatch": "Give the view h * d slots, `slot a .. a + h * d as h by d`, or correct "
+                           "h and d.",
+    "index-rank-mismatch": "Index a 2-D view as W[i, j] and a 1-D view or vector temporary as v[i].",
+    "temporary-out-of-range": "Read the vector temporary at indices of its loop's range, or widen "
+                              "the loop that writes it.",
+    "temporary-unwritten": "Read the vector temporary after the loop that writes it, in the block "
+                           "that holds that loop (inside the loop, at its own index after the `let`).",
     "sample-width": "Give every sample s words (rows of s in a 2-D array).",
     "sample-file": "Check the sample file's path and that it is readable.",
     "sample-shares": "Make the shares add up to the number of rows in the file.",
@@ -126,7 +136,15 @@ FIXES = {
                                   "subnormals kept, finite-or-refuse.",
     "numerical-order-mismatch": "Declare the order the deployment runs, or resume with "
                                 "--new-contract to start another one.",
-    "numerical-relation-unverified": "Declare the exact relation.",
+    "numerical-relation-unverified": "Run `alphac conform` on the host and name the sha256 it "
+                                     "prints in numericalEvidence (or a path to the record, "
+                                     "relative to the spec), or declare the exact relation.",
+    "numerical-evidence-corrupt": "Name an unaltered record: run `alphac conform` again and name "
+                                  "the sha256 it prints; a record's file is named by the sha256 "
+                                  "of its bytes.",
+    "numerical-bound-below-evidence": "Declare a bound at least the measured error the message "
+                                      "names (its note gives the least), or use functions the "
+                                      "evidence bounds more tightly.",
     "data-parallel-not-separable": "Make every partitioned word depend only on its own "
                                    "coordinate's words, or replicate the state instead.",
     "data-parallel-words-overclaimed": "Lower the words per coordinate or the shared words to "
@@ -225,6 +243,10 @@ FIXES = {
     "qualify-db": "Give --db a tracker this alphac wrote, or a new path (it is created).",
     "run-protocol-mismatch": "Verify the run against the spec it was built from.",
     "run-rounds-mismatch": "Leave --rounds out: the run's commit record names its update count.",
+    "conform-kernels-unavailable": "Install alphac with its dependencies (llvmlite), and for "
+                                   "--target the target's toolchain and runner (make setup "
+                                   "installs gcc-aarch64-linux-gnu and qemu-user); the message "
+                                   "names what failed.",
     "unknown-code": "Use a code `alphac explain` lists (the error suggests the nearest).",
     "internal-error": "Report it with the spec and the message: alphac itself failed.",
 }

@@ -478,13 +478,16 @@ def _spec_learners():
     return out
 
 
-def _loop_vars(p: n.Program) -> set[str]:
-    out, stack = set(), list(p.body)
+def _enclosing_loops(p: n.Program) -> dict:
+    """(line, column) of each statement -> the variables of the loops around it, outermost first."""
+    out: dict = {}
+    stack = [(s, []) for s in p.body]
     while stack:
-        s = stack.pop()
+        s, loops = stack.pop()
         if isinstance(s, n.Loop):
-            out.add(s.var)
-            stack.extend(s.body)
+            stack.extend((b, loops + [s.var]) for b in s.body)
+        else:
+            out[(s.span.line, s.span.col)] = loops
     return out
 
 
@@ -533,8 +536,9 @@ def test_spec_programs_match_the_oracle_engine(tmp_path):
                 assert label.split(" (")[0] == r.statement, what
                 assert label.endswith(f"{os.path.basename(r.span.file)}:{r.span.line}:{r.span.col})")
                 binds = dict(b.split("=") for b in r.coordinate.split(", ") if "=" in b)
-                loops = [int(v) for k, v in binds.items() if k in _loop_vars(p)]
-                assert coord.value == (loops[-1] if loops else -1), (what, r.coordinate)
+                # the innermost loop around the statement (a name may also be a sum's elsewhere)
+                loops = _enclosing_loops(p)[(r.span.line, r.span.col)]
+                assert coord.value == (int(binds[loops[-1]]) if loops else -1), (what, r.coordinate)
                 continue
             assert status == 0, (what, status, labels[status - 1])
             got = np.concatenate(bufs) if bufs else np.zeros(0)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import struct
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -253,3 +254,20 @@ def test_a_per_coordinate_clip_is_separable_and_runs_partitioned(tmp_path):
     out = CliRunner().invoke(main, ["launch", str(path), "-o", str(tmp_path / "out"), "--quiet"])
     assert out.exit_code == 0, out.output
     assert [ln.split()[-1] for ln in out.stdout.splitlines()[1:3]] == ["match", "match"]
+
+
+@pytest.mark.skipif(shutil.which("qemu-aarch64") is None, reason="qemu-aarch64 not installed")
+def test_the_huber_gate_resumes_on_the_other_instruction_set(tmp_path):
+    """Checkpointed every 2 updates, the Huber gate's ckpt-4 resumes with every owner on the
+    other instruction set and ends with the uninterrupted run's words. (Clipping by global
+    norm reads every coordinate, so this learner is not separable and does not run
+    partitioned; the per-coordinate clip above does.)"""
+    import dataclasses
+
+    from alphac import driver
+    from alphac.ir import nodes as n
+    from shape_gates import resume_across_instruction_sets
+
+    dep = driver.deployment(str(ROOT / "specs" / "huber_clip_hierarchy.alpha"))
+    dep = dataclasses.replace(dep, checkpoint=n.Checkpoint(2, "ckpt-huber"))
+    resume_across_instruction_sets(tmp_path, "huber", dep, 4)

@@ -247,9 +247,20 @@ def _two_coordinates(low, learner) -> bool:
     return ok
 
 
-def _coordinate(index: ir.Index, k: int):
+class _ByCoordinate:
+    """A read through a temporary, standing for the coordinate its `let` read."""
+
+    def __init__(self, coordinate) -> None:
+        self.coordinate = coordinate
+
+
+def _coordinate(index, k: int):
     """Which coordinate an update slot (parameters, accumulators, means: k each) belongs
     to: a number, or (loop variable, offset); None for the rate, a word of no coordinate."""
+    if isinstance(index, _ByCoordinate):
+        return index.coordinate
+    if index.terms:  # an element of a 2-D view: words of several coordinates
+        return (str(index), "several")
     if index.base >= 3 * k:
         return None
     return index.base % k if index.var is None else (index.var, index.base % k)
@@ -263,7 +274,7 @@ def _coordinates_held(low, update: ir.Program, k: int) -> bool:
     lets: dict[str, set] = {}
     for stmt in _statements(update.body):
         reads = {_coordinate(i, k) for i in _slot_reads(stmt.value, lets)} - {None}
-        if isinstance(stmt, ir.Let):
+        if isinstance(stmt, (ir.Let, ir.VectorLet)):
             lets[stmt.name] = reads
             continue
         target = _coordinate(stmt.target, k)
@@ -296,9 +307,8 @@ def _slot_reads(expr, lets: dict) -> list:
     for e in ir.subexpressions(expr):
         if isinstance(e, ir.SlotRef):
             out.append(e.index)
-        elif isinstance(e, ir.Local):
-            out.extend(ir.Index(c, None) if not isinstance(c, tuple) else ir.Index(c[1], c[0])
-                       for c in lets.get(e.name, ()))
+        elif isinstance(e, (ir.Local, ir.VectorLocal)):
+            out.extend(_ByCoordinate(c) for c in lets.get(e.name, ()))
     return out
 
 

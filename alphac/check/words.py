@@ -124,8 +124,9 @@ def apply(op: str, *words: int) -> int:
 
 def load_words(path: str) -> np.ndarray:
     """A word file as little-endian uint64 words, in the file's shape: a `.npy` of float64
-    (its shape kept, so that callers can check rows against a width) or raw little-endian
-    binary64 (1-D). Raises WordError(load-file).
+    or float32 (its shape kept, so that callers can check rows against a width; binary32
+    values widened exactly to binary64 words, a copy) or raw little-endian binary64 (1-D).
+    Raises WordError(load-file).
 
     The file is memory-mapped and its words are a read-only view of the mapping, never a
     copy (but for a big-endian `.npy`, whose words are swapped once): loading costs about
@@ -178,13 +179,14 @@ def _npy_header(path: str, size: int) -> tuple[tuple[int, ...], np.dtype, int]:
         # guessed. Raw words load from a raw file or as word(...) literals.
         raise WordError("load-file", f"{path} holds uint64; a .npy of words holds float64 "
                         "(raw words load from a raw little-endian file)")
-    if not (dtype.kind == "f" and dtype.itemsize == 8 and dtype.fields is None):
-        raise WordError("load-file", f"{path} holds {dtype}; a .npy of words holds float64")
+    if not (dtype.kind == "f" and dtype.itemsize in (4, 8) and dtype.fields is None):
+        raise WordError("load-file", f"{path} holds {dtype}; a .npy of words holds float64 "
+                        "(or float32, widened exactly)")
     count = math.prod(shape)
     claimed = offset + count * dtype.itemsize
     if claimed != size:
         raise WordError("load-file", f"{path} has {size} bytes, but its header describes a "
-                        f"{shape_text(shape)} float64 array: {claimed} bytes ({offset} of header, "
+                        f"{shape_text(shape)} {dtype.name} array: {claimed} bytes ({offset} of header, "
                         f"{count * dtype.itemsize} of words)")
     if count > MAX_WORDS:
         raise WordError("load-file", f"{path} holds {count} words; at most {MAX_WORDS} words load")
@@ -192,6 +194,8 @@ def _npy_header(path: str, size: int) -> tuple[tuple[int, ...], np.dtype, int]:
         raise WordError("load-file", f"{path} stores its {shape_text(shape)} array column by "
                         "column (Fortran order); words load row by row from a C-order array "
                         "(np.save(path, np.ascontiguousarray(a)))")
+    if dtype.itemsize == 4:  # binary32 values, widened to binary64 words when mapped
+        return tuple(shape), np.dtype("f4").newbyteorder(dtype.byteorder), offset
     # the same bytes as words: uint64 of the file's byte order
     return tuple(shape), np.dtype("u8").newbyteorder(dtype.byteorder), offset
 
@@ -201,6 +205,9 @@ def _mapped(path: str, dtype: np.dtype, shape: tuple[int, ...], offset: int) -> 
     if math.prod(shape) == 0:
         return np.zeros(shape, dtype=np.uint64)
     words = np.asarray(np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape, order="C"))
+    if dtype.kind == "f":
+        # binary32: every value widened to the binary64 of the same value (exact), as words
+        return words.astype(np.float64).view(np.uint64)
     if not dtype.isnative:
         words = words.astype(np.uint64)  # a big-endian file: its words swapped, once
     return words

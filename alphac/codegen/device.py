@@ -92,9 +92,10 @@ def _lets(stmts) -> set[str]:
 def segments(program: n.Program, owned: bool) -> tuple[Segment, ...]:
     """The update cut into kernels (see the module docstring). A temporary cannot live from
     one kernel to the next: a program where one segment reads another's `let` is one
-    sequential segment, as is an owned update."""
+    sequential segment, as is an owned update and one with vector temporaries (stack
+    scratch of the thread that runs it)."""
     whole = (Segment(1, tuple(program.body)),)
-    if owned:
+    if owned or n.vector_lets(program.body):  # a vector temporary lives in one thread's scratch
         return whole
     out: list[Segment] = []
     run: list = []

@@ -67,6 +67,10 @@ class _OwnedEmitter(_Emitter):
         # read once, before any statement: every use below is dominated by these
         self.owner = self.b.load(self.owner_g, typ=I64)
         self.kc = self._below(k)
+        vectors = n.vector_lets(update.body)
+        if vectors:
+            raise _unsupported(f"a partitioned update's vector temporaries (let {vectors[0].name}[...]) "
+                               "are not lowered yet", vectors[0].span)
 
     # -- the owner's coordinates -------------------------------------------------------------
 
@@ -120,6 +124,9 @@ class _OwnedEmitter(_Emitter):
         return self._at(region, self.b.add(self._block_start(region, slot), self._c(self._position(c))))
 
     def address(self, index: n.Index, vars_: dict, span) -> ir.Value:
+        if index.terms:
+            raise _unsupported(f"slot {index} (a 2-D view's element) in a partitioned update is not "
+                               "lowered yet", span)
         if index.var is None:
             return self._fixed(index.base, span)
         var = vars_.get(index.var)
@@ -165,6 +172,8 @@ class _OwnedEmitter(_Emitter):
             return coords.pop() if coords else SHARED
         if s.target.var is not None:
             raise _unsupported(f"index variable {s.target.var!r} is not bound", s.span)
+        if s.target.terms:
+            raise _unsupported(f"index variables {', '.join(s.target.variables())} are not bound", s.span)
         c = int(self.layout.classes[s.target.base])
         if c == UNCLAIMED:
             raise _unsupported(f"{self.layout.describe(s.target.base)} belongs to no owner", s.span)
@@ -184,7 +193,7 @@ class _OwnedEmitter(_Emitter):
                     raise _unsupported(f"loop {loop.var}: slots {t.target.base} + {loop.var} are not "
                                        f"coordinate {loop.var}'s words", t.span)
             return "coordinate"
-        if all(t.target.var is None and int(classes[t.target.base]) == SHARED for t in targets):
+        if all(t.target.constant and int(classes[t.target.base]) == SHARED for t in targets):
             return "shared"
         raise _unsupported(f"loop {loop.var} writes both coordinate and shared words", loop.span)
 

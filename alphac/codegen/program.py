@@ -9,8 +9,8 @@ coordinate (or -1) into *fail_coord. `NAME_labels[ordinal-1]` names that stateme
 
 Two lowerings of a loop share one expression emitter:
   * scalar: statement by statement, in place, branching out at the first failing check;
-  * fast (a flat loop whose body only writes views at the loop index and reads them
-    nowhere else): per chunk of CHUNK coordinates, compute every statement straight into
+  * fast (a flat loop whose body only writes views at the loop index, reads them nowhere
+    else, and reads a vector temporary it writes only at the loop index): per chunk of CHUNK coordinates, compute every statement straight into
     its destination while OR-ing one "any non-finite" flag (no branches, so the loop
     vectorises); a view whose old value the body reads (`w[i] := w[i] - ...`) first has
     that old value saved in stack scratch. When the flag is set, the saved words are put
@@ -20,7 +20,9 @@ Two lowerings of a loop share one expression emitter:
 Arithmetic carries no fast-math or `contract` flags; sqrt is llvm.sqrt.f64. `abs` and
 `copysign` are integer operations on the word's sign bit, comparisons `fcmp` (ordered: the
 operands are finite), `min`, `max` and `select` are `select` instructions over them: no
-intrinsic a target could lower to a library call, the same bits on every target.
+intrinsic a target could lower to a library call, the same bits on every target. The
+elementary functions are calls of alphac/codegen/elementary.py's own functions, defined in
+the same module (no libm).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from alphac.diagnostics import NO_SPAN, CompileError, Diagnostic, Span
+from alphac.codegen import elementary
 from alphac.codegen.types import F64, I1, I64, I8, PTR
 from alphac.ir import nodes as n
 
@@ -68,6 +71,8 @@ def statement_labels(program: n.Program) -> list[str]:
                 walk(s.body)
             elif isinstance(s, n.Assign):
                 out.append(f"{s.label or 'slot ' + str(s.target)} ({_where(s.span)})")
+            elif isinstance(s, n.VectorLet):
+                out.append(f"let {s.name}[{s.var}] ({_where(s.span)})")
             else:
                 out.append(f"let {s.name} ({_where(s.span)})")
 
@@ -98,9 +103,12 @@ def _has_sum(expr) -> bool:
 
 def fast_loop_ok(loop: n.Loop) -> bool:
     """Whether the chunked lowering gives the sequential words: the body is flat (no nested
-    loop, no sum), writes only views at the loop index, and reads written slots only
-    through the very view at the loop index."""
+    loop, no sum), writes only views at the loop index, reads written slots only through
+    the very view at the loop index, and reads a vector temporary it writes only at the
+    loop index, after its `let`."""
     written: dict[int, None] = {}
+    lets: set[str] = set()
+    seen: set[str] = set()
     for s in loop.body:
         if isinstance(s, n.Loop):
             return False
@@ -110,6 +118,17 @@ def fast_loop_ok(loop: n.Loop) -> bool:
             if s.target.var != loop.var:
                 return False
             written[s.target.base] = None
+        if isinstance(s, n.VectorLet):
+            if s.var != loop.var:
+                return False
+            lets.add(s.name)
+    for s in loop.body:
+        for e in n.subexpressions(s.value):
+            if isinstance(e, n.VectorLocal) and e.name in lets and (
+                    e.name not in seen or e.index != n.Index(0, loop.var)):
+                return False
+        if isinstance(s, n.VectorLet):
+            seen.add(s.name)
     if not written:
         return False
     lo, hi = loop.lo, loop.hi
@@ -125,7 +144,7 @@ def fast_loop_ok(loop: n.Loop) -> bool:
                 r0, r1 = idx.base + lo, idx.base + hi
                 if idx.base in written:
                     continue
-            elif idx.var is None:
+            elif idx.constant:
                 r0, r1 = idx.base, idx.base + 1
             else:
                 return False
@@ -203,7 +222,8 @@ class _Flag:
     every enclosing add, sub, mul, neg, sqrt, abs, numerator of a div and magnitude of a
     copysign non-finite too, so it reaches the statement's root; only an absorbing operand
     can stop it: a divisor (x / inf = 0), the sign of a copysign, either operand of min,
-    max or a comparison, and the values a select chooses from. Testing each arithmetic
+    max or a comparison, the values a select chooses from, and the operand of an
+    elementary function (exp(-inf) = 0). Testing each arithmetic
     root and each absorbing operand therefore covers every check, and each of these tests
     is itself one of the checks, so the flag is set exactly when a check fails."""
 
@@ -257,6 +277,7 @@ class _Emitter:
         self.sqrt = module.declare_intrinsic("llvm.sqrt", [F64])
         self.minus_one = ir.Constant(I64, -1)
         self.uid = 0
+        self.vectors: dict[str, tuple[ir.Value, int]] = {}  # vector temporaries: (alloca, lo)
 
     # -- addressing -------------------------------------------------------------------------
 
@@ -268,6 +289,8 @@ class _Emitter:
 
     def address(self, index: n.Index, vars_: dict[str, _Var], span: Span) -> ir.Value:
         b = self.b
+        if index.terms:
+            return self._affine_address(index, vars_, span)
         if index.var is None:
             j = self._region_of(index.base, index.base + 1)
             if j is None:
@@ -285,7 +308,31 @@ class _Emitter:
             off = b.add(var.value, ir.Constant(I64, index.base - self.regions[j][0]))
             return b.gep(self.fn.args[j], [off], inbounds=True, source_etype=F64)
         # A view spanning several regions: pick the region at run time.
-        slot = b.add(var.value, ir.Constant(I64, index.base))
+        return self._across(b.add(var.value, ir.Constant(I64, index.base)), lo, hi, span)
+
+    def _affine_address(self, index: n.Index, vars_: dict[str, _Var], span: Span) -> ir.Value:
+        """The address of base + sum(stride * var) (a 2-D view's element)."""
+        b = self.b
+        ranges = {}
+        for v, _ in index.terms:
+            if v not in vars_:
+                raise _unsupported(f"index variable {v!r} is not bound", span)
+            ranges[v] = (vars_[v].lo, vars_[v].hi)
+            if vars_[v].hi <= vars_[v].lo:  # never executed
+                return b.gep(self.fn.args[0], [ir.Constant(I64, 0)], source_etype=F64)
+        lo, hi = index.bounds(ranges)
+        j = self._region_of(lo, hi)
+        start = self.regions[j][0] if j is not None else 0
+        slot = ir.Constant(I64, index.base - start)
+        for v, s in index.terms:
+            slot = b.add(slot, b.mul(vars_[v].value, ir.Constant(I64, s)))
+        if j is not None:
+            return b.gep(self.fn.args[j], [slot], inbounds=True, source_etype=F64)
+        return self._across(slot, lo, hi, span)
+
+    def _across(self, slot: ir.Value, lo: int, hi: int, span: Span) -> ir.Value:
+        """The address of `slot` (an i64, one of [lo, hi)), whose region is picked at run time."""
+        b = self.b
         ptr = None
         for j, (start, length) in enumerate(self.regions):
             if length == 0 or start + length <= lo or hi <= start:
@@ -301,6 +348,26 @@ class _Emitter:
         if ptr is None or covered < hi - lo:
             raise _unsupported(f"slots {lo}..{hi} are not all inside the regions of {self.name}", span)
         return ptr
+
+    def vector_address(self, name: str, index: n.Index, vars_: dict[str, _Var], span: Span) -> ir.Value:
+        """The address of element `index` of a vector temporary: its words are stack scratch
+        of this function (an alloca of the entry block, made at its first use)."""
+        b = self.b
+        if name not in self.vectors:
+            decl = next((v for v in n.vector_lets(self.program.body) if v.name == name), None)
+            if decl is None:
+                raise _unsupported(f"vector temporary {name!r} is never written", span)
+            self.vectors[name] = (self.alloca_builder.alloca(F64, size=max(1, decl.words),
+                                                             name=f"vec.{name}"), decl.lo)
+        storage, lo = self.vectors[name]
+        off = ir.Constant(I64, index.base - lo)
+        for v, s in index.strides:
+            if v not in vars_:
+                raise _unsupported(f"index variable {v!r} is not bound", span)
+            if vars_[v].hi <= vars_[v].lo:  # never executed
+                return b.gep(storage, [ir.Constant(I64, 0)], source_etype=F64)
+            off = b.add(vars_[v].value if s == 1 else b.mul(vars_[v].value, ir.Constant(I64, s)), off)
+        return b.gep(storage, [off], inbounds=True, source_etype=F64)
 
     # -- checks -----------------------------------------------------------------------------
 
@@ -331,8 +398,16 @@ class _Emitter:
             if e.name not in ctx.env:
                 raise _unsupported(f"temporary {e.name!r} is not bound here", e.span)
             return ctx.env[e.name]
+        if isinstance(e, n.VectorLocal):  # a leaf: its uses check it, as a slot's
+            return b.load(self.vector_address(e.name, e.index, ctx.vars, e.span), typ=F64), False
         if isinstance(e, n.Unary):
             a, a_ok = self.expr(e.arg, ctx)
+            if e.op in n.ELEMENTARY_OPS:
+                # exp(-inf) is 0, tanh(inf) 1: these absorb a non-finite operand
+                ctx.checks.absorbed(a, a_ok)
+                r = b.call(elementary.define(self.module, e.op), [a])
+                ctx.checks.result(r)
+                return r, True
             if not a_ok:
                 ctx.checks.operand(a)
             if e.op == "neg":
@@ -341,6 +416,8 @@ class _Emitter:
                 r = b.call(self.sqrt, [a])
             elif e.op == "abs":
                 r = self.with_sign(a, None)
+            elif e.op == "round32":  # to nearest binary32, then back: both IEEE conversions
+                r = b.fpext(b.fptrunc(a, ir.FloatType()), F64)
             else:
                 raise _unsupported(f"unknown unary operation {e.op!r}", e.span)
             ctx.checks.result(r)
@@ -472,6 +549,8 @@ class _Emitter:
                     self.fast_store(s, value, ok, ctx)
                 else:
                     self.b.store(value, self.address(s.target, ctx.vars, s.span))
+            elif isinstance(s, n.VectorLet):
+                self.b.store(value, self.vector_address(s.name, n.Index(0, s.var), ctx.vars, s.span))
             ordinal += 1
         return ordinal
 

@@ -36,6 +36,8 @@ FIELDS = (
     "stale_replica",    # mutant stale-replica: an owner keeps its first read replica
     "region",           # an independent-state learner's words per owner (r); 0: data-parallel
     "cpu_required",     # bit i: the kernels need the target's i-th cpu_checks feature
+    "temporaries",      # words of the programs' vector temporaries: the larger program's
+                        # (stack scratch of the kernel that runs), counted as scratch
     "str_usage", "str_version", "str_role", "str_deployment", "str_owners",  # text offsets
     "str_ckpt_learner", "str_ckpt_contract", "str_ckpt_layout",  # the manifest's lines
     "str_ckpt_dir",     # the declared checkpoint directory ("" if none)

@@ -40,6 +40,7 @@ from alphac.ir import nodes as ir
 from alphac.plan import separable
 from alphac.plan.mutants import ZERO
 from alphac.plan.protocol import LEAF_TAG_WORDS, OP_CODE, OwnerProtocol, leaves, peers
+from alphac.plan.memory import temporaries
 from alphac.plan.registers import register_sizes
 
 OP_WORDS = 7  # kind, peer, dst, a, b, step, expect
@@ -196,6 +197,7 @@ class RoleImage:
             "leaf_mean": int(self.mutation.leaf_mean),
             "stale_replica": int(self.mutation.stale_replica),
             "region": self.region,
+            "temporaries": temporaries(self.contribution, self.update),
         }
         mask = 2**64 - 1
 

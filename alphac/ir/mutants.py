@@ -53,7 +53,7 @@ def foreign_accumulator(dep: ir.Deployment) -> ir.Deployment | str:
     if L.independent or L.m != L.k or L.k < 2 or not part.optimizer_state \
             or part.words_per_coordinate != 1:
         return "it needs a coordinate-owned learner: one partitioned accumulator per coordinate"
-    if any(not isinstance(s, ir.Assign) or s.target.var is not None for s in L.update.body):
+    if any(not isinstance(s, ir.Assign) or not s.target.constant for s in L.update.body):
         return "it rewrites a per-slot update of assignments; this update has loops or lets"
     k = L.k
     params, state = [], []
@@ -69,7 +69,7 @@ def foreign_accumulator(dep: ir.Deployment) -> ir.Deployment | str:
 
 def _next_accumulator(e, k: int):
     """`e` reading accumulator (i + 1) mod k wherever it reads accumulator i (slot k + i)."""
-    if isinstance(e, ir.SlotRef) and e.index.var is None and k <= e.index.base < 2 * k:
+    if isinstance(e, ir.SlotRef) and e.index.constant and k <= e.index.base < 2 * k:
         return replace(e, index=ir.Index(k + (e.index.base - k + 1) % k))
     if isinstance(e, ir.Unary):
         return replace(e, arg=_next_accumulator(e.arg, k))

@@ -11,13 +11,27 @@ Program semantics (shared by the oracle and every code generator):
     body. The checker guarantees that a slot range written inside a loop is read inside it
     only at the very index it is written at, so statement-by-statement vectorisation over
     the loop variable gives the same words as the sequential order.
-  * `Let` binds a binary64 temporary; inside a loop it is per iteration.
+  * `Let` binds a binary64 temporary; inside a loop it is per iteration. `VectorLet`
+    writes one element of a vector temporary (per-index scratch of the loop's range),
+    read by `VectorLocal` after the loop, or inside it at the loop's own index.
+  * An `Index` is affine in the loop and sum variables (a 2-D view's element is
+    base + d*i + j). For every loop, the checker guarantees that a slot written inside it
+    and read inside it is read only in the iteration that writes it (the slots of two
+    iterations are disjoint), which is what statement-by-statement vectorisation over
+    the loop variable needs; the vector engine and the chunked kernel loop also test
+    what they vectorise themselves and otherwise run the loop in order.
   * Expressions are evaluated exactly as written: no reassociation, no fused multiply-add,
     `div` and `sqrt` correctly rounded.
   * `Sum(var, lo, hi, body)` is the ordered left fold
         (((body(lo) + body(lo+1)) + body(lo+2)) + ... ) ; an empty sum is +0.0.
   * Finite-or-refuse: every operand and result of every arithmetic operation must be
     finite, otherwise the whole update refuses, naming the assignment and coordinate.
+  * `round32(x)` is the binary32 nearest x (ties to even), as the binary64 of that value
+    (widening is exact): the explicit narrowing of a binary32 or mixed-precision learner.
+  * `exp`, `log`, `log1p`, `expm1` are correctly rounded (the binary64 nearest the real
+    value); `sigmoid` and `tanh` are the declared algorithms of docs/language.md
+    "Elementary functions". Their operand must be finite (even where the function would
+    absorb a non-finite one: exp(-inf) is 0), and so must their result.
   * Selection is exact (docs/language.md "Comparisons and selection"): `abs` clears the
     sign bit, `copysign(x, y)` is x's magnitude with y's sign, `min`/`max` are IEEE
     754-2019 minimum/maximum (of -0.0 and +0.0, min is -0.0 and max +0.0), a comparison
@@ -40,15 +54,88 @@ def _span() -> Span:
 
 # ----------------------------------------------------------------------------- indices
 
+# A field whose default the canonical encodings leave out (alphac/plan/canon.py `flat`), so
+# that IR written without it keeps its identity.
+OMIT_DEFAULT = {"canon": "omit-default"}
+
+
 @dataclass(frozen=True)
 class Index:
-    """A slot index: `base`, or `base + var` when `var` names an enclosing loop or sum."""
+    """A slot index, affine in the enclosing loop and sum variables:
+    base + sum(stride * var for (var, stride) in strides).
+
+    `Index(base)` is a constant and `Index(base, var)` is `base + var`; any other form
+    (several variables, or a stride other than 1: a 2-D view's `W[i, j]` is
+    `base + d*i + j`) has `var` None and its `terms`, the (var, stride) pairs with nonzero
+    strides, each variable once, sorted by name. `affine` builds the one normal form of
+    each index, so equal indices compare equal."""
 
     base: int
     var: str | None = None
+    terms: tuple[tuple[str, int], ...] = field(default=(), metadata=OMIT_DEFAULT)
+
+    def __post_init__(self) -> None:
+        if self.var is not None and self.terms:
+            raise ValueError("an Index has either `var` or `terms`, not both")
+
+    @property
+    def strides(self) -> tuple[tuple[str, int], ...]:
+        """The (var, stride) pairs of the index (empty for a constant)."""
+        return ((self.var, 1),) if self.var is not None else self.terms
+
+    @property
+    def constant(self) -> bool:
+        return self.var is None and not self.terms
+
+    @property
+    def simple(self) -> bool:
+        """A constant or `base + var`: the forms of a 1-D index."""
+        return not self.terms
+
+    def stride(self, var: str) -> int:
+        return dict(self.strides).get(var, 0)
+
+    def variables(self) -> tuple[str, ...]:
+        return tuple(v for v, _ in self.strides)
+
+    def at(self, binds) -> int:
+        """The slot when every variable of the index is bound to an int in `binds`."""
+        return self.base + sum(s * binds[v] for v, s in self.strides)
+
+    def bounds(self, ranges) -> tuple[int, int]:
+        """[lo, hi) holding every slot of the index when each variable v ranges over
+        `ranges[v]` = (lo, hi); (lo, lo) when some range is empty."""
+        lo = hi = self.base
+        for v, s in self.strides:
+            a, b = ranges[v]
+            if b <= a:
+                return self.base, self.base
+            lo += min(s * a, s * (b - 1))
+            hi += max(s * a, s * (b - 1))
+        return lo, hi + 1
 
     def __str__(self) -> str:
-        return str(self.base) if self.var is None else f"{self.base}+{self.var}"
+        if self.var is not None:
+            return f"{self.base}+{self.var}"
+        text = str(self.base)
+        for v, s in self.terms:
+            sign = "-" if s < 0 else "+"
+            text += f"{sign}{v}" if abs(s) == 1 else f"{sign}{abs(s)}*{v}"
+        return text
+
+
+def affine(base: int, strides) -> Index:
+    """The normal form of base + sum(stride * var) over `strides`, (var, stride) pairs (a
+    variable may repeat: its strides add up)."""
+    total: dict[str, int] = {}
+    for v, s in strides:
+        total[v] = total.get(v, 0) + s
+    terms = tuple(sorted((v, s) for v, s in total.items() if s != 0))
+    if not terms:
+        return Index(base)
+    if len(terms) == 1 and terms[0][1] == 1:
+        return Index(base, terms[0][0])
+    return Index(base, None, terms)
 
 
 # ----------------------------------------------------------------------------- expressions
@@ -75,7 +162,10 @@ class Local:
     span: Span = _span()
 
 
-UNARY_OPS = ("neg", "sqrt", "abs")
+UNARY_OPS = ("neg", "sqrt", "abs", "round32", "exp", "log", "log1p", "expm1", "sigmoid", "tanh")
+# The elementary functions (alphac/codegen/elementary.py, alphac/oracle/elementary.py): exp,
+# log, log1p and expm1 correctly rounded, sigmoid and tanh a declared algorithm of them.
+ELEMENTARY_OPS = ("exp", "log", "log1p", "expm1", "sigmoid", "tanh")
 BINARY_OPS = ("add", "sub", "mul", "div", "min", "max", "copysign")
 COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
 
@@ -127,7 +217,17 @@ class Sum:
     span: Span = _span()
 
 
-Expr = Union[Const, SlotRef, Local, Unary, Binary, Compare, Select, Sum]
+@dataclass(frozen=True)
+class VectorLocal:
+    """Element `index` of the vector temporary `name` (a `VectorLet`): `index` counts in
+    the writing loop's coordinates, so element `index - lo` of its storage."""
+
+    name: str
+    index: Index
+    span: Span = _span()
+
+
+Expr = Union[Const, SlotRef, Local, Unary, Binary, Compare, Select, Sum, VectorLocal]
 
 
 def children(e: "Expr") -> tuple:
@@ -172,6 +272,26 @@ class Let:
 
 
 @dataclass(frozen=True)
+class VectorLet:
+    """`let name[var] = value` in the body of `Loop(var, lo, hi)`: element var - lo of the
+    vector temporary `name`, real storage of hi - lo words that is neither parameter nor
+    contribution. Read as `VectorLocal(name, index)`: inside the loop at its own index after
+    this statement, after the loop at any index in [lo, hi). A program names each vector
+    temporary once."""
+
+    name: str
+    var: str
+    lo: int
+    hi: int
+    value: Expr
+    span: Span = _span()
+
+    @property
+    def words(self) -> int:
+        return max(0, self.hi - self.lo)
+
+
+@dataclass(frozen=True)
 class Loop:
     var: str
     lo: int
@@ -180,7 +300,25 @@ class Loop:
     span: Span = _span()
 
 
-Stmt = Union[Assign, Let, Loop]
+Stmt = Union[Assign, Let, VectorLet, Loop]
+
+
+def vector_lets(body) -> list[VectorLet]:
+    """Every VectorLet of a program body, in source order."""
+    out: list[VectorLet] = []
+    stack = list(reversed(body))
+    while stack:
+        st = stack.pop()
+        if isinstance(st, Loop):
+            stack.extend(reversed(st.body))
+        elif isinstance(st, VectorLet):
+            out.append(st)
+    return out
+
+
+def temporary_words(program: "Program") -> int:
+    """The words of a program's vector temporaries: their storage, all live at once."""
+    return sum(v.words for v in vector_lets(program.body))
 
 
 @dataclass(frozen=True)

@@ -34,17 +34,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from alphac.ir.nodes import (
-    Assign, Binary, Compare, Const, Let, Local, Loop, Program, Select, SlotRef, Sum, Unary)
+    Assign, Binary, Compare, Const, Let, Local, Loop, Program, Select, SlotRef, Sum, Unary,
+    VectorLet, VectorLocal, vector_lets)
 from alphac.oracle.refusal import Site
 from alphac.oracle.scalar import accumulate_refusal, statement_refusal
 
-_LEAVES = (Const, SlotRef, Local)
+_LEAVES = (Const, SlotRef, Local, VectorLocal)
 _BINARY = {"add": "{a} + {b}", "sub": "{a} - {b}", "mul": "{a} * {b}", "div": "{a} / {b}",
            # IEEE 754-2019 minimum and maximum of finite operands (-0.0 below +0.0)
            "min": "{a} if {a} < {b} or ({a} == {b} and math.copysign(1.0, {a}) < 0.0) else {b}",
            "max": "{a} if {a} > {b} or ({a} == {b} and math.copysign(1.0, {a}) > 0.0) else {b}",
            "copysign": "math.copysign({a}, {b})"}
-_UNARY = {"neg": "-{a}", "sqrt": "np.sqrt({a})", "abs": "abs({a})"}
+_UNARY = {"neg": "-{a}", "sqrt": "np.sqrt({a})", "abs": "abs({a})",
+          "round32": "np.float64(np.float32({a}))"}  # the binary32 nearest, widened exactly
 _COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 # serial, IEEE division (error_model numpy: x / 0 is inf or nan, never an exception), no
 # fast-math; nogil, so a launcher's other threads run meanwhile
@@ -89,6 +91,8 @@ class _Lowering:
         self.sites: list[CheckSite] = []
         self.uid = 0
         self.stmt = -1  # the ordinal of the statement being lowered
+        # vector temporaries: name -> (array name, lo), each an array allocated on entry
+        self.vectors = {v.name: (f"V{j}", v.lo) for j, v in enumerate(vector_lets(program.body))}
 
     def new(self, stem: str = "t") -> str:
         self.uid += 1
@@ -100,6 +104,8 @@ class _Lowering:
     def text(self) -> str:
         args = ", ".join(f"r{j}" for j in range(len(self.regions)))
         self.lines = [f"@{JIT}", f"def {self.name}({args}, fail):"]
+        for v in vector_lets(self.program.body):
+            self.emit(1, f"{self.vectors[v.name][0]} = np.zeros({v.words})")
         self.block(self.program.body, 1, _Scope({}, {}))
         self.emit(1, "return 0")
         return "\n".join(self.lines) + "\n"
@@ -130,6 +136,11 @@ class _Lowering:
             elif isinstance(st, Let):
                 self.stmt += 1
                 scope.lets[st.name] = self.expr(st.value, depth, scope)
+            elif isinstance(st, VectorLet):
+                self.stmt += 1
+                value = self.expr(st.value, depth, scope)
+                array, lo = self.vectors[st.name]
+                self.emit(depth, f"{array}[{scope.binds[st.var][0]} - {lo}] = {value}")
             elif isinstance(st, Assign):
                 self.stmt += 1
                 self.store(st.target, self.expr(st.value, depth, scope), depth, scope)
@@ -138,15 +149,24 @@ class _Lowering:
 
     # -- slots -------------------------------------------------------------------------------
 
+    @staticmethod
+    def _index_text(index, scope: _Scope) -> str:
+        """An index as a Python expression of the bound variables."""
+        if index.var is not None:
+            return f"{scope.binds[index.var][0]} + {index.base}"
+        parts = [scope.binds[v][0] if s == 1 else f"{s} * {scope.binds[v][0]}" for v, s in index.terms]
+        return " + ".join(parts + [str(index.base)])
+
     def _where(self, index, scope: _Scope) -> tuple[str, list[tuple[int, int, int]]]:
         """The slot as a Python expression and the regions (j, start, length) it may lie in."""
-        if index.var is None:
+        if index.constant:
             slot, lo, hi = str(index.base), index.base, index.base + 1
         else:
-            var, vlo, vhi = scope.binds[index.var]
-            if vhi <= vlo:  # an empty range: never executed
+            ranges = {v: scope.binds[v][1:] for v in index.variables()}
+            if any(vhi <= vlo for vlo, vhi in ranges.values()):  # an empty range: never executed
                 return "0", [(0, 0, 0)]
-            slot, lo, hi = f"{var} + {index.base}", index.base + vlo, index.base + vhi
+            slot = self._index_text(index, scope)
+            lo, hi = index.bounds(ranges)
         if lo < 0 or hi > self.program.slots:
             raise ValueError(f"slots {lo}..{hi} lie outside the program's {self.program.slots}")
         inside = [(j, a, n) for j, (a, n) in enumerate(self.regions) if a < hi and lo < a + n]
@@ -193,6 +213,11 @@ class _Lowering:
             return self.const(int(e.bits))
         if isinstance(e, Local):
             return scope.lets[e.name]
+        if isinstance(e, VectorLocal):
+            array, lo = self.vectors[e.name]
+            t = self.new()
+            self.emit(depth, f"{t} = {array}[{self._index_text(e.index, scope)} - {lo}]")
+            return t
         if isinstance(e, Binary):
             a, b = (self.operand(x, depth, scope, f"operand of {e.op}") for x in (e.lhs, e.rhs))
             return self.result(e.op, _BINARY[e.op].format(a=a, b=b), depth, scope)
@@ -288,9 +313,8 @@ def _writes(program: Program, lo: int, hi: int) -> bool:
             if isinstance(st, Loop):
                 yield from walk(st.body, {**ranges, st.var: (st.lo, st.hi)})
             elif isinstance(st, Assign):
-                t = st.target
-                a, b = (0, 1) if t.var is None else ranges[t.var]
-                yield a < b and t.base + a < hi and lo < t.base + b
+                a, b = st.target.bounds(ranges)
+                yield a < b and a < hi and lo < b
     return any(walk(program.body, {}))
 
 

@@ -91,12 +91,34 @@ def _validate(dep: Deployment) -> None:
 def _choose(engine: str, L: Learner, rounds: int) -> str:
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, not {engine!r}")
+    elementary = uses_elementary(L)
+    if engine == "numba" and elementary:
+        # numba's math is libm's, not the real function rounded once
+        raise ValueError("the numba engine has no elementary functions (exp, log, ...): "
+                         "use --engine vector or scalar")
     if engine != "auto":
         return engine
     work = (sum(L.samples.shares) + 1) * (2 * L.k + L.s + L.m + 1)
     if work <= SCALAR_LIMIT:
         return "scalar"
-    return "numba" if work * rounds >= NUMBA_LIMIT else "vector"
+    return "numba" if work * rounds >= NUMBA_LIMIT and not elementary else "vector"
+
+
+def uses_elementary(L: Learner) -> bool:
+    """Whether a program of the learner calls an elementary function (exp, log, ...)."""
+    from alphac.ir.nodes import ELEMENTARY_OPS, Unary, subexpressions
+
+    def exprs(stmts):
+        for s in stmts:
+            if hasattr(s, "body"):
+                yield from exprs(s.body)
+            else:
+                yield s.value
+
+    programs = [p for p in (getattr(L, "contribution", None), getattr(L, "update", None))
+                if p is not None and hasattr(p, "body")]
+    return any(isinstance(e, Unary) and e.op in ELEMENTARY_OPS
+               for p in programs for v in exprs(p.body) for e in subexpressions(v))
 
 
 # ----------------------------------------------------------------------------- engines

@@ -1,7 +1,8 @@
 """The per-slot engine: walks a program's IR with Python floats, one operation at a time.
 
 Python floats are IEEE binary64: + - * / round to nearest-even and `math.sqrt` is the
-correctly rounded square root, so every node is evaluated exactly as written; `abs`,
+correctly rounded square root, so every node is evaluated exactly as written (the
+elementary functions by alphac/oracle/elementary.py: mpmath, rounded once); `abs`,
 `copysign`, `min`, `max`, comparisons and `select` are exact (ir/nodes.py). Statements
 and loop iterations run in their sequential order, so the first finite-or-refuse failure
 this engine meets is the one a sequential realization meets; the vector engine hands its
@@ -11,13 +12,19 @@ failures here to be named.
 from __future__ import annotations
 
 import math
+import struct
 
 from alphac.ir.nodes import (
-    Assign, Binary, Compare, Const, Index, Let, Local, Loop, Program, Select, SlotRef, Sum, Unary)
+    Assign, Binary, Compare, Const, Index, Let, Local, Loop, Program, Select, SlotRef, Sum, Unary,
+    VectorLet, VectorLocal, vector_lets)
+from alphac.ir.nodes import ELEMENTARY_OPS
 from alphac.oracle.refusal import Site, non_finite
 from alphac.oracle.words import to_float
 
-_LEAVES = (Const, SlotRef, Local)
+_LEAVES = (Const, SlotRef, Local, VectorLocal)
+# |x| at or beyond which x rounds to binary32 infinity: the largest binary32 plus half its
+# last unit, 2^128 - 2^103 (struct refuses to pack what does not fit)
+_F32_LIMIT = 2.0 ** 128 - 2.0 ** 103
 _isfinite = math.isfinite
 
 
@@ -49,6 +56,12 @@ def _unary(op: str, a: float) -> float:
         return math.sqrt(a) if a >= 0.0 else math.nan  # sqrt(-0.0) is -0.0, as in IEEE
     if op == "abs":
         return math.fabs(a)
+    if op == "round32":  # the binary32 nearest a (overflow: inf), widened exactly
+        return struct.unpack("<f", struct.pack("<f", a))[0] if abs(a) < _F32_LIMIT else math.copysign(math.inf, a)
+    if op in ELEMENTARY_OPS:
+        from alphac.oracle import elementary  # mpmath: imported by the learners that need it
+
+        return elementary.evaluate(op, a)
     raise ValueError(f"unknown unary operation {op!r}")
 
 
@@ -72,7 +85,9 @@ def statement_refusal(site: Site, st, what: str, binds: dict[str, int]):
     div`) was non-finite with the loop and sum variables `binds` (outermost first)."""
     if isinstance(st, Assign):
         label = st.label or f"slot {st.target}"
-        slot = st.target.base if st.target.var is None else None
+        slot = st.target.base if st.target.constant else None
+    elif isinstance(st, VectorLet):
+        label, slot = f"let {st.name}[{st.var}]", None
     else:
         label, slot = f"let {st.name}", None
     return non_finite(site, what, statement=label, span=st.span, coordinate=_coordinate(binds, slot))
@@ -87,10 +102,12 @@ def accumulate_refusal(site: Site, what: str, j: int):
 class _Run:
     """One execution of a program over a slot list (mutated in place)."""
 
-    def __init__(self, slots: list[float], site: Site) -> None:
+    def __init__(self, slots: list[float], site: Site, vectors=()) -> None:
         self.slots = slots
         self.site = site
         self.stmt = None  # the statement being executed, for refusals
+        # vector temporaries: name -> (lo, words), element i at words[i - lo]
+        self.vectors = {v.name: (v.lo, [0.0] * v.words) for v in vectors}
 
     def fail(self, what: str, binds: dict[str, int]):
         raise statement_refusal(self.site, self.stmt, what, binds)
@@ -105,6 +122,10 @@ class _Run:
             elif isinstance(st, Let):
                 self.stmt = st
                 lets[st.name] = self.expr(st.value, lets, binds)
+            elif isinstance(st, VectorLet):
+                self.stmt = st
+                lo, words = self.vectors[st.name]
+                words[binds[st.var] - lo] = self.expr(st.value, lets, binds)
             elif isinstance(st, Assign):
                 self.stmt = st
                 value = self.expr(st.value, lets, binds)
@@ -126,6 +147,9 @@ class _Run:
             return to_float(e.bits)
         if isinstance(e, Local):
             return lets[e.name]
+        if isinstance(e, VectorLocal):
+            lo, words = self.vectors[e.name]
+            return words[_slot(e.index, binds) - lo]
         if isinstance(e, Binary):
             a = self.operand(e.lhs, lets, binds, f"operand of {e.op}")
             b = self.operand(e.rhs, lets, binds, f"operand of {e.op}")
@@ -164,14 +188,16 @@ class _Run:
 
 
 def _slot(index: Index, binds: dict[str, int]) -> int:
-    return index.base if index.var is None else index.base + binds[index.var]
+    if index.var is not None:
+        return index.base + binds[index.var]
+    return index.at(binds) if index.terms else index.base
 
 
 def run_program(program: Program, slots: list[float], site: Site) -> list[float]:
     """Run `program` over `slots` (length program.slots), in place; returns `slots`."""
     if len(slots) != program.slots:
         raise ValueError(f"{len(slots)} slots given, the program has {program.slots}")
-    _Run(slots, site).block(program.body, {}, {})
+    _Run(slots, site, vector_lets(program.body)).block(program.body, {}, {})
     return slots
 
 

@@ -17,7 +17,10 @@ _SKIP = {"span", "label"}
 
 
 def _fields(obj) -> list:
-    return [getattr(obj, f.name) for f in dataclasses.fields(obj) if f.name not in _SKIP]
+    """The fields that take part: not spans or labels, nor a field marked `OMIT_DEFAULT`
+    (ir/nodes.py) while it holds its default, so IR that predates it keeps its encoding."""
+    return [getattr(obj, f.name) for f in dataclasses.fields(obj) if f.name not in _SKIP
+            and not (f.metadata.get("canon") == "omit-default" and getattr(obj, f.name) == f.default)]
 
 
 def flat(obj) -> list:
@@ -80,6 +83,13 @@ _INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/",
           "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 
 
+# An elementary function's text names its level (and a declared algorithm's edition), so
+# the protocol identity changes with either (docs/language.md "Elementary functions").
+_FUNCTION_TEXT = {"exp": "exp.correctly-rounded", "log": "log.correctly-rounded",
+                  "log1p": "log1p.correctly-rounded", "expm1": "expm1.correctly-rounded",
+                  "sigmoid": "sigmoid.declared-1", "tanh": "tanh.declared-1"}
+
+
 def word_text(bits: int) -> str:
     return f"word(0x{bits:016X})"
 
@@ -98,7 +108,7 @@ def expr_text(expr) -> str:
             elif item.text == "@un":
                 arg = out.pop()
                 op = stack.pop()
-                out.append(f"(-{arg})" if op == "neg" else f"{op}({arg})")
+                out.append(f"(-{arg})" if op == "neg" else f"{_FUNCTION_TEXT.get(op, op)}({arg})")
             elif item.text == "@select":
                 other, then, cond = out.pop(), out.pop(), out.pop()
                 out.append(f"select({cond}, {then}, {other})")
@@ -113,6 +123,8 @@ def expr_text(expr) -> str:
             out.append(f"slot {item.index}")
         elif isinstance(item, ir.Local):
             out.append(item.name)
+        elif isinstance(item, ir.VectorLocal):
+            out.append(f"{item.name}[{item.index}]")
         elif isinstance(item, (ir.Binary, ir.Compare)):
             stack.extend([item.op, _Token("@bin"), item.rhs, item.lhs])
         elif isinstance(item, ir.Select):
@@ -139,6 +151,8 @@ def program_lines(program: ir.Program) -> list[str]:
             lines.append(f"{indent}slot {stmt.target} := {expr_text(stmt.value)}")
         elif isinstance(stmt, ir.Let):
             lines.append(f"{indent}let {stmt.name} = {expr_text(stmt.value)}")
+        elif isinstance(stmt, ir.VectorLet):
+            lines.append(f"{indent}let {stmt.name}[{stmt.var}] = {expr_text(stmt.value)}")
         elif isinstance(stmt, ir.Loop):
             lines.append(f"{indent}for {stmt.var} in {stmt.lo} .. {stmt.hi} {{")
             stack.append((f"{indent}}}", ""))

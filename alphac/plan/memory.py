@@ -5,8 +5,10 @@ its parameter and optimizer-state words as the owner layout gives them (all of t
 replicated, its coordinates' and the shared words when partitioned), stored compactly.
 Peak adds what exists only for the run's updates: the register pool of its protocol
 (plan/registers.py: slots shared by registers whose lifetimes do not overlap, each a frame
-buffer), the contribution buffer (k words, only for an owner of two or more samples: the
-first contribution is written straight into the local sum), and, under parameter
+buffer), the scratch: the contribution buffer (k words, only for an owner of two or more
+samples: the first contribution is written straight into the local sum) and the programs'
+vector temporaries (`let z[i] = e`: the words of the larger program's, stack scratch of
+the kernel that runs, one at a time; `temporaries`), and, under parameter
 partitioning, the read replica of the gathered parameters (k words, allocated by
 `replica-install` and freed by `replica-release`). A read replica never counts toward
 persistent state. Samples are reported apart: they are read in place from the image.
@@ -36,7 +38,7 @@ class OwnerBytes:
     state: int
     replica: int       # transient read replica (peak only)
     registers: int     # the register pool (peak only)
-    scratch: int       # the contribution buffer (peak only)
+    scratch: int       # the contribution buffer and the vector temporaries (peak only)
     samples: int       # immutable inputs, reported apart from learner state
 
     @property
@@ -46,6 +48,12 @@ class OwnerBytes:
     @property
     def peak(self) -> int:
         return self.persistent + self.replica + self.registers + self.scratch
+
+
+def temporaries(contribution: ir.Program, update: ir.Program) -> int:
+    """The words of vector temporaries an owner's kernels hold at once: the larger of its
+    two programs' (each kernel's are stack scratch while it runs; they never run together)."""
+    return max(ir.temporary_words(contribution), ir.temporary_words(update))
 
 
 def bytes_per_owner(dep: ir.Deployment, layout: OwnerLayout, slots: list[RegisterSlots],
@@ -58,11 +66,12 @@ def bytes_per_owner(dep: ir.Deployment, layout: OwnerLayout, slots: list[Registe
     independent = dep.learner.independent
     replica = k if layout.parameters and not independent else 0
     shares = dep.learner.samples.shares
+    temps = temporaries(dep.learner.contribution, dep.learner.update)
     out = []
     for o in range(dep.owners):
         share = shares[o] if o < len(shares) else 0
         out.append(OwnerBytes(WORD * layout.params_count(o), WORD * layout.state_count(o),
                               WORD * replica, WORD * slots[o].pool_words(leaf_tags),
-                              WORD * (k if share >= 2 and not independent else 0),
+                              WORD * ((k if share >= 2 and not independent else 0) + temps),
                               WORD * dep.learner.s * share))
     return out

@@ -7,7 +7,10 @@ the rate). A word of coordinate i may be computed only from words of coordinate 
 shared words; a shared word only from shared words. Checking every assignment against
 the *positional* class of what it reads is enough: by induction every slot then holds a
 value of its own class. Loops are checked as vectors over the loop variable (numpy), so
-a million-coordinate update is checked without unrolling.
+a million-coordinate update is checked without unrolling. An affine index of several
+variables (a 2-D view's element) is read as every slot it may reach, a range, and written
+as the exact set of its slots; a vector temporary's element reads what its `let` read at
+that element (through a loop or constant index), else everything it read over its range.
 """
 
 from __future__ import annotations
@@ -110,7 +113,8 @@ class _Read:
     var: str | None = None
 
 
-def _reads(expr, loop_vars: dict[str, tuple[int, int]], lets: dict[str, tuple[_Read, ...]]) -> set[_Read]:
+def _reads(expr, loop_vars: dict[str, tuple[int, int]], lets: dict[str, tuple[_Read, ...]],
+           vectors: dict | None = None) -> set[_Read]:
     out: set[_Read] = set()
     ranges: dict[str, tuple[int, int]] = {}
     stack: list = [(expr, ranges)]
@@ -118,7 +122,13 @@ def _reads(expr, loop_vars: dict[str, tuple[int, int]], lets: dict[str, tuple[_R
         e, sums = stack.pop()
         if isinstance(e, ir.SlotRef):
             idx = e.index
-            if idx.var is None:
+            if idx.terms:  # every slot it may reach
+                scope = {**loop_vars, **sums}
+                if all(v in scope for v in idx.variables()):
+                    lo, hi = idx.bounds(scope)
+                    if hi > lo:
+                        out.add(_Read(lo, hi))
+            elif idx.var is None:
                 out.add(_Read(idx.base))
             elif idx.var in sums:
                 lo, hi = sums[idx.var]
@@ -128,11 +138,57 @@ def _reads(expr, loop_vars: dict[str, tuple[int, int]], lets: dict[str, tuple[_R
                 out.add(_Read(idx.base, var=idx.var))
         elif isinstance(e, ir.Local):
             out.update(lets.get(e.name, ()))
+        elif isinstance(e, ir.VectorLocal):
+            out.update(_element_reads((vectors or {}).get(e.name), e.index, {**loop_vars, **sums},
+                                      loop_vars))
         elif isinstance(e, ir.Sum):
             stack.append((e.body, {**sums, e.var: (e.lo, e.hi)}))
         else:
             stack.extend((c, sums) for c in ir.children(e))
     return out
+
+
+def _element_reads(vector, index: ir.Index, scope: dict, loop_vars: dict) -> set[_Read]:
+    """What element `index` of a vector temporary reads: `vector` is (its loop variable, lo,
+    hi, what its `let` reads), None when unknown (then nothing is known to be read)."""
+    if vector is None:
+        return set()
+    var, vlo, vhi, reads = vector
+    out: set[_Read] = set()
+    at = None if not index.simple or (index.var is not None and index.var not in scope) else (
+        index.base, index.var)
+    for r in reads:
+        if r.var != var:
+            out.add(r)
+        elif at is not None and at[1] is None:  # a constant element
+            out.add(_Read(r.lo + at[0]))
+        elif at is not None and at[0] == 0 and at[1] in loop_vars:  # z[j]: the let's reads at j
+            out.add(_Read(r.lo, var=at[1]))
+        else:  # anything it read over its range
+            lo, hi = index.bounds(scope) if all(v in scope for v in index.variables()) else (vlo, vhi)
+            lo, hi = max(lo, vlo), min(hi, vhi)
+            if hi > lo:
+                out.add(_Read(r.lo + lo, r.lo + hi))
+    return out
+
+
+def _slots_of(index: ir.Index, ranges: dict, cap: int = 1 << 22) -> np.ndarray:
+    """Every slot an affine index reaches over `ranges`, ascending (its bounding range when
+    they are more than `cap`)."""
+    total = 1
+    for v, _ in index.strides:
+        a, b = ranges[v]
+        total *= max(0, b - a)
+    if total == 0:
+        return np.empty(0, dtype=np.int64)
+    if total > cap:
+        lo, hi = index.bounds(ranges)
+        return np.arange(lo, hi, dtype=np.int64)
+    slots = np.array([index.base], dtype=np.int64)
+    for v, s in index.strides:
+        a, b = ranges[v]
+        slots = (slots[:, None] + s * np.arange(a, b, dtype=np.int64)[None, :]).reshape(-1)
+    return np.unique(slots)
 
 
 def _classes(layout: Layout, lo: int, hi: int) -> np.ndarray:
@@ -145,7 +201,14 @@ def _violations(layout: Layout, stmt: ir.Assign, reads: set[_Read],
                 loop_vars: dict[str, tuple[int, int]]) -> list[str]:
     """Why `stmt` breaks separability (empty if it does not)."""
     tgt = stmt.target
-    if tgt.var is not None and tgt.var in loop_vars:
+    if tgt.terms:  # a 2-D element: its exact slots, and every read as a range over its loops
+        tslots = _slots_of(tgt, loop_vars)
+        tslots = tslots[(tslots >= 0) & (tslots < len(layout.classes))]
+        target = layout.classes[tslots]
+        vlo = vhi = 0
+        reads = {_Read(r.lo + loop_vars[r.var][0], r.lo + loop_vars[r.var][1])
+                 if r.var is not None and r.hi < 0 and r.var in loop_vars else r for r in reads}
+    elif tgt.var is not None and tgt.var in loop_vars:
         vlo, vhi = loop_vars[tgt.var]
         target = _classes(layout, tgt.base + vlo, tgt.base + vhi)
         tslots = np.arange(tgt.base + vlo, tgt.base + vlo + len(target))
@@ -203,8 +266,10 @@ def check_dependence(learner: ir.Learner, part: ir.Partitioning, span: Span, bag
     """The update's data dependence under a claim that `check_claim` accepted."""
     layout = layout_of(learner, part)
     notes: list[str] = []
-    # stack of (statements, index, loop vars, lets): iterative over nested loops
+    # stack of (statements, index, loop vars, lets): iterative over nested loops; vector
+    # temporaries outlive their loop (a program names each once)
     frames = [(learner.update.body, 0, {}, {})]
+    vectors: dict = {}
     while frames:
         body, i, loop_vars, lets = frames.pop()
         if i >= len(body):
@@ -212,11 +277,14 @@ def check_dependence(learner: ir.Learner, part: ir.Partitioning, span: Span, bag
         frames.append((body, i + 1, loop_vars, lets))
         stmt = body[i]
         if isinstance(stmt, ir.Let):
-            lets[stmt.name] = tuple(_reads(stmt.value, loop_vars, lets))
+            lets[stmt.name] = tuple(_reads(stmt.value, loop_vars, lets, vectors))
+        elif isinstance(stmt, ir.VectorLet):
+            vectors[stmt.name] = (stmt.var, stmt.lo, stmt.hi,
+                                  tuple(_reads(stmt.value, loop_vars, lets, vectors)))
         elif isinstance(stmt, ir.Loop):
             frames.append((stmt.body, 0, {**loop_vars, stmt.var: (stmt.lo, stmt.hi)}, dict(lets)))
         elif isinstance(stmt, ir.Assign):
-            why = _violations(layout, stmt, _reads(stmt.value, loop_vars, lets), loop_vars)
+            why = _violations(layout, stmt, _reads(stmt.value, loop_vars, lets, vectors), loop_vars)
             where = f" at {stmt.span}" if stmt.span.line > 0 else ""
             notes.extend(f"{w}{where}" for w in why)
     if notes:
@@ -254,13 +322,20 @@ def check_unclaimed_writes(learner: ir.Learner, part: ir.Partitioning, span: Spa
         if not isinstance(stmt, ir.Assign):
             continue
         tgt = stmt.target
-        lo, hi = (tgt.base, tgt.base + 1) if tgt.var not in loop_vars else \
-            (tgt.base + loop_vars[tgt.var][0], tgt.base + loop_vars[tgt.var][1])
-        bad = np.flatnonzero(_classes(layout, lo, hi) == UNCLAIMED)
+        if tgt.terms:
+            slots = _slots_of(tgt, loop_vars)
+            slots = slots[(slots >= 0) & (slots < len(layout.classes))]
+            bad = slots[layout.classes[slots] == UNCLAIMED]
+            first = int(bad[0]) if len(bad) else 0
+        else:
+            lo, hi = (tgt.base, tgt.base + 1) if tgt.var not in loop_vars else \
+                (tgt.base + loop_vars[tgt.var][0], tgt.base + loop_vars[tgt.var][1])
+            bad = np.flatnonzero(_classes(layout, lo, hi) == UNCLAIMED)
+            first = max(lo, 0) + int(bad[0]) if len(bad) else 0
         if len(bad):
             where = f" at {stmt.span}" if stmt.span.line > 0 else ""
             more = f" (and {len(bad) - 1} more words)" if len(bad) > 1 else ""
-            notes.append(f"{layout.describe(max(lo, 0) + int(bad[0]))}{more} is written{where}")
+            notes.append(f"{layout.describe(first)}{more} is written{where}")
     if notes:
         shown = notes[:NOTE_LIMIT]
         if len(notes) > NOTE_LIMIT:

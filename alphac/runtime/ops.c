@@ -47,7 +47,8 @@ static int check_storage(struct rt *rt, int64_t pool) {
 
 /* This owner's buffers, compact (store.c): its parameter and state words with their initial
    values, the register pool (slots shared by registers whose lifetimes do not overlap), the
-   contribution buffer when it has two or more samples; its samples are read in place. */
+   contribution buffer when it has two or more samples; its samples are read in place, and
+   the kernels' vector temporaries (their stack scratch) are counted as scratch. */
 int rt_alloc(struct rt *rt) {
     int rc;
     int64_t share = img_mine(rt, SEC_SHARE), pool = img_mine(rt, SEC_REG_POOL);
@@ -75,6 +76,8 @@ int rt_alloc(struct rt *rt) {
         TRY(rc);
     }
     rt_buf_hold(rt, MEM_SAMPLES, share * rt->s);
+    /* the programs' vector temporaries: stack scratch of the kernel that runs */
+    rt_buf_hold(rt, MEM_SCRATCH, (int64_t)img_field(rt, IMG_TEMPORARIES));
     rt->entries = rt_alloc_words(rt, rt->n * PREPARED_ENTRY_WORDS, &rc);
     return rc;
 }

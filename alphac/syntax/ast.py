@@ -200,9 +200,12 @@ class SlotRef:
 
 @dataclass(frozen=True)
 class ViewRef:
+    """`v[i]`, or `W[i, j]` (`column` given) for a 2-D view."""
+
     view: str
     index: NatExpr
     span: Span = _span()
+    column: NatExpr | None = None
 
 
 @dataclass(frozen=True)
@@ -238,19 +241,25 @@ Expr = Union[IntLit, FloatLit, WordLit, BoolLit, StringLit, NameRef, Unary, Bina
 
 @dataclass(frozen=True)
 class ViewDecl:
-    """`view v = slot lo .. hi` (hi given) or `view v = slot lo` (a single-slot view)."""
+    """`view v = slot lo .. hi` (hi given) or `view v = slot lo` (a single-slot view);
+    `view W = slot lo .. hi as h by d` (rows and cols given) is a 2-D row-major view."""
 
     name: str
     lo: NatExpr
     hi: NatExpr | None
     span: Span = _span()
+    rows: NatExpr | None = None
+    cols: NatExpr | None = None
 
 
 @dataclass(frozen=True)
 class Let:
+    """`let x = e`, or `let z[i] = e` (`index` given): an element of a vector temporary."""
+
     name: str
     value: Expr
     span: Span = _span()
+    index: NatExpr | None = None
 
 
 @dataclass(frozen=True)
@@ -267,9 +276,12 @@ class TargetName:
 
 @dataclass(frozen=True)
 class TargetIndex:
+    """`v[i] := e`, or `W[i, j] := e` (`column` given)."""
+
     view: str
     index: NatExpr
     span: Span = _span()
+    column: NatExpr | None = None
 
 
 Target = Union[TargetSlot, TargetName, TargetIndex]

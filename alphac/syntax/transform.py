@@ -209,6 +209,9 @@ class ToAst(Transformer_NonRecursive):
     def view_ref(self, meta, c):
         return ast.ViewRef(str(c[0]), c[1], self._span(meta))
 
+    def view_ref2(self, meta, c):
+        return ast.ViewRef(str(c[0]), c[1], self._span(meta), c[2])
+
     def pointwise(self, meta, c):
         return ast.Pointwise(tuple(c), self._span(meta))
 
@@ -226,11 +229,17 @@ class ToAst(Transformer_NonRecursive):
     def view_range(self, meta, c):
         return ast.ViewDecl(str(c[0]), c[1], c[2], self._span(meta))
 
+    def view_matrix(self, meta, c):
+        return ast.ViewDecl(str(c[0]), c[1], c[2], self._span(meta), c[3], c[4])
+
     def view_single(self, meta, c):
         return ast.ViewDecl(str(c[0]), c[1], None, self._span(meta))
 
     def let_stmt(self, meta, c):
         return ast.Let(str(c[0]), c[1], self._span(meta))
+
+    def let_vector(self, meta, c):
+        return ast.Let(str(c[0]), c[2], self._span(meta), c[1])
 
     def assign_stmt(self, meta, c):
         text = self._slice(meta).split(":=", 1)[0].strip()
@@ -247,3 +256,6 @@ class ToAst(Transformer_NonRecursive):
 
     def target_index(self, meta, c):
         return ast.TargetIndex(str(c[0]), c[1], self._span(meta))
+
+    def target_index2(self, meta, c):
+        return ast.TargetIndex(str(c[0]), c[1], self._span(meta), c[2])

@@ -1,5 +1,5 @@
 """The SM86 device kernels without a GPU: every spec's programs lower to PTX whose binary64
-arithmetic is only `.rn` add/sub/mul, `div.rn.f64` and `sqrt.rn.f64` (no fma), ptxas
+arithmetic is only `.rn` add/sub/mul, `div.rn.f64`, `sqrt.rn.f64` and `neg.f64` (no fma), ptxas
 assembles it for sm_86, and in the SASS no DFMA is a contraction: a `--fmad=false` build has
 the very same DFMA instructions (those of ptxas's IEEE division and square-root sequences),
 and a program without division or square root has none. The update is cut into segments
@@ -53,7 +53,8 @@ def test_the_cases_cover_every_runnable_spec():
 def test_every_spec_lowers_to_rounded_ptx_that_ptxas_assembles(spec, img):
     ptx, segs = _ptx(img)
     ops = set(F64_ARITH.findall(ptx))
-    assert ops <= {"add.rn.f64", "sub.rn.f64", "mul.rn.f64", "div.rn.f64", "sqrt.rn.f64"}
+    # neg.f64 flips the sign bit (exact): the elementary functions negate their argument
+    assert ops <= {"add.rn.f64", "sub.rn.f64", "mul.rn.f64", "div.rn.f64", "sqrt.rn.f64", "neg.f64"}
     assert {"add.rn.f64", "mul.rn.f64"} <= ops
     assert "fma" not in ptx and ".target sm_86" in ptx
     assert re.findall(r"^\.visible \.entry (\w+)\(", ptx, re.M) == list(kernel_names(segs))

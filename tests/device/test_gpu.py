@@ -89,3 +89,21 @@ def test_two_owners_on_one_gpu_bound_by_uuid_and_admitted(tmp_path):
     assert run.committed, run.result
     ledger = tmp_path / "ledger" / UUID
     assert ledger.exists() and ledger.read_text() == ""  # both left it at exit
+
+
+@pytest.mark.parametrize("spec", ["logistic_regression.alpha", "softmax_regression.alpha",
+                                  "logistic_regression_binary32.alpha"])
+def test_the_elementary_function_gates_on_sm86_owners_equal_the_oracle(tmp_path, spec):
+    """exp, log1p, sigmoid, log and round32 emitted for SM86 (no __nv_* function, no
+    fused multiply-add): owners 0 and 2 on the GPU give the words of the x86-64 and
+    AArch64 owners and of the oracle."""
+    import dataclasses
+
+    from alphac.launch.launcher import ensure_built
+
+    dep = driver.deployment(str(SPECS / spec), "run")
+    dep = dataclasses.replace(dep, placement=("sm86", "aarch64", "sm86", "x86_64"))
+    plan = driver.plan(dep)
+    ensure_built(plan, tmp_path / "out")
+    report = launch(dep, tmp_path / "out", plan=plan)
+    assert report.match, report.failures

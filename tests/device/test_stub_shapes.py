@@ -35,3 +35,17 @@ def test_a_shape_on_two_sm86_owners_equals_the_oracle(spec, scribble, tmp_path, 
     report = launch(dep, tmp_path / "out", plan=plan)
     assert report.match, report.failures
     assert [r.target for r in report.rows] == ["sm86", "sm86"]
+
+
+def test_the_tanh_network_on_sm86_owners_equals_the_oracle(tmp_path, monkeypatch, stub_dir):
+    """A 2-D view, nested loops and vector temporaries in the device kernels: each sample's
+    contribution thread holds the temporaries in its local memory; SM86 owners among x86-64
+    and AArch64 owners give the oracle's words."""
+    from support import built
+
+    dep, plan, _ = built(tmp_path, "tanh_network_adam.alpha", ["x86_64", "sm86", "aarch64", "sm86"])
+    build_twins(plan, tmp_path / "out", tmp_path / "twin")
+    stub_env(monkeypatch, stub_dir, tmp_path / "twin", tmp_path / "ledger")
+    report = launch(dep, tmp_path / "out", plan=plan)
+    assert report.match, report.failures
+    assert [r.target for r in report.rows] == ["x86_64", "sm86", "aarch64", "sm86"]
