@@ -20,8 +20,8 @@ SPEC = str(ROOT / "specs" / "lsq_plain_star.alpha")
 BAD = str(ROOT / "tests" / "errors" / "unknown-field.alpha")
 BAD_PLAN = str(ROOT / "tests" / "errors" / "combine-leaf-order.alpha")
 CKPT = str(ROOT / "tests" / "errors" / "checkpoints" / "lsq-star-v2")
-COMMANDS = ("check", "plan", "oracle", "build", "launch", "verify", "inspect", "qualify", "explain",
-            "clean")
+COMMANDS = ("check", "plan", "oracle", "build", "launch", "verify", "inspect", "qualify", "conform",
+            "explain", "clean")
 needs_qemu = pytest.mark.skipif(shutil.which("qemu-aarch64") is None, reason="qemu-aarch64 missing")
 
 
@@ -149,3 +149,17 @@ def test_qualify_with_a_tracker_it_cannot_use(tmp_path, monkeypatch):
     db = tmp_path / "q.db"
     doc = validated("qualify", "--db", str(db), "--specs", str(ROOT / "specs"), status=1)
     assert doc["refusals"] == [{"code": "qualify-db", "message": f"{db}: not a tracker"}]
+
+
+def test_conform(tmp_path):
+    """A small measurement of two functions against this host's kernels, and a store that
+    cannot be written."""
+    doc = validated("conform", "--count", "40", "--function", "exp", "--function", "tanh",
+                    "--jobs", "1", "--store", str(tmp_path / "ev"), status=0)
+    assert list(doc["record"]["functions"]) == ["exp", "tanh"]
+    assert Path(doc["path"]) == tmp_path / "ev" / f"{doc['hash']}.json"
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    doc = validated("conform", "--count", "5", "--function", "log", "--jobs", "1",
+                    "--store", str(blocked), status=1)
+    assert [r["code"] for r in doc["refusals"]] == ["io-error"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from urllib.parse import quote
 
 import numpy as np
 
@@ -409,7 +410,7 @@ class Lowering:
             "stdNumericExceptional")), span=c.fields["numericalProfile"].span)
         rel = c.fields["numericalRelation"]
         relation = "exact" if rel.ctor == "NumericalExact" else \
-            f"ulps:{rel.fields['numericalBoundUlps'].n}"
+            bounded_relation(rel.fields["numericalBoundUlps"].n, rel.fields["numericalEvidence"].s)
         return ir.Contract(profile, relation, c.span)
 
     def _combine_placement(self, c: VObj) -> str:
@@ -424,6 +425,15 @@ class Lowering:
                            getattr(interval, "span", c.span),
                            ["checkpoint every I >= 1 updates, or write CheckpointNever"])
         return ir.Checkpoint(interval.n, c.fields["checkpointDirectory"].s, c.span)
+
+
+def bounded_relation(bound: int, evidence: str) -> str:
+    """A bounded relation as the contract names it: `ulps:N`, or `ulps:N@EVIDENCE` with the
+    evidence (a record's sha256, or a path to it) percent-encoded into one token without
+    spaces (alphac/plan/evidence.py reads it back)."""
+    if not evidence:
+        return f"ulps:{bound}"
+    return f"ulps:{bound}@{quote(evidence, safe='/._-~+:=,')}"
 
 
 def _quoted(name: str, limit: int = 40) -> str:

@@ -19,7 +19,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 # only when it runs (or --help lists them), so `alphac --version` and `alphac check` do not
 # pay for the launcher, the targets and the code generator.
 COMMANDS = ("check", "plan", "oracle", "build", "launch", "verify", "inspect", "qualify",
-            "explain", "clean")
+            "conform", "explain", "clean")
 
 
 class Commands(click.Group):
@@ -71,6 +71,8 @@ def main() -> None:
                                    --report, --html FILE: the recorded runs
     alphac inspect EXE|CKPT|OUT    an executable's embedded plan; a checkpoint, verified;
                                    an owner's output file
+    alphac conform [--count N]     the elementary functions' largest errors in ulps on this
+                                   host, stored as evidence a bounded contract names
     alphac explain [CODE]          what a code means and how to fix it; every code by stage
     alphac clean [-o DIR]          remove DIR/runs/ and the executables built in DIR
 

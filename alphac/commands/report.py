@@ -16,7 +16,7 @@ from alphac.diagnostics import CompileError, render_all
 # The envelope's version per command: alphac-<command>-<n> (plan's first document, without
 # the envelope, was alphac-plan-1).
 FORMATS = {"check": 1, "plan": 2, "oracle": 1, "build": 1, "launch": 1, "verify": 1,
-           "inspect": 1, "qualify": 1, "explain": 1, "clean": 1}
+           "inspect": 1, "qualify": 1, "conform": 1, "explain": 1, "clean": 1}
 
 
 @dataclass

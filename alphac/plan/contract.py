@@ -97,8 +97,11 @@ def derive(dep: ir.Deployment, nodes) -> NumericalContract:
                              topology_name(dep.topology), tuple(ops))
 
 
-def check_profile(contract: ir.Contract, fallback: Span, bag: DiagnosticBag) -> None:
-    """A deployment's profile must be the one the targets execute, and its relation exact."""
+def check_profile(contract: ir.Contract, fallback: Span, bag: DiagnosticBag,
+                  learner: ir.Learner | None = None) -> None:
+    """A deployment's profile must be the one the targets execute, and its relation exact, or
+    a bound in ulps that conformance evidence supports (alphac/plan/evidence.py: the record
+    `alphac conform` stored, against the elementary functions `learner`'s programs call)."""
     span = contract.profile.span if contract.profile.span.line > 0 else (
         contract.span if contract.span.line > 0 else fallback)
     diffs = [f"{f}: declared {getattr(contract.profile, f)!r}, executed {getattr(NATIVE_PROFILE, f)!r}"
@@ -107,10 +110,10 @@ def check_profile(contract: ir.Contract, fallback: Span, bag: DiagnosticBag) -> 
         bag.error("numerical-profile-mismatch",
                   "the contract's numeric profile is not the profile the executables run", span, diffs)
     if contract.relation != "exact":
-        bag.error("numerical-relation-unverified",
-                  f"relation {contract.relation!r} is not exact; a declared bound needs conformance "
-                  "evidence that no target provides", contract.span if contract.span.line > 0 else fallback,
-                  ["declare the relation exact"])
+        from alphac.plan import evidence
+
+        evidence.check(contract.relation, learner,
+                       contract.span if contract.span.line > 0 else fallback, bag)
 
 
 def compatible(a, b, span: Span | None = None) -> list[Diagnostic]:

@@ -180,7 +180,7 @@ def _plan(dep: ir.Deployment, mutant: str | None) -> Plan:
         # the checker refuses such a spec; IR built by hand still gets a located refusal
         bag.error("combine-leaf-missing", "a deployment without owners has nothing to combine", dspan,
                   [f"owners: {n}"])
-    check_profile(dep.contract, dspan, bag)
+    check_profile(dep.contract, dspan, bag, dep.learner)
     check_combine_placement(dep, bag)
     check_independent_partitioning(dep, bag)
     resumed = _resumed(dep.resume, dspan, bag) if dep.resume is not None else None
