@@ -121,7 +121,7 @@ def test_a_missing_data_file_suggests_the_files_beside_it(tmp_path):
     lines = out.stderr.splitlines()
     assert lines[0] == (f"{tmp_path}/Gates/SampleTree.alpha:17:25: error[sample-file]: "
                         f"{tmp_path}/Gates/sampletree31.npy does not exist; did you mean sampletree13.npy?")
-    assert lines[3] == "  note: .npy files beside it: sampletree13.npy"
+    assert lines[3] == "  note: .npy files beside it: logistic.npy, logistic32.npy, sampletree13.npy, softmax.npy"
     lib.write_text(lib.read_text().replace('load "sampletree31.npy"', 'load "data/x.npy"'))
     lines = CliRunner().invoke(main, ["check", str(spec)]).stderr.splitlines()
     assert lines[3] == f"  note: its directory {tmp_path}/Gates/data does not exist"
