@@ -19,6 +19,9 @@ from shape_gates import needs_qemu, one_owner, resume_across_instruction_sets
 
 ROOT = Path(__file__).resolve().parents[1]
 LOGISTIC = ROOT / "specs" / "logistic_regression.alpha"
+LOGISTIC32 = ROOT / "specs" / "logistic_regression_binary32.alpha"
+SOFTMAX = ROOT / "specs" / "softmax_regression.alpha"
+GATES = {"logistic": LOGISTIC, "logistic32": LOGISTIC32, "softmax": SOFTMAX}
 
 
 def floats(words) -> np.ndarray:
@@ -33,16 +36,18 @@ def launched(tmp_path, spec: Path, deployment: str) -> list[str]:
 
 
 @needs_qemu
+@pytest.mark.parametrize("gate", GATES)
 @pytest.mark.parametrize("deployment", ["run", "partitioned"])
-def test_logistic_regression_launches_equal_to_the_oracle(tmp_path, deployment):
-    assert launched(tmp_path, LOGISTIC, deployment) == ["match"] * 4
+def test_the_gates_launch_equal_to_the_oracle(tmp_path, gate, deployment):
+    assert launched(tmp_path, GATES[gate], deployment) == ["match"] * 4
 
 
 @needs_qemu
-def test_logistic_regression_resumes_on_the_other_instruction_set(tmp_path):
+@pytest.mark.parametrize("gate", GATES)
+def test_the_gates_resume_on_the_other_instruction_set(tmp_path, gate):
     from alphac import driver
 
-    resume_across_instruction_sets(tmp_path, "logistic", driver.deployment(str(LOGISTIC), "run"), 4)
+    resume_across_instruction_sets(tmp_path, gate, driver.deployment(str(GATES[gate]), "run"), 4)
 
 
 def _learner():
@@ -113,20 +118,6 @@ def test_another_order_or_a_libm_gives_other_bits(monkeypatch):
 
 # ----------------------------------------------------------------------------- binary32
 
-LOGISTIC32 = ROOT / "specs" / "logistic_regression_binary32.alpha"
-
-
-@needs_qemu
-@pytest.mark.parametrize("deployment", ["run", "partitioned"])
-def test_mixed_precision_logistic_regression_launches_equal_to_the_oracle(tmp_path, deployment):
-    assert launched(tmp_path, LOGISTIC32, deployment) == ["match"] * 4
-
-
-@needs_qemu
-def test_mixed_precision_logistic_regression_resumes_on_the_other_instruction_set(tmp_path):
-    from alphac import driver
-
-    resume_across_instruction_sets(tmp_path, "logistic32", driver.deployment(str(LOGISTIC32), "run"), 4)
 
 
 def test_mixed_precision_logistic_regression_follows_a_numpy_learner():
@@ -160,20 +151,6 @@ def test_mixed_precision_logistic_regression_follows_a_numpy_learner():
 
 # ----------------------------------------------------------------------------- softmax
 
-SOFTMAX = ROOT / "specs" / "softmax_regression.alpha"
-
-
-@needs_qemu
-@pytest.mark.parametrize("deployment", ["run", "partitioned"])
-def test_softmax_regression_launches_equal_to_the_oracle(tmp_path, deployment):
-    assert launched(tmp_path, SOFTMAX, deployment) == ["match"] * 4
-
-
-@needs_qemu
-def test_softmax_regression_resumes_on_the_other_instruction_set(tmp_path):
-    from alphac import driver
-
-    resume_across_instruction_sets(tmp_path, "softmax", driver.deployment(str(SOFTMAX), "run"), 4)
 
 
 def test_softmax_regression_follows_an_independent_numpy_learner():

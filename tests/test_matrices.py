@@ -30,7 +30,9 @@ from alphac.oracle.vector import SlotStore, vectorisable
 from alphac.oracle.vector import run_program as run_vector
 from alphac.targets import compile_object
 
+
 from test_codegen_program import Kernel, bits
+from test_oracle_differential import outcome
 
 ROOT = Path(__file__).resolve().parents[1]
 TANH = ROOT / "specs" / "tanh_network_adam.alpha"
@@ -143,14 +145,6 @@ def deployment(tmp_path, **kw) -> n.Deployment:
 
 def word(x: float) -> int:
     return struct.unpack("<Q", struct.pack("<d", x))[0]
-
-
-def outcome(dep, engine):
-    try:
-        r = evaluate(dep, engine=engine)
-        return ("ok", r.params, r.state)
-    except Refusal as e:
-        return ("refused", e.code, e.detail)
 
 
 # ----------------------------------------------------------------------------- a reference
