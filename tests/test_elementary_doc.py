@@ -54,3 +54,14 @@ def test_the_table_is_the_kept_records():
     record = evidence.read(kept[0], name)  # its bytes hash to its name
     assert conform.table(record) in block
     assert f"--count {record['count']} --seed {record['seed']}" in block
+
+
+def test_the_table_measures_the_kernels_of_this_tree():
+    """The kept record names the sha256 of the kernels' IR it measured: these kernels. A
+    change of the elementary functions' code makes this fail until `make conform` measures
+    the new kernels and rewrites the table."""
+    import json
+
+    (kept,) = sorted(KEPT.glob("*.json"))
+    measured = json.loads(kept.read_text())["kernels"]["ir_sha256"]
+    assert measured == conform.kernels_ir_sha256(), "docs/elementary.md measures other kernels: run make conform"
