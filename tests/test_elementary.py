@@ -154,7 +154,7 @@ from click.testing import CliRunner  # noqa: E402
 
 from alphac.commands import main  # noqa: E402
 from alphac.ir import nodes as n  # noqa: E402
-from alphac.ir.builders import C, S, assign  # noqa: E402
+from alphac.ir.builders import S, assign  # noqa: E402
 from alphac.oracle.refusal import Site  # noqa: E402
 from alphac.oracle.scalar import run_program  # noqa: E402
 from alphac.oracle.vector import Flagged, SlotStore  # noqa: E402

@@ -10,8 +10,6 @@ independent numpy learner."""
 
 from __future__ import annotations
 
-import ctypes
-import math
 import struct
 import subprocess
 from pathlib import Path
@@ -28,7 +26,6 @@ from alphac.oracle.refusal import Site
 from alphac.oracle.scalar import run_program
 from alphac.oracle.vector import SlotStore, vectorisable
 from alphac.oracle.vector import run_program as run_vector
-from alphac.targets import compile_object
 
 
 from test_codegen_program import Kernel, bits

@@ -646,8 +646,8 @@ class ProgramLowering:
                 if h * d != hi - lo:
                     self.error("view-shape-mismatch", f"view {s.name} covers {hi - lo} slots [{lo}, "
                                f"{hi}), but {h} by {d} is {h * d}", s.span,
-                               [f"`slot a .. b as h by d` holds h rows of d slots, row after row: "
-                                f"h * d must be b - a"])
+                               ["`slot a .. b as h by d` holds h rows of d slots, row after row: "
+                                "h * d must be b - a"])
                     scope.broken.add(s.name)
                     return None
                 dims = (h, d)

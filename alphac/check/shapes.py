@@ -272,7 +272,7 @@ def _coordinates_held(low, update: ir.Program, k: int) -> bool:
     words it reads is the owner of the coordinate it writes."""
     ok = True
     lets: dict[str, set] = {}
-    for stmt in _statements(update.body):
+    for stmt in ir.statements(update.body):
         reads = {_coordinate(i, k) for i in _slot_reads(stmt.value, lets)} - {None}
         if isinstance(stmt, (ir.Let, ir.VectorLet)):
             lets[stmt.name] = reads
@@ -291,14 +291,6 @@ def _coordinates_held(low, update: ir.Program, k: int) -> bool:
 
 def _shown(coordinate) -> str:
     return str(coordinate) if not isinstance(coordinate, tuple) else f"{coordinate[0]} + {coordinate[1]}"
-
-
-def _statements(body):
-    for stmt in body:
-        if isinstance(stmt, ir.Loop):
-            yield from _statements(stmt.body)
-        else:
-            yield stmt
 
 
 def _slot_reads(expr, lets: dict) -> list:

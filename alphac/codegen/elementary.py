@@ -201,11 +201,13 @@ _LN2_LO = float(_LN2 - Fraction(_LN2_HI))
 
 
 # exp's fast phase: ln2/64 = L1 + L2 (+ < 2^-96), L1 with 35 significant bits so that k L1
-# is exact for |k| < 2^18; its relative error bound, with a factor 8 of margin
+# is exact for |k| < 2^18
 _LN2_64 = Fraction(_ln2_fixed(P + 40), 1 << (P + 46))
 _L1 = float(Fraction(round(_LN2_64 * (1 << 42)), 1 << 42))
 _L2 = float(_LN2_64 - Fraction(_L1))
-EXP_FAST_ERROR = 2.0 ** -63
+# the rounding test's relative error of every fast phase (exp, expm1, log, log1p): their
+# bound, 2^-66, with a factor 8 of margin
+FAST_ERROR = 2.0 ** -63
 
 
 # ----------------------------------------------------------------------------- emission
@@ -444,7 +446,7 @@ def _exp_fast(c: "_Cases", x):
     r = (x - kd L1) - kd L2 as a double-double (x - kd L1 is exact), k = 64 q + j,
     e^x = 2^q T_j e^r with e^r = 1 + r + r^2 (1/2 + r/6 + ... + r^5/5040) (truncation below
     2^-75 on |r| <= 0.0055); T_j e^r = T_hi + T_hi r_hi (exact, Dekker) + the small rest,
-    summed into a double-double whose error is below 2^-66 relative (EXP_FAST_ERROR has a
+    summed into a double-double whose error is below 2^-66 relative (FAST_ERROR has a
     factor 8 of margin). Branches to `slow` when the rounding test fails; returns the
     result otherwise."""
     b, fx = c.b, c.fx
@@ -459,7 +461,7 @@ def _exp_fast(c: "_Cases", x):
     rest = b.fadd(b.fmul(t_hi, b.fadd(r_lo, q2)), b.fmul(t_lo, b.fadd(r_hi, q2)))
     lo = b.fadd(b.fadd(b.fadd(se, me), rest), t_lo)
     y_hi, y_lo = fx.fast_two_sum(s, lo)
-    ok, y = fx.rounds_alike(y_hi, y_lo, EXP_FAST_ERROR)
+    ok, y = fx.rounds_alike(y_hi, y_lo, FAST_ERROR)
     return ok, b.fmul(y, red.scale)
 
 
@@ -534,7 +536,7 @@ def _log_fast(c: "_Cases", x, extra=None):
     small = b.fadd(b.fadd(small, cube), b.fadd(b.fmul(kd, _f64(_LN2_LO)), ll))
     lo = b.fadd(b.fadd(b.fadd(e1, e2), e3), small)
     y_hi, y_lo = fx.fast_two_sum(h3, lo)
-    return fx.rounds_alike(y_hi, y_lo, EXP_FAST_ERROR)
+    return fx.rounds_alike(y_hi, y_lo, FAST_ERROR)
 
 
 def _log1p_fast(c: "_Cases", x):
@@ -569,7 +571,7 @@ def _expm1_fast(c: "_Cases", x):
     h, he = _two_sum(fx, a, b.fmul(red.scale, m))
     lo = b.fadd(b.fadd(he, a_lo), b.fmul(red.scale, tp_lo))
     y_hi, y_lo = fx.fast_two_sum(h, lo)
-    return fx.rounds_alike(y_hi, y_lo, EXP_FAST_ERROR)
+    return fx.rounds_alike(y_hi, y_lo, FAST_ERROR)
 
 
 def _two_sum(fx: "_Fx", a, c):

@@ -330,6 +330,16 @@ class Program:
     span: Span = _span()
 
 
+def statements(body):
+    """The statements of a program body other than loops, in source order (a loop's body
+    once, where it stands)."""
+    for st in body:
+        if isinstance(st, Loop):
+            yield from statements(st.body)
+        else:
+            yield st
+
+
 # ----------------------------------------------------------------------------- word vectors
 
 @dataclass(frozen=True, eq=False)

@@ -35,7 +35,7 @@ import numpy as np
 
 from alphac.ir.nodes import (
     Assign, Binary, Compare, Const, Let, Local, Loop, Program, Select, SlotRef, Sum, Unary,
-    VectorLet, VectorLocal, vector_lets)
+    VectorLet, VectorLocal, statements, vector_lets)
 from alphac.oracle.refusal import Site
 from alphac.oracle.scalar import accumulate_refusal, statement_refusal
 
@@ -62,15 +62,6 @@ class CheckSite:
     statement: int
     what: str
     names: tuple[str, ...]
-
-
-def statements(body):
-    """The Assign and Let statements of a program body, in source order (a loop's once)."""
-    for st in body:
-        if isinstance(st, Loop):
-            yield from statements(st.body)
-        else:
-            yield st
 
 
 @dataclass

@@ -106,19 +106,11 @@ def _choose(engine: str, L: Learner, rounds: int) -> str:
 
 def uses_elementary(L: Learner) -> bool:
     """Whether a program of the learner calls an elementary function (exp, log, ...)."""
-    from alphac.ir.nodes import ELEMENTARY_OPS, Unary, subexpressions
+    from alphac.ir.nodes import ELEMENTARY_OPS, Unary, statements, subexpressions
 
-    def exprs(stmts):
-        for s in stmts:
-            if hasattr(s, "body"):
-                yield from exprs(s.body)
-            else:
-                yield s.value
-
-    programs = [p for p in (getattr(L, "contribution", None), getattr(L, "update", None))
-                if p is not None and hasattr(p, "body")]
     return any(isinstance(e, Unary) and e.op in ELEMENTARY_OPS
-               for p in programs for v in exprs(p.body) for e in subexpressions(v))
+               for p in (L.contribution, L.update) for st in statements(p.body)
+               for e in subexpressions(st.value))
 
 
 # ----------------------------------------------------------------------------- engines
