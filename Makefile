@@ -5,7 +5,9 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 APT_PACKAGES := qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross openmpi-bin libopenmpi-dev slurm-wlm \
-                python3-venv
+                python3-venv libssl-dev
+# OpenSSL's libcrypto for the static AArch64 executables, from Debian's arm64 architecture
+ARM64_PACKAGES := libssl-dev:arm64
 # The peers the benchmarks measure beside alphac, in their own virtual environment (alphac
 # itself stays in $(VENV)): torch's gloo, and Open MPI through mpi4py.
 BENCH_VENV := bench/.venv
@@ -32,9 +34,13 @@ endef
 # project in it, editable, pointing at this tree).
 setup:
 	@$(call apt_install,$(APT_PACKAGES))
+	@dpkg --print-foreign-architectures | grep -qx arm64 || dpkg -s $(ARM64_PACKAGES) >/dev/null 2>&1 \
+	  || (echo "setup: adding Debian's arm64 architecture"; SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	      $$SUDO dpkg --add-architecture arm64)
+	@$(call apt_install,$(ARM64_PACKAGES))
 	@[ -x $(PY) ] || (echo "setup: creating $(VENV)" && $(PYTHON) -m venv $(VENV))
 	@# the editable install must point at this tree (a clone elsewhere must not run another copy)
-	@cd / && $(abspath $(PY)) -c "import lark, click, llvmlite, elftools, numba, mpmath, gmpy2, pytest, hypothesis, numpy, wheel, jsonschema" 2>/dev/null \
+	@cd / && $(abspath $(PY)) -c "import lark, click, llvmlite, elftools, numba, mpmath, gmpy2, cryptography, pytest, hypothesis, numpy, wheel, jsonschema" 2>/dev/null \
 	  && $(abspath $(PY)) -m pip show nvidia-cuda-nvdisasm >/dev/null 2>&1 \
 	  && $(abspath $(PY)) -m pip show alphac 2>/dev/null | grep -qx "Editable project location: $(CURDIR)" \
 	  || (cd $(CURDIR) && $(PY) -m pip install -q -e '.[test]')

@@ -237,6 +237,7 @@ TOOLING = {
     "role-not-placed": "no owner of the requested role is placed on the requested target",
     "linker-missing": "the target's linker command is not installed",
     "link-failed": "the target's linker exited with an error",
+    "library-missing": "a static library the target links (OpenSSL's libcrypto) is not installed",
     "build-usage": "`alphac build` needs --role and/or --target, or --all",
     "not-an-alphac-executable": "the file is not an ELF executable with an .alphac section",
     "bad-metadata": "the .alphac section of an executable is not the expected JSON",

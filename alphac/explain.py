@@ -222,6 +222,8 @@ FIXES = {
     "unknown-role": "Use one of the roles listed (`alphac plan SPEC` shows them).",
     "role-not-placed": "Ask for a target the role's owners are placed on (`alphac plan SPEC`).",
     "linker-missing": "Install the target's linker (make setup installs gcc-aarch64-linux-gnu).",
+    "library-missing": "Install the library the target's toml lists under `libs` (make setup installs "
+                       "libssl-dev, and libssl-dev:arm64 for AArch64).",
     "link-failed": "Read the linker's message; check the target's toolchain.",
     "build-usage": "Give --role and/or --target, or --all alone.",
     "not-an-alphac-executable": "Give an executable `alphac build` wrote, a checkpoint "

@@ -11,12 +11,15 @@ from __future__ import annotations
 # The frame layout and checksum version. It is part of the protocol identity, so executables
 # built for different wire formats refuse each other's hello as `frame-protocol` instead of
 # failing later on a checksum.
-WIRE_FORMAT = 4
+WIRE_FORMAT = 5
 
 FRAME_MAGIC = 0x31454D4152464C41  # "ALFRAME1" read as a little-endian word
 # an authenticated frame ("ALFRAMEA"): after the checksum, TAG_WORDS words of HMAC-SHA-256
+# over the header, the checksum and the payload's MAC, PAYLOAD_MAC_BYTES of AES-256-GMAC
+# (docs/security.md, "How a frame is tagged")
 FRAME_MAGIC_AUTH = 0x41454D4152464C41
 TAG_WORDS = 4
+PAYLOAD_MAC_BYTES = 16
 # header words, in order (all u64 little-endian)
 HEADER = ("magic", "protocol", "sender", "receiver", "version", "step", "kind", "length")
 HEADER_WORDS = len(HEADER)

@@ -65,10 +65,16 @@ def test_an_authenticated_frame_carries_the_tag_of_its_sequence_number():
     data = f.encode(key=key, seq=4)
     words = struct.unpack(f"<{len(data) // 8}Q", data)
     assert words[0] == frames.MAGIC_AUTH and len(words) == 8 + 3 + 1 + frames.TAG_WORDS
-    # over seq, the header, the payload's SHA-256 and the checksum
+    # over seq, the header, the payload's MAC and the checksum; the payload's MAC is the
+    # tag of AES-256-GCM over nothing, with the payload as associated data, under the
+    # payload key and the zero IV
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
     body = data[:-32]
-    mac = hmac.new(key, struct.pack("<Q", 4) + body[:64] + hashlib.sha256(body[64:-8]).digest()
-                   + body[-8:], hashlib.sha256).digest()
+    payload_key = hmac.new(key, b"alphac-payload-1" + struct.pack("<Q", 0x1234), hashlib.sha256).digest()
+    payload_mac = AESGCM(payload_key).encrypt(bytes(12), b"", body[64:-8])
+    assert len(payload_mac) == 16
+    mac = hmac.new(key, struct.pack("<Q", 4) + body[:64] + payload_mac + body[-8:], hashlib.sha256).digest()
     assert data[-32:] == mac
     back, used = frames.decode(data, key=key, seq=4)
     assert used == len(data) and back.payload == (10, 20, 1)

@@ -40,6 +40,7 @@ def runtime_header() -> str:
     define("FRAME_MAGIC", wire.FRAME_MAGIC, u64=True)
     define("FRAME_MAGIC_AUTH", wire.FRAME_MAGIC_AUTH, u64=True)
     define("TAG_WORDS", wire.TAG_WORDS)
+    define("PAYLOAD_MAC_BYTES", wire.PAYLOAD_MAC_BYTES)
     define("HELLO_WORDS", wire.HELLO_WORDS)
     define("TRANSPORT_WORDS", wire.TRANSPORT_WORDS)
     define("SHM_NAME_WORDS", wire.SHM_NAME_WORDS)

@@ -108,26 +108,47 @@ class Frame:
         check = self.checksum if self.checksum is not None else frame_checksum(head, self.payload)
         return head + tuple(self.payload) + (check,)
 
-    def encode(self, length: int | None = None, key: bytes | None = None, seq: int = 0) -> bytes:
+    def encode(self, length: int | None = None, key: bytes | None = None, seq: int = 0,
+               run_key: bytes | None = None) -> bytes:
         """The bytes on the wire; with `key`, an authenticated frame (magic ALFRAMEA unless
-        another was set, and the tag of the seq-th frame after the checksum)."""
+        another was set, and the tag of the seq-th frame after the checksum; `run_key`, if
+        not `key` itself, keys the payload's MAC)."""
         frame = self
         if key is not None and self.magic == MAGIC:
             frame = Frame(**{**self.__dict__, "magic": MAGIC_AUTH})
         ws = [w & MASK for w in frame.words(length)]
         if key is not None:
-            ws += frame_tag(key, seq, ws)
+            ws += frame_tag(key, seq, ws, run_key)
         return struct.pack(f"<{len(ws)}Q", *ws)
 
 
-def frame_tag(key: bytes, seq: int, words) -> tuple[int, ...]:
+def payload_key(key: bytes, protocol: int) -> bytes:
+    """The key of the payload MACs of a run: HMAC-SHA-256(run key, "alphac-payload-1" ||
+    protocol)."""
+    return hmac.new(key, b"alphac-payload-1" + struct.pack("<Q", protocol), hashlib.sha256).digest()
+
+
+def payload_mac(key: bytes, protocol: int, payload: bytes) -> bytes:
+    """A payload's MAC: AES-256-GMAC under the payload key with the zero IV, the payload's
+    bytes the associated data (docs/security.md, "How a frame is tagged")."""
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+    gcm = Cipher(algorithms.AES(payload_key(key, protocol)), modes.GCM(bytes(12))).encryptor()
+    gcm.authenticate_additional_data(payload)
+    gcm.finalize()
+    return gcm.tag[:wire.PAYLOAD_MAC_BYTES]
+
+
+def frame_tag(key: bytes, seq: int, words, run_key: bytes | None = None) -> tuple[int, ...]:
     """The HMAC-SHA-256 tag of a frame (its words, header through checksum) sent as the
-    seq-th frame of its direction of a connection, as TAG_WORDS words: over seq, the header,
-    the SHA-256 of the payload's bytes, and the checksum (docs/security.md)."""
+    seq-th frame of its direction of a connection under `key` (the run's key for a hello,
+    else the connection's session key), as TAG_WORDS words: over seq, the header, the
+    payload's MAC (under the payload key of `run_key`, default `key`) and the checksum."""
     words = [w & MASK for w in words]
     payload = struct.pack(f"<{len(words) - HEADER_WORDS - 1}Q", *words[HEADER_WORDS:-1])
-    data = (struct.pack(f"<Q{HEADER_WORDS}Q", seq, *words[:HEADER_WORDS])
-            + hashlib.sha256(payload).digest() + struct.pack("<Q", words[-1]))
+    mac = payload_mac(key if run_key is None else run_key, words[1], payload)
+    data = (struct.pack(f"<Q{HEADER_WORDS}Q", seq, *words[:HEADER_WORDS]) + mac
+            + struct.pack("<Q", words[-1]))
     return struct.unpack("<4Q", hmac.new(key, data, hashlib.sha256).digest())
 
 
@@ -187,7 +208,7 @@ def _check_magic(magic: int, key: bytes | None) -> None:
 
 
 def decode(data: bytes, max_payload: int | None = None, key: bytes | None = None,
-           seq: int = 0) -> tuple[Frame, int]:
+           seq: int = 0, run_key: bytes | None = None) -> tuple[Frame, int]:
     """Decode one frame from the start of `data`; returns it and the bytes it used.
 
     Checks magic, length bound, checksum and (with `key`, as the seq-th frame received on
@@ -210,7 +231,7 @@ def decode(data: bytes, max_payload: int | None = None, key: bytes | None = None
     want = frame_checksum(head, payload)
     if check != want:
         raise FrameError("frame-checksum", f"checksum {check:#018x}, computed {want:#018x}")
-    if key is not None and tuple(body[n + 1:]) != frame_tag(key, seq, head + payload + (check,)):
+    if key is not None and tuple(body[n + 1:]) != frame_tag(key, seq, head + payload + (check,), run_key):
         raise FrameError("frame-auth", f"the tag of frame {seq} does not verify")
     frame = Frame(protocol=head[1], sender=head[2], receiver=head[3], version=head[4],
                   step=head[5], kind=head[6], payload=payload, magic=head[0], checksum=check)
@@ -229,7 +250,7 @@ def recv_exact(sock: socket.socket, n: int) -> bytes:
 
 
 def read_frame(sock: socket.socket, max_payload: int | None = None, key: bytes | None = None,
-               seq: int = 0) -> Frame:
+               seq: int = 0, run_key: bytes | None = None) -> Frame:
     """Read one whole frame from a socket, checking magic, bound, checksum and tag."""
     head_bytes = recv_exact(sock, HEADER_WORDS * 8)
     head = struct.unpack("<8Q", head_bytes)
@@ -237,7 +258,7 @@ def read_frame(sock: socket.socket, max_payload: int | None = None, key: bytes |
     if max_payload is not None and head[7] > max_payload:
         raise FrameError("frame-oversized", f"{head[7]} payload words, at most {max_payload}")
     rest = recv_exact(sock, (head[7] + 1 + (TAG_WORDS if key is not None else 0)) * 8)
-    return decode(head_bytes + rest, max_payload, key, seq)[0]
+    return decode(head_bytes + rest, max_payload, key, seq, run_key)[0]
 
 
 class Connection:
@@ -260,11 +281,11 @@ class Connection:
     def send(self, frame: Frame, length: int | None = None, raw: bytes | None = None) -> None:
         """Send `frame` (or, with `raw`, exactly those bytes, still counting a frame)."""
         key = self.run_key if self.sent == 0 else self.key
-        self.sock.sendall(raw if raw is not None else frame.encode(length, key, self.sent))
+        self.sock.sendall(raw if raw is not None else frame.encode(length, key, self.sent, self.run_key))
         self.sent += 1
 
     def recv(self, max_payload: int | None = None) -> Frame:
         key = self.run_key if self.received == 0 else self.key
-        frame = read_frame(self.sock, max_payload, key, self.received)
+        frame = read_frame(self.sock, max_payload, key, self.received, self.run_key)
         self.received += 1
         return frame

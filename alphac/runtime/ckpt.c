@@ -270,11 +270,11 @@ int rt_ckpt_manifest(struct rt *rt, uint64_t v) {
     if (c->resumed) put(&t, "resumed-from %s %lld %s\n", c->resumed_sha, (long long)c->resumed_version,
                         c->resume_mode == 2 ? "new" : "same");
     if (!t.s) return rt_fail(rt, RT_IO_ERROR, "out of memory");
-    struct rt_sha256 h;
     unsigned char d[32];
-    rt_sha256_init(&h);
-    rt_sha256_update(&h, t.s, t.n);
-    rt_sha256_final(&h, d);
+    if (rt_sha256_bytes(t.s, t.n, d) != 0) {
+        free(t.s);
+        return rt_fail(rt, RT_IO_ERROR, "libcrypto could not hash the manifest");
+    }
     hex(d, 32, sha);
     put(&t, "sha256 %s\n", sha);
     int root = rt->owner == (int64_t)img_field(rt, IMG_ROOT);
@@ -284,9 +284,8 @@ int rt_ckpt_manifest(struct rt *rt, uint64_t v) {
     if (rc == RT_OK && !root) { /* this owner's manifest goes up with its entries */
         uint64_t *mf = c->manifests + 5 * c->nmanifests++;
         mf[0] = (uint64_t)rt->owner;
-        rt_sha256_init(&h);
-        rt_sha256_update(&h, t.s, t.n);
-        rt_sha256_final(&h, (unsigned char *)(mf + 1));
+        if (rt_sha256_bytes(t.s, t.n, (unsigned char *)(mf + 1)) != 0)
+            rc = rt_fail(rt, RT_IO_ERROR, "libcrypto could not hash the manifest");
     }
     free(path);
     free(t.s);

@@ -60,19 +60,24 @@ uint64_t rt_checksum(const uint64_t *header, const uint64_t *payload, int64_t n)
 }
 
 /* A send whose payload is hashed: its checksum and, in an authenticated run, its tag (the
-   payload's SHA-256 is rt->sent_sha when the same register is sent again). The register
-   and its payload hash are kept for the next send of it. */
+   payload's MAC is rt->sent_mac when the same register is sent again). A register sent
+   with `reuse` and its payload hash (and MAC) are kept for the next send of it. */
 void rt_seal(struct rt *rt, struct xfer *x) {
     uint64_t ph = x->hit ? rt->sent_hash : rt_fnv(x->lanes, LANES, FNV_OFFSET);
+    unsigned char mac[PAYLOAD_MAC_BYTES];
     x->trail[0] = rt_fnv(x->head, HEADER_WORDS, ph);
     x->sealed = 1;
-    if (rt->key) {
-        if (!x->hit) rt_sha256_final(&x->sha, rt->sent_sha);
-        rt_frame_tag(rt, x->peer, rt->sessions[x->peer].sent++, x->head, rt->sent_sha, x->trail[0], x->trail + 1);
+    if (x->tagged) {
+        /* a MAC libcrypto failed on is zeros: the receiver, which computes its own, refuses */
+        if (x->hit) memcpy(mac, rt->sent_mac, sizeof mac);
+        else if (rt_payload_mac_final(x->mac, mac) != 0 || x->mac_failed) memset(mac, 0, sizeof mac);
+        rt_frame_tag(rt, x->peer, rt->sessions[x->peer].sent++, x->head, mac, x->trail[0], x->trail + 1);
     }
     if (x->reuse) {
         rt->sent_buf = x->buf;
         rt->sent_hash = ph;
+        if (!x->hit) rt->sent_mac_valid = x->tagged;
+        if (x->tagged) memcpy(rt->sent_mac, mac, sizeof mac);
     }
 }
 
@@ -98,11 +103,12 @@ int rt_check_header(struct rt *rt, struct xfer *x) {
     int hello = x->peer < 0;
     long long claimed = hello ? (long long)f[H_SENDER] : (long long)x->peer;
     unsigned long long from = f[H_SENDER];
-    if (f[H_MAGIC] == (rt->key ? FRAME_MAGIC : FRAME_MAGIC_AUTH))
-        return rt_fail(rt, RT_FRAME_AUTH, rt->key ? WHO ": no authentication tag (the peer runs without a key)"
-                                                  : WHO ": authenticated, and this owner runs without --key",
+    if (f[H_MAGIC] == (x->tagged ? FRAME_MAGIC : FRAME_MAGIC_AUTH))
+        return rt_fail(rt, RT_FRAME_AUTH, x->tagged ? WHO ": no authentication tag (the peer runs without a key)"
+                                          : rt->key ? WHO ": a tag on a frame over shared memory (another runtime)"
+                                                    : WHO ": authenticated, and this owner runs without --key",
                        me, claimed);
-    if (f[H_MAGIC] != (rt->key ? FRAME_MAGIC_AUTH : FRAME_MAGIC))
+    if (f[H_MAGIC] != (x->tagged ? FRAME_MAGIC_AUTH : FRAME_MAGIC))
         return rt_fail(rt, RT_FRAME_MAGIC, WHO ": magic 0x%016llx, expected 0x%016llx", me, claimed,
                        (unsigned long long)f[H_MAGIC], (unsigned long long)FRAME_MAGIC);
     if (f[H_PROTOCOL] != rt->protocol)
@@ -151,12 +157,14 @@ int rt_check_trailer(struct rt *rt, struct xfer *x) {
     if (payload[len] != h)
         return rt_fail(rt, RT_FRAME_CHECKSUM, WHO ": checksum 0x%016llx, computed 0x%016llx", me,
                        (long long)from, (unsigned long long)payload[len], (unsigned long long)h);
-    unsigned char sha[32];
-    if (rt->key) {
+    unsigned char mac[PAYLOAD_MAC_BYTES];
+    if (x->tagged) {
         uint64_t want[TAG_WORDS];
         uint64_t seq = rt->sessions[from].received;
-        rt_sha256_final(&x->sha, sha);
-        rt_frame_tag(rt, from, seq, buf, sha, payload[len], want);
+        if (rt_payload_mac_final(x->mac, mac) != 0 || x->mac_failed)
+            return rt_fail(rt, RT_FRAME_AUTH, WHO ": libcrypto could not compute the MAC of frame %llu's payload",
+                           me, (long long)from, (unsigned long long)seq);
+        rt_frame_tag(rt, from, seq, buf, mac, payload[len], want);
         uint64_t diff = 0; /* compared in constant time */
         for (int j = 0; j < TAG_WORDS; j++) diff |= want[j] ^ payload[len + 1 + j];
         if (diff != 0)
@@ -171,7 +179,8 @@ int rt_check_trailer(struct rt *rt, struct xfer *x) {
     if (x->kind == KIND_COMBINE && !x->add) {
         rt->sent_buf = buf;
         rt->sent_hash = ph;
-        if (rt->key) memcpy(rt->sent_sha, sha, 32);
+        rt->sent_mac_valid = x->tagged;
+        if (x->tagged) memcpy(rt->sent_mac, mac, sizeof mac);
     }
     return RT_OK;
 }

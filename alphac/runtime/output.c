@@ -65,7 +65,7 @@ int rt_stage_write(struct rt *rt, struct staged *s, const void *const *bufs, con
         rt_sha256_update(&h, bufs[i], sizes[i]);
     }
     if (fsync(s->fd) != 0) return rt_fail(rt, RT_IO_ERROR, "flushing '%s' failed (%s)", s->tmp, strerror(errno));
-    rt_sha256_final(&h, digest);
+    if (rt_sha256_final(&h, digest) != 0) return rt_fail(rt, RT_IO_ERROR, "libcrypto could not hash '%s'", s->tmp);
     return RT_OK;
 }
 
@@ -171,7 +171,8 @@ void rt_writer_part(struct rt_writer *w) {
 void rt_writer_part_end(struct rt_writer *w, unsigned char digest[32]) {
     flush(w);
     w->in_part = 0;
-    rt_sha256_final(&w->part, digest);
+    if (rt_sha256_final(&w->part, digest) != 0 && w->rc == RT_OK)
+        w->rc = rt_fail(w->rt, RT_IO_ERROR, "libcrypto could not hash a part of '%s'", w->path);
     rt_sha256_update(&w->sha, digest, 32);
 }
 
@@ -181,7 +182,8 @@ int rt_writer_end(struct rt_writer *w, unsigned char digest[32]) {
     flush(w);
     TRY(w->rc);
     if (fdatasync(w->fd) != 0) return rt_fail(w->rt, RT_IO_ERROR, "flushing '%s' failed (%s)", w->path, strerror(errno));
-    rt_sha256_final(&w->sha, digest);
+    if (rt_sha256_final(&w->sha, digest) != 0)
+        return rt_fail(w->rt, RT_IO_ERROR, "libcrypto could not hash '%s'", w->path);
     return RT_OK;
 }
 

@@ -17,6 +17,8 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
+#include <openssl/types.h>
+
 #include "alphac_gen.h"
 
 /* The transports the peers file allows an owner (its third column). */
@@ -54,14 +56,10 @@ struct rt_names {
     int64_t count;
 };
 
+/* A SHA-256 under way (digest.c, libcrypto): `failed` once libcrypto failed. */
 struct rt_sha256 {
-    uint32_t h[8];
-    uint64_t len;
-    unsigned char buf[64];
-    size_t used;
-};
-struct rt_hmac {
-    struct rt_sha256 inner, outer;
+    EVP_MD_CTX *ctx;
+    int failed;
 };
 
 /* What a receive computes on arrival, for j < words, in the pass that hashes each piece:
@@ -122,8 +120,10 @@ struct xfer {
     size_t done, total;
     int64_t hashed, from;
     int hit, sealed, finished, checked;
+    int tagged;                   /* keyed, over TCP: the frame carries a tag */
+    int mac_failed;               /* libcrypto could not begin the payload MAC */
     uint64_t lanes[LANES];
-    struct rt_sha256 sha;
+    EVP_CIPHER_CTX *mac;          /* keyed runs: the payload's MAC under way (auth.c) */
 };
 
 /* A file written under `tmp` (created O_EXCL|O_NOFOLLOW before the first update) and
@@ -188,6 +188,8 @@ struct rt {
     unsigned char *key;    /* NULL: frames are not authenticated */
     size_t key_len;
     struct session *sessions; /* n, when keyed */
+    EVP_CIPHER_CTX **macs;    /* keyed: the payload MACs of the frames of one exchange (auth.c) */
+    int64_t nmacs;
     struct endpoint *ep;        /* n */
     int *fds;                   /* n: the connection to each peer, -1 if none */
     struct link *links;         /* n: how frames reach each peer */
@@ -209,7 +211,8 @@ struct rt {
     int meaned;                       /* ... or took the mean of what it received */
     const uint64_t *sent_buf;         /* the register whose payload hash sent_hash is */
     uint64_t sent_hash;
-    unsigned char sent_sha[32];       /* ... and, in an authenticated run, its payload's SHA-256 */
+    unsigned char sent_mac[PAYLOAD_MAC_BYTES]; /* ... and, if sent_mac_valid, its payload's MAC */
+    int sent_mac_valid;
     int replica_held;
     int64_t replica_version;
     int replica_installed;            /* a replica was installed in this run */
@@ -282,24 +285,24 @@ int64_t rt_slot_span(const struct rt *rt, int region, int64_t pos, int64_t step,
 typedef void (*rt_word_fn)(void *ctx, int64_t pos, int64_t slot);
 void rt_each_held(const struct rt *rt, int region, rt_word_fn fn, void *ctx); /* ascending */
 
-/* -- sha256.c -------------------------------------------------------------------------- */
+/* -- digest.c -------------------------------------------------------------------------- */
 void rt_sha256_init(struct rt_sha256 *s);
 void rt_sha256_update(struct rt_sha256 *s, const void *data, size_t n);
-void rt_sha256_final(struct rt_sha256 *s, unsigned char out[32]);
-void rt_hmac_init(struct rt_hmac *m, const unsigned char *key, size_t len);
-static inline void rt_hmac_update(struct rt_hmac *m, const void *data, size_t n) {
-    rt_sha256_update(&m->inner, data, n);
-}
-void rt_hmac_final(struct rt_hmac *m, unsigned char out[32]);
+int rt_sha256_final(struct rt_sha256 *s, unsigned char out[32]); /* -1: libcrypto failed */
+int rt_sha256_bytes(const void *data, size_t n, unsigned char out[32]);
 
 /* -- auth.c ---------------------------------------------------------------------------- */
 int rt_read_key(struct rt *rt);
 int rt_nonce(struct rt *rt, uint64_t out[2]);
 void rt_session_key(struct rt *rt, int64_t peer, const uint64_t connector_nonce[2],
                     const uint64_t acceptor_nonce[2], int64_t connector, int64_t acceptor);
-void rt_payload_digest(const uint64_t *payload, int64_t len, unsigned char out[32]);
+int rt_payload_macs(struct rt *rt, int64_t count);
+int rt_payload_mac_begin(EVP_CIPHER_CTX *c);
+void rt_payload_mac_update(EVP_CIPHER_CTX *c, const void *data, size_t n);
+int rt_payload_mac_final(EVP_CIPHER_CTX *c, unsigned char out[PAYLOAD_MAC_BYTES]);
+int rt_payload_mac(struct rt *rt, const uint64_t *payload, int64_t len, unsigned char out[PAYLOAD_MAC_BYTES]);
 void rt_frame_tag(const struct rt *rt, int64_t peer, uint64_t seq, const uint64_t *header,
-                  const unsigned char payload_digest[32], uint64_t checksum, uint64_t tag[TAG_WORDS]);
+                  const unsigned char payload_mac[PAYLOAD_MAC_BYTES], uint64_t checksum, uint64_t tag[TAG_WORDS]);
 
 /* -- cpu.c ----------------------------------------------------------------------------- */
 int rt_check_cpu(struct rt *rt);

@@ -26,14 +26,14 @@ static int fd_of(const struct rt *rt, const struct xfer *x) { return x->peer >= 
 static int64_t who(const struct xfer *x) { return x->checked ? x->from : x->peer; }
 static const char *verb(const struct xfer *x) { return x->send ? "writing to" : "reading from"; }
 
-static size_t tags(const struct rt *rt) { return rt->key ? TAG_WORDS : 0; }
+static size_t tags(const struct xfer *x) { return x->tagged ? TAG_WORDS : 0; }
 
 /* Hash the next chunk of a send's payload; the trailer once all of it is hashed. */
 static void hash_ahead(struct rt *rt, struct xfer *x) {
     int64_t hi = x->hashed + SEND_CHUNK_WORDS < x->len ? x->hashed + SEND_CHUNK_WORDS : x->len;
     const uint64_t *p = x->buf + H;
     rt_lanes(p, x->hashed, hi, x->lanes);
-    if (rt->key) rt_sha256_update(&x->sha, p + x->hashed, (size_t)(hi - x->hashed) * 8);
+    if (x->tagged) rt_payload_mac_update(x->mac, p + x->hashed, (size_t)(hi - x->hashed) * 8);
     x->hashed = hi;
     if (hi == x->len) rt_seal(rt, x);
 }
@@ -44,16 +44,19 @@ static void start(struct rt *rt, struct xfer *x) {
     x->finished = x->checked = x->hit = x->sealed = 0;
     x->from = x->peer;
     rt_lanes_init(x->lanes);
-    rt_sha256_init(&x->sha);
-    x->total = (size_t)(H + x->len + 1 + (int64_t)tags(rt)) * 8;
+    /* in an authenticated run, frames over TCP carry tags; over a ring, whose segment was
+       authenticated when it was set up, none (docs/security.md, "The trust boundary") */
+    x->tagged = rt->key && !link_of(rt, x);
+    x->mac_failed = x->tagged && rt_payload_mac_begin(x->mac) != 0;
+    x->total = (size_t)(H + x->len + 1 + (int64_t)tags(x)) * 8;
     if (!x->send) {
         x->total = H * 8; /* until the header says how long the frame is */
         return;
     }
-    const uint64_t head[H] = {rt->key ? FRAME_MAGIC_AUTH : FRAME_MAGIC, rt->protocol, (uint64_t)rt->owner,
+    const uint64_t head[H] = {x->tagged ? FRAME_MAGIC_AUTH : FRAME_MAGIC, rt->protocol, (uint64_t)rt->owner,
                               (uint64_t)x->peer, x->version, x->step, x->kind, (uint64_t)x->len};
     memcpy(x->head, head, sizeof head);
-    x->hit = x->reuse && rt->sent_buf == x->buf;
+    x->hit = x->reuse && rt->sent_buf == x->buf && (!x->tagged || rt->sent_mac_valid);
     if (x->hit)
         rt_seal(rt, x);
     else if (!link_of(rt, x))
@@ -106,15 +109,14 @@ static int tcp_send(struct rt *rt, struct xfer *x, int *moved) {
 
 /* The payload words after those hashed, copied into the ring and folded into the lanes in
    one pass (a chunk at most, as far as the ring has room); the bytes that went. */
-static size_t copy_hashed(struct rt *rt, struct link *l, struct xfer *x) {
+static size_t copy_hashed(struct link *l, struct xfer *x) {
     unsigned char *at;
     int64_t room = (int64_t)(rt_ring_room(l, &at) / 8), n = x->len - x->hashed;
     n = n < room ? n : room;
     n = n < SEND_CHUNK_WORDS ? n : SEND_CHUNK_WORDS;
     if (n == 0) return 0;
     const uint64_t *p = x->buf + H + x->hashed;
-    rt_lanes_copy((uint64_t *)(void *)at, p, x->hashed, x->hashed + n, x->lanes);
-    if (rt->key) rt_sha256_update(&x->sha, p, (size_t)n * 8);
+    rt_lanes_copy((uint64_t *)(void *)at, p, x->hashed, x->hashed + n, x->lanes); /* untagged: a ring */
     rt_ring_commit(l, (size_t)n * 8);
     x->hashed += n;
     return (size_t)n * 8;
@@ -136,7 +138,7 @@ static int ring_send(struct rt *rt, struct link *l, struct xfer *x, int *moved) 
                 if (got < v[i].iov_len) break;
             }
         } else {
-            x->done += copy_hashed(rt, l, x);
+            x->done += copy_hashed(l, x);
         }
         if (x->done == before || x->done == x->total) break;
         *moved = 1;
@@ -155,12 +157,12 @@ static int step_send(struct rt *rt, struct xfer *x, int *moved) {
 
 /* -- receiving ---------------------------------------------------------------------------- */
 
-/* Payload words [lo, hi) arrived, at w (w[0] is word lo): the SHA-256 of an authenticated
+/* Payload words [lo, hi) arrived, at w (w[0] is word lo): the payload MAC of an authenticated
    frame, then the lanes with the add or the mean on arrival in one pass, or alone. */
 static void absorb(struct rt *rt, struct xfer *x, const uint64_t *w, int64_t lo, int64_t hi) {
     const struct arrival *add = x->add;
     int64_t mid = lo;
-    if (rt->key) rt_sha256_update(&x->sha, w, (size_t)(hi - lo) * 8);
+    if (x->tagged) rt_payload_mac_update(x->mac, w, (size_t)(hi - lo) * 8);
     if (add && lo < add->words) {
         mid = hi < add->words ? hi : add->words;
         const uint64_t *payload = x->buf + H;
@@ -197,7 +199,7 @@ static int arrived(struct rt *rt, struct xfer *x, const unsigned char *at, size_
     if (!x->checked && x->done == H * 8) {
         TRY(rt_check_header(rt, x));
         x->checked = 1;
-        x->total = (size_t)(H + x->len + 1 + (int64_t)tags(rt)) * 8;
+        x->total = (size_t)(H + x->len + 1 + (int64_t)tags(x)) * 8;
     }
     if (x->checked && x->done == x->total) {
         TRY(rt_check_trailer(rt, x));
@@ -288,6 +290,10 @@ static int wait_any(struct rt *rt, struct xfer *x, int64_t count) {
 int rt_exchange(struct rt *rt, struct xfer *x, int64_t count) {
     rt_start_io(rt);
     rt->added_bad = 0; /* what the adds on arrival of this exchange saw */
+    if (rt->key) { /* each frame its own payload MAC */
+        TRY(rt_payload_macs(rt, count));
+        for (int64_t i = 0; i < count; i++) x[i].mac = rt->macs[i];
+    }
     for (int64_t i = 0; i < count; i++) start(rt, &x[i]);
     for (;;) {
         int pending = 0, moved = 0;

@@ -44,9 +44,11 @@ class CpuLevel:
 @dataclass(frozen=True)
 class Target:
     """One compilation target. `linker` and `assembler` are argument lists whose `{objs}`
-    (every object, in order), `{exe}`, `{ptx}`, `{cubin}` items are substituted; `cc` is the
-    C compiler of the role runtime and `cflags` what the target adds to the runtime's own
-    flags; `runner` prefixes the executable when it is started (empty: run natively)."""
+    (every object, in order, then `libs`), `{exe}`, `{ptx}`, `{cubin}` items are substituted;
+    `cc` is the C compiler of the role runtime and `cflags` what the target adds to the
+    runtime's own flags; `libs` the static libraries linked after the objects (OpenSSL's
+    libcrypto: the runtime's MACs and hashes); `runner` prefixes the executable when it is
+    started (empty: run natively)."""
 
     name: str
     triple: str
@@ -56,6 +58,7 @@ class Target:
     linker: tuple[str, ...]
     cc: tuple[str, ...] = ()
     cflags: tuple[str, ...] = ()
+    libs: tuple[str, ...] = ()
     runner: tuple[str, ...] = ()
     assembler: tuple[str, ...] = ()
     host: str = ""  # for device targets: the target of the executable that loads the code
@@ -78,6 +81,7 @@ class Target:
         for a in self.linker:
             if a == "{objs}":
                 out.extend(os.fspath(o) for o in objs)
+                out.extend(self.libs)
             else:
                 out.append(os.fspath(exe) if a == "{exe}" else a)
         return out
@@ -106,7 +110,7 @@ def parse_target(text: str, source: str = "<string>") -> Target:
     missing = [key for key in _REQUIRED if key not in data]
     if missing:
         raise TargetError("bad-target-file", f"{source}: missing {', '.join(missing)}")
-    for key in ("linker", "runner", "assembler", "cc", "cflags"):
+    for key in ("linker", "runner", "assembler", "cc", "cflags", "libs"):
         value = data.get(key, [])
         if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
             raise TargetError("bad-target-file", f"{source}: {key} must be a list of strings")
@@ -121,7 +125,7 @@ def parse_target(text: str, source: str = "<string>") -> Target:
     return Target(
         name=data["name"], triple=data["triple"], cpu=data["cpu"], features=data["features"],
         machine=data["machine"], linker=tuple(data["linker"]), cc=tuple(data["cc"]),
-        cflags=tuple(data.get("cflags", [])), runner=tuple(data.get("runner", [])),
+        cflags=tuple(data.get("cflags", [])), libs=tuple(data.get("libs", [])), runner=tuple(data.get("runner", [])),
         assembler=tuple(data.get("assembler", [])), host=data.get("host", ""), source=source,
         cpu_checks=tuple(checks.items()), levels=_levels(data.get("levels", {}), checks, source))
 

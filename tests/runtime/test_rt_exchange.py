@@ -56,9 +56,12 @@ class Mesh:
     (lower, higher) then negotiate shared memory, the higher one offering (it connects in
     a run)."""
 
-    def __init__(self, lib, owners=OWNERS, shm=(), timeout_ms=10000):
+    def __init__(self, lib, owners=OWNERS, shm=(), timeout_ms=10000, key=None):
         self.lib = lib
-        self.rts = {o: lib.owner(o, "peers", "out", "--timeout-ms", str(timeout_ms)) for o in owners}
+        extra = ("--key", str(key)) if key else ()
+        self.rts = {o: lib.owner(o, "peers", "out", "--timeout-ms", str(timeout_ms), *extra) for o in owners}
+        for rt in self.rts.values():
+            assert not key or lib.lib.rt_read_key(rt) == 0, lib.message(rt)
         self.socks = []
         for i, a in enumerate(owners):
             for b in owners[i + 1:]:
@@ -132,6 +135,39 @@ def test_negotiated_segments_are_unlinked_at_once(widelib):
         assert mine() == before
     finally:
         mesh.close()
+
+
+@pytest.mark.parametrize("shm", [(), ((1, 2), (1, 3), (2, 3)), ((1, 2),)], ids=["tcp", "shm", "mixed"])
+def test_in_an_authenticated_run_frames_over_tcp_are_tagged_and_frames_in_rings_not(widelib, tmp_path, shm):
+    """The segment is authenticated when it is set up; its frames carry the plain magic and
+    no tag, while every frame over TCP carries the tag (and verifies: the exchange is ok)."""
+    key = tmp_path / "run.key"
+    key.write_bytes(bytes(range(32)))
+    key.chmod(0o600)
+    mesh = Mesh(widelib, shm=shm, key=key)
+    try:
+        results = all_to_all(mesh)
+    finally:
+        mesh.close()
+    for o, (code, msg, got) in results.items():
+        assert (code, msg) == ("ok", ""), o
+        for t, words in got.items():
+            assert np.array_equal(words, pattern(t, o)), (o, t)
+    # the magic of each received frame is in its register's header
+    lib = widelib
+    mesh = Mesh(lib, owners=(1, 2), shm=((1, 2),) if shm else (), key=key)
+    try:
+        out, into = register(B), register(B)
+        out[H:H + B] = pattern(2, 1)
+        sx, rx = lib.xfers(1), lib.xfers(1)
+        _fill(sx[0], 1, 1, out, B, 5)
+        _fill(rx[0], 2, 0, into, B, 5)
+        rc = _both(lambda: lib.lib.rt_exchange(mesh.rts[2], sx, 1), lambda: lib.lib.rt_exchange(mesh.rts[1], rx, 1))
+    finally:
+        mesh.close()
+    assert rc == (0, 0)
+    assert int(into[0]) == (fr.MAGIC if shm else fr.MAGIC_AUTH)
+    assert np.array_equal(into[H:H + B], pattern(2, 1))
 
 
 @pytest.mark.parametrize("shm", [False, True], ids=["tcp", "shm"])
