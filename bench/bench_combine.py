@@ -8,8 +8,9 @@ Each update moves k + 1 words per tree edge, up then down (star, hierarchy:2 and
 tree), or, for the star at the block owners (CombineAtBlockOwners), 2(n - 1)k/n sums from
 every owner at once (the ordered reduce-scatter, then the gather), on 2, 4 and 8 owners by default (--sweep: k = 1e5, 1e6 and 1e7 too). Each tree runs
 with the peers file of every --transport (default tcp and shm: `shm` lets the owners use
-shared-memory rings), and over shared memory with a key too (every frame tagged with
-HMAC-SHA-256); each line names what the owners' connections reports say their frames went
+shared-memory rings), without and with a key (over TCP every frame tagged with HMAC-SHA-256
+over its header and its payload's AES-256-GMAC; over shared memory the segment authenticated
+once, its frames untagged: docs/security.md); each line names what the owners' connections reports say their frames went
 over. Seconds per update = (T(N) - T(1)) / (N - 1), medians over the rounds, so process
 start-up and connection set-up cancel (N: --updates, default 21, and 5 where k > 2e6);
 wall time is the slowest owner's, CPU time (user + system) that of all owners together (on
@@ -232,8 +233,8 @@ def _as_published(run, dep, updates) -> None:
 
 
 def cases_for(k: int, owners: int, transports: list[str], updates: int, baseline: dict) -> list[Case]:
-    """The variants timed at (owners, k): each tree over each transport, over shared memory
-    with a key too, and the baseline revision's executables of each tree over TCP; at 1
+    """The variants timed at (owners, k): each tree over each transport, without and with a
+    key, and the baseline revision's executables of each tree over TCP; at 1
     owner, the solo deployment."""
     from alphac.launch import session
 
@@ -247,8 +248,8 @@ def cases_for(k: int, owners: int, transports: list[str], updates: int, baseline
         t0 = time.monotonic()
         exes = session.built(key, dep)
         built = [Case(f"{tree}, {t}", key, dep, exes, updates, t) for t in transports]
-        if "shm" in transports:
-            built.append(Case(f"{tree}, shm, --key", key, dep, exes, updates, "shm", authenticate=True))
+        for t in transports:  # with a key: over TCP every frame tagged; over shm the segment
+            built.append(Case(f"{tree}, {t}, --key", key, dep, exes, updates, t, authenticate=True))
         built[0].build_s = time.monotonic() - t0
         out += built
         if dep.name in baseline:

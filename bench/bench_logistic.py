@@ -21,7 +21,6 @@ import argparse
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -30,45 +29,22 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
 
+import learner_bench as lb  # noqa: E402
 import peers  # noqa: E402
 
 SPEC = ROOT / "specs" / "bench" / "logistic64.alpha"
 DATA = ROOT / "out" / "data" / "logistic64.npy"
-N, D = 262_144, 64
+N, D = lb.N, lb.D
 
 
-def make_data() -> None:
-    if DATA.is_file() and DATA.stat().st_size > N * (D + 1) * 8:
-        return
-    rng = np.random.default_rng(20261202)
-    x = rng.standard_normal((N, D)) * (10.0 ** rng.integers(-2, 1, size=D))
-    truth = rng.standard_normal(D)
-    y = (x @ truth + rng.standard_normal(N) > 0).astype(np.float64)
-    DATA.parent.mkdir(parents=True, exist_ok=True)
-    np.save(DATA, np.concatenate([x, y[:, None]], axis=1).astype("<f8"))
-    print(f"wrote {DATA}: {N} samples of {D + 1} words")
-
-
-def alphac_seconds(dep, exes, updates: int) -> float:
-    from alphac.launch import session
-
-    run = session.run("logistic64", dep, exes=exes, updates=updates, timeout_ms=600000,
-                      deadline_s=1800)
-    if not run.result.ok:
-        sys.exit("bench: owners failed: " + "; ".join(oc.stderr.strip() for oc in run.result.outcomes))
-    alphac_seconds.last = run
-    return max(oc.seconds for oc in run.result.outcomes)
-
-
-def numpy_seconds(updates: int) -> float:
-    rows = np.load(DATA)
-    X, y = rows[:, :D], rows[:, D]
+def numpy_step(X, y):
     w = np.zeros(D)
-    t0 = time.perf_counter()
-    for _ in range(updates):
+
+    def step():
+        nonlocal w
         p = 1.0 / (1.0 + np.exp(-(X @ w)))
         w = w - 0.5 * (X.T @ (p - y)) / N
-    return (time.perf_counter() - t0) / updates
+    return step
 
 
 def main() -> None:
@@ -79,7 +55,7 @@ def main() -> None:
     peers.add_option(ap)
     args = ap.parse_args()
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    make_data()
+    lb.make_data(DATA, "logistic")
     from alphac import driver
     from alphac.launch import session
 
@@ -88,18 +64,19 @@ def main() -> None:
     why = peers.missing(args.peer_python, "torch")
     walls = {1: [], args.updates: []}
     np_s, torch_s = [], []
+    rows = np.load(DATA)
+    X, y = rows[:, :D], rows[:, D]
     for _ in range(args.repeat):
         for u in walls:
-            walls[u].append(alphac_seconds(dep, exes, u))
-        np_s.append(numpy_seconds(3))
-        if why is None:
-            got = peers.run_json([args.peer_python, str(ROOT / "bench" / "peer_logistic.py"),
-                                  "--data", str(DATA), "--owners", "4", "--updates", "5", "--reps", "1"])
-            if isinstance(got, str):
-                why = got
-            else:
-                torch_s.append(got["seconds"][0])
-    per = (statistics.median(walls[args.updates]) - statistics.median(walls[1])) / (args.updates - 1)
+            run = lb.alphac_run("logistic64", dep, exes, u)
+            walls[u].append(lb.owners_seconds(run))
+        np_s.append(lb.timed(numpy_step(X, y), 3))
+        got = lb.torch_gloo(args.peer_python, DATA, "logistic", why)
+        if isinstance(got, str):
+            why = got
+        else:
+            torch_s.append(got)
+    per = lb.per_update(walls)
     npy = statistics.median(np_s)
     print(f"logistic regression, {N:,} samples x {D} features, 4 owners on {os.cpu_count()} cores")
     print(f"  alphac      {per * 1e3:8.2f} ms/update (slowest owner, (T({args.updates}) - T(1)) / {args.updates - 1})")
@@ -110,14 +87,7 @@ def main() -> None:
     else:
         print(f"  torch+gloo  not run: {why}")
     if not args.no_verify:
-        from alphac.launch.launcher import compare
-        from alphac.oracle import evaluate
-
-        t0 = time.perf_counter()
-        report = compare(session.plan("logistic64", dep), alphac_seconds.last,
-                         evaluate(dep, args.updates), args.updates)
-        print(f"  the last run ({args.updates} updates) equals the oracle: {report.match} "
-              f"(the oracle took {time.perf_counter() - t0:.0f} s)")
+        lb.verify("logistic64", dep, run, args.updates)
 
 
 if __name__ == "__main__":
