@@ -56,9 +56,10 @@ def test_reuse_and_each_reason_to_rebuild(tmp_path):
     assert stale_reason(exe, plan.protocol_hex, "coordinator", "x86_64",
                         cpu_wanted("x86_64", "x86-64-v3"), SPEC) == (
         f"built for CPU level host (LLVM cpu {host['llvm_cpu']}), not x86-64-v3 (LLVM cpu x86-64-v3)")
-    elsewhere = dict(host, llvm_cpu="znver4")  # a host build from another machine
+    other = "znver4" if host["llvm_cpu"] != "znver4" else "skylake-avx512"
+    elsewhere = dict(host, llvm_cpu=other)  # a host build from another machine
     assert stale_reason(exe, plan.protocol_hex, "coordinator", "x86_64", elsewhere, SPEC) == (
-        f"built for CPU level host (LLVM cpu {host['llvm_cpu']}), not host (LLVM cpu znver4)")
+        f"built for CPU level host (LLVM cpu {host['llvm_cpu']}), not host (LLVM cpu {other})")
     assert stale_reason(tmp_path / "nothing", *args) == "missing"
     (tmp_path / "text").write_text("not an executable")
     assert stale_reason(tmp_path / "text", *args) == "no .alphac metadata"

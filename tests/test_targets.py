@@ -39,8 +39,11 @@ def test_target_descriptions():
         "x86_64-unknown-linux-gnu", "x86-64", "EM_X86_64", (), False)
     assert (a.triple, a.cpu, a.machine, a.runner, a.static) == (
         "aarch64-unknown-linux-gnu", "generic", "EM_AARCH64", ("qemu-aarch64",), True)
-    assert a.link_command("o.o", "exe") == ["aarch64-linux-gnu-gcc", "-static", "-o", "exe", "o.o"]
-    assert x.link_command("o.o", "exe") == ["cc", "-o", "exe", "o.o"]
+    # every target links OpenSSL's libcrypto statically, after the objects
+    assert a.link_command("o.o", "exe") == ["aarch64-linux-gnu-gcc", "-static", "-o", "exe", "o.o",
+                                            "/usr/lib/aarch64-linux-gnu/libcrypto.a"]
+    assert x.link_command("o.o", "exe") == ["cc", "-o", "exe", "o.o", "/usr/lib/x86_64-linux-gnu/libcrypto.a"]
+    assert g.libs == x.libs
     assert (g.triple, g.cpu, g.host) == ("nvptx64-nvidia-cuda", "sm_86", "x86_64")
     assert g.assembler[:2] == ("ptxas", "-arch=sm_86")
     with pytest.raises(FrozenInstanceError):
@@ -161,3 +164,11 @@ def test_sm86_description_lowers_programs_to_rounded_ptx(tmp_path):
     assert subprocess.run(cmd, capture_output=True).returncode == 0
     with (tmp_path / "adam.cubin").open("rb") as f:
         assert ELFFile(f)["e_machine"] == "EM_CUDA"
+
+
+def test_a_missing_library_refuses_by_name(tmp_path):
+    t = replace(load_target("x86_64"), libs=(str(tmp_path / "libabsent.a"),))
+    with pytest.raises(TargetError) as err:
+        NativeBackend(t).link([tmp_path / "o.o"], tmp_path / "exe")
+    assert err.value.code == "library-missing"
+    assert str(tmp_path / "libabsent.a") in str(err.value)
