@@ -18,11 +18,10 @@ from llvmlite import ir
 
 from alphac.codegen.arith import emit_arith
 from alphac.codegen.owned import emit_owned_update
-from alphac.codegen.program import LANES, emit_lanes, emit_program, program_regions
+from alphac.codegen.program import emit_program, program_regions
 from alphac.codegen.types import I64
 
 CONTRIBUTION = "alphac_contribution"
-CONTRIBUTION_LANES = "alphac_contribution_lanes"
 UPDATE = "alphac_update"
 IMAGE = "alphac_image"
 
@@ -34,14 +33,8 @@ def kernel_module(image, metadata: dict | None = None) -> ir.Module:
     k, s, m = image.k, image.s, image.m
     module = ir.Module(name=f"{image.spec}-{image.role}-{image.target}")
     per_input = "rule" if image.region else "contribution"
-    regions = program_regions(per_input, k, s, m, image.region)
-    emit_program(module, image.contribution, CONTRIBUTION, regions)
-    # the same program over LANES samples at once (-1 at once for a rule, or where it is
-    # not lowered so); alphac_contribution_lanes_count says how many (0: none)
-    lowered = emit_lanes(module, None if image.region else image.contribution, CONTRIBUTION_LANES, regions)
-    count = ir.GlobalVariable(module, I64, f"{CONTRIBUTION_LANES}_count")
-    count.initializer = ir.Constant(I64, LANES if lowered else 0)
-    count.global_constant = True
+    emit_program(module, image.contribution, CONTRIBUTION,
+                 program_regions(per_input, k, s, m, image.region))
     if image.owned and not image.region:
         emit_owned_update(module, image.update, k, s, m, image.update_layout, image.n, image.partitioning,
                           UPDATE)

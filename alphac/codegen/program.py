@@ -35,7 +35,7 @@ from llvmlite import ir
 
 from alphac.diagnostics import NO_SPAN, CompileError, Diagnostic, Span
 from alphac.codegen import elementary
-from alphac.codegen.types import F64, I1, I32, I64, I8, PTR
+from alphac.codegen.types import F64, I1, I64, I8, PTR
 from alphac.ir import nodes as n
 
 
@@ -45,9 +45,6 @@ SIGN_MASK = 0x8000000000000000
 _FCMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 # Coordinates per chunk of the fast loop: the saved old words of a few views stay in L1.
 CHUNK = 512
-# Samples per call of the lanes' contribution function (_LaneEmitter): a 512-bit vector of
-# binary64 words; narrower targets split it.
-LANES = 8
 
 
 def f64_const(bits: int) -> ir.Constant:
@@ -257,10 +254,6 @@ class _Flag:
 
 
 class _Emitter:
-    # the type of a value (one sample's: a double) and of its word
-    VT: ir.Type = F64
-    VI: ir.Type = I64
-
     def __init__(self, module: ir.Module, program: n.Program, name: str,
                  regions: list[tuple[int, int]]):
         self.module = module
@@ -281,13 +274,10 @@ class _Emitter:
         self.b = ir.IRBuilder(body)
         self.fail_block = self.fn.append_basic_block("fail")
         self.fail_edges: list[tuple[ir.Block, int, ir.Value]] = []
-        self.sqrt = self.declare_sqrt(module)
+        self.sqrt = module.declare_intrinsic("llvm.sqrt", [F64])
         self.minus_one = ir.Constant(I64, -1)
         self.uid = 0
         self.vectors: dict[str, tuple[ir.Value, int]] = {}  # vector temporaries: (alloca, lo)
-
-    def declare_sqrt(self, module: ir.Module) -> ir.Function:
-        return module.declare_intrinsic("llvm.sqrt", [F64])
 
     # -- addressing -------------------------------------------------------------------------
 
@@ -367,7 +357,7 @@ class _Emitter:
             decl = next((v for v in n.vector_lets(self.program.body) if v.name == name), None)
             if decl is None:
                 raise _unsupported(f"vector temporary {name!r} is never written", span)
-            self.vectors[name] = (self.alloca_builder.alloca(self.VT, size=max(1, decl.words),
+            self.vectors[name] = (self.alloca_builder.alloca(F64, size=max(1, decl.words),
                                                              name=f"vec.{name}"), decl.lo)
         storage, lo = self.vectors[name]
         off = ir.Constant(I64, index.base - lo)
@@ -375,9 +365,9 @@ class _Emitter:
             if v not in vars_:
                 raise _unsupported(f"index variable {v!r} is not bound", span)
             if vars_[v].hi <= vars_[v].lo:  # never executed
-                return b.gep(storage, [ir.Constant(I64, 0)], source_etype=self.VT)
+                return b.gep(storage, [ir.Constant(I64, 0)], source_etype=F64)
             off = b.add(vars_[v].value if s == 1 else b.mul(vars_[v].value, ir.Constant(I64, s)), off)
-        return b.gep(storage, [off], inbounds=True, source_etype=self.VT)
+        return b.gep(storage, [off], inbounds=True, source_etype=F64)
 
     # -- checks -----------------------------------------------------------------------------
 
@@ -386,28 +376,9 @@ class _Emitter:
             bits = struct.unpack("<Q", struct.pack("<d", value.constant))[0]
             return ir.Constant(I1, 0 if is_finite_bits(bits) else 1)
         b = self.b
-        word = b.bitcast(value, self.VI)
-        return b.icmp_unsigned("==", b.and_(word, self.iconst(EXP_MASK)), self.iconst(EXP_MASK))
-
-    # -- values (one sample's here; a subclass computes several at once) -----------------
-
-    def iconst(self, v: int) -> ir.Constant:
-        return ir.Constant(I64, v)
-
-    def bits_const(self, bits: int) -> ir.Constant:
-        return f64_const(bits)
-
-    def load_slot(self, index: n.Index, vars_: dict, span: Span) -> ir.Value:
-        return self.b.load(self.address(index, vars_, span), typ=F64)
-
-    def store_slot(self, value: ir.Value, index: n.Index, vars_: dict, span: Span) -> None:
-        self.b.store(value, self.address(index, vars_, span))
-
-    def elementary(self, op: str, a: ir.Value) -> ir.Value:
-        return self.b.call(elementary.define(self.module, op), [a])
-
-    def round32(self, a: ir.Value) -> ir.Value:
-        return self.b.fpext(self.b.fptrunc(a, ir.FloatType()), F64)
+        word = b.bitcast(value, I64)
+        return b.icmp_unsigned("==", b.and_(word, ir.Constant(I64, EXP_MASK)),
+                               ir.Constant(I64, EXP_MASK))
 
     # -- expressions ------------------------------------------------------------------------
 
@@ -415,26 +386,26 @@ class _Emitter:
         """The value of `e` and whether it is already known finite (an op result, checked)."""
         b = self.b
         if isinstance(e, n.Const):
-            return self.bits_const(e.bits), is_finite_bits(e.bits)
+            return f64_const(e.bits), is_finite_bits(e.bits)
         if isinstance(e, n.SlotRef):
             idx = e.index
             if ctx.written is not None and idx.var == ctx.loop_var and idx.base in ctx.written:
                 got = ctx.written[idx.base]
                 if got is not None:
                     return got
-            return self.load_slot(idx, ctx.vars, e.span), False
+            return b.load(self.address(idx, ctx.vars, e.span), typ=F64), False
         if isinstance(e, n.Local):
             if e.name not in ctx.env:
                 raise _unsupported(f"temporary {e.name!r} is not bound here", e.span)
             return ctx.env[e.name]
         if isinstance(e, n.VectorLocal):  # a leaf: its uses check it, as a slot's
-            return b.load(self.vector_address(e.name, e.index, ctx.vars, e.span), typ=self.VT), False
+            return b.load(self.vector_address(e.name, e.index, ctx.vars, e.span), typ=F64), False
         if isinstance(e, n.Unary):
             a, a_ok = self.expr(e.arg, ctx)
             if e.op in n.ELEMENTARY_OPS:
                 # exp(-inf) is 0, tanh(inf) 1: these absorb a non-finite operand
                 ctx.checks.absorbed(a, a_ok)
-                r = self.elementary(e.op, a)
+                r = b.call(elementary.define(self.module, e.op), [a])
                 ctx.checks.result(r)
                 return r, True
             if not a_ok:
@@ -446,7 +417,7 @@ class _Emitter:
             elif e.op == "abs":
                 r = self.with_sign(a, None)
             elif e.op == "round32":  # to nearest binary32, then back: both IEEE conversions
-                r = self.round32(a)
+                r = b.fpext(b.fptrunc(a, ir.FloatType()), F64)
             else:
                 raise _unsupported(f"unknown unary operation {e.op!r}", e.span)
             ctx.checks.result(r)
@@ -496,10 +467,10 @@ class _Emitter:
         """x with its sign bit cleared (`abs`), or replaced by y's (`copysign`): integer
         operations on the words, exact on every target."""
         b = self.b
-        magnitude = b.and_(b.bitcast(x, self.VI), self.iconst(~SIGN_MASK & (2**64 - 1)))
+        magnitude = b.and_(b.bitcast(x, I64), ir.Constant(I64, ~SIGN_MASK & (2**64 - 1)))
         if y is not None:
-            magnitude = b.or_(magnitude, b.and_(b.bitcast(y, self.VI), self.iconst(SIGN_MASK)))
-        return b.bitcast(magnitude, self.VT)
+            magnitude = b.or_(magnitude, b.and_(b.bitcast(y, I64), ir.Constant(I64, SIGN_MASK)))
+        return b.bitcast(magnitude, F64)
 
     def minmax(self, op: str, x: ir.Value, y: ir.Value) -> ir.Value:
         """IEEE 754-2019 minimum (maximum) of finite operands: x where x < y (x > y), y where
@@ -507,7 +478,7 @@ class _Emitter:
         min(-0.0, +0.0) is -0.0 and max(-0.0, +0.0) is +0.0."""
         b = self.b
         first = "<" if op == "min" else ">"
-        x_neg = b.icmp_signed("<", b.bitcast(x, self.VI), self.iconst(0))
+        x_neg = b.icmp_signed("<", b.bitcast(x, I64), ir.Constant(I64, 0))
         tie = x if op == "min" else y
         other = y if op == "min" else x
         on_tie = b.select(x_neg, tie, other)
@@ -519,7 +490,7 @@ class _Emitter:
         and every partial sum is checked."""
         b = self.b
         if e.hi <= e.lo:
-            return self.bits_const(0), True
+            return ir.Constant(F64, 0.0), True
         first_vars = dict(ctx.vars)
         first_vars[e.var] = _Var(ir.Constant(I64, e.lo), e.lo, e.lo + 1)
         acc0, acc0_ok = self.expr(e.body, ctx.with_vars(first_vars))
@@ -537,7 +508,7 @@ class _Emitter:
         b.branch(head)
         b.position_at_end(head)
         j = b.phi(I64, "j")
-        acc = b.phi(self.VT, "acc")
+        acc = b.phi(F64, "acc")
         j.add_incoming(ir.Constant(I64, e.lo + 1), pre)
         acc.add_incoming(acc0, pre)
         b.cbranch(b.icmp_signed("<", j, ir.Constant(I64, e.hi)), body, done)
@@ -577,7 +548,7 @@ class _Emitter:
                 if ctx.written is not None:
                     self.fast_store(s, value, ok, ctx)
                 else:
-                    self.store_slot(value, s.target, ctx.vars, s.span)
+                    self.b.store(value, self.address(s.target, ctx.vars, s.span))
             elif isinstance(s, n.VectorLet):
                 self.b.store(value, self.vector_address(s.name, n.Index(0, s.var), ctx.vars, s.span))
             ordinal += 1
@@ -730,139 +701,6 @@ class _Emitter:
         table.initializer = ir.Constant(table_t, ptrs)
 
 
-class _LaneFlag:
-    """The lanes' detector: which lanes some check would fail in (as _Flag, per lane),
-    accumulated in a stack word so that it crosses loops and sums."""
-
-    def __init__(self, em: "_LaneEmitter"):
-        self.em = em
-        self.slot = em.alloca_builder.alloca(em.VB, name="bad")
-        em.alloca_builder.store(ir.Constant(em.VB, [0] * em.lanes), self.slot)
-
-    def add(self, cond: ir.Value) -> None:
-        b = self.em.b
-        b.store(b.or_(b.load(self.slot, typ=self.em.VB), cond), self.slot)
-
-    operand = result = _Flag.operand
-    divisor = absorbed = _Flag.divisor
-    root = _Flag.root
-    flush = _Flag.flush
-
-    def any(self) -> ir.Value:
-        b = self.em.b
-        mask = b.bitcast(b.load(self.slot, typ=self.em.VB), ir.IntType(self.em.lanes))
-        return b.icmp_unsigned("!=", mask, ir.Constant(ir.IntType(self.em.lanes), 0))
-
-
-class _LaneEmitter(_Emitter):
-    """The contribution program over LANES samples at once:
-
-        i64 NAME(double* params, double* sample0, double* out0)
-
-    lane l reads sample0 + l * s and writes out0 + l * k; every lane performs exactly the
-    operations of the scalar function, in its order (a sum stays a left fold per sample),
-    so each lane's words are the scalar function's. It computes every lane without
-    branching out and returns 0, or 1 when some check would fail in some lane: the caller
-    then runs those samples through the scalar function, which finds the statement and
-    coordinate. Refuses (CompileError) what it does not lower: a view across regions."""
-
-    def __init__(self, module, program, name, regions, lanes: int):
-        self.lanes = lanes
-        self.VT = ir.VectorType(F64, lanes)
-        self.VI = ir.VectorType(I64, lanes)
-        self.VB = ir.VectorType(I1, lanes)
-        super().__init__(module, program, name, regions)
-        self.fn.args[-1].name = "unused"
-
-    def declare_sqrt(self, module):
-        name = f"llvm.sqrt.v{self.lanes}f64"
-        got = module.globals.get(name)
-        return got if got is not None else ir.Function(module, ir.FunctionType(self.VT, [self.VT]), name)
-
-    def iconst(self, v: int) -> ir.Constant:
-        return ir.Constant(self.VI, [v] * self.lanes)
-
-    def bits_const(self, bits: int) -> ir.Constant:
-        return ir.Constant(self.VT, [f64_const(bits).constant] * self.lanes)
-
-    def nonfinite(self, value: ir.Value) -> ir.Value:
-        if isinstance(value, ir.Constant):
-            bits = struct.unpack("<Q", struct.pack("<d", value.constant[0].constant))[0]
-            return ir.Constant(self.VB, [0 if is_finite_bits(bits) else 1] * self.lanes)
-        return super().nonfinite(value)
-
-    def _region(self, index: n.Index, vars_: dict, span: Span) -> int:
-        if index.terms:
-            ranges = {v: (vars_[v].lo, vars_[v].hi) for v, _ in index.terms if v in vars_}
-            lo, hi = index.bounds(ranges) if len(ranges) == len(index.terms) else (0, -1)
-        elif index.var is None:
-            lo, hi = index.base, index.base + 1
-        else:
-            var = vars_.get(index.var)
-            lo, hi = (index.base + var.lo, index.base + var.hi) if var else (0, -1)
-        j = self._region_of(lo, hi) if hi > lo else 0
-        if j is None:
-            raise _unsupported("a view across regions is not lowered over lanes", span)
-        return j
-
-    def _stride(self, j: int) -> int:
-        # params are shared by the lanes; samples and contributions lie one after another
-        return (0, self.regions[1][1], self.regions[2][1])[j]
-
-    def load_slot(self, index, vars_, span):
-        b, j = self.b, self._region(index, vars_, span)
-        ptr = self.address(index, vars_, span)
-        if self._stride(j) == 0:
-            one = b.load(ptr, typ=F64)
-            v = b.insert_element(ir.Constant(self.VT, ir.Undefined), one, ir.Constant(I32, 0))
-            return b.shuffle_vector(v, ir.Constant(self.VT, ir.Undefined),
-                                    ir.Constant(ir.VectorType(I32, self.lanes), [0] * self.lanes))
-        v = ir.Constant(self.VT, ir.Undefined)
-        for lane in range(self.lanes):
-            at = b.gep(ptr, [ir.Constant(I64, lane * self._stride(j))], inbounds=True, source_etype=F64)
-            v = b.insert_element(v, b.load(at, typ=F64), ir.Constant(I32, lane))
-        return v
-
-    def store_slot(self, value, index, vars_, span):
-        b, j = self.b, self._region(index, vars_, span)
-        if self._stride(j) == 0:
-            raise _unsupported("a contribution program that writes its parameters is not lowered "
-                               "over lanes", span)
-        ptr = self.address(index, vars_, span)
-        for lane in range(self.lanes):
-            at = b.gep(ptr, [ir.Constant(I64, lane * self._stride(j))], inbounds=True, source_etype=F64)
-            b.store(b.extract_element(value, ir.Constant(I32, lane)), at)
-
-    def elementary(self, op, a):
-        b, fn = self.b, elementary.define(self.module, op)
-        v = ir.Constant(self.VT, ir.Undefined)
-        for lane in range(self.lanes):
-            r = b.call(fn, [b.extract_element(a, ir.Constant(I32, lane))])
-            v = b.insert_element(v, r, ir.Constant(I32, lane))
-        return v
-
-    def round32(self, a):
-        return self.b.fpext(self.b.fptrunc(a, ir.VectorType(ir.FloatType(), self.lanes)), self.VT)
-
-    def fast_loop(self, loop, ordinal, ctx):
-        self.scalar_loop(loop, ordinal, ctx)
-
-    def scalar_loop(self, loop, ordinal, ctx, lo=None, hi=None):
-        i, _, close = self._loop(loop.var, ir.Constant(I64, loop.lo), ir.Constant(I64, loop.hi), "loop")
-        vars_ = dict(ctx.vars)
-        vars_[loop.var] = _Var(i, loop.lo, loop.hi)
-        self.stmts(loop.body, ordinal, _Ctx(vars=vars_, env=dict(ctx.env), checks=ctx.checks, coord=i))
-        close()
-
-    def emit(self) -> ir.Function:
-        flag = _LaneFlag(self)
-        self.body(_Ctx(vars={}, env={}, checks=flag, coord=self.minus_one))
-        self.b.ret(self.b.zext(flag.any(), I64))
-        self.alloca_builder.branch(self.fn.blocks[1])
-        ir.IRBuilder(self.fail_block).unreachable()
-        return self.fn
-
-
 @dataclass
 class _Ctx:
     vars: dict
@@ -886,23 +724,6 @@ def emit_program(module: ir.Module, program: n.Program, name: str,
                  regions: list[tuple[int, int]]) -> ir.Function:
     """Add `i64 NAME(double* r0, ..., i64* fail_coord)` and `NAME_labels` to `module`."""
     return _Emitter(module, program, name, regions).emit()
-
-
-def emit_lanes(module: ir.Module, program: n.Program | None, name: str, regions: list[tuple[int, int]],
-               lanes: int = LANES) -> bool:
-    """Add the contribution program over `lanes` samples at once as NAME (_LaneEmitter);
-    where it cannot be lowered so, or for no program, NAME returns -1 at once (the caller
-    uses the scalar function). Whether it was lowered."""
-    try:
-        if program is None:
-            raise _unsupported("no program")
-        _LaneEmitter(ir.Module(name=module.name), program, name, regions, lanes).emit()  # a trial
-    except CompileError:
-        fn = ir.Function(module, ir.FunctionType(I64, [PTR] * (len(regions) + 1)), name)
-        ir.IRBuilder(fn.append_basic_block("entry")).ret(ir.Constant(I64, -1))
-        return False
-    _LaneEmitter(module, program, name, regions, lanes).emit()
-    return True
 
 
 def program_regions(kind: str, k: int, s: int, m: int, r: int = 0) -> list[tuple[int, int]]:

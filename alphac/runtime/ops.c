@@ -104,40 +104,20 @@ static int mean_refused(struct rt *rt, int64_t coord, uint64_t u, uint64_t count
                    (long long)coord, (unsigned long long)u, (long long)rt->owner, (unsigned long long)count);
 }
 
-/* The contribution i of the sum: into acc (the first: +0.0 + c is c but for -0.0) or added. */
-static int local_term(struct rt *rt, uint64_t *acc, const uint64_t *c, int64_t i, uint64_t u) {
-    int64_t k = rt->k, j;
-    if (i == 0) {
-        if (c != acc) memcpy(acc, c, (size_t)k * 8);
-        j = alphac_local_first(acc, k);
-    } else {
-        j = alphac_local_add(acc, c, k);
-    }
-    return j >= 0 ? rt_local_refused(rt, j, u, i) : RT_OK;
-}
-
-/* acc <- the sum of this owner's share >= 1 contributions in sample order from +0.0: the
-   samples LANES at a time through the lanes' kernel where the program has one (each lane
-   computes what the scalar kernel does), their contributions then added in sample order;
-   a block in which some check fails, and the samples after the last whole block, through
-   the scalar kernel, which names the statement, sample and coordinate. */
+/* acc <- the sum of this owner's share >= 1 contributions in sample order from +0.0 */
 static int local_sum(struct rt *rt, uint64_t *acc, int64_t share, uint64_t u) {
-    int64_t k = rt->k, row0 = img_mine(rt, SEC_SAMPLE_ROW), i = 0;
+    int64_t k = rt->k, row0 = img_mine(rt, SEC_SAMPLE_ROW);
     const uint64_t *params = img_field(rt, IMG_PART_PARAMETERS) ? rt->replica : rt->params;
     const uint64_t *samples = img_sec(rt, SEC_SAMPLES);
-    int64_t lanes = k <= LANES_MAX_K ? alphac_contribution_lanes_count : 0;
-    uint64_t lane_out[lanes > 0 ? lanes * k : 1]; /* at most 32 KiB of stack */
-    for (; lanes > 0 && i + lanes <= share; i += lanes) {
-        if (alphac_contribution_lanes(params, samples + (row0 + i) * rt->s, lane_out, NULL) != 0) break;
-        for (int64_t l = 0; l < lanes; l++) TRY(local_term(rt, acc, lane_out + l * k, i + l, u));
-    }
-    for (; i < share; i++) {
+    for (int64_t i = 0; i < share; i++) {
         int64_t fail = -1;
         uint64_t *out = i == 0 ? acc : rt->cbuf;
         int64_t status = alphac_contribution(params, samples + (row0 + i) * rt->s, out, &fail);
         if (status != 0)
             return rt_non_finite_statement(rt, alphac_contribution_labels, status, fail, u, "contribution", i);
-        TRY(local_term(rt, acc, out, i, u));
+        /* the first contribution went straight into acc: +0.0 + c is c but for -0.0 */
+        int64_t j = i == 0 ? alphac_local_first(acc, k) : alphac_local_add(acc, rt->cbuf, k);
+        if (j >= 0) return rt_local_refused(rt, j, u, i);
     }
     return RT_OK;
 }

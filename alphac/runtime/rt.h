@@ -231,9 +231,6 @@ struct rt {
 extern const uint64_t alphac_image[];
 extern int64_t alphac_contribution(const void *params, const void *sample, void *out, int64_t *fail);
 extern int64_t alphac_update(void *params, void *state, void *mean, const void *rate, int64_t *fail);
-extern int64_t alphac_contribution_lanes(const void *params, const void *sample, void *out, int64_t *unused);
-extern const int64_t alphac_contribution_lanes_count; /* samples per call; 0: no such kernel */
-#define LANES_MAX_K 512 /* the lanes' kernel runs where its contributions fit 32 KiB of stack */
 extern const char *const alphac_contribution_labels[];
 extern const char *const alphac_update_labels[];
 extern int64_t alphac_update_owner;
