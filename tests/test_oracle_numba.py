@@ -180,3 +180,16 @@ def test_auto_picks_scalar_vector_then_numba_by_work():
     assert _choose("auto", mid, NUMBA_LIMIT // work + 1) == "numba"
     with pytest.raises(ValueError):
         _choose("fast", small, 1)
+
+
+@pytest.mark.parametrize("bad_rows", [(0, 4), (4, 0), (3, 4), (2, 4)])
+def test_owners_summed_in_threads_refuse_as_the_serial_order_does(bad_rows):
+    """The numba engine sums each owner's samples in a thread of its own; where several
+    owners' samples fail, the refusal is the serial order's first: the lowest owner's."""
+    dep = _learner_with(shares=(2, 0, 3))  # rows 0-1 owner 0, rows 2-4 owner 2
+    rows = np.array(dep.learner.samples.words, dtype=np.uint64).copy()
+    for r in bad_rows:
+        rows[r, 0] = INF
+    bad = replace(dep, learner=replace(dep.learner, samples=replace(dep.learner.samples, words=rows)))
+    a, b = _outcome(bad, "scalar"), _outcome(bad, "numba")
+    assert a[0] == "refused" and a == b

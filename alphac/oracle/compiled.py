@@ -382,20 +382,37 @@ def compiled(k: int, s: int, m: int, contribution: Program, update: Program) -> 
 
 def contributions(L, params: np.ndarray, samples: np.ndarray, owner: np.ndarray,
                   pos: np.ndarray, u: int) -> list[np.ndarray]:
-    """Every owner's ordered sum of its samples' contributions (sample order, from +0.0)."""
+    """Every owner's ordered sum of its samples' contributions (sample order, from +0.0).
+    The owners' sums are independent of each other: each runs in a thread of its own (the
+    compiled function releases the interpreter's lock), as many at once as there are CPUs.
+    The refusal is the first in the serial order: the lowest owner's first failing sample."""
     c = compiled(L.k, L.s, L.m, L.contribution, L.update)
     owners = len(L.samples.shares)
     accs = np.zeros((owners, L.k))
-    fail = np.zeros(c.fail_words, dtype=np.int64)
-    info = np.zeros(2, dtype=np.int64)
-    rows = np.ascontiguousarray(samples)
-    status = c.contributions(np.ascontiguousarray(params), rows, owner.astype(np.int64), accs,
-                             np.zeros(L.k), fail, info)
-    if status != 0:
-        row = int(info[0])
+    rows, p = np.ascontiguousarray(samples), np.ascontiguousarray(params)
+    starts = np.concatenate([[0], np.cumsum(L.samples.shares)]).astype(np.int64)
+
+    def one(o: int):
+        fail, info = np.zeros(c.fail_words, dtype=np.int64), np.zeros(2, dtype=np.int64)
+        lo, hi = int(starts[o]), int(starts[o + 1])
+        status = c.contributions(p, rows[lo:hi], np.zeros(hi - lo, dtype=np.int64), accs[o:o + 1],
+                                 np.zeros(L.k), fail, info)
+        return status, fail, int(info[0]) + lo, int(info[1])
+
+    workers = max(1, min(owners, os.cpu_count() or 1))
+    if workers == 1:
+        results = [one(o) for o in range(owners)]
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(workers, thread_name_prefix="alphac-oracle-owner") as pool:
+            results = list(pool.map(one, range(owners)))
+    for status, fail, row, j in results:
+        if status == 0:
+            continue
         site = Site(u, "contribution", owner=int(owner[row]), sample=int(pos[row]))
         if status < 0:
-            raise accumulate_refusal(site, ("contribution word", "result of add")[-status - 1], int(info[1]))
+            raise accumulate_refusal(site, ("contribution word", "result of add")[-status - 1], j)
         raise _refusal(L.contribution, c.contribution_sites, status, fail, site)
     return [accs[o] for o in range(owners)]
 
