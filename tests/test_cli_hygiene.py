@@ -172,6 +172,29 @@ def test_version_imports_no_command_nor_stage():
     assert "numpy" not in found
 
 
+def test_help_lists_every_command_without_importing_one():
+    found = _imported("--help")
+    assert not {m for m in found if m.startswith("alphac.") and m != "alphac.commands"}, sorted(
+        m for m in found if m.startswith("alphac."))
+
+
+@pytest.mark.parametrize("limit", [20, 45, 66, 200])
+def test_the_listed_summaries_are_the_commands_own(limit):
+    import importlib
+    import inspect
+
+    import click
+
+    from alphac.commands import COMMANDS, SUMMARIES
+
+    assert tuple(SUMMARIES) == COMMANDS
+    for name in COMMANDS:
+        command = importlib.import_module(f"alphac.commands.{name}").command
+        assert SUMMARIES[name] == inspect.cleandoc(command.help).split("\n\n")[0].replace("\n", " "), name
+        listed = click.Command(name, help=SUMMARIES[name]).get_short_help_str(limit)
+        assert listed == command.get_short_help_str(limit), name
+
+
 def test_check_imports_neither_the_launcher_nor_the_code_generator():
     found = _imported("check", "specs/demo.alpha")
     assert {"alphac.driver", "alphac.check", "alphac.plan"} <= found

@@ -16,10 +16,30 @@ from alphac import __version__
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 # The commands, in the order --help lists them, each the `command` of its module: imported
-# only when it runs (or --help lists them), so `alphac --version` and `alphac check` do not
+# only when it runs, so `alphac --version` and `alphac check` do not
 # pay for the launcher, the targets and the code generator.
 COMMANDS = ("check", "plan", "oracle", "build", "launch", "verify", "inspect", "qualify",
             "conform", "explain", "clean")
+# Each command's summary, the first paragraph of its help: what `alphac --help` lists
+# without importing a command module (tests/test_cli_hygiene.py keeps them equal).
+SUMMARIES = {
+    "check": "Parse and check SPEC (`-`: read it from stdin). Exit 0 with one `ok` line, or 1 with "
+             "every diagnostic.",
+    "plan": "Plan SPEC's deployment: partitioning and coordinate blocks, combine tree, phases, shard "
+            "maps, each owner's protocol and bytes.",
+    "oracle": "Evaluate SPEC's deployment with the independent binary64 oracle.",
+    "build": "Compile SPEC into native executables, one per role and target; one already in DIR for "
+             "the same plan, CPU level, compiler and input files is reported up to date and left as it "
+             "is (--force builds it again).",
+    "launch": "Build if needed, run every owner on 127.0.0.1, compare each with the oracle; or, with "
+              "--emit, write the files Slurm or mpirun runs them from.",
+    "verify": "Compare the owners' outputs in RUN_DIR with the oracle's evaluation of SPEC.",
+    "inspect": "Show what an executable, a checkpoint directory or an owner's output file holds.",
+    "qualify": "Run the gate suite on this hardware and record the run.",
+    "conform": "Measure the elementary-function kernels against the real functions; store the evidence.",
+    "explain": "Explain CODE (as in error[CODE] or refused: CODE), or list every code by stage.",
+    "clean": "Remove the run directories and the executables alphac built in DIR.",
+}
 
 
 class Commands(click.Group):
@@ -29,6 +49,13 @@ class Commands(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(COMMANDS)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands and their summaries, as click lists them, from SUMMARIES."""
+        limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
+        rows = [(name, click.Command(name, help=SUMMARIES[name]).get_short_help_str(limit)) for name in COMMANDS]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def get_command(self, ctx: click.Context, name: str):
         if name not in COMMANDS:
@@ -81,4 +108,4 @@ def main() -> None:
     """
 
 
-__all__ = ["main", "COMMANDS"]
+__all__ = ["main", "COMMANDS", "SUMMARIES"]
