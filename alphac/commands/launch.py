@@ -77,6 +77,9 @@ partial executable is left, and the status is 128 + the signal's number: 130,
 @click.option("--transport", type=click.Choice(TRANSPORTS), default=None,
               help="What the owners may use with each other: shm (shared memory, TCP where it "
                    "cannot be set up; the default, or $ALPHAC_TRANSPORT), shm-only, or tcp.")
+@click.option("--fresh-oracle", is_flag=True,
+              help="Evaluate the oracle again even where an earlier launch of the same plan, update "
+                   "count and compiler kept its words (docs/launch.md, \"The oracle's kept results\").")
 @click.option("--cpu", default="host", show_default=True, metavar="LEVEL",
               help="The CPU level of the x86-64 kernels (every owner runs on this machine, so by "
                    "default its own CPU): baseline, x86-64-v2, x86-64-v3, x86-64-v4 or host. "
@@ -97,7 +100,7 @@ partial executable is left, and the status is 128 + the signal's number: 130,
 def command(spec: str, rounds: int | None, deployment: str | None, as_json: bool, full: bool,
             quiet: bool, progress: bool, out_dir: str, checkpoint_dir: str | None,
             resume: str | None, new_contract: bool, timeout: float, mutant: str | None,
-            transport: str | None, cpu: str, emit: str | None, base_port: int | None,
+            transport: str | None, fresh_oracle: bool, cpu: str, emit: str | None, base_port: int | None,
             hosts: str | None, native: tuple[str, ...]) -> None:
     """Build if needed, run every owner on 127.0.0.1, compare each with the oracle; or, with
     --emit, write the files Slurm or mpirun runs them from."""
@@ -114,6 +117,10 @@ def command(spec: str, rounds: int | None, deployment: str | None, as_json: bool
         sys.exit(2)
     if emit is not None and mutant is not None:
         error("usage", "--mutant runs a local launch; --emit writes the declared program's files")
+        sys.exit(2)
+    if emit is not None and fresh_oracle:
+        error("usage", "--fresh-oracle goes with a local launch: an emitted run is compared by "
+              "alphac verify, which always evaluates the oracle")
         sys.exit(2)
     local_only = [f for f, v in (("--transport", transport), ("--cpu", cpu != "host")) if v]
     if emit is not None and local_only:
@@ -133,7 +140,7 @@ def command(spec: str, rounds: int | None, deployment: str | None, as_json: bool
             else:
                 status = report.reported("launch", as_json, lambda: run(
                     spec, rounds, as_json, out_dir, timeout, mutant=mutant, transport=transport,
-                    cpu=cpu, full=full, progress=shown, **options))
+                    cpu=cpu, full=full, progress=shown, oracle_cache=not fresh_oracle, **options))
         except KeyboardInterrupt as exc:  # before or after run's own handling
             status = interrupted(exc, "; every owner was stopped")
     leave(status)

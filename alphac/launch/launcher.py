@@ -535,15 +535,23 @@ def resume_of(dep, resume, new_contract: bool) -> tuple:
     return resume, new_contract
 
 
-def _evaluate(dep, n: int, start, resume, new_contract: bool, mutant: str | None = None, tick=None):
+def _evaluate(dep, n: int, start, resume, new_contract: bool, mutant: str | None = None, tick=None,
+              kept: str | None = None):
     """The oracle's words for the run (or None) and its refusal (or ""); `tick(u)` hears
-    each update it finishes."""
+    each update it finishes. With `kept` (a key of alphac.launch.oracle_cache) the words
+    an earlier launch kept under it, else evaluated and kept."""
     from alphac import driver
+    from alphac.launch import oracle_cache
     from alphac.oracle import Refusal
 
     try:
         if start is None:
-            return driver.oracle(dep, n, mutant, tick=tick), ""
+            got = oracle_cache.load(kept) if kept else None
+            if got is None:
+                got = driver.oracle(dep, n, mutant, tick=tick)
+                if kept:
+                    oracle_cache.store(kept, got)
+            return got, ""
         # the owners run from the checkpoint's version up to update n
         return driver.oracle(driver.resumed(dep, resume, new_contract), max(0, n - start[2]), tick=tick), ""
     except Refusal as exc:
@@ -574,7 +582,8 @@ def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
            deadline_s: float = 120.0, timeout_ms: int | None = None, spec: str = "",
            plan=None, log=None, checkpoint_dir=None, resume=None,
            new_contract: bool = False, mutant: str | None = None,
-           transport: str | None = None, cpu: str = LOCAL_CPU, progress=None) -> LaunchReport:
+           transport: str | None = None, cpu: str = LOCAL_CPU, progress=None,
+           oracle_cache: bool = True) -> LaunchReport:
     """Plan, build what is missing (the x86-64 kernels for the CPU level `cpu`), run every
     owner while the oracle evaluates beside them (a thread: the numba engine and numpy
     release the interpreter's lock), compare. With
@@ -613,11 +622,17 @@ def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
         checkpoint_dir = run_dir / home
     args = run_arguments(checkpoint_dir, resume, new_contract)
 
-    # the oracle (and a mutant's) evaluates while the owners run
+    # the oracle (and a mutant's) evaluates while the owners run, unless an earlier launch
+    # of this plan kept its words (never for a resumed run)
+    from alphac.launch import oracle_cache as kept
+
+    declared = kept.key(dep, plan.protocol_hex, n, None) if oracle_cache and start is None else None
     counted = OracleProgress(first, max(first, n) - 1)
-    expected = Beside(lambda: _evaluate(dep, n, start, resume, new_contract, tick=counted.tick))
+    expected = Beside(lambda: _evaluate(dep, n, start, resume, new_contract, tick=counted.tick, kept=declared))
     mutated = OracleProgress(0, n - 1, f"the oracle of mutant {mutant}")
-    as_mutant = Beside(lambda: _evaluate(dep, n, None, None, False, mutant, tick=mutated.tick)) if mutant else None
+    theirs = kept.key(dep, plan.protocol_hex, n, mutant) if oracle_cache and mutant else None
+    as_mutant = Beside(lambda: _evaluate(dep, n, None, None, False, mutant, tick=mutated.tick,
+                                         kept=theirs)) if mutant else None
     doing(lambda: f"the owners ran ({counted()})")
     run = run_plan(dep, exes, run_dir, updates=rounds,
                    timeout_ms=timeout_ms, deadline_s=left, root=plan.tree.owner,
