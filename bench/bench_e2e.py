@@ -11,14 +11,11 @@ alphac's owners: (T(N) - T(1)) / (N - 1) of the slowest owner's wall time, media
 --repeat rounds (start-up, loading the samples and connecting cancel). launch: the same
 difference of `alphac launch`'s wall times (its oracle evaluates beside the owners).
 
-    python bench/bench_e2e.py [--updates 6] [--repeat 3] [--peer-python PY]
+    python bench/bench_e2e.py [--updates 6] [--repeat 3] [--no-verify] [--peer-python PY]
 """
 
 from __future__ import annotations
 
-import argparse
-import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -30,24 +27,13 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
 
 import learner_bench as lb  # noqa: E402
-import peers  # noqa: E402
 
 SPEC = ROOT / "specs" / "bench" / "lsq64.alpha"
 DATA = ROOT / "out" / "data" / "lsq64.npy"
-N, D = lb.N, lb.D
-
-
-def numpy_step(X, y):
-    w = np.zeros(D)
-
-    def step():
-        nonlocal w
-        w = w - 0.01 * (X.T @ (X @ w - y)) / N
-    return step
 
 
 def read_once(rows: np.ndarray) -> float:
-    """Seconds of one pass over the samples' bytes (a vectorised integer sum), best of 3."""
+    """Seconds of one pass over the samples' bytes (a vectorised integer reduction), best of 3."""
     words = rows.reshape(-1).view(np.uint64)
     best = float("inf")
     for _ in range(3):
@@ -70,55 +56,24 @@ def launch_seconds(dep, updates: int, fresh: bool = False) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--updates", type=int, default=6)
-    ap.add_argument("--repeat", type=int, default=3)
-    peers.add_option(ap)
-    args = ap.parse_args()
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    lb.make_data(DATA, "lsq")
-    from alphac import driver
-    from alphac.launch import session
+    args = lb.options(__doc__)
+    kept, fresh = {1: [], args.updates: []}, {1: [], args.updates: []}
 
-    dep = driver.deployment(str(SPEC))
-    exes = session.built("lsq64", dep)
-    why = peers.missing(args.peer_python, "torch")
-    walls = {1: [], args.updates: []}
-    launches = {1: [], args.updates: []}
-    fresh = {1: [], args.updates: []}
-    np_s, torch_s = [], []
-    rows = np.load(DATA)
-    X, y = rows[:, :D], rows[:, D]
-    launch_seconds(dep, 1)  # builds what launch builds
-    for _ in range(args.repeat):
-        for u in walls:
-            run = lb.alphac_run("lsq64", dep, exes, u)
-            walls[u].append(lb.owners_seconds(run))
-        for u in launches:
-            launches[u].append(launch_seconds(dep, u))
+    def launches(dep) -> None:
+        if not kept[1]:  # the oracle's compiled engine loaded once before anything is timed
+            launch_seconds(dep, 1, fresh=True)
+        for u in kept:
+            kept[u].append(launch_seconds(dep, u))
             fresh[u].append(launch_seconds(dep, u, fresh=True))
-        np_s.append(lb.timed(numpy_step(X, y), 3))
-        got = lb.torch_gloo(args.peer_python, DATA, "lsq", why)
-        if isinstance(got, str):
-            why = got
-        else:
-            torch_s.append(got)
-    per, whole, evaluated = lb.per_update(walls), lb.per_update(launches), lb.per_update(fresh)
-    npy, once = statistics.median(np_s), read_once(rows)
-    print(f"least squares, {N:,} samples x {D} features, 4 owners on {os.cpu_count()} cores")
-    print(f"  alphac owners {per * 1e3:8.2f} ms/update (slowest owner, (T({args.updates}) - T(1)) / "
-          f"{args.updates - 1})  owners/read-once {per / once:.2f}")
-    print(f"  alphac launch {evaluated * 1e3:8.2f} ms/update (the oracle evaluated beside the owners)  "
-          f"launch/owners {evaluated / per:.2f}")
-    print(f"  alphac launch {whole * 1e3:8.2f} ms/update (again: the oracle's kept words)  launch/owners {whole / per:.2f}")
-    print(f"  read once     {once * 1e3:8.2f} ms (one pass over the samples, one process)")
-    print(f"  numpy         {npy * 1e3:8.2f} ms/update (one process, full batch)  alphac/numpy {per / npy:.2f}")
-    if torch_s:
-        tg = statistics.median(torch_s)
-        print(f"  torch+gloo    {tg * 1e3:8.2f} ms/update (4 processes)  alphac/torch+gloo {per / tg:.2f}")
-    else:
-        print(f"  torch+gloo    not run: {why}")
-    lb.verify("lsq64", dep, run, args.updates)
+
+    r = lb.Rounds("lsq64", SPEC, DATA, "lsq", args, extra=launches)
+    evaluated, again, once = lb.per_update(fresh), lb.per_update(kept), read_once(r.rows)
+    r.report("least squares", [
+        f"  alphac launch {evaluated * 1e3:8.2f} ms/update (the oracle evaluated beside the owners)  "
+        f"launch/owners {evaluated / r.per:.2f}",
+        f"  alphac launch {again * 1e3:8.2f} ms/update (again: the oracle's kept words)  launch/owners {again / r.per:.2f}",
+        f"  read once     {once * 1e3:8.2f} ms (one pass over the samples, one process)  owners/read-once {r.per / once:.2f}",
+    ])
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ the rounds (process start-up, loading the samples and connecting cancel).
 
 from __future__ import annotations
 
+import argparse
+import os
 import statistics
 import sys
 import time
@@ -37,6 +39,82 @@ def make_data(path: Path, model: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     np.save(path, np.concatenate([x, y[:, None]], axis=1).astype("<f8"))
     print(f"wrote {path}: {N} samples of {D + 1} words")
+
+
+def numpy_step(model: str, X: np.ndarray, y: np.ndarray):
+    """numpy's vectorised full-batch step (BLAS, numpy's exp), from w = 0: p = sigmoid(X w)
+    with rate 0.5 (logistic) or p = X w with rate 0.01 (lsq); w -= rate X^T (p - y) / N."""
+    w, rate = np.zeros(D), 0.5 if model == "logistic" else 0.01
+
+    def step():
+        nonlocal w
+        p = 1.0 / (1.0 + np.exp(-(X @ w))) if model == "logistic" else X @ w
+        w = w - rate * (X.T @ (p - y)) / N
+    return step
+
+
+def options(doc: str) -> argparse.Namespace:
+    """--updates, --repeat, --no-verify and the peers' --peer-python."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--updates", type=int, default=6)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--no-verify", action="store_true", help="skip comparing the last run with the oracle")
+    peers.add_option(ap)
+    args = ap.parse_args()
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    return args
+
+
+class Rounds:
+    """The learner `name` (SPEC, its samples in DATA, `model` for make_data and the peer),
+    timed round by round: alphac's owners at 1 and --updates updates, numpy's step, the torch
+    + gloo peer, and each round's `extra(dep)` (what a benchmark adds)."""
+
+    def __init__(self, name: str, spec: Path, data: Path, model: str, args, extra=None):
+        from alphac import driver
+        from alphac.launch import session
+
+        make_data(data, model)
+        self.name, self.args = name, args
+        self.dep = driver.deployment(str(spec))
+        exes = session.built(name, self.dep)
+        why = peers.missing(args.peer_python, "torch")
+        self.walls = {1: [], args.updates: []}
+        numpy_s, torch_s = [], []
+        rows = np.load(data)
+        self.rows = rows
+        step = numpy_step(model, rows[:, :D], rows[:, D])
+        for _ in range(args.repeat):
+            for u in self.walls:
+                self.run = alphac_run(name, self.dep, exes, u)
+                self.walls[u].append(owners_seconds(self.run))
+            if extra is not None:
+                extra(self.dep)
+            numpy_s.append(timed(step, 3))
+            got = torch_gloo(args.peer_python, data, model, why)
+            if isinstance(got, str):
+                why = got
+            else:
+                torch_s.append(got)
+        self.per = per_update(self.walls)
+        self.numpy = statistics.median(numpy_s)
+        self.torch = statistics.median(torch_s) if torch_s else why
+
+    def report(self, title: str, more=()) -> None:
+        u = self.args.updates
+        print(f"{title}, {N:,} samples x {D} features, 4 owners on {os.cpu_count()} cores")
+        print(f"  alphac owners {self.per * 1e3:8.2f} ms/update (slowest owner, (T({u}) - T(1)) / {u - 1})")
+        for line in more:
+            print(line)
+        print(f"  numpy         {self.numpy * 1e3:8.2f} ms/update (one process, full batch)  "
+              f"alphac/numpy {self.per / self.numpy:.2f}")
+        if isinstance(self.torch, str):
+            print(f"  torch+gloo    not run: {self.torch}")
+        else:
+            print(f"  torch+gloo    {self.torch * 1e3:8.2f} ms/update (4 processes)  "
+                  f"alphac/torch+gloo {self.per / self.torch:.2f}")
+        if not self.args.no_verify:
+            verify(self.name, self.dep, self.run, u)
 
 
 def alphac_run(name: str, dep, exes, updates: int):
