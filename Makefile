@@ -4,8 +4,11 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# libssl-dev named with this machine's architecture: with the arm64 one beside it, a bare
+# name is ambiguous to dpkg -s
+NATIVE_ARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 APT_PACKAGES := qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross openmpi-bin libopenmpi-dev slurm-wlm \
-                python3-venv libssl-dev
+                python3-venv libssl-dev:$(NATIVE_ARCH)
 # OpenSSL's libcrypto for the static AArch64 executables, from Debian's arm64 architecture
 ARM64_PACKAGES := libssl-dev:arm64
 # The peers the benchmarks measure beside alphac, in their own virtual environment (alphac

@@ -78,8 +78,10 @@ static int64_t vm_kb(const char *key) {
 }
 
 /* Before any work: the stats file, so that an unwritable one refuses before the run, and
-   the resident size so far (the executable idle: nothing of the learner allocated). */
+   the resident size so far (the executable idle, libcrypto set up: nothing of the learner
+   allocated). */
 int rt_open_stats(struct rt *rt) {
+    rt_crypto_init();
     rt->rss_start_kb = vm_kb("VmRSS:");
     if (!rt->stats_path) return RT_OK;
     rt->stats_fd = open(rt->stats_path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);

@@ -292,6 +292,7 @@ int rt_sha256_final(struct rt_sha256 *s, unsigned char out[32]); /* -1: libcrypt
 int rt_sha256_bytes(const void *data, size_t n, unsigned char out[32]);
 
 /* -- auth.c ---------------------------------------------------------------------------- */
+void rt_crypto_init(void);
 int rt_read_key(struct rt *rt);
 int rt_nonce(struct rt *rt, uint64_t out[2]);
 void rt_session_key(struct rt *rt, int64_t peer, const uint64_t connector_nonce[2],
