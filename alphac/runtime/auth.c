@@ -125,11 +125,13 @@ int rt_payload_macs(struct rt *rt, int64_t count) {
     if (!grown) return rt_fail(rt, RT_IO_ERROR, "out of memory for the payload MACs");
     rt->macs = grown;
     int ok = hmac(rt->key, rt->key_len, msg, sizeof msg, key) == 0;
-    for (; ok && rt->nmacs < count; rt->nmacs++) {
+    while (ok && rt->nmacs < count) { /* nmacs counts only contexts set up */
         EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
-        rt->macs[rt->nmacs] = c;
         ok = c && EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, ZERO_IV) == 1;
-        if (!ok) EVP_CIPHER_CTX_free(c);
+        if (ok)
+            rt->macs[rt->nmacs++] = c;
+        else
+            EVP_CIPHER_CTX_free(c);
     }
     memset(key, 0, sizeof key);
     return ok ? RT_OK : rt_fail(rt, RT_IO_ERROR, "libcrypto could not set up AES-256-GMAC");
