@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -73,6 +74,9 @@ def store(key_: str, result) -> None:
         kept = sorted(d.glob("*.bin"), key=lambda p: p.stat().st_mtime, reverse=True)
         for old in kept[KEPT:]:
             old.unlink(missing_ok=True)
+        for left in d.glob(".*.tmp"):  # an interrupted launch's, an hour old
+            if left.stat().st_mtime < time.time() - 3600:
+                left.unlink(missing_ok=True)
     except OSError:
         pass  # a cache that cannot be written is a cache that misses
 
