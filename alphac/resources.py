@@ -1,6 +1,6 @@
 """The data shipped inside the package: the grammar (`alphac/syntax/alpha.lark`), the std
 library (`alphac/std/`) and the target descriptions (`alphac/targets/*.toml`); and where
-alphac caches what it compiles (`cache_dir`).
+alphac caches what it compiles (`cache_dir`, `store_kept`).
 
 They are found with `importlib.resources`, never relative to a source tree, so a regular
 (non-editable) install works from any directory.
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import tempfile
 from contextlib import ExitStack
 from importlib.resources import as_file, files
 from pathlib import Path
@@ -35,3 +36,25 @@ def cache_dir() -> Path:
         return Path(os.environ["ALPHAC_CACHE"])
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "alphac"
+
+
+def store_kept(path: Path, data: bytes, kept: int) -> None:
+    """Write `data` at `path` whole (staged beside it, then renamed), then keep the newest
+    `kept` files of its directory with its suffix. Best effort: a cache that cannot be
+    written is one that misses."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, staged = tempfile.mkstemp(prefix=path.name, suffix=".partial", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(staged, path)
+        except BaseException:
+            os.unlink(staged)
+            raise
+        newest = sorted(path.parent.glob(f"*{path.suffix}"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+        for old in newest[kept:]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        pass
+

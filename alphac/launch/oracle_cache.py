@@ -21,12 +21,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import time
 from pathlib import Path
 
 import numpy as np
 
-from alphac.resources import cache_dir
+from alphac.resources import cache_dir, store_kept
 
 HEAD = "alphac-oracle-result 1"
 KEPT = 64
@@ -64,21 +63,7 @@ def store(key_: str, result) -> None:
             "owners": [{"owner": o.owner, "role": o.role, "target": o.target, "version": o.version,
                         "params": len(o.params), "state": len(o.state), "digest": o.digest}
                        for o in result.owners]}
-    d = directory()
-    try:
-        d.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tmp = d / f".{key_}.{os.getpid()}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(json.dumps(head, sort_keys=True).encode() + b"\n" + body)
-        os.replace(tmp, d / f"{key_}.bin")
-        kept = sorted(d.glob("*.bin"), key=lambda p: p.stat().st_mtime, reverse=True)
-        for old in kept[KEPT:]:
-            old.unlink(missing_ok=True)
-        for left in d.glob(".*.tmp"):  # an interrupted launch's, an hour old
-            if left.stat().st_mtime < time.time() - 3600:
-                left.unlink(missing_ok=True)
-    except OSError:
-        pass  # a cache that cannot be written is a cache that misses
+    store_kept(directory() / f"{key_}.bin", json.dumps(head, sort_keys=True).encode() + b"\n" + body, KEPT)
 
 
 def load(key_: str):

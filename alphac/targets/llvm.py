@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
-import tempfile
 import threading
 from pathlib import Path
 
@@ -15,7 +13,7 @@ import llvmlite
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from alphac.resources import cache_dir
+from alphac.resources import cache_dir, store_kept
 from alphac.targets.target import Target
 
 _lock = threading.Lock()
@@ -90,31 +88,12 @@ def compile_object(module: ir.Module, target: Target) -> bytes:
     except OSError:
         pass
     obj = tm.emit_object(prepare(module, target, tm))
-    _store(path, obj)
+    store_kept(path, obj, OBJECTS_KEPT)
     return obj
 
 
 def _objects_dir() -> Path:
     return cache_dir() / "objects"
-
-
-def _store(path: Path, data: bytes) -> None:
-    """Write `data` at `path` whole (staged, then renamed), keeping the newest OBJECTS_KEPT."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, staged = tempfile.mkstemp(prefix=path.name, suffix=".partial", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(staged, path)
-        except BaseException:
-            os.unlink(staged)
-            raise
-        kept = sorted(path.parent.glob("*.o"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
-        for old in kept[OBJECTS_KEPT:]:
-            old.unlink(missing_ok=True)
-    except OSError:
-        pass
 
 
 def compile_assembly(module: ir.Module, target: Target) -> str:
