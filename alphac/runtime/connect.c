@@ -55,7 +55,19 @@ static void derive(struct rt *rt, int64_t sender, const uint64_t theirs[2], int 
         rt_session_key(rt, sender, mine, theirs, rt->owner, sender);
 }
 
-/* connect(2) to `e` within the phase's deadline, retrying every 10 ms while it is refused. */
+/* Whether `fd` is connected to itself. A dial retried at a port in the ephemeral range on
+   which nobody listens yet can be given that very port as its source, and TCP's simultaneous
+   open then connects the socket to itself: the owner would read its own hello back. */
+int rt_self_connected(int fd) {
+    struct sockaddr_storage mine, theirs;
+    socklen_t ml = sizeof mine, tl = sizeof theirs;
+    if (getsockname(fd, (struct sockaddr *)&mine, &ml) != 0 || getpeername(fd, (struct sockaddr *)&theirs, &tl) != 0)
+        return 0;
+    return ml == tl && memcmp(&mine, &theirs, ml) == 0;
+}
+
+/* connect(2) to `e` within the phase's deadline, retrying every 10 ms while it is refused
+   (or while the connection it makes is to itself). */
 static int dial(struct rt *rt, int64_t p, int *out) {
     struct endpoint *e = &rt->ep[p];
     for (;;) {
@@ -69,7 +81,7 @@ static int dial(struct rt *rt, int64_t p, int *out) {
             err = poll(&pfd, 1, left > 0 ? (int)left : 0) == 1 &&
                           getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 ? err : ETIMEDOUT;
         }
-        if (err == 0) {
+        if (err == 0 && !rt_self_connected(fd)) {
             *out = fd;
             return RT_OK;
         }
@@ -98,8 +110,18 @@ static int setup(struct rt *rt) {
         int one = 1;
         lfd = socket(e->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (lfd >= 0) setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (lfd < 0 || bind(lfd, (struct sockaddr *)&e->addr, e->addr_len) != 0 ||
-            listen(lfd, rt->n > 128 ? (int)rt->n : 128) != 0) /* the hub of a large star */
+        /* A peer's dial that connected to itself holds this port until it sees so and closes
+           (rt_self_connected): a port in use is tried again for a second. */
+        int bound = 0;
+        if (lfd >= 0) {
+            int64_t until = rt_now_ms() + 1000;
+            while (!(bound = bind(lfd, (struct sockaddr *)&e->addr, e->addr_len) == 0) && errno == EADDRINUSE &&
+                   rt_now_ms() < until && rt_now_ms() < rt->deadline_ms) {
+                struct timespec pause = {0, 10 * 1000 * 1000};
+                nanosleep(&pause, NULL);
+            }
+        }
+        if (!bound || listen(lfd, rt->n > 128 ? (int)rt->n : 128) != 0) /* the hub of a large star */
             return rt_fail(rt, RT_IO_ERROR, "owner %lld cannot listen on %s port %d (errno %d: %s)", me,
                            e->host, e->port, errno, strerror(errno));
     }

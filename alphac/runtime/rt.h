@@ -373,6 +373,7 @@ int64_t rt_now_ms(void);
 void rt_start_io(struct rt *rt);
 int rt_io_failed(struct rt *rt, ssize_t r, int64_t peer, const char *verb);
 void rt_sockopts(struct rt *rt, int fd);
+int rt_self_connected(int fd);
 
 /* -- connect.c ------------------------------------------------------------------------- */
 int rt_alloc_peers(struct rt *rt);

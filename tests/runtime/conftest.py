@@ -77,6 +77,7 @@ class Runtime:
             "rt_alloc": (ctypes.c_int, [p]),
             "rt_refuse_if_exists": (ctypes.c_int, [p, ctypes.c_char_p]),
             "rt_sockopts": (None, [p, ctypes.c_int]),
+            "rt_self_connected": (ctypes.c_int, [ctypes.c_int]),
             "rt_sha256_init": (None, [p]),
             "rt_sha256_update": (None, [p, ctypes.c_char_p, ctypes.c_size_t]),
             "rt_sha256_final": (ctypes.c_int, [p, p]),

@@ -4,6 +4,7 @@ in-process (owner 1 of a star talks to owner 0 only)."""
 from __future__ import annotations
 
 import ctypes
+import socket
 
 import pytest
 
@@ -151,3 +152,20 @@ def test_the_wildcard_address_is_refused_unless_asked_for(rtlib, tmp_path, host)
                  "interface)")
     rt = rtlib.owner(1, str(path), "out", "--listen-any")
     assert rtlib.result(rt, rtlib.lib.rt_read_peers(rt)) == ("ok", "")
+
+
+def test_a_dial_connected_to_itself_is_seen(rtlib):
+    # TCP's simultaneous open: a socket bound to a port and connected to that same port is
+    # connected to itself, as a retried dial at a port nobody listens on can be.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.connect(s.getsockname())
+        assert s.getsockname() == s.getpeername()
+        assert rtlib.lib.rt_self_connected(s.fileno()) == 1
+    with socket.create_server(("127.0.0.1", 0)) as srv, socket.create_connection(srv.getsockname()) as c:
+        a, _ = srv.accept()
+        with a:
+            assert rtlib.lib.rt_self_connected(c.fileno()) == 0
+            assert rtlib.lib.rt_self_connected(a.fileno()) == 0
+    with socket.socket() as unconnected:
+        assert rtlib.lib.rt_self_connected(unconnected.fileno()) == 0
