@@ -22,7 +22,7 @@ from alphac.launch.runner import stderr_name
 from alphac.wire import ENGINE_RANKS, output_name
 
 ENGINES = ("slurm", "mpirun")
-DEFAULT_BASE_PORT = 47000
+DEFAULT_BASE_PORT = 29000  # below Linux's ephemeral range (32768-60999) and IANA's (49152-65535)
 # what an srun --multi-prog line cannot carry: it splits at blanks and substitutes %t, %o
 UNSAFE = frozenset(" \t\n'\"\\%")
 
