@@ -54,7 +54,7 @@ def test_the_role_table_has_a_row_per_owner_and_runs_of_one_command(dep, tmp_pat
 
 def test_slurm_gets_one_multi_prog_line_per_range_and_a_batch_script(plan, out):
     done = emit(plan, "slurm", out, base_port=40000, updates=3, deadline_s=30.0)
-    args = "--base-port 40000 --updates 3 --timeout-ms 10000 --key run.key --out owner-%t.out"
+    args = "--base-port 40000 --updates 3 --timeout-ms 10000 --key run.key --run-id @RUN_ID@ --out owner-%t.out"
     conf, batch = done.files
     assert [ln for ln in conf.read_text().splitlines() if not ln.startswith("#")] == [
         f"0 {out}/lsq_plain_star-coordinator-x86_64 {args}",
@@ -64,8 +64,10 @@ def test_slurm_gets_one_multi_prog_line_per_range_and_a_batch_script(plan, out):
     assert [ln for ln in text.splitlines() if ln.startswith("#SBATCH")] == [
         "#SBATCH --job-name=alphac-lsq_plain_star", "#SBATCH --ntasks=4",
         f"#SBATCH --output={out}/runs/slurm-%j.out"]
-    assert text.splitlines()[-1] == (f'srun --chdir="$run" --distribution=block --kill-on-bad-exit=1 '
-                                     f'--error="$run/owner-%t.stderr" --multi-prog {conf}')
+    assert text.splitlines()[-2:] == [
+        f'sed "s/@RUN_ID@/$run_id/" {conf} > "$run/owners.multi-prog"',
+        'srun --chdir="$run" --distribution=block --kill-on-bad-exit=1 --error="$run/owner-%t.stderr" '
+        '--multi-prog "$run/owners.multi-prog"']
     assert os.access(batch, os.X_OK) and subprocess.run(["bash", "-n", str(batch)]).returncode == 0
     assert (done.start, done.run_dir) == (f"sbatch {batch}", f"{out}/runs/<job id>")
     assert [p.name for p in done.executables] == ["lsq_plain_star-coordinator-x86_64",
@@ -85,7 +87,7 @@ def test_mpirun_gets_one_app_context_per_range_and_a_hostfile(plan, out):
     assert hostfile.read_text() == "localhost slots=4\n"
     lines = script.read_text().splitlines()
     mpirun = lines.index('exec mpirun --hostfile "$hostfile" --map-by slot --bind-to none "$@" \\')
-    common = '--hostfile "$hostfile" --out-dir . --base-port 40000 --timeout-ms 30000 --key run.key'
+    common = '--hostfile "$hostfile" --out-dir . --base-port 40000 --timeout-ms 30000 --key run.key --run-id "$run_id"'
     assert lines[mpirun + 1:] == [
         f'    -np 1 --wdir "$run" env -u SLURM_PROCID -u SLURM_LOCALID {out}/lsq_plain_star-coordinator-x86_64 '
         f"{common} : \\",
@@ -93,6 +95,26 @@ def test_mpirun_gets_one_app_context_per_range_and_a_hostfile(plan, out):
         f"{out}/lsq_plain_star-worker-aarch64 {common} : \\",
         f'    -np 1 --wdir "$run" env -u SLURM_PROCID -u SLURM_LOCALID {out}/lsq_plain_star-worker-x86_64 {common}']
     assert os.access(script, os.X_OK) and subprocess.run(["bash", "-n", str(script)]).returncode == 0
+
+
+@pytest.mark.parametrize("engine", ["slurm", "mpirun"])
+def test_every_run_of_the_emitted_files_gets_a_fresh_run_id(plan, out, tmp_path, engine):
+    """The emitted script's run-directory lines, run three times: three run directories, each
+    with its own non-zero 64-bit run id (so a hello recorded in one run is refused in the
+    next even under the same key)."""
+    done = emit(plan, engine, out)
+    script = done.files[1].read_text().splitlines()
+    start = script.index("set -euo pipefail")
+    lines = [ln for ln in script[start:] if ln.startswith(("run", "umask", "mkdir", "if", "while", "echo \"$run_id"))]
+    ids = []
+    for i in range(3):
+        run = tmp_path / f"run-{i}"
+        ran = subprocess.run(["bash", "-c", "set -euo pipefail\n" + "\n".join(lines)], capture_output=True,
+                             text=True, env={**os.environ, "ALPHAC_RUN_DIR": str(run)})
+        assert ran.returncode == 0, ran.stderr
+        ids.append((run / "run.id").read_text())
+    assert all(len(i) == 17 and i.endswith("\n") and int(i, 16) != 0 for i in ids), ids
+    assert len(set(ids)) == 3
 
 
 def test_mpirun_hosts_hold_the_owners_in_blocks_and_native_owners_have_no_runner(plan, out):

@@ -83,6 +83,7 @@ def test_mpirun_owners_given_a_key_of_their_own_use_it(tmp_path):
                          text=True, timeout=120, env=env)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert (run_dir / "run.key").read_bytes() == key.read_bytes()
+    assert int((run_dir / "run.id").read_text(), 16) != 0  # the key is reused: the run id is fresh
     assert stat.S_IMODE((run_dir / "run.key").stat().st_mode) == 0o600
     _matched(dep, plan, run_dir)
 

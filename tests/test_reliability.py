@@ -47,7 +47,7 @@ class Owners:
     """Some or all owners of DEP started as processes in a fresh run directory."""
 
     def __init__(self, name, owners=None, timeout_ms=2000, key=True, exes=None, outs=None, env=None,
-                 ports=None):
+                 ports=None, key_bytes=None, run_id=None):
         self.dep = DEP
         self.plan = session.plan(KEY, DEP)
         exes = exes or owner_exes(DEP, session.built(KEY, DEP))
@@ -58,11 +58,14 @@ class Owners:
         self.peers = write_peers(self.dir / "peers", self.ports,
                                  transport=[("tcp" if p else default_transport()) for p in played])
         self.key = write_key(self.dir / "run.key") if key else None
+        if key_bytes is not None:  # a key reused from an earlier run
+            self.key.write_bytes(key_bytes)
         self.outs = outs or {o: self.dir / f"owner-{o}.out" for o in range(DEP.owners)}
         self.procs = {}
         for o in (range(DEP.owners) if owners is None else owners):
             argv = owner_argv(exes[o], o, self.peers, self.outs[o], runner_for(DEP.placement[o]), None,
-                              timeout_ms) + (("--key", str(self.key)) if key else ())
+                              timeout_ms) + (("--key", str(self.key)) if key else ()) + (
+                                  ("--run-id", f"{run_id:x}") if run_id is not None else ())
             err = open(self.dir / f"owner-{o}.stderr", "wb")
             self.procs[o] = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err,
                                              env={**os.environ, **(env or {}).get(o, {})},
@@ -132,6 +135,67 @@ def test_a_peer_without_the_key_cannot_get_a_contribution_accepted(peer_key):
     finally:
         sock.close()
     assert _code(res[0][1]) == "frame-auth", res[0]
+    assert all(rc == 1 for rc, _ in res.values()), res
+    assert not run.settle().committed and run.published() == []
+
+
+class Recording:
+    """A socket that keeps every byte sent through it."""
+
+    def __init__(self, sock):
+        self.sock, self.sent = sock, bytearray()
+
+    def sendall(self, data):
+        self.sent += data
+        self.sock.sendall(data)
+
+    def recv(self, n):
+        return self.sock.recv(n)
+
+    def recv_into(self, buf, n=0):
+        return self.sock.recv_into(buf, n)
+
+    def __getattr__(self, name):
+        return getattr(self.sock, name)
+
+
+def _recorded_owner_1(run_id):
+    """Owner 1 played honestly in a run under `run_id` (the others real): the key and the
+    bytes it sent (its hello and its first contribution)."""
+    run = Owners(f"record-{run_id:x}", owners=[0, 2, 3], run_id=run_id)
+    sock = Recording(_connect(run.ports[0]))
+    try:
+        conn = fr.Connection(sock, PID, 1, 0, DEP.updates, key=run.key.read_bytes(), run_id=run_id,
+                             nonce=(0x0123456789abcdef, 0xfedcba9876543210))
+        conn.send(_value(DEP.learner.samples.shares[1]))
+    finally:
+        run.wait()
+        sock.close()
+    return run.key.read_bytes(), bytes(sock.sent)
+
+
+@pytest.mark.parametrize("same_run_id", [True, False])
+def test_a_hello_recorded_in_an_earlier_run_is_refused_under_the_same_key(same_run_id):
+    """The bytes owner 1 sent in one run, replayed to the next run's hub under the same key.
+    With a fresh run id (as every launch and every run of the emitted files has) the hello
+    itself is refused; with the run id reused too, the hub's fresh nonce makes another
+    session key, so the recorded contribution's tag does not verify."""
+    key, recorded = _recorded_owner_1(0x1111)
+    run = Owners("replay", owners=[0, 2, 3], key_bytes=key, run_id=0x1111 if same_run_id else 0x2222)
+    sock = _connect(run.ports[0])
+    try:
+        try:
+            sock.sendall(recorded)
+        except OSError:  # the hub may have refused the hello already
+            pass
+        res = run.wait()
+    finally:
+        sock.close()
+    if same_run_id:
+        assert _code(res[0][1]) == "frame-auth", res[0]
+    else:
+        assert res[0] == (1, "refused: frame-protocol: owner 0: owner 1 runs as run 0000000000001111, "
+                             "this owner 0000000000002222 (another --run-id)\n"), res[0]
     assert all(rc == 1 for rc, _ in res.values()), res
     assert not run.settle().committed and run.published() == []
 

@@ -25,6 +25,8 @@ ENGINES = ("slurm", "mpirun")
 DEFAULT_BASE_PORT = 29000  # below Linux's ephemeral range (32768-60999) and IANA's (49152-65535)
 # what an srun --multi-prog line cannot carry: it splits at blanks and substitutes %t, %o
 UNSAFE = frozenset(" \t\n'\"\\%")
+RUN_ID_NAME = "run.id"  # the run's id, in the run directory
+RUN_ID_MARK = "@RUN_ID@"  # in the srun --multi-prog template: each run's own id
 
 
 @dataclass(frozen=True)
@@ -84,14 +86,20 @@ def _header(plan, what: str, usage_lines: list[str]) -> list[str]:
 
 
 def _run_dir(default: str) -> list[str]:
-    """The shell lines that make the run directory (new, private) and its key file."""
+    """The shell lines that make the run directory (new, private), its key file and a fresh
+    run id (64 random bits, never zero) in $run_id and the run directory's run.id: a hello
+    recorded in an earlier run names another run id, so it is refused even where the key
+    is reused ($ALPHAC_KEY)."""
     return [f'run="${{ALPHAC_RUN_DIR:-{default}}}"',
             "umask 077  # the run directory and its key are the job's user's alone",
             'mkdir -p "$(dirname "$run")"',
             'mkdir "$run"',
             'run="$(realpath "$run")"',
             f'if [ -n "${{ALPHAC_KEY:-}}" ]; then cp "$ALPHAC_KEY" "$run/{KEY_NAME}"; '
-            f'else head -c {KEY_BYTES} /dev/urandom > "$run/{KEY_NAME}"; fi']
+            f'else head -c {KEY_BYTES} /dev/urandom > "$run/{KEY_NAME}"; fi',
+            'run_id=0000000000000000',
+            'while [ -z "${run_id//0/}" ]; do run_id="$(od -An -N8 -tx8 /dev/urandom | tr -d \' \\n\')"; done',
+            f'echo "$run_id" > "$run/{RUN_ID_NAME}"']
 
 
 def _owner_arguments(base_port: int, owner_args: tuple[str, ...]) -> list[str]:
@@ -112,9 +120,10 @@ def emit_slurm(plan, table, out: Path, base_port: int, owner_args: tuple[str, ..
                hosts: str | None) -> tuple[list[Path], str, str]:
     dep = plan.deployment
     stem = spec_stem(dep)
-    args = _owner_arguments(base_port, owner_args)
-    lines = [f"# srun --multi-prog configuration for deployment {dep.name} ({dep.owners} owners): task %t is",
-             "# owner %t, in the run directory (srun --chdir), which holds the run's key file."]
+    args = _owner_arguments(base_port, owner_args) + ["--run-id", RUN_ID_MARK]
+    lines = [f"# srun --multi-prog template for deployment {dep.name} ({dep.owners} owners): task %t is",
+             "# owner %t, in the run directory (srun --chdir), which holds the run's key file; the",
+             f"# batch script writes each run's copy there with its run id in place of {RUN_ID_MARK}."]
     lines += [_multi_prog_line(r, args) for r in owner_ranges(table)]
     conf = _write(out / f"{stem}.multi-prog", "\n".join(lines) + "\n")
     runs = out / "runs"
@@ -129,8 +138,9 @@ def emit_slurm(plan, table, out: Path, base_port: int, owner_args: tuple[str, ..
         "ALPHAC_RUN_DIR: the run directory, new (default runs/<job id> beside this script);",
         f"ALPHAC_KEY: a key file for the run (default {KEY_BYTES} fresh random bytes)."])
     script += directives + ["set -euo pipefail"] + _run_dir(f"{runs}/$SLURM_JOB_ID") + [
+        f'sed "s/{RUN_ID_MARK}/$run_id/" {shlex.quote(str(conf))} > "$run/owners.multi-prog"',
         f'srun --chdir="$run" --distribution=block --kill-on-bad-exit=1 --error="$run/{task_stderr}" '
-        f"--multi-prog {conf}"]
+        '--multi-prog "$run/owners.multi-prog"']
     batch = _write(out / f"{stem}.sbatch", "\n".join(script) + "\n", executable=True)
     return [conf, batch], f"sbatch {batch}", f"{runs}/<job id>"
 
@@ -143,7 +153,7 @@ def emit_mpirun(plan, table, out: Path, base_port: int, owner_args: tuple[str, .
         f"{h} slots={n}\n" for h, n in host_slots(hosts, dep.owners)))
     # inside a Slurm allocation mpirun's daemons are Slurm tasks: their ids are not the ranks
     unset = " ".join(f"-u {v}" for v in ENGINE_RANKS[0])
-    args = " ".join(shlex.quote(a) for a in _owner_arguments(base_port, owner_args))
+    args = " ".join(shlex.quote(a) for a in _owner_arguments(base_port, owner_args)) + ' --run-id "$run_id"'
     # an app context's options are its own (--wdir too): each one gets them
     contexts = [f'    -np {r.count} --wdir "$run" env {unset} {shlex.join(r.entry.command)} --hostfile "$hostfile" '
                 f"--out-dir . {args}" for r in owner_ranges(table)]
