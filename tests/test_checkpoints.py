@@ -173,7 +173,7 @@ def _restore(tmp_path, ckpt: Path, dep=None, key="ckpt7-replicated", extra=()):
     exe = owner_exes(dep, session.built(key, dep))[0]
     peers = tmp_path / "peers"
     peers.write_text("".join(f"{o} 127.0.0.1:{47600 + o}\n" for o in range(dep.owners)))
-    done = subprocess.run([str(exe), "--owner", "0", "--peers", str(peers), "--out", str(tmp_path / "o0"),
+    done = subprocess.run([str(exe), "--owner", "0", "--peers", str(peers), "--out", str(tmp_path / "o0"), "--insecure",
                            "--resume", str(ckpt), "--checkpoint-dir", str(tmp_path / "ck"),
                            "--timeout-ms", "300", *extra], capture_output=True, text=True, timeout=30)
     return done.returncode, done.stderr.strip()
@@ -311,13 +311,13 @@ def ckpt_kill_trial(seed: int, work: Path, reference: dict[int, bytes]) -> int:
     peers = write_peers(rd / "peers", free_ports(4))
     key = write_key(rd / "run.key")
     exes = owner_exes(CRASH, session.built("crash4", CRASH))
-    args = ("--key", str(key), *run_arguments(d))  # one run id for every owner
+    args = run_arguments(d)  # one run id for every owner
     procs = []
     for o in range(4):
         env = dict(os.environ)
         if o == slow:
             env.update(ALPHAC_DELAY_AT=str(OP_CODE[window]), ALPHAC_DELAY_MS="100")
-        argv = owner_argv(exes[o], o, peers, rd / f"o{o}", runner_for("x86_64"), None, 1500)
+        argv = owner_argv(exes[o], o, peers, rd / f"o{o}", runner_for("x86_64"), None, 1500, key=key)
         argv += args
         procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                       env=env, start_new_session=True))

@@ -70,7 +70,8 @@ def test_owner_argv_puts_runner_first():
     argv = owner_argv("out/a-worker-aarch64", 2, "p.peers", "r/o2.out", ("qemu-aarch64",),
                       updates=5, timeout_ms=3000)
     assert argv == ("qemu-aarch64", "out/a-worker-aarch64", "--owner", "2", "--peers",
-                    "p.peers", "--out", "r/o2.out", "--updates", "5", "--timeout-ms", "3000")
+                    "p.peers", "--out", "r/o2.out", "--insecure", "--updates", "5", "--timeout-ms", "3000")
+    assert owner_argv("e", 0, "p", "o", key="r/run.key")[7:] == ("--key", "r/run.key")
     assert owner_argv("e", 0, "p", "o", connections="r/o0.connections")[-2:] == (
         "--connections", "r/o0.connections")
 

@@ -164,11 +164,11 @@ def test_the_stats_file_is_written_on_a_refusal_and_refused_when_it_cannot_be_ma
     peers = write_peers(tmp_path / "peers", free_ports(4))
     (tmp_path / "taken").write_bytes(b"")
     done = subprocess.run([str(exe), "--owner", "1", "--peers", str(peers), "--out", str(tmp_path / "taken"),
-                           "--stats", str(tmp_path / "s")], capture_output=True, text=True, timeout=30)
+                           "--insecure", "--stats", str(tmp_path / "s")], capture_output=True, text=True, timeout=30)
     assert done.returncode == 1 and done.stderr.startswith("refused: output-exists: ")
     stats = read_stats(tmp_path / "s")
     assert (stats.owner, stats.status, stats.peak) == (1, "output-exists", 0)
-    done = subprocess.run([str(exe), "--owner", "1", "--peers", str(peers), "--out", str(tmp_path / "o"),
+    done = subprocess.run([str(exe), "--owner", "1", "--peers", str(peers), "--out", str(tmp_path / "o"), "--insecure",
                            "--stats", str(tmp_path / "no-such-dir" / "s")], capture_output=True, text=True,
                           timeout=30)
     assert done.returncode == 1 and done.stderr.startswith("refused: io-error: cannot create ")

@@ -84,7 +84,7 @@ def test_an_executable_refuses_a_status_fd_that_is_not_open_for_writing(tmp_path
     try:
         for fd in (r, 99):
             p = subprocess.run([str(exe), "--owner", "0", "--peers", "/dev/null", "--out",
-                                str(tmp_path / "o"), "--status-fd", str(fd)], pass_fds=(r,),
+                                str(tmp_path / "o"), "--insecure", "--status-fd", str(fd)], pass_fds=(r,),
                                stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
             assert p.returncode == 2  # a usage refusal
             assert p.stderr == f"refused: usage: --status-fd {fd} is not a descriptor open for writing\n"

@@ -64,7 +64,7 @@ class Owners:
         self.procs = {}
         for o in (range(DEP.owners) if owners is None else owners):
             argv = owner_argv(exes[o], o, self.peers, self.outs[o], runner_for(DEP.placement[o]), None,
-                              timeout_ms) + (("--key", str(self.key)) if key else ()) + (
+                              timeout_ms, key=self.key) + (
                                   ("--run-id", f"{run_id:x}") if run_id is not None else ())
             err = open(self.dir / f"owner-{o}.stderr", "wb")
             self.procs[o] = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err,

@@ -108,7 +108,9 @@ def _one(dep, work, name, argv_tail, owner=0):
 
     role = dep.role_of(owner).name
     exe = exes[(role, dep.placement[owner])]
-    return subprocess.run([str(exe), *argv_tail], capture_output=True, text=True, timeout=30), d
+    # an owner runs without a key only when told so; --help and --version answer before that
+    tail = [*argv_tail, "--insecure"] if argv_tail and argv_tail[0].startswith("--owner") else argv_tail
+    return subprocess.run([str(exe), *tail], capture_output=True, text=True, timeout=30), d
 
 
 def test_help_prints_usage_and_exits_zero(work):
@@ -143,6 +145,20 @@ def test_bad_usage_exits_two(work, argv):
     assert done.returncode == 2
     assert refusal_code(done.stderr) == "usage"
     assert len(done.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize("key, message", [
+    ((), "no --key: give the run's key file, or --insecure to run without authentication, where anyone "
+         "who can reach an owner's port can play an owner (try --help)"),
+    (("--key", "k", "--insecure"), "--key and --insecure exclude each other (try --help)"),
+])
+def test_an_owner_runs_without_a_key_only_when_told_insecure(work, key, message):
+    import subprocess
+
+    exe = build(STAR_PLAIN, work / "bin")[("coordinator", STAR_PLAIN.placement[0])]
+    done = subprocess.run([str(exe), "--owner", "0", "--peers", "p", "--out", "o", *key], capture_output=True,
+                          text=True, timeout=30, cwd=run_dir(work, "insecure"))
+    assert (done.returncode, done.stderr) == (2, f"refused: usage: {message}\n")
 
 
 def test_owner_outside_the_role_refuses(work):

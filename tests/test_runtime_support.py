@@ -185,7 +185,7 @@ def owner_command(dep, exes, owner: int, peers: Path, out: Path, *extra: str) ->
     target = dep.placement[owner]
     exe = exes[(dep.role_of(owner).name, target)]
     return [*RUNNER[target], str(exe), "--owner", str(owner), "--peers", str(peers),
-            "--out", str(out), *extra]
+            "--out", str(out), "--insecure", *extra]
 
 
 class Run:

@@ -176,7 +176,7 @@ def test_a_sample_block_outside_the_owners_share_is_a_corrupt_executable(tmp_pat
     bad.chmod(0o755)
     (tmp_path / "peers").write_text("0 127.0.0.1:47800\n")
     done = subprocess.run([str(bad), "--owner", "0", "--peers", str(tmp_path / "peers"), "--out",
-                           str(tmp_path / "o")], capture_output=True, text=True, timeout=60)
+                           str(tmp_path / "o"), "--insecure"], capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stderr) == (
         1, "refused: corrupt-executable: owner 0: corrupt op table (sample block at 1)\n")
     assert not (tmp_path / "o").exists()

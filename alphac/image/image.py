@@ -397,13 +397,13 @@ def usage_text(plan, role: str, target: str, role_owners) -> str:
     dep = plan.deployment
     owners = ", ".join(str(o) for o in role_owners)
     return (
-        "usage: EXE --owner I --peers FILE --out PATH [--updates N] [--timeout-ms MS]\n"
-        "           [--key FILE] [--listen-any] [--checkpoint-dir DIR] [--resume CKPT [--new-contract]]\n"
+        "usage: EXE --owner I --peers FILE --out PATH (--key FILE | --insecure) [--updates N]\n"
+        "           [--timeout-ms MS] [--listen-any] [--checkpoint-dir DIR] [--resume CKPT [--new-contract]]\n"
         "           [--run-id HEX] [--stats FILE] [--connections FILE] [--status-fd FD]"
         f"{' [--gpu UUID]' if target == 'sm86' else ''}\n"
         "           [--help] [--version]\n"
         "       EXE [--owner I] [--nodelist LIST | --hostfile FILE] --base-port P\n"
-        "           (--out PATH | --out-dir DIR) ...   (an owner started by srun or mpirun)\n"
+        "           (--out PATH | --out-dir DIR) (--key FILE | --insecure) ...   (started by srun or mpirun)\n"
         f"  deployment {dep.name}, role {role} (owners {owners}) of {dep.owners}, "
         f"target {target}, protocol {plan.protocol_hex}\n"
         f"{'  ' if plan.mutant else ''}{mutant_note(plan)}"
@@ -426,6 +426,8 @@ def usage_text(plan, role: str, target: str, role_owners) -> str:
         f"(default {wire.DEFAULT_TIMEOUT_MS})\n"
         "  --key FILE       authenticate every frame with HMAC-SHA-256 under this key (a file of\n"
         "                   32 to 4096 bytes, mode 0600); every owner of a run needs the same key\n"
+        "  --insecure       run without a key: no frame is authenticated, and anyone who can reach\n"
+        "                   an owner's port can play an owner (one of --key and --insecure is needed)\n"
         "  --listen-any     allow the peers file to name the wildcard address for this owner\n"
         "  --checkpoint-dir DIR  where checkpoints go (every owner of the run the same)\n"
         "  --resume CKPT    restore from the checkpoint directory CKPT (ckpt-<u>) and run on\n"

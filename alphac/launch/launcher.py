@@ -196,9 +196,7 @@ def run_plan(dep, exes: Mapping[tuple[str, str], Path] | list[Path], run_dir: st
     status = _status_channel(progress, started, dep.updates if updates is None else updates)
     for o in started:
         e = table[o]
-        argv = owner_argv(e.exe, o, peers, outs[o], e.runner, updates, timeout_ms, reports[o])
-        if key is not None:
-            argv += ("--key", str(key))
+        argv = owner_argv(e.exe, o, peers, outs[o], e.runner, updates, timeout_ms, reports[o], key)
         if stats:
             argv += ("--stats", str(_stats_path(run_dir, o)))
         argv += tuple((extra_argv or {}).get(o, ())) + (status.argv(o) if status else ())

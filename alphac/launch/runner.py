@@ -111,8 +111,12 @@ class OwnerCommand:
 
 def owner_argv(exe: str | Path, owner: int, peers: str | Path, out: str | Path,
                runner: Sequence[str] = (), updates: int | None = None,
-               timeout_ms: int | None = None, connections: str | Path | None = None) -> tuple[str, ...]:
+               timeout_ms: int | None = None, connections: str | Path | None = None,
+               key: str | Path | None = None) -> tuple[str, ...]:
+    """An owner's command line: with the run's `key` file, or else `--insecure` (an owner
+    refuses to run with neither)."""
     argv = [*runner, str(exe), "--owner", str(owner), "--peers", str(peers), "--out", str(out)]
+    argv += ["--key", str(key)] if key is not None else ["--insecure"]
     if updates is not None:
         argv += ["--updates", str(updates)]
     if timeout_ms is not None:

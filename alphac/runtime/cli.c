@@ -44,7 +44,7 @@ static int parse_num(struct rt *rt, const char *text, const char *flag, int64_t 
 enum {
     O_OWNER = 1, O_PEERS, O_OUT, O_UPDATES, O_TIMEOUT, O_KEY, O_LISTEN_ANY, O_CKPT_DIR, O_RESUME,
     O_NEW_CONTRACT, O_RUN_ID, O_STATS, O_CONNECTIONS, O_STATUS_FD, O_HELP, O_VERSION, O_BASE_PORT,
-    O_NODELIST, O_HOSTFILE, O_OUT_DIR, O_GPU
+    O_NODELIST, O_HOSTFILE, O_OUT_DIR, O_GPU, O_INSECURE
 };
 
 static const struct option options[] = {
@@ -55,6 +55,7 @@ static const struct option options[] = {
     {"timeout-ms", required_argument, NULL, O_TIMEOUT},
     {"key", required_argument, NULL, O_KEY},
     {"listen-any", no_argument, NULL, O_LISTEN_ANY},
+    {"insecure", no_argument, NULL, O_INSECURE},
     {"checkpoint-dir", required_argument, NULL, O_CKPT_DIR},
     {"resume", required_argument, NULL, O_RESUME},
     {"new-contract", no_argument, NULL, O_NEW_CONTRACT},
@@ -94,6 +95,7 @@ int rt_parse_args(struct rt *rt, int argc, char **argv) {
             break;
         case O_KEY: rt->key_path = optarg; break;
         case O_LISTEN_ANY: rt->listen_any = 1; break;
+        case O_INSECURE: rt->insecure = 1; break;
         case O_CKPT_DIR: rt->ck.dir = optarg; break;
         case O_RESUME: rt->ck.resume = optarg; break;
         case O_NEW_CONTRACT: rt->ck.resume_mode = 2; break;
@@ -156,4 +158,15 @@ int rt_select_owner(struct rt *rt) {
     return rt_fail(rt, RT_OWNER_NOT_IN_ROLE, "owner %lld is not in role %s (owners %s) of deployment %s",
                    (long long)rt->owner, img_text(rt, IMG_STR_ROLE), img_text(rt, IMG_STR_OWNERS),
                    img_text(rt, IMG_STR_DEPLOYMENT));
+}
+
+/* An owner runs authenticated (--key) unless told --insecure, never both: without a key
+   anyone who can reach its port can play an owner (docs/security.md). */
+int rt_key_or_insecure(struct rt *rt) {
+    if (rt->key_path && rt->insecure)
+        return rt_fail(rt, RT_USAGE, "--key and --insecure exclude each other (try --help)");
+    if (!rt->key_path && !rt->insecure)
+        return rt_fail(rt, RT_USAGE, "no --key: give the run's key file, or --insecure to run without "
+                       "authentication, where anyone who can reach an owner's port can play an owner (try --help)");
+    return RT_OK;
 }

@@ -9,6 +9,7 @@
 int rt_main(struct rt *rt, int argc, char **argv) {
     TRY(rt_init(rt, alphac_image));
     TRY(rt_parse_args(rt, argc, argv));
+    TRY(rt_key_or_insecure(rt));
     TRY(rt_check_cpu(rt)); /* before any kernel runs (--help and --version answer anyway) */
     TRY(rt_select_owner(rt));
     TRY(rt_open_stats(rt));

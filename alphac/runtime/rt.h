@@ -179,6 +179,7 @@ struct rt {
     struct rt_mem mem;
     int64_t rss_start_kb;       /* VmRSS before anything of the learner is allocated */
     int listen_any;
+    int insecure; /* --insecure: no key, and said so */
     int status_fd;         /* --status-fd: where progress lines go, -1 for none */
     /* an engine's owner index and hosts (engine.c): what gave the owner index; the node
        list (--nodelist or SLURM_STEP_NODELIST) or --hostfile, and which of the three
@@ -311,6 +312,7 @@ int rt_check_cpu(struct rt *rt);
 /* -- cli.c ----------------------------------------------------------------------------- */
 int rt_init(struct rt *rt, const uint64_t *image);
 int rt_parse_args(struct rt *rt, int argc, char **argv);
+int rt_key_or_insecure(struct rt *rt);
 int rt_select_owner(struct rt *rt);
 
 /* -- hostlist.c, engine.c ------------------------------------------------------------- */

@@ -53,7 +53,7 @@ def _single(exe, owner, tmp_path, *args, env=None):
     peers = _peers(tmp_path / "peers")
     out = tmp_path / f"single-{owner}-{time.monotonic_ns()}.out"
     done = subprocess.run([str(exe), "--owner", str(owner), "--peers", str(peers), "--out", str(out),
-                           "--timeout-ms", "2000", *args], capture_output=True, text=True, timeout=60, env=env)
+                           "--insecure", "--timeout-ms", "2000", *args], capture_output=True, text=True, timeout=60, env=env)
     assert not list(tmp_path.glob(f"{out.name}*"))  # nothing published, nothing staged left
     return done
 
@@ -155,7 +155,7 @@ def test_admission_refuses_what_does_not_fit_also_across_processes(tmp_path, mon
     _env(monkeypatch, stub_dir, tmp_path, mem_free="", mem_total=need + _bytes(0) - 1)
     peers = _peers(tmp_path / "peers2")
     first = subprocess.Popen([str(exe), "--owner", "4", "--peers", str(peers), "--out", str(tmp_path / "first"),
-                              "--timeout-ms", "20000"], stderr=subprocess.PIPE, text=True)
+                              "--insecure", "--timeout-ms", "20000"], stderr=subprocess.PIPE, text=True)
     try:
         for _ in range(200):
             if ledger.exists() and ledger.read_text():
