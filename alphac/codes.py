@@ -225,6 +225,8 @@ CHECKPOINT = {
     "checkpoint-version": "parts of a checkpoint (manifests, shards) are of different versions or identities",
     "checkpoint-exists": "the checkpoint of this version exists already (or its partial directory): "
                          "checkpoints are never overwritten",
+    "checkpoint-timeout": "an executable's restore did not finish reading the checkpoint within its "
+                          "--timeout-ms (from the restore's start)",
 }
 
 # -- build and launch (alphac/targets, alphac/launch) ---------------------------------------

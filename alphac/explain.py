@@ -213,6 +213,8 @@ FIXES = {
     "checkpoint-learner-mismatch": "Resume with the learner the checkpoint holds.",
     "checkpoint-version": "The checkpoint mixes parts of two runs: use another one.",
     "checkpoint-exists": "Give a fresh --checkpoint-dir; checkpoints are never overwritten.",
+    "checkpoint-timeout": "Put the checkpoint on storage that answers, or give the owners a larger "
+                          "--timeout-ms.",
     # build and launch
     "unknown-cpu-level": "Use a level the target describes: baseline, x86-64-v2, x86-64-v3, "
                          "x86-64-v4 or host.",

@@ -42,26 +42,60 @@ struct manifest {
     char sha[65];
 };
 
-static int read_all(struct rt *rt, const char *path, char **out, size_t *len, int missing_code) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return rt_fail(rt, missing_code, "'%s' is missing", path);
+/* Open a file of the checkpoint for reading: never through a symbolic link, never blocking
+   (a FIFO or a device is opened O_NONBLOCK, then refused by its type on the descriptor); a
+   regular file only, refused `code` naming the path otherwise. Blocking reads from then on. */
+static int open_regular(struct rt *rt, const char *path, int code, int *fd, int64_t *size) {
+    *fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    if (*fd < 0 && errno == ELOOP) return rt_fail(rt, code, "'%s' is not a regular file (a symbolic link)", path);
+    if (*fd < 0)
+        return errno == ENOENT || errno == ENOTDIR ? rt_fail(rt, code, "'%s' is missing", path)
+                                                   : rt_fail(rt, code, "cannot open '%s' (%s)", path, strerror(errno));
     struct stat st;
-    char *buf = NULL;
-    int rc = RT_OK;
-    if (fstat(fd, &st) != 0 || !(buf = malloc((size_t)st.st_size + 1))) rc = rt_fail(rt, RT_IO_ERROR, "cannot read '%s'", path);
-    size_t done = 0;
-    while (rc == RT_OK && done < (size_t)st.st_size) {
-        ssize_t r = read(fd, buf + done, (size_t)st.st_size - done);
-        if (r <= 0) rc = rt_fail(rt, RT_IO_ERROR, "cannot read '%s'", path);
-        else done += (size_t)r;
+    int rc = RT_OK, flags;
+    if (fstat(*fd, &st) != 0) rc = rt_fail(rt, RT_IO_ERROR, "cannot read '%s' (%s)", path, strerror(errno));
+    else if (!S_ISREG(st.st_mode)) rc = rt_fail(rt, code, "'%s' is not a regular file", path);
+    else if ((flags = fcntl(*fd, F_GETFL)) < 0 || fcntl(*fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
+        rc = rt_fail(rt, RT_IO_ERROR, "cannot read '%s' (%s)", path, strerror(errno));
+    if (rc != RT_OK) {
+        close(*fd);
+        *fd = -1;
+        return rc;
     }
+    *size = (int64_t)st.st_size;
+    return RT_OK;
+}
+
+/* n bytes from fd, within the restore's deadline (rt->deadline_ms, --timeout-ms after the
+   restore began), checked after every read. */
+static int read_exact(struct rt *rt, int fd, void *buf, size_t n, const char *path) {
+    for (size_t done = 0; done < n;) {
+        ssize_t r = read(fd, (char *)buf + done, n - done);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return rt_fail(rt, RT_IO_ERROR, "cannot read '%s' (%s)", path, strerror(errno));
+        if (r == 0) return rt_fail(rt, RT_IO_ERROR, "cannot read '%s' (it ended early)", path);
+        done += (size_t)r;
+        if (rt_now_ms() > rt->deadline_ms)
+            return rt_fail(rt, RT_CHECKPOINT_TIMEOUT, "reading '%s' took longer than the restore's %lld ms "
+                           "(--timeout-ms)", path, (long long)rt->timeout_ms);
+    }
+    return RT_OK;
+}
+
+/* A whole (regular) file, NUL-terminated after its `len` bytes. */
+static int read_all(struct rt *rt, const char *path, char **out, size_t *len, int missing_code) {
+    int fd;
+    int64_t size = 0;
+    TRY(open_regular(rt, path, missing_code, &fd, &size));
+    char *buf = malloc((size_t)size + 1);
+    int rc = buf ? read_exact(rt, fd, buf, (size_t)size, path) : rt_fail(rt, RT_IO_ERROR, "out of memory");
     close(fd);
     if (rc != RT_OK) {
         free(buf);
         return rc;
     }
-    buf[done] = 0;
-    *out = buf, *len = done;
+    buf[size] = 0;
+    *out = buf, *len = (size_t)size;
     return RT_OK;
 }
 
@@ -79,13 +113,136 @@ static int bad(struct rt *rt, const struct manifest *m, int64_t line, const char
     return rt_fail(rt, RT_CHECKPOINT_MANIFEST, "%s line %lld: %s", m->path, (long long)line, what);
 }
 
-/* The text, checked by its trailer, split into items. Learner and contract lines are
-   compared by the caller (`check_lines`). */
+/* A line read field by field (fields separated by one space); `ok` turns 0 at the first
+   field that is empty or malformed. */
+struct fields {
+    const char *p;
+    int ok;
+};
+
+/* The next field: its start and length. */
+static const char *field(struct fields *f, size_t *len) {
+    const char *s = f->p;
+    *len = strcspn(s, " ");
+    if (*len == 0) f->ok = 0;
+    f->p = s + *len + (s[*len] == ' ');
+    return s;
+}
+
+/* Whether every field was read: the line ends after the last, without a space. */
+static int line_done(const struct fields *f) { return f->ok && *f->p == 0 && f->p[-1] != ' '; }
+
+/* The next field as a decimal number: digits only, at most 18 (so it fits, unsigned). */
+static int64_t number(struct fields *f) {
+    size_t n;
+    const char *s = field(f, &n);
+    int64_t v = 0;
+    if (n > 18) f->ok = 0;
+    for (size_t i = 0; i < n && f->ok; i++) {
+        if (s[i] < '0' || s[i] > '9') f->ok = 0;
+        v = v * 10 + (s[i] - '0');
+    }
+    return v;
+}
+
+/* Whether s[0..n) are n lowercase hex digits. */
+static int hex(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
+    return 1;
+}
+
+/* The next field as a sha256 (64 lowercase hex digits), copied into out. */
+static void sha_field(struct fields *f, char out[65]) {
+    size_t n;
+    const char *s = field(f, &n);
+    if (n != 64 || !hex(s, n)) f->ok = 0;
+    snprintf(out, 65, "%.*s", (int)(n < 64 ? n : 64), s);
+}
+
+/* The next field as the name of a file of the checkpoint: PREFIX, decimal digits, SUFFIX
+   (`shard-N.bin`, `manifest-N.txt`, as the Python reader's rule), so a name never holds a
+   '/', a '..' or a leading '.', and names a file inside the checkpoint directory. */
+static void name_field(struct fields *f, const char *prefix, const char *suffix, char out[64]) {
+    size_t n, a = strlen(prefix), b = strlen(suffix), digits = 0;
+    const char *s = field(f, &n);
+    if (n >= 64 || n <= a + b || strncmp(s, prefix, a) || strncmp(s + n - b, suffix, b)) f->ok = 0;
+    while (f->ok && digits < n - a - b && s[a + digits] >= '0' && s[a + digits] <= '9') digits++;
+    if (digits != n - a - b) f->ok = 0;
+    snprintf(out, 64, "%.*s", (int)(n < 63 ? n : 63), s);
+}
+
+/* Room for one more element in *arr (of *n, capacity *cap); 0 when out of memory. */
+static int grow(void **arr, int64_t n, int64_t *cap, size_t size) {
+    if (n < *cap) return 1;
+    void *more = realloc(*arr, size * (size_t)(2 * *cap + 8));
+    if (!more) return 0;
+    *arr = more, *cap = 2 * *cap + 8;
+    return 1;
+}
+
+/* One item line (NUL-terminated, without its LF) into m; 0 when it is malformed. */
+static int parse_item(struct manifest *m, const char *p, int64_t *have, int64_t cap[3]) {
+    struct fields f = {p, 1};
+    size_t n;
+    const char *key = field(&f, &n);
+#define IS(k) (n == strlen(k) && !strncmp(key, k, n))
+    if (IS("version")) {
+        m->version = (uint64_t)number(&f), *have |= 1;
+    } else if (IS("identity")) {
+        const char *s = field(&f, &n);
+        if (n != 16 || !hex(s, n)) return 0;
+        m->identity = strtoull(s, NULL, 16), *have |= 2;
+    } else if (IS("shard")) {
+        if (!grow((void **)&m->shards, m->nshards, &cap[0], sizeof *m->shards)) return 0;
+        struct shard *s = &m->shards[m->nshards];
+        s->owner = number(&f);
+        name_field(&f, "shard-", ".bin", s->file);
+        s->bytes = number(&f);
+        sha_field(&f, s->sha);
+        m->nshards += line_done(&f);
+    } else if (IS("fragment")) {
+        if (!grow((void **)&m->frags, m->nfrags, &cap[1], sizeof *m->frags)) return 0;
+        struct frag *g = &m->frags[m->nfrags];
+        g->owner = number(&f);
+        if (!m->nshards || m->shards[m->nshards - 1].owner != g->owner) return 0; /* outside its shard's lines */
+        const char *region = field(&f, &n);
+        g->region = n == 10 && !strncmp(region, "parameters", 10) ? 1 : n == 5 && !strncmp(region, "state", 5) ? 2 : 0;
+        g->offset = number(&f), g->words = number(&f);
+        const char *runs = field(&f, &n);
+        sha_field(&f, g->sha);
+        if (!line_done(&f) || !g->region || !(g->runs = strndup(runs, n))) return 0;
+        m->nfrags++;
+    } else if (IS("manifest")) {
+        if (!grow((void **)&m->children, m->nchildren, &cap[2], sizeof *m->children)) return 0;
+        m->children[m->nchildren].owner = number(&f);
+        name_field(&f, "manifest-", ".txt", m->children[m->nchildren].file);
+        sha_field(&f, m->children[m->nchildren].sha);
+        m->nchildren += line_done(&f);
+    } else if (!(IS("learner") || IS("contract") || IS("layout") || IS("region") || IS("owners") ||
+                 IS("resumed-from"))) {
+        return 0;
+    } else {
+        return f.ok; /* compared by the caller (learner, contract) or not read here */
+    }
+#undef IS
+    return line_done(&f);
+}
+
+/* The text, checked by its trailer, split into items, each line bounded by the bytes read
+   (a NUL byte anywhere is a malformed manifest). Learner and contract lines are compared
+   by the caller (`check_lines`). */
 static int parse(struct rt *rt, struct manifest *m) {
     size_t n = m->len;
     if (n < 72 || m->text[n - 1] != '\n') return rt_fail(rt, RT_CHECKPOINT_MANIFEST, "%s is truncated", m->path);
+    const char *nul = memchr(m->text, 0, n);
+    if (nul) {
+        int64_t at = 1;
+        for (const char *q = m->text; q < nul; q++) at += *q == '\n';
+        return bad(rt, m, at, "holds a NUL byte");
+    }
     const char *trailer = m->text + n - 72;
-    if (strncmp(trailer, "sha256 ", 7) != 0 || (trailer != m->text && trailer[-1] != '\n'))
+    if (strncmp(trailer, "sha256 ", 7) != 0 || !hex(trailer + 7, 64) || (trailer != m->text && trailer[-1] != '\n'))
         return rt_fail(rt, RT_CHECKPOINT_MANIFEST, "%s is truncated (no sha256 line)", m->path);
     memcpy(m->sha, trailer + 7, 64);
     m->sha[64] = 0;
@@ -94,43 +251,14 @@ static int parse(struct rt *rt, struct manifest *m) {
     if (strcmp(want, m->sha) != 0)
         return rt_fail(rt, RT_CHECKPOINT_HASH_MISMATCH, "%s: its sha256 line does not match its contents", m->path);
     if (strncmp(m->text, "alphac-checkpoint 2\n", 20) != 0) return bad(rt, m, 1, "not an alphac checkpoint manifest");
-    int64_t line = 1, cap_f = 0, cap_s = 0, cap_c = 0, have = 0;
-    for (char *p = m->text + 20; p < trailer; line++) {
-        char *end = strchr(p, '\n');
-        *end = 0;
-        char a[70], b[70];
-        long long x, y, z;
-        if (sscanf(p, "version %llu", (unsigned long long *)&m->version) == 1) {
-            have |= 1;
-        } else if (sscanf(p, "identity %llx", (unsigned long long *)&m->identity) == 1) {
-            have |= 2;
-        } else if (sscanf(p, "shard %lld %63s %lld %64s", &x, a, &y, b) == 4) {
-            if (m->nshards == cap_s) m->shards = realloc(m->shards, sizeof *m->shards * (size_t)(cap_s = 2 * cap_s + 8));
-            struct shard *s = &m->shards[m->nshards++];
-            s->owner = x, s->bytes = y;
-            snprintf(s->file, sizeof s->file, "%s", a);
-            snprintf(s->sha, sizeof s->sha, "%s", b);
-        } else if (!strncmp(p, "fragment ", 9)) {
-            char region[16], *runs = malloc(strlen(p)), sha[70];
-            if (!runs || sscanf(p, "fragment %lld %15s %lld %lld %s %64s", &x, region, &y, &z, runs, sha) != 6 ||
-                (strcmp(region, "parameters") && strcmp(region, "state"))) {
-                free(runs);
-                return bad(rt, m, line + 1, "malformed fragment");
-            }
-            if (m->nfrags == cap_f) m->frags = realloc(m->frags, sizeof *m->frags * (size_t)(cap_f = 2 * cap_f + 8));
-            struct frag *f = &m->frags[m->nfrags++];
-            f->owner = x, f->region = region[0] == 'p' ? 1 : 2, f->offset = y, f->words = z, f->runs = runs;
-            snprintf(f->sha, sizeof f->sha, "%s", sha);
-        } else if (sscanf(p, "manifest %lld %63s %64s", &x, a, b) == 3) {
-            if (m->nchildren == cap_c) m->children = realloc(m->children, sizeof *m->children * (size_t)(cap_c = 2 * cap_c + 8));
-            m->children[m->nchildren].owner = x;
-            snprintf(m->children[m->nchildren].file, 64, "%s", a);
-            snprintf(m->children[m->nchildren++].sha, 65, "%s", b);
-        } else if (strncmp(p, "learner ", 8) && strncmp(p, "contract ", 9) && strncmp(p, "layout ", 7) &&
-                   strncmp(p, "region ", 7) && strncmp(p, "owners ", 7) && strncmp(p, "resumed-from ", 13)) {
-            return bad(rt, m, line + 1, "unknown or malformed item");
-        }
-        *end = '\n';
+    int64_t line = 1, have = 0, cap[3] = {0, 0, 0};
+    for (const char *p = m->text + 20; p < trailer; line++) {
+        const char *end = memchr(p, '\n', (size_t)(trailer - p)); /* found: trailer[-1] is an LF */
+        char *text = strndup(p, (size_t)(end - p));
+        if (!text) return rt_fail(rt, RT_IO_ERROR, "out of memory");
+        int ok = parse_item(m, text, &have, cap);
+        free(text);
+        if (!ok) return bad(rt, m, line + 1, "unknown or malformed item");
         p = end + 1;
     }
     if (have != 3) return bad(rt, m, line, "no version or identity line");
@@ -140,11 +268,10 @@ static int parse(struct rt *rt, struct manifest *m) {
 /* The rest of the line after `key ` in the manifest text (NUL-terminated copy). */
 static char *item(const struct manifest *m, const char *key) {
     size_t k = strlen(key);
-    for (const char *p = m->text; *p;) {
-        const char *end = strchr(p, '\n');
+    for (const char *p = m->text, *end; p < m->text + m->len; p = end + 1) {
+        end = memchr(p, '\n', (size_t)(m->text + m->len - p));
         if (!end) break;
-        if (!strncmp(p, key, k) && p[k] == ' ') return strndup(p + k + 1, (size_t)(end - p - (long)k - 1));
-        p = end + 1;
+        if ((size_t)(end - p) > k && !strncmp(p, key, k) && p[k] == ' ') return strndup(p + k + 1, (size_t)(end - p) - k - 1);
     }
     return NULL;
 }
@@ -179,27 +306,37 @@ static int check_lines(struct rt *rt, const struct manifest *m, int same) {
     return rc;
 }
 
-/* Count each position's fragments (saturating at 2): missing, duplicated, outside. */
+/* Count each position's fragments (saturating at 2): missing, duplicated, outside. Each
+   run is bounded before it is walked (no position computed can overflow), and a run of
+   step 0 is walked twice at most (its position is then duplicated anyway). */
 static int coverage(struct rt *rt, const struct manifest *m, unsigned char *count, int64_t region, int64_t domain) {
     memset(count, 0, (size_t)domain);
+    const char *name = region == 1 ? "parameters" : "state";
     for (int64_t j = 0; j < m->nfrags; j++) {
         const struct frag *f = &m->frags[j];
         if (f->region != region) continue;
         int64_t seen = 0;
-        for (const char *r = f->runs; *r && *r != '-';) {
+        for (const char *r = f->runs; *r && strcmp(r, "-");) {
             long long s, st, c;
             int used = 0;
-            if (sscanf(r, "%lld+%lldx%lld%n", &s, &st, &c, &used) != 3 || s < 0 || st < 0 || c < 0)
+            if (sscanf(r, "%lld+%lldx%lld%n", &s, &st, &c, &used) != 3 || s < 0 || st < 0 || c < 0 ||
+                (r[used] && (r[used] != ',' || !r[used + 1])))
                 return rt_fail(rt, RT_CHECKPOINT_MANIFEST, "%s: malformed runs of owner %lld's fragment", m->path,
                                (long long)f->owner);
-            for (long long i = 0; i < c; i++) {
-                long long p = s + i * st;
-                if (p >= domain)
-                    return rt_fail(rt, RT_SHARD_COVERAGE_OUTSIDE, "%s: owner %lld's %s fragment holds position %lld "
-                                   "outside the region's %lld words", m->path, (long long)f->owner,
-                                   region == 1 ? "parameters" : "state", p, (long long)domain);
-                if (count[p] < 2) count[p]++;
+            if (c > f->words - seen)
+                return rt_fail(rt, RT_CHECKPOINT_MANIFEST, "%s: owner %lld's fragment lists more positions than "
+                               "its %lld words", m->path, (long long)f->owner, (long long)f->words);
+            if (c > 0 && (s >= domain || (st > 0 && c - 1 > (domain - 1 - s) / st))) {
+                /* the first position outside: s + st * i0 < 2 * 2^63, so it fits unsigned */
+                unsigned long long p = s >= domain ? (unsigned long long)s
+                                     : (unsigned long long)s + (unsigned long long)st *
+                                           (unsigned long long)((domain - 1 - s) / st + 1);
+                return rt_fail(rt, RT_SHARD_COVERAGE_OUTSIDE, "%s: owner %lld's %s fragment holds position %llu "
+                               "outside the region's %lld words", m->path, (long long)f->owner, name, p,
+                               (long long)domain);
             }
+            for (long long i = 0, walk = st == 0 && c > 2 ? 2 : c; i < walk; i++)
+                if (count[s + i * st] < 2) count[s + i * st]++;
             seen += c;
             r += used + (r[used] == ',');
         }
@@ -210,8 +347,8 @@ static int coverage(struct rt *rt, const struct manifest *m, unsigned char *coun
     for (int64_t p = 0; p < domain; p++)
         if (count[p] != 1)
             return rt_fail(rt, count[p] ? RT_SHARD_COVERAGE_DUPLICATED : RT_SHARD_COVERAGE_MISSING,
-                           "%s: %s word %lld is held by %s", m->path, region == 1 ? "parameters" : "state",
-                           (long long)p, count[p] ? "two fragments" : "no fragment");
+                           "%s: %s word %lld is held by %s", m->path, name, (long long)p,
+                           count[p] ? "two fragments" : "no fragment");
     return RT_OK;
 }
 
@@ -275,30 +412,20 @@ static char *join(const char *dir, const char *file) {
 
 #define CHUNK_WORDS (1 << 17) /* a shard is read, hashed and selected from 1 MiB at a time */
 
-static int read_exact(int fd, void *buf, size_t n) {
-    for (size_t done = 0; done < n;) {
-        ssize_t r = read(fd, (char *)buf + done, n - done);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) return -1;
-        done += (size_t)r;
-    }
-    return 0;
-}
-
 /* Fragment f's words from the shard open at fd: read, hashed and selected in one pass, a
    chunk at a time; its sha256 into the shard's digest. */
 static int read_fragment(struct rt *rt, int fd, const struct frag *f, uint64_t *chunk, struct rt_sha256 *file,
-                         char sha[65]) {
+                         char sha[65], const char *path) {
     struct selector s = {{0}, 0, 0};
-    if (!parse_runs(f, &s.runs)) return -1;
+    if (!parse_runs(f, &s.runs)) return rt_fail(rt, RT_IO_ERROR, "out of memory");
     struct rt_sha256 h;
     unsigned char d[32];
     rt_sha256_init(&h);
-    int rc = 0;
-    for (int64_t j = 0, n; j < f->words && rc == 0; j += n) {
+    int rc = RT_OK;
+    for (int64_t j = 0, n; j < f->words && rc == RT_OK; j += n) {
         n = f->words - j < CHUNK_WORDS ? f->words - j : CHUNK_WORDS;
-        rc = read_exact(fd, chunk, (size_t)n * 8);
-        if (rc == 0) rt_sha256_update(&h, chunk, (size_t)n * 8), select_words(rt, (int)f->region, &s, chunk, n);
+        rc = read_exact(rt, fd, chunk, (size_t)n * 8, path);
+        if (rc == RT_OK) rt_sha256_update(&h, chunk, (size_t)n * 8), select_words(rt, (int)f->region, &s, chunk, n);
     }
     free(s.runs.r);
     rt_sha256_final(&h, d);
@@ -308,15 +435,21 @@ static int read_fragment(struct rt *rt, int fd, const struct frag *f, uint64_t *
 }
 
 /* The header and fragment table: the shard's bytes before its fragments' words, which its
-   manifest lays one after another to the end of the file. */
-static int read_head(struct rt *rt, int fd, const struct manifest *m, const struct shard *s, const char *path,
-                     uint64_t **head, int64_t *len) {
-    struct stat st;
-    if (fstat(fd, &st) != 0 || st.st_size != s->bytes)
+   manifest lays one after another to the end of the file (`size` bytes, as fstat found). */
+static int read_head(struct rt *rt, int fd, int64_t size, const struct manifest *m, const struct shard *s,
+                     const char *path, uint64_t **head, int64_t *len) {
+    if (size != s->bytes)
         return rt_fail(rt, RT_CHECKPOINT_HASH_MISMATCH, "%s: its sha256 is not the one %s names", path, m->path);
+    if (s->bytes < 48) return rt_fail(rt, RT_CHECKPOINT_MANIFEST, "%s is not owner %lld's shard", path, (long long)s->owner);
     int64_t words = 0, at;
-    for (int64_t q = 0; q < m->nfrags; q++)
-        if (m->frags[q].owner == s->owner) words += m->frags[q].words;
+    for (int64_t q = 0; q < m->nfrags; q++) {
+        const struct frag *f = &m->frags[q];
+        if (f->owner != s->owner) continue;
+        if (f->words > (s->bytes - 48) / 8 - words) /* the sum stays below the file's words */
+            return rt_fail(rt, RT_CHECKPOINT_MANIFEST, "%s: owner %lld's fragment lies outside its shard", m->path,
+                           (long long)f->owner);
+        words += f->words;
+    }
     *len = at = s->bytes - 8 * words;
     for (int64_t q = 0; q < m->nfrags; q++) {
         const struct frag *f = &m->frags[q];
@@ -326,11 +459,9 @@ static int read_head(struct rt *rt, int fd, const struct manifest *m, const stru
                            (long long)f->owner);
         at += 8 * f->words;
     }
-    if (*len < 48) return rt_fail(rt, RT_CHECKPOINT_MANIFEST, "%s is not owner %lld's shard", path, (long long)s->owner);
     *head = malloc((size_t)*len);
-    if (!*head || read_exact(fd, *head, (size_t)*len) != 0)
-        return rt_fail(rt, RT_IO_ERROR, "cannot read '%s'", path);
-    return RT_OK;
+    if (!*head) return rt_fail(rt, RT_IO_ERROR, "out of memory");
+    return read_exact(rt, fd, *head, (size_t)*len, path);
 }
 
 /* The header's magic, format, owner, version and identity, once the shard's hash agreed. */
@@ -345,14 +476,27 @@ static int check_head(struct rt *rt, const struct manifest *m, const struct shar
     return RT_OK;
 }
 
+/* The shard's digest against its manifest's, then its header: `file` holds the hash of its
+   header and fragment table and of its fragments' digests. */
+static int check_digest(struct rt *rt, struct rt_sha256 *file, const struct manifest *m, const struct shard *s,
+                        const char *path, const uint64_t *head) {
+    unsigned char d[32];
+    char sha[65];
+    rt_sha256_final(file, d);
+    to_hex(d, sha);
+    if (strcmp(sha, s->sha) != 0)
+        return rt_fail(rt, RT_CHECKPOINT_HASH_MISMATCH, "%s: its sha256 is not the one %s names", path, m->path);
+    return check_head(rt, m, s, path, head);
+}
+
 /* A shard this owner needs words of, in one pass: its header, then each fragment read,
-   hashed and selected; then its digest (over the header and the fragments' digests), each
-   fragment's, and its header are checked, in that order. */
-static int shard_pass(struct rt *rt, int fd, const struct manifest *m, const struct shard *s, const char *path,
-                      uint64_t *chunk) {
+   hashed and selected; then its digest (over the header and the fragments' digests), its
+   header and each fragment's digest are checked, in that order. */
+static int shard_pass(struct rt *rt, int fd, int64_t size, const struct manifest *m, const struct shard *s,
+                      const char *path, uint64_t *chunk) {
     uint64_t *head = NULL;
     int64_t len = 0;
-    int rc = read_head(rt, fd, m, s, path, &head, &len);
+    int rc = read_head(rt, fd, size, m, s, path, &head, &len);
     struct rt_sha256 file;
     rt_sha256_init(&file);
     if (rc == RT_OK) rt_sha256_update(&file, head, (size_t)len);
@@ -361,16 +505,10 @@ static int shard_pass(struct rt *rt, int fd, const struct manifest *m, const str
         const struct frag *f = &m->frags[q];
         char sha[65];
         if (f->owner != s->owner) continue;
-        if (read_fragment(rt, fd, f, chunk, &file, sha) != 0) rc = rt_fail(rt, RT_IO_ERROR, "cannot read '%s'", path);
-        else if (!wrong && strcmp(sha, f->sha) != 0) wrong = f;
+        rc = read_fragment(rt, fd, f, chunk, &file, sha, path);
+        if (rc == RT_OK && !wrong && strcmp(sha, f->sha) != 0) wrong = f;
     }
-    unsigned char d[32];
-    char sha[65];
-    rt_sha256_final(&file, d);
-    to_hex(d, sha);
-    if (rc == RT_OK && strcmp(sha, s->sha) != 0)
-        rc = rt_fail(rt, RT_CHECKPOINT_HASH_MISMATCH, "%s: its sha256 is not the one %s names", path, m->path);
-    if (rc == RT_OK) rc = check_head(rt, m, s, path, head);
+    if (rc == RT_OK) rc = check_digest(rt, &file, m, s, path, head);
     if (rc == RT_OK && wrong)
         rc = rt_fail(rt, RT_CHECKPOINT_HASH_MISMATCH, "%s: owner %lld's %s fragment does not match its sha256",
                      path, (long long)wrong->owner, wrong->region == 1 ? "parameters" : "state");
@@ -378,14 +516,81 @@ static int shard_pass(struct rt *rt, int fd, const struct manifest *m, const str
     return rc;
 }
 
+/* 32 bytes from the 64 hex digits of a sha256 (checked by parse). */
+static void from_hex(const char *hex64, unsigned char d[32]) {
+    for (int i = 0; i < 32; i++) {
+        int hi = hex64[2 * i], lo = hex64[2 * i + 1];
+        d[i] = (unsigned char)(((hi <= '9' ? hi - '0' : hi - 'a' + 10) << 4) | (lo <= '9' ? lo - '0' : lo - 'a' + 10));
+    }
+}
+
+/* A shard holding no word this owner needs, checked without reading its fragments: its
+   size, and its digest over its header and fragment table (read) and the fragments'
+   digests its manifest names; then its header. */
+static int head_pass(struct rt *rt, int fd, int64_t size, const struct manifest *m, const struct shard *s,
+                     const char *path) {
+    uint64_t *head = NULL;
+    int64_t len = 0;
+    int rc = read_head(rt, fd, size, m, s, path, &head, &len);
+    if (rc == RT_OK) {
+        struct rt_sha256 file;
+        unsigned char d[32];
+        rt_sha256_init(&file);
+        rt_sha256_update(&file, head, (size_t)len);
+        for (int64_t q = 0; q < m->nfrags; q++)
+            if (m->frags[q].owner == s->owner) from_hex(m->frags[q].sha, d), rt_sha256_update(&file, d, 32);
+        rc = check_digest(rt, &file, m, s, path, head);
+    }
+    free(head);
+    return rc;
+}
+
+/* Every shard the manifest names is there as a regular file and checked: read through
+   (`needed`: it holds words this owner selects) or by its header alone. */
 static int read_shard(struct rt *rt, const char *dir, const struct manifest *m, const struct shard *s,
-                      uint64_t *chunk) {
+                      uint64_t *chunk, int needed) {
     char *path = join(dir, s->file);
     if (!path) return rt_fail(rt, RT_IO_ERROR, "out of memory");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    int rc = fd < 0 ? rt_fail(rt, RT_CHECKPOINT_SHARD_MISSING, "'%s' is missing", path)
-                    : shard_pass(rt, fd, m, s, path, chunk);
+    int fd = -1;
+    int64_t size = 0;
+    int rc = open_regular(rt, path, RT_CHECKPOINT_SHARD_MISSING, &fd, &size);
+    if (rc == RT_OK) rc = needed ? shard_pass(rt, fd, size, m, s, path, chunk) : head_pass(rt, fd, size, m, s, path);
     if (fd >= 0) close(fd);
+    free(path);
+    return rc;
+}
+
+/* What parse allocated for a manifest, and its text. */
+static void forget(struct manifest *m) {
+    for (int64_t j = 0; j < m->nfrags; j++) free(m->frags[j].runs);
+    free(m->frags), free(m->shards), free(m->children), free(m->text);
+}
+
+/* A child manifest the root names: the file of its owner, its sha256 the root's, its
+   version and identity the root's. */
+static int check_child(struct rt *rt, const char *dir, const struct manifest *m, int64_t j) {
+    char want[64];
+    snprintf(want, sizeof want, "manifest-%lld.txt", (long long)m->children[j].owner);
+    if (strcmp(want, m->children[j].file) != 0)
+        return rt_fail(rt, RT_CHECKPOINT_MANIFEST, "%s: '%s' is not owner %lld's manifest file", m->path,
+                       m->children[j].file, (long long)m->children[j].owner);
+    struct manifest c = {0};
+    char *path = join(dir, m->children[j].file);
+    c.path = path;
+    int rc = path ? read_all(rt, path, &c.text, &c.len, RT_CHECKPOINT_SHARD_MISSING)
+                  : rt_fail(rt, RT_IO_ERROR, "out of memory");
+    char sha[65];
+    if (rc == RT_OK) {
+        sha_hex(c.text, c.len, sha);
+        if (strcmp(sha, m->children[j].sha) != 0)
+            rc = rt_fail(rt, RT_CHECKPOINT_HASH_MISMATCH, "%s: its sha256 is not the one %s names", path, m->path);
+    }
+    if (rc == RT_OK) rc = parse(rt, &c);
+    if (rc == RT_OK && (c.version != m->version || c.identity != m->identity))
+        rc = rt_fail(rt, RT_CHECKPOINT_VERSION, "%s is version %llu of identity %016llx, %s version %llu of %016llx",
+                     path, (unsigned long long)c.version, (unsigned long long)c.identity, m->path,
+                     (unsigned long long)m->version, (unsigned long long)m->identity);
+    forget(&c);
     free(path);
     return rc;
 }
@@ -397,34 +602,15 @@ static int restore(struct rt *rt, const char *dir, struct manifest *m, unsigned 
     if (m->version > (uint64_t)rt->updates)
         return rt_fail(rt, RT_CHECKPOINT_VERSION, "%s is version %llu, past this run's %lld updates", m->path,
                        (unsigned long long)m->version, (long long)rt->updates);
-    for (int64_t j = 0; j < m->nchildren; j++) {
-        struct manifest c = {0};
-        char *path = join(dir, m->children[j].file);
-        c.path = path;
-        int rc = path ? read_all(rt, path, &c.text, &c.len, RT_CHECKPOINT_SHARD_MISSING) : RT_IO_ERROR;
-        char sha[65];
-        if (rc == RT_OK) {
-            sha_hex(c.text, c.len, sha);
-            if (strcmp(sha, m->children[j].sha) != 0)
-                rc = rt_fail(rt, RT_CHECKPOINT_HASH_MISMATCH, "%s: its sha256 is not the one %s names", path, m->path);
-        }
-        if (rc == RT_OK) rc = parse(rt, &c);
-        if (rc == RT_OK && (c.version != m->version || c.identity != m->identity))
-            rc = rt_fail(rt, RT_CHECKPOINT_VERSION, "%s is version %llu of identity %016llx, %s version %llu of %016llx",
-                         path, (unsigned long long)c.version, (unsigned long long)c.identity, m->path,
-                         (unsigned long long)m->version, (unsigned long long)m->identity);
-        free(c.text);
-        free(path);
-        TRY(rc);
-    }
+    for (int64_t j = 0; j < m->nchildren; j++) TRY(check_child(rt, dir, m, j));
     TRY(coverage(rt, m, count, 1, rt->k));
     TRY(coverage(rt, m, count, 2, rt->m));
-    /* the shards holding words this owner holds now */
+    /* every shard named: those holding words this owner holds now read through */
     for (int64_t j = 0; j < m->nshards; j++) {
         int needed = 0;
         for (int64_t q = 0; q < m->nfrags && !needed; q++)
             needed = m->frags[q].owner == m->shards[j].owner && holds_any(rt, &m->frags[q]);
-        if (needed) TRY(read_shard(rt, dir, m, &m->shards[j], chunk));
+        TRY(read_shard(rt, dir, m, &m->shards[j], chunk, needed));
     }
     rt->start = (int64_t)m->version;
     struct ckpt *c = &rt->ck;
@@ -438,10 +624,12 @@ static int restore(struct rt *rt, const char *dir, struct manifest *m, unsigned 
     return RT_OK;
 }
 
+/* The restore, under one deadline: --timeout-ms from its start (checked after every read). */
 int rt_restore(struct rt *rt) {
     const char *dir = rt->ck.resume;
     if (strstr(dir, ".partial-"))
         return rt_fail(rt, RT_CHECKPOINT_MANIFEST, "'%s' is a partial checkpoint, never loaded", dir);
+    rt->deadline_ms = rt_now_ms() + rt->timeout_ms;
     struct manifest m = {0};
     char *path = join(dir, "manifest.txt");
     m.path = path;
@@ -451,7 +639,7 @@ int rt_restore(struct rt *rt) {
     int rc = path && count && chunk ? read_all(rt, path, &m.text, &m.len, RT_CHECKPOINT_MANIFEST)
                                    : rt_fail(rt, RT_IO_ERROR, "out of memory");
     if (rc == RT_OK) rc = restore(rt, dir, &m, count, chunk);
-    for (int64_t j = 0; j < m.nfrags; j++) free(m.frags[j].runs);
-    free(m.frags), free(m.shards), free(m.children), free(m.text), free(path), free(count), free(chunk);
+    forget(&m);
+    free(path), free(count), free(chunk);
     return rc;
 }

@@ -1,0 +1,102 @@
+"""The executables' restore of damaged checkpoint files (docs/checkpoints.md, "Restoring"):
+owner 0 of the fixture's deployment restoring a copy of tests/errors/checkpoints/lsq-star-v2
+(owner 0 holds every word; shards 1 to 3 are headers only). A restore that passes goes on
+to connect and is refused connect-timeout; every damaged copy is refused by its code first,
+within a subprocess timeout (a hang or a crash fails)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from alphac import driver
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "tests" / "errors" / "checkpoints" / "lsq-star-v2"
+SPEC = ROOT / "tests" / "errors" / "checkpoints" / "lsq-star.alpha"
+
+
+@pytest.fixture(scope="module")
+def exe(tmp_path_factory) -> Path:
+    plan = driver.plan(driver.deployment(str(SPEC)))
+    return driver.build(plan, "coordinator", "x86_64", tmp_path_factory.mktemp("restore-exe"))
+
+
+def restore(exe: Path, ckpt: Path, tmp_path: Path) -> str:
+    peers = tmp_path / "peers"
+    peers.write_text("".join(f"{o} 127.0.0.1:{47700 + o}\n" for o in range(4)))
+    done = subprocess.run([str(exe), "--owner", "0", "--peers", str(peers), "--out", str(tmp_path / "o0"),
+                           "--resume", str(ckpt), "--timeout-ms", "300"], capture_output=True, text=True,
+                          timeout=10)
+    assert done.returncode == 1, (done.returncode, done.stderr)
+    return done.stderr.strip()
+
+
+def copy(tmp_path: Path) -> Path:
+    d = tmp_path / "ck" / "ckpt-2"
+    shutil.copytree(FIXTURE, d)
+    return d
+
+
+def resign(path: Path, body: bytes) -> None:
+    path.write_bytes(body + b"sha256 " + hashlib.sha256(body).hexdigest().encode() + b"\n")
+
+
+def body(d: Path) -> bytes:
+    return (d / "manifest.txt").read_bytes().rsplit(b"sha256 ", 1)[0]
+
+
+def test_the_fixture_restores(exe, tmp_path):
+    assert restore(exe, copy(tmp_path), tmp_path).startswith("refused: connect-timeout: ")
+
+
+def test_a_nul_byte_before_a_matching_sha256_line_is_a_malformed_manifest(exe, tmp_path):
+    d = copy(tmp_path)
+    resign(d / "manifest.txt", body(d)[:-1] + b"\0\n")
+    assert restore(exe, d, tmp_path) == f"refused: checkpoint-manifest: {d / 'manifest.txt'} line 15: holds a NUL byte"
+
+
+def test_a_fifo_as_a_shard_or_manifest_is_refused_not_waited_on(exe, tmp_path):
+    d = copy(tmp_path)
+    (d / "shard-0.bin").unlink()
+    os.mkfifo(d / "shard-0.bin")
+    assert restore(exe, d, tmp_path) == \
+        f"refused: checkpoint-shard-missing: '{d / 'shard-0.bin'}' is not a regular file"
+    (d / "manifest.txt").unlink()
+    os.mkfifo(d / "manifest.txt")
+    (tmp_path / "o0.tmp").unlink(missing_ok=True)
+    assert restore(exe, d, tmp_path) == f"refused: checkpoint-manifest: '{d / 'manifest.txt'}' is not a regular file"
+
+
+def test_a_deleted_header_only_shard_is_refused(exe, tmp_path):
+    d = copy(tmp_path)
+    (d / "shard-2.bin").unlink()
+    assert restore(exe, d, tmp_path) == f"refused: checkpoint-shard-missing: '{d / 'shard-2.bin'}' is missing"
+
+
+def test_a_flipped_header_only_shard_is_refused(exe, tmp_path):
+    d = copy(tmp_path)
+    data = bytearray((d / "shard-2.bin").read_bytes())
+    data[20] ^= 1
+    (d / "shard-2.bin").write_bytes(bytes(data))
+    assert restore(exe, d, tmp_path) == (f"refused: checkpoint-hash-mismatch: {d / 'shard-2.bin'}: its sha256 is "
+                                         f"not the one {d / 'manifest.txt'} names")
+
+
+def test_a_shard_path_outside_the_checkpoint_is_refused_by_restore_and_inspect(exe, tmp_path):
+    from alphac.checkpoint import CheckpointError, verify
+
+    d = copy(tmp_path)
+    (d.parent / "outside").mkdir()
+    shutil.move(d / "shard-1.bin", d.parent / "outside" / "shard-1.bin")
+    resign(d / "manifest.txt", body(d).replace(b" shard-1.bin ", b" ../outside/shard-1.bin "))
+    assert restore(exe, d, tmp_path) == \
+        f"refused: checkpoint-manifest: {d / 'manifest.txt'} line 13: unknown or malformed item"
+    with pytest.raises(CheckpointError) as info:
+        verify(d)
+    assert (info.value.code, info.value.line) == ("checkpoint-manifest", 13)
