@@ -31,7 +31,7 @@ def restore(exe: Path, ckpt: Path, tmp_path: Path) -> str:
     peers = tmp_path / "peers"
     peers.write_text("".join(f"{o} 127.0.0.1:{47700 + o}\n" for o in range(4)))
     done = subprocess.run([str(exe), "--owner", "0", "--peers", str(peers), "--out", str(tmp_path / "o0"),
-                           "--resume", str(ckpt), "--timeout-ms", "300"], capture_output=True, text=True,
+                           "--insecure", "--resume", str(ckpt), "--timeout-ms", "300"], capture_output=True, text=True,
                           timeout=10)
     assert done.returncode == 1, (done.returncode, done.stderr)
     return done.stderr.strip()
