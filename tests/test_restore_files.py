@@ -10,6 +10,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,24 @@ def test_a_shard_path_outside_the_checkpoint_is_refused_by_restore_and_inspect(e
     with pytest.raises(CheckpointError) as info:
         verify(d)
     assert (info.value.code, info.value.line) == ("checkpoint-manifest", 13)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link"])
+@pytest.mark.parametrize("name", ["manifest.txt", "shard-1.bin"])
+def test_the_python_reader_refuses_a_fifo_or_a_link_without_waiting(tmp_path, kind, name):
+    """`alphac inspect` (and the oracle's resume) read a checkpoint as the executables'
+    restore does: a FIFO does not block it, a link (to a good copy) is refused."""
+    ckpt = copy(tmp_path)
+    target = ckpt / name
+    data = target.read_bytes()
+    target.unlink()
+    if kind == "fifo":
+        os.mkfifo(target)
+    else:
+        (tmp_path / "elsewhere").write_bytes(data)
+        target.symlink_to(tmp_path / "elsewhere")
+    done = subprocess.run([sys.executable, "-m", "alphac", "inspect", str(ckpt)], capture_output=True, text=True,
+                          timeout=30)
+    code = "checkpoint-manifest" if name == "manifest.txt" else "checkpoint-shard-missing"
+    assert done.returncode == 1 and code in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert ("symbolic link" if kind == "link" else "not a regular file") in done.stderr, done.stderr

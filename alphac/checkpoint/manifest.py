@@ -9,9 +9,12 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import os
 import re
+import stat
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -221,13 +224,36 @@ def parse(text: str, path: str = "manifest.txt") -> Manifest:
                     (resumed[0], int(resumed[1]), resumed[2]) if resumed else None, trailer, line_of)
 
 
+class NotRegular(OSError):
+    """A checkpoint file that is a link, a FIFO, a directory or a device."""
+
+
+def read_regular(p: Path) -> bytes:
+    """The bytes of `p`, a regular file: opened without following a link and without
+    blocking (a FIFO would wait for a writer), its type checked on the descriptor, as the
+    executables' restore does. NotRegular otherwise; FileNotFoundError if it is missing."""
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise NotRegular(f"{p} is a symbolic link, not a regular file") from None
+        raise
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegular(f"{p} is not a regular file")
+        return f.read()
+
+
 def read_manifest(ckpt_dir: str | Path, name: str = ROOT_MANIFEST) -> Manifest:
     d = Path(ckpt_dir)
     if d.name.startswith("ckpt-") and ".partial-" in d.name:
         raise CheckpointError("checkpoint-manifest", f"{d} is a partial checkpoint, never loaded", str(d))
     p = d / name
     try:
-        text = p.read_bytes().decode("utf-8")
+        text = read_regular(p).decode("utf-8")
+    except NotRegular as exc:
+        raise CheckpointError("checkpoint-shard-missing" if name != ROOT_MANIFEST else "checkpoint-manifest",
+                              str(exc), str(p)) from None
     except FileNotFoundError:
         raise CheckpointError("checkpoint-shard-missing" if name != ROOT_MANIFEST else "checkpoint-manifest",
                               f"{p} does not exist" + ("" if name != ROOT_MANIFEST else
@@ -235,14 +261,6 @@ def read_manifest(ckpt_dir: str | Path, name: str = ROOT_MANIFEST) -> Manifest:
     except (OSError, UnicodeDecodeError) as exc:
         raise CheckpointError("checkpoint-manifest", f"{p} cannot be read ({exc})", str(p)) from None
     return parse(text, str(p))
-
-
-def _sha(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _head_bytes(p: Path, s: ShardEntry, m: Manifest, frags: list[FragmentEntry]) -> int:
@@ -262,10 +280,13 @@ def _read_shard(d: Path, s: ShardEntry, m: Manifest) -> bytes:
     header and its fragments' sha256), its header, then each fragment's sha256."""
     p = d / s.file
     line = m.line_of.get(f"shard {s.owner}", 0)
-    if not p.is_file():
+    try:
+        data = read_regular(p)
+    except NotRegular as exc:
+        raise CheckpointError("checkpoint-shard-missing", f"{exc} (owner {s.owner}'s shard)", m.path, line) from None
+    except OSError:
         raise CheckpointError("checkpoint-shard-missing", f"{p} is missing (owner {s.owner}'s shard)",
-                              m.path, line)
-    data = p.read_bytes()
+                              m.path, line) from None
     frags = [f for f in m.fragments if f.owner == s.owner]
     if len(data) != s.bytes:
         raise CheckpointError("checkpoint-hash-mismatch", f"{p}: its sha256 is not the manifest's", m.path,
@@ -313,10 +334,14 @@ def child_manifests(d: Path, root: Manifest) -> list[Manifest]:
         where = (root.path, root.line_of.get(f"manifest {owner}", 0))
         if name == ROOT_MANIFEST or name != f"manifest-{owner}.txt":
             raise CheckpointError("checkpoint-manifest", f"{p} is not owner {owner}'s manifest file", *where)
-        if not p.is_file():
+        try:
+            data = read_regular(p)
+        except NotRegular as exc:
+            raise CheckpointError("checkpoint-shard-missing", f"{exc} (owner {owner}'s manifest)", *where) from None
+        except OSError:
             raise CheckpointError("checkpoint-shard-missing", f"{p} is missing (owner {owner}'s manifest)",
-                                  *where)
-        if _sha(p) != sha:
+                                  *where) from None
+        if hashlib.sha256(data).hexdigest() != sha:
             raise CheckpointError("checkpoint-hash-mismatch", f"{p}: its sha256 is not the manifest's",
                                   *where)
         child = read_manifest(d, name)
