@@ -80,6 +80,8 @@ CHECK = {
                    "learner's samples",
     "invalid-fanout": "a hierarchy's fan-out is zero or larger than the deployment's owner count",
     "checkpoint-interval": "CheckpointEvery's interval is 0 (it would never checkpoint)",
+    "updates-limit": "deploymentUpdates is above 10 000 000, the most updates a deployment "
+                     "makes (and --rounds asks for)",
     "placement-length": "the placement does not name one target per owner",
     "role-owner-out-of-range": "a role names an owner outside 0 .. owners-1",
     "role-coverage": "an owner holds no role, or more than one (a role lists more owners than "

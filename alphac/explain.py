@@ -86,6 +86,8 @@ FIXES = {
     "owner-count": "Give between 1 and 65536 owners, as many as the learner has sample lists.",
     "invalid-fanout": "Give a fan-out between 1 and the owner count.",
     "checkpoint-interval": "Checkpoint every I >= 1 updates, or write CheckpointNever.",
+    "updates-limit": "Declare at most 10 000 000 updates (a typo of a few digits more would "
+                     "run without end).",
     "placement-length": "Name one target per owner in the placement.",
     "role-owner-out-of-range": "Name owners 0 .. owners-1 in the role.",
     "role-coverage": "Give every owner exactly one role.",

@@ -364,3 +364,34 @@ def test_a_combine_tree_of_65536_foreign_leaves_is_refused_in_bounded_work():
     assert len(bag.items) <= MAX_KEPT and bag.count == n + 1 + (n - 1)
     assert {d.code for d in bag.items} == {"combine-leaf-foreign", "combine-leaf-missing",
                                            "combine-branch-owner"}
+
+
+# ---------------------------------------------------------------- update counts
+
+
+def test_a_deployment_of_2_62_updates_is_refused_at_its_update_count(tmp_path):
+    from alphac.check.values import MAX_UPDATES
+
+    assert MAX_UPDATES == driver.MAX_ROUNDS == 10**7
+    path = tmp_path / "t.alpha"
+    path.write_text(spec(tmp_path).read_text().replace("deploymentUpdates = 5",
+                                                       f"deploymentUpdates = {1 << 62}"))
+    result, seconds = timed_check(path)
+    assert seconds < LIMIT_S
+    assert [d.code for d in result.diagnostics] == ["updates-limit"]
+    located(result, path, str(1 << 62))
+    assert result.diagnostics[0].message == \
+        f"{1 << 62} updates; a deployment makes at most 10000000"
+    start = time.monotonic()
+    out = CliRunner().invoke(main, ["oracle", str(path)])
+    assert time.monotonic() - start < 30
+    assert out.exit_code == 1 and out.stdout == ""
+    assert "error[updates-limit]" in out.stderr
+
+
+def test_a_deployment_of_exactly_the_most_updates_checks(tmp_path):
+    path = tmp_path / "t.alpha"
+    path.write_text(spec(tmp_path).read_text().replace("deploymentUpdates = 5",
+                                                       "deploymentUpdates = 10000000"))
+    result, _ = timed_check(path)
+    assert result.ok, result.diagnostics

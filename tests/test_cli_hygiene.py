@@ -110,6 +110,21 @@ def test_numeric_options_are_bounded(args, bad):
     assert out.exit_code == 2 and f"Invalid value for {bad}" in out.stderr
 
 
+@pytest.mark.parametrize("command", ["oracle", "launch", "verify"])
+@pytest.mark.parametrize("value,why", [
+    ("-1", "-1 is not in the range 0<=x<=10000000."),
+    ("10000001", "10000001 is not in the range 0<=x<=10000000."),
+    ("2.5", "'2.5' is not a whole number of updates; give 0 to 10000000"),
+    ("1e9", "'1e9' is not a whole number of updates; give 0 to 10000000"),
+    ("", "'' is not a whole number of updates; give 0 to 10000000"),
+])
+def test_rounds_is_a_whole_number_of_updates_in_range(tmp_path, command, value, why):
+    args = [command, *([str(tmp_path)] if command == "verify" else []), "x.alpha", "--rounds", value]
+    out = CliRunner().invoke(main, args)
+    assert out.exit_code == 2, out.output
+    assert out.stderr.splitlines()[-1] == f"Error: Invalid value for '--rounds': {why}"
+
+
 def test_only_the_newest_runs_are_kept(tmp_path):
     made = []
     for i in range(KEEP_RUNS + 3):

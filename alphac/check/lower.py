@@ -17,7 +17,7 @@ import numpy as np
 from alphac.check import words as W
 from alphac.check.programs import Layout, ProgramLowering, Region
 from alphac.check.shapes import LOCAL_CORRELATION, independent_learner
-from alphac.check.values import (MAX_OWNERS, Evaluator, NatRange, VList, VNat, VObj, VProgram, VRows,
+from alphac.check.values import (MAX_OWNERS, MAX_UPDATES, Evaluator, NatRange, VList, VNat, VObj, VProgram, VRows,
                                  VString, VWords, nats, whole)
 from alphac.ir import nodes as ir
 
@@ -220,6 +220,10 @@ class Lowering:
                                f"{MAX_OWNERS} owners", placement_v.span)
             elif whole(placement_v):
                 placement = tuple(TARGETS[t.ctor] for t in placement_v.items)
+        uv = f.get("deploymentUpdates")
+        if isinstance(uv, VNat) and uv.n > MAX_UPDATES:
+            self.bag.error("updates-limit", f"{uv.n} updates; a deployment makes at most "
+                           f"{MAX_UPDATES}", uv.span)
         fanout_bound = self._fanout_bound(f.get("deploymentTopology"), owners)
         if (self.bag.count != before or not obj.complete or learner is None
                 or roles is None or placement is None or None in parts.values()

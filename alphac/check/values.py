@@ -24,6 +24,10 @@ UNIVERSE = "Type"
 MAX_NAT = 1 << 62
 MAX_ITEMS = 1 << 20  # the most items a list of anything but words may hold
 MAX_OWNERS = 1 << 16  # the most owners a deployment may have (docs/language.md)
+# The most updates a deployment may declare (deploymentUpdates) and a command line may ask
+# for (--rounds, alphac.driver.MAX_ROUNDS): a count of a few digits more must not start a
+# run, or an oracle evaluation, that never ends.
+MAX_UPDATES = 10**7
 FEW_CHOICES = 8  # an unknown name lists its family's constructors when there are this few
 
 

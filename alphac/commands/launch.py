@@ -26,6 +26,7 @@ import click
 
 from alphac import driver
 from alphac.commands import report
+from alphac.commands.options import ROUNDS
 from alphac.commands.build import mutant_help
 from alphac.commands.report import error, interrupted
 from alphac.commands.words import DIGEST_DIGITS, lines
@@ -48,7 +49,7 @@ partial executable is left, and the status is 128 + the signal's number: 130,
 
 @click.command("launch", epilog=EPILOG)
 @click.argument("spec", type=str)
-@click.option("--rounds", type=click.IntRange(min=0, max=driver.MAX_ROUNDS), default=None,
+@click.option("--rounds", type=ROUNDS, default=None,
               help=f"Number of updates (default: the deployment's; at most {driver.MAX_ROUNDS}).")
 @click.option("--deployment", "deployment", default=None, metavar="NAME",
               help="The deployment to run, where SPEC declares several.")

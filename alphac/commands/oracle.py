@@ -26,13 +26,14 @@ import click
 
 from alphac import driver
 from alphac.commands import report
+from alphac.commands.options import ROUNDS
 from alphac.commands.words import hex_word, lines
 from alphac.diagnostics import CompileError
 
 
 @click.command("oracle")
 @click.argument("spec", type=str)
-@click.option("--rounds", type=click.IntRange(min=0, max=driver.MAX_ROUNDS), default=None,
+@click.option("--rounds", type=ROUNDS, default=None,
               help=f"Number of updates (default: the deployment's; at most {driver.MAX_ROUNDS}).")
 @click.option("--resume", "resume", type=str, default=None, metavar="PATH",
               help="Start from the checkpoint directory PATH (default: SPEC's resume declaration).")

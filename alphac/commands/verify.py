@@ -10,6 +10,7 @@ import click
 
 from alphac import driver
 from alphac.commands import report
+from alphac.commands.options import ROUNDS
 from alphac.commands.launch import MAX_TIMEOUT_S, load, print_failures, table
 from alphac.commands.report import error, interrupted
 from alphac.launch.launcher import leave
@@ -26,7 +27,7 @@ output, an uncommitted run, a run of another plan), 2 for a usage error."""
 @click.command("verify", epilog=EPILOG)
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
 @click.argument("spec", type=str)
-@click.option("--rounds", type=click.IntRange(min=0, max=driver.MAX_ROUNDS), default=None,
+@click.option("--rounds", type=ROUNDS, default=None,
               help="Number of updates (default: the one the run's commit record names; a "
                    "committed run of another count is refused before the oracle runs).")
 @click.option("--json", "as_json", is_flag=True, help="The result table as JSON (the keys of `alphac launch --json`).")
