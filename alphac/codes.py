@@ -272,6 +272,12 @@ TOOLING = {
                              "than the spec's plan (`alphac verify` of another spec's run)",
     "run-rounds-mismatch": "`alphac verify --rounds N` of a run whose commit record names another "
                            "update count (refused before the oracle runs)",
+    "commit-record-invalid": "the root's commit record is there but is no alphac commit record: "
+                             "not UTF-8, a malformed line, or not a regular file (a directory, a FIFO)",
+    "run-output-not-file": "a committed owner's output is a directory, a FIFO, a socket or a device, "
+                           "not a regular file",
+    "run-foreign-files": "a committed run's directory holds files none of its owners writes there: "
+                         "another owner's output, a staged file, a second commit record",
     # conform
     "conform-kernels-unavailable": "`alphac conform` cannot compile or run the "
                                    "elementary-function kernels (the code generator, llvmlite, "

@@ -247,6 +247,12 @@ FIXES = {
     "qualify-db": "Give --db a tracker this alphac wrote, or a new path (it is created).",
     "run-protocol-mismatch": "Verify the run against the spec it was built from.",
     "run-rounds-mismatch": "Leave --rounds out: the run's commit record names its update count.",
+    "commit-record-invalid": "Restore the root owner's commit record as its owner wrote it (a "
+                             "copy of the run), or rerun: a damaged record publishes nothing.",
+    "run-output-not-file": "Put back the owner's output file the commit record names (a copy of "
+                           "the run), or rerun.",
+    "run-foreign-files": "Remove the files the message lists, or verify a clean copy of the run: "
+                         "they are of another run or were added after it.",
     "conform-kernels-unavailable": "Install alphac with its dependencies (llvmlite), and for "
                                    "--target the target's toolchain and runner (make setup "
                                    "installs gcc-aarch64-linux-gnu and qemu-user); the message "

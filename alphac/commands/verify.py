@@ -74,13 +74,19 @@ def run(run_dir: str, spec: str, rounds: int | None, as_json: bool, resume: str 
     if failed is not None:
         return failed
     result = checked.report
+    foreign = checked.foreign_error()
+    ok = result.match and foreign is None
     if as_json:
         report.result(**result.as_json(), notes=list(checked.notes))
         for code, message, owner in result.causes():
             error(code, message, owner)
-        return 0 if result.match else 1
+        if foreign is not None:
+            error("run-foreign-files", foreign)
+        return 0 if ok else 1
     print(table(result))
     print_failures(result)
+    if foreign is not None:
+        error("run-foreign-files", foreign)
     for note in checked.notes:
         print(f"alphac: note: {note}", file=sys.stderr)
-    return 0 if result.match else 1
+    return 0 if ok else 1
