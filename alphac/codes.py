@@ -286,6 +286,8 @@ TOOLING = {
     "unknown-code": "`alphac explain` was given a code the catalogue does not list",
     "internal-error": "a stage failed with an unexpected exception (a bug in alphac); the message "
                       "names it",
+    "out-of-memory": "a command ran out of memory (a MemoryError) where no bound of its own "
+                     "refused the work first",
 }
 
 CATALOGUE: dict[str, str] = {}

@@ -259,6 +259,8 @@ FIXES = {
                                    "names what failed.",
     "unknown-code": "Use a code `alphac explain` lists (the error suggests the nearest).",
     "internal-error": "Report it with the spec and the message: alphac itself failed.",
+    "out-of-memory": "Run it where more memory is free, or make the learner smaller (k, the "
+                     "samples); report the spec if it passed `alphac check`'s bounds.",
 }
 
 

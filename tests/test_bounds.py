@@ -395,3 +395,13 @@ def test_a_deployment_of_exactly_the_most_updates_checks(tmp_path):
                                                        "deploymentUpdates = 10000000"))
     result, _ = timed_check(path)
     assert result.ok, result.diagnostics
+
+
+def test_a_memory_error_is_one_line_with_a_code_not_a_traceback(monkeypatch):
+    def exhausted(*args, **kw):
+        raise MemoryError()
+
+    monkeypatch.setattr(driver, "oracle", exhausted)
+    out = CliRunner().invoke(main, ["oracle", str(ROOT / "specs" / "lsq_plain_star.alpha")])
+    assert (out.exit_code, out.stdout) == (1, "")
+    assert out.stderr == "alphac: error[out-of-memory]: alphac oracle ran out of memory (MemoryError) and stopped\n"
