@@ -44,6 +44,8 @@ CHECK = {
     "load-file": "a word file is missing or unreadable, or is neither raw binary64 nor a 1-D "
                  "or 2-D row-major float64 .npy whose header agrees with the file's size",
     # learner and programs
+    "learner-too-large": "a learner's parameter and state words (k + m) exceed 2**22, the most "
+                         "the oracle evaluates within its memory bound (about 1.6 GiB)",
     "length-mismatch": "the initial parameters do not hold k words (a loaded 2-D array: one "
                        "row of k)",
     "slot-count-mismatch": "an erased slot count disagrees with 2k+s or 2k+m+1",

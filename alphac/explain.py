@@ -62,6 +62,8 @@ FIXES = {
     "word-out-of-range": "Write a raw word of at most 16 hex digits.",
     "load-file": "Check the path (relative to the spec) and the file: raw little-endian binary64, "
                  "or a float64 .npy of one or two dimensions.",
+    "learner-too-large": "Give the learner at most 4194304 (2**22) parameter and state words "
+                         "in all.",
     "length-mismatch": "Give exactly k initial parameter words (one row of k for a 2-D array).",
     "slot-count-mismatch": "Set the erased slot count to 2k+s (contribution) or 2k+m+1 (update).",
     "invalid-index": "Index with N, i, i+N or i-N, where i is a loop or sum variable and N a "
