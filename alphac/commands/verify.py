@@ -21,7 +21,8 @@ The run directory holds owner-I.out for every owner I (the name the files of
 root owner's commit record owner-R.out.commit. A run without its commit record
 published nothing: every owner is reported run-not-committed. Exit status: 0
 when every owner matched the oracle, 1 otherwise (a mismatch, a missing or bad
-output, an uncommitted run, a run of another plan), 2 for a usage error."""
+output, an uncommitted run, a run of another plan, a commit record that is no
+record, files added to a committed run), 2 for a usage error."""
 
 
 @click.command("verify", epilog=EPILOG)
