@@ -44,6 +44,8 @@ CHECK = {
     "load-file": "a word file is missing or unreadable, or is neither raw binary64 nor a 1-D "
                  "or 2-D row-major float64 .npy whose header agrees with the file's size",
     # learner and programs
+    "learner-too-large": "a learner's parameter and state words (k + m) exceed 2**22, the most "
+                         "the oracle evaluates within its memory bound (about 1.6 GiB)",
     "length-mismatch": "the initial parameters do not hold k words (a loaded 2-D array: one "
                        "row of k)",
     "slot-count-mismatch": "an erased slot count disagrees with 2k+s or 2k+m+1",
@@ -274,6 +276,12 @@ TOOLING = {
                              "than the spec's plan (`alphac verify` of another spec's run)",
     "run-rounds-mismatch": "`alphac verify --rounds N` of a run whose commit record names another "
                            "update count (refused before the oracle runs)",
+    "commit-record-invalid": "the root's commit record is there but is no alphac commit record: "
+                             "not UTF-8, a malformed line, or not a regular file (a directory, a FIFO)",
+    "run-output-not-file": "a committed owner's output is a directory, a FIFO, a socket or a device, "
+                           "not a regular file",
+    "run-foreign-files": "a committed run's directory holds files none of its owners writes there: "
+                         "another owner's output, a staged file, a second commit record",
     # conform
     "conform-kernels-unavailable": "`alphac conform` cannot compile or run the "
                                    "elementary-function kernels (the code generator, llvmlite, "
@@ -282,6 +290,8 @@ TOOLING = {
     "unknown-code": "`alphac explain` was given a code the catalogue does not list",
     "internal-error": "a stage failed with an unexpected exception (a bug in alphac); the message "
                       "names it",
+    "out-of-memory": "a command ran out of memory (a MemoryError) where no bound of its own "
+                     "refused the work first",
 }
 
 CATALOGUE: dict[str, str] = {}

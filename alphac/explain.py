@@ -62,6 +62,8 @@ FIXES = {
     "word-out-of-range": "Write a raw word of at most 16 hex digits.",
     "load-file": "Check the path (relative to the spec) and the file: raw little-endian binary64, "
                  "or a float64 .npy of one or two dimensions.",
+    "learner-too-large": "Give the learner at most 4194304 (2**22) parameter and state words "
+                         "in all.",
     "length-mismatch": "Give exactly k initial parameter words (one row of k for a 2-D array).",
     "slot-count-mismatch": "Set the erased slot count to 2k+s (contribution) or 2k+m+1 (update).",
     "invalid-index": "Index with N, i, i+N or i-N, where i is a loop or sum variable and N a "
@@ -249,12 +251,20 @@ FIXES = {
     "qualify-db": "Give --db a tracker this alphac wrote, or a new path (it is created).",
     "run-protocol-mismatch": "Verify the run against the spec it was built from.",
     "run-rounds-mismatch": "Leave --rounds out: the run's commit record names its update count.",
+    "commit-record-invalid": "Restore the root owner's commit record as its owner wrote it (a "
+                             "copy of the run), or rerun: a damaged record publishes nothing.",
+    "run-output-not-file": "Put back the owner's output file the commit record names (a copy of "
+                           "the run), or rerun.",
+    "run-foreign-files": "Remove the files the message lists, or verify a clean copy of the run: "
+                         "they are of another run or were added after it.",
     "conform-kernels-unavailable": "Install alphac with its dependencies (llvmlite), and for "
                                    "--target the target's toolchain and runner (make setup "
                                    "installs gcc-aarch64-linux-gnu and qemu-user); the message "
                                    "names what failed.",
     "unknown-code": "Use a code `alphac explain` lists (the error suggests the nearest).",
     "internal-error": "Report it with the spec and the message: alphac itself failed.",
+    "out-of-memory": "Run it where more memory is free, or make the learner smaller (k, the "
+                     "samples); report the spec if it passed `alphac check`'s bounds.",
 }
 
 

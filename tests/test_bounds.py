@@ -395,3 +395,37 @@ def test_a_deployment_of_exactly_the_most_updates_checks(tmp_path):
                                                        "deploymentUpdates = 10000000"))
     result, _ = timed_check(path)
     assert result.ok, result.diagnostics
+
+
+def test_a_memory_error_is_one_line_with_a_code_not_a_traceback(monkeypatch):
+    def exhausted(*args, **kw):
+        raise MemoryError()
+
+    monkeypatch.setattr(driver, "oracle", exhausted)
+    out = CliRunner().invoke(main, ["oracle", str(ROOT / "specs" / "lsq_plain_star.alpha")])
+    assert (out.exit_code, out.stdout) == (1, "")
+    assert out.stderr == "alphac: error[out-of-memory]: alphac oracle ran out of memory (MemoryError) and stopped\n"
+
+
+# ---------------------------------------------------------------- learner size
+
+
+def test_a_learner_above_2_22_words_is_refused_at_its_parameter_count(tmp_path):
+    from alphac.check.values import MAX_LEARNER_WORDS
+
+    assert MAX_LEARNER_WORDS == 1 << 22
+    n = MAX_LEARNER_WORDS + 1
+    path = tmp_path / "t.alpha"
+    path.write_text(spec(tmp_path, INITIAL=f"repeat {n} of 0.5").read_text()
+                    .replace("dataParallelParameterCount = 1", f"dataParallelParameterCount = {n}")
+                    .replace("DataParallelSystem 4 3", f"DataParallelSystem {2 * n + 2} {2 * n + 1}"))
+    result, seconds = timed_check(path)
+    assert seconds < LIMIT_S
+    assert [d.code for d in result.diagnostics] == ["learner-too-large"]
+    located(result, path, str(n))
+    assert result.diagnostics[0].message == (
+        f"k = {n} parameters; a learner holds at most 4194304 (2**22) words, so that the oracle "
+        "evaluates it in about 1.6 GiB")
+    out = CliRunner().invoke(main, ["oracle", str(path)])
+    assert out.exit_code == 1 and "error[learner-too-large]" in out.stderr
+    assert "Traceback" not in out.output

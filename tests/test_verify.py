@@ -38,8 +38,9 @@ def run_dir(committed, tmp_path) -> Path:
     return copy
 
 
-def _listing(d: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(d.iterdir())}
+def _listing(d: Path) -> dict[str, bytes | None]:
+    """Each file's bytes (None for a directory or a FIFO, never opened here)."""
+    return {p.name: p.read_bytes() if p.is_file() else None for p in sorted(d.iterdir())}
 
 
 def _verify(run_dir: Path, spec: Path = SPEC, **kw):
@@ -137,3 +138,86 @@ def test_the_command_s_usage_errors(run_dir, tmp_path):
     done = _cli(str(run_dir), str(OTHER))
     assert done.returncode == 1
     assert done.stderr.startswith("alphac: error[run-protocol-mismatch]: ")
+
+
+# -- what is not a run's file -------------------------------------------------------------
+
+def test_an_output_that_is_a_directory_is_not_a_file(run_dir):
+    (run_dir / "owner-2.out").unlink()
+    (run_dir / "owner-2.out").mkdir()
+    checked = _verify(run_dir)
+    assert _verdicts(checked) == ["match", "match", "run-output-not-file", "match"]
+    assert checked.report.failures == (
+        f"run-output-not-file: owner 2: its output {run_dir / 'owner-2.out'} is a directory, not a "
+        "regular file",)
+
+
+def _fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+def _cli_bounded(*argv: str):
+    """The command, which must end by itself well within the bound (a FIFO never blocks it)."""
+    return subprocess.run([sys.executable, "-m", "alphac", "verify", *argv], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def test_an_output_that_is_a_fifo_does_not_block(run_dir):
+    _fifo(run_dir / "owner-1.out")
+    done = _cli_bounded(str(run_dir), str(SPEC))
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[0] == (f"alphac: error[run-output-not-file]: owner 1: its output "
+                                           f"{run_dir / 'owner-1.out'} is a FIFO, not a regular file")
+
+
+def test_a_commit_record_that_is_a_fifo_does_not_block(run_dir):
+    _fifo(run_dir / "owner-0.out.commit")
+    done = _cli_bounded(str(run_dir), str(SPEC))
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (f"alphac: error[commit-record-invalid]: {run_dir / 'owner-0.out.commit'} is a "
+                           "FIFO, not a regular file; the run cannot be judged: restore the root's record "
+                           "or verify a copy of the run\n")
+
+
+def test_a_commit_record_that_is_not_utf8_is_invalid(run_dir):
+    record = run_dir / "owner-0.out.commit"
+    record.write_bytes(record.read_bytes().replace(b"protocol", b"pr\xffotocol"))
+    with pytest.raises(LaunchError) as info:
+        _verify(run_dir)
+    assert info.value.code == "commit-record-invalid"
+    assert info.value.message == (f"{record}: not UTF-8 text (byte 18 is 0xff); not an alphac commit "
+                                  "record; the run cannot be judged: restore the root's record or verify "
+                                  "a copy of the run")
+
+
+def test_a_malformed_commit_record_is_invalid_not_absent(run_dir):
+    record = run_dir / "owner-0.out.commit"
+    record.write_text(record.read_text().replace("updates 5", "updates five"))
+    with pytest.raises(LaunchError) as info:
+        _verify(run_dir)
+    assert info.value.code == "commit-record-invalid"
+    assert info.value.message.startswith(f"{record}:3: malformed line 'updates five'; ")
+
+
+def test_files_added_to_a_committed_run_are_named(run_dir):
+    shutil.copy(run_dir / "owner-3.out", run_dir / "owner-4.out")
+    shutil.copy(run_dir / "owner-1.out", run_dir / "owner-1.out.tmp")  # a copy, not its link
+    shutil.copy(run_dir / "owner-0.out.commit", run_dir / "owner-2.out.commit")
+    (run_dir / "stray.tmp").write_text("")
+    checked = _verify(run_dir)
+    assert checked.report.match
+    assert [p.name for p in checked.foreign] == ["owner-1.out.tmp", "owner-2.out.commit", "owner-4.out",
+                                                 "stray.tmp"]
+    want = (f"{run_dir} holds 4 file(s) no owner of this committed run of 4 owners writes there: "
+            "owner-1.out.tmp, owner-2.out.commit, owner-4.out, stray.tmp")
+    assert checked.foreign_error() == want
+    done = _cli_bounded(str(run_dir), str(SPEC))
+    assert done.returncode == 1
+    assert done.stderr == f"alphac: error[run-foreign-files]: {want}\n"
+
+
+def test_a_staged_output_its_owner_linked_but_has_not_removed_is_not_foreign(run_dir):
+    os.link(run_dir / "owner-2.out", run_dir / "owner-2.out.tmp")
+    checked = _verify(run_dir)
+    assert checked.report.match and checked.foreign == ()

@@ -17,7 +17,7 @@ import numpy as np
 from alphac.check import words as W
 from alphac.check.programs import Layout, ProgramLowering, Region
 from alphac.check.shapes import LOCAL_CORRELATION, independent_learner
-from alphac.check.values import (MAX_OWNERS, MAX_UPDATES, Evaluator, NatRange, VList, VNat, VObj, VProgram, VRows,
+from alphac.check.values import (MAX_LEARNER_WORDS, MAX_OWNERS, MAX_UPDATES, Evaluator, NatRange, VList, VNat, VObj, VProgram, VRows,
                                  VString, VWords, nats, whole)
 from alphac.ir import nodes as ir
 
@@ -58,6 +58,11 @@ class Lowering:
         initial, state = f.get("dataParallelInitial"), f.get("dataParallelInitialState")
         m = len(state.data) if isinstance(state, VWords) else None
         before = self.bag.count
+        if k is not None and k + (m or 0) > MAX_LEARNER_WORDS:
+            self.bag.error("learner-too-large", f"k = {k} parameters{f' and m = {m} state words' if m else ''}; "
+                           f"a learner holds at most {MAX_LEARNER_WORDS} (2**22) words, so that the "
+                           "oracle evaluates it in about 1.6 GiB", count.span)
+            return None
         if k is not None and isinstance(initial, VWords) and initial.shape \
                 and initial.shape[1] != k:
             self.bag.error("length-mismatch", f"{initial.source} holds a "

@@ -28,6 +28,11 @@ MAX_OWNERS = 1 << 16  # the most owners a deployment may have (docs/language.md)
 # for (--rounds, alphac.driver.MAX_ROUNDS): a count of a few digits more must not start a
 # run, or an oracle evaluation, that never ends.
 MAX_UPDATES = 10**7
+# The most parameter and state words (k + m) a learner may hold: the oracle keeps about 200
+# to 400 bytes per word while it evaluates (measured: 200 bytes per parameter word of a
+# plain least-squares learner), so at the cap it needs at most about 1.6 GiB; 2**26 words
+# needed 27 GB and died with a MemoryError (docs/language.md).
+MAX_LEARNER_WORDS = 1 << 22
 FEW_CHOICES = 8  # an unknown name lists its family's constructors when there are this few
 
 

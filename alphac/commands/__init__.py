@@ -45,7 +45,8 @@ SUMMARIES = {
 class Commands(click.Group):
     """The click group of COMMANDS, loaded on first use. A closed pipe on stdout
     (`alphac ... | head -1`) ends the command quietly with exit 0: what was asked for was
-    read, and nothing is left to say."""
+    read, and nothing is left to say. A MemoryError is one line, error[out-of-memory],
+    exit 1, never a traceback."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(COMMANDS)
@@ -68,6 +69,11 @@ class Commands(click.Group):
         except BrokenPipeError:
             quiet_stdout()
             raise click.exceptions.Exit(0) from None
+        except MemoryError:
+            # the last resort where a stage's own bound did not refuse the work first
+            print(f"alphac: error[out-of-memory]: alphac {ctx.invoked_subcommand or ''} ran out of "
+                  "memory (MemoryError) and stopped", file=sys.stderr)
+            raise click.exceptions.Exit(1) from None
 
 
 def quiet_stdout() -> None:

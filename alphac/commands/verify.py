@@ -21,7 +21,8 @@ The run directory holds owner-I.out for every owner I (the name the files of
 root owner's commit record owner-R.out.commit. A run without its commit record
 published nothing: every owner is reported run-not-committed. Exit status: 0
 when every owner matched the oracle, 1 otherwise (a mismatch, a missing or bad
-output, an uncommitted run, a run of another plan), 2 for a usage error."""
+output, an uncommitted run, a run of another plan, a commit record that is no
+record, files added to a committed run), 2 for a usage error."""
 
 
 @click.command("verify", epilog=EPILOG)
@@ -74,13 +75,19 @@ def run(run_dir: str, spec: str, rounds: int | None, as_json: bool, resume: str 
     if failed is not None:
         return failed
     result = checked.report
+    foreign = checked.foreign_error()
+    ok = result.match and foreign is None
     if as_json:
         report.result(**result.as_json(), notes=list(checked.notes))
         for code, message, owner in result.causes():
             error(code, message, owner)
-        return 0 if result.match else 1
+        if foreign is not None:
+            error("run-foreign-files", foreign)
+        return 0 if ok else 1
     print(table(result))
     print_failures(result)
+    if foreign is not None:
+        error("run-foreign-files", foreign)
     for note in checked.notes:
         print(f"alphac: note: {note}", file=sys.stderr)
-    return 0 if result.match else 1
+    return 0 if ok else 1

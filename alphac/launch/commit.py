@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,14 +74,50 @@ def parse_commit(text: str, where: str = "<commit>") -> CommitRecord:
     return CommitRecord(fields["protocol"], fields["updates"], fields["owners"], digests)
 
 
+class NotRegular(OSError):
+    """A run's file that is a directory, a FIFO, a socket or a device, not a regular file."""
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def open_regular(path: str | Path):
+    """`path` opened for reading in binary, refused NotRegular unless it is a regular file.
+    It is opened O_NONBLOCK and looked at with fstat before anything is read, so a FIFO (or
+    a device) in its place never blocks the reader."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegular(f"{path} is {_kind(mode)}, not a regular file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
+
+
 def read_commit(path: str | Path) -> CommitRecord:
-    p = Path(path)
-    return parse_commit(p.read_text(encoding="utf-8"), str(p))
+    """The commit record at `path`; ResultError when it is not UTF-8 or not a record,
+    NotRegular when it is no regular file, OSError when it cannot be read."""
+    with open_regular(path) as f:
+        data = f.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ResultError(f"{path}: not UTF-8 text (byte {exc.start} is {data[exc.start]:#04x}); "
+                          "not an alphac commit record") from None
+    return parse_commit(text, str(path))
 
 
 def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
@@ -92,6 +129,8 @@ class Resolution:
     finalized: list[int] = field(default_factory=list)   # staged outputs linked here
     removed: list[Path] = field(default_factory=list)    # staged files of an uncommitted run
     errors: dict[int, str] = field(default_factory=dict)  # owner -> why its output is not the recorded one
+    codes: dict[int, str] = field(default_factory=dict)   # owner -> the code of its error, where not bad-output
+    invalid: str | None = None  # why the commit record that is there is no record (None: it is one, or absent)
     # without settling: the committed outputs still only staged (owner -> PATH.tmp), and the
     # staged files an uncommitted run left
     unlinked: dict[int, Path] = field(default_factory=dict)
@@ -131,7 +170,16 @@ def _roll_forward(o: int, out: Path, res: Resolution, settle: bool) -> None:
     path = res.output(o, out)
     if not path.exists():
         res.errors[o] = "committed, but its output is gone"
-    elif sha256_file(path) != res.record.digests.get(o):
+        return
+    try:
+        digest = sha256_file(path)
+    except NotRegular as exc:
+        res.errors[o], res.codes[o] = f"its output {exc}", "run-output-not-file"
+        return
+    except OSError as exc:
+        res.errors[o] = f"its output cannot be read: {exc.strerror or exc}"
+        return
+    if digest != res.record.digests.get(o):
         res.errors[o] = "its output's sha256 is not the one the commit record names"
 
 
@@ -142,10 +190,12 @@ def resolve(outs: dict[int, Path], root: int, settle: bool = True) -> Resolution
     and an uncommitted run's staged files are listed (`Resolution.staged`)."""
     record_path = commit_path(outs[root])
     try:
-        record = read_commit(record_path) if record_path.is_file() else None
+        record = read_commit(record_path) if os.path.lexists(record_path) else None
     except (OSError, ResultError) as exc:
         res = Resolution(None)
-        res.errors[root] = f"unreadable commit record: {exc}"
+        why = str(exc) if isinstance(exc, (ResultError, NotRegular)) else f"{record_path}: {exc.strerror or exc}"
+        res.errors[root] = f"unreadable commit record: {why}"
+        res.invalid = why
         record = None
     else:
         res = Resolution(record)

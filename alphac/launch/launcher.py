@@ -122,6 +122,7 @@ class PlanRun:
     result: RunResult | None
     outputs: dict[int, OwnerResult] = field(default_factory=dict)
     output_errors: dict[int, str] = field(default_factory=dict)
+    output_codes: dict[int, str] = field(default_factory=dict)  # an output error's code, where not bad-output
     resolution: Resolution | None = None  # what the commit record decided
     stats: dict[int, OwnerStats] = field(default_factory=dict)  # each owner's measured bytes
     # each owner's connections report (None: it wrote none)
@@ -224,6 +225,7 @@ def settled(run: PlanRun, outs: dict[int, Path], root: int, settle: bool = True)
     nothing on disk), with every committed output read."""
     run.resolution = resolve(outs, root, settle)
     run.output_errors.update(run.resolution.errors)
+    run.output_codes.update(run.resolution.codes)
     if run.committed:
         for o, out in outs.items():
             if o in run.output_errors:
@@ -393,7 +395,7 @@ def _unpublished(run: PlanRun, o: int, placed: str, oc) -> str:
         ended = ":" if oc is None else " exited 0, but"
         return f"run-not-committed: owner {o} ({placed}){ended} the run has no commit record: nothing is published"
     if oc is None or oc.ok or o in run.output_errors:
-        return f"bad-output: owner {o}: {run.output_errors.get(o, 'no output')}"
+        return f"{run.output_codes.get(o, 'bad-output')}: owner {o}: {run.output_errors.get(o, 'no output')}"
     line = oc.refusal() or (oc.stderr.strip().splitlines() or ["no message"])[-1]
     return f"owner-failed: owner {o} ({placed}) exited {oc.returncode}: {line}"
 

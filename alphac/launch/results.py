@@ -89,8 +89,11 @@ def _parse_owned(data: bytes, where: str) -> OwnerResult:
 
 
 def read_result(path: str | Path) -> OwnerResult:
+    from alphac.launch.commit import open_regular  # NotRegular for a directory or a FIFO
+
     p = Path(path)
-    return parse_result(p.read_bytes(), str(p))
+    with open_regular(p) as f:
+        return parse_result(f.read(), str(p))
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@ the root owner's commit record `owner-R.out.commit`, and, where the launcher wro
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from alphac.launch.commit import commit_path
 from alphac.launch.launcher import (LaunchError, LaunchReport, OracleProgress, PlanRun, _evaluate, compare,
                                     resume_of, resume_start, resumed, run_outputs, settled)
 from alphac.launch.runner import doing, stderr_name
+from alphac.wire import output_name
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,16 @@ class Verification:
     report: LaunchReport
     unlinked: tuple[Path, ...]  # committed outputs their owners had not linked yet (still PATH.tmp)
     staged: tuple[Path, ...]    # files an uncommitted run staged (it may still be running)
+    foreign: tuple[Path, ...] = ()  # files of a committed run that none of its owners writes there
+
+    def foreign_error(self) -> str | None:
+        """The message of `run-foreign-files`, or None when the run holds none."""
+        if not self.foreign:
+            return None
+        names = ", ".join(p.name for p in self.foreign[:5])
+        more = f" and {len(self.foreign) - 5} more" if len(self.foreign) > 5 else ""
+        return (f"{self.foreign[0].parent} holds {len(self.foreign)} file(s) no owner of this committed "
+                f"run of {len(self.report.rows)} owners writes there: {names}{more}")
 
     @property
     def notes(self) -> list[str]:
@@ -35,6 +48,37 @@ class Verification:
             out.append(f"{len(self.staged)} staged file(s) remain ({self.staged[0].name}, ...): the run is "
                        "still going, or it ended before its commit")
         return out
+
+
+# The names an owner's outputs, staged files and commit records have (alphac.wire, commit.py).
+_OUTPUT_NAME = re.compile(r"owner-(\d+)\.out(\.commit)?(\.tmp)?")
+
+
+def foreign_files(run_dir: Path, owners: int, root: int, unlinked) -> list[Path]:
+    """In a committed run of `owners` owners whose root is `root`, the files that look like
+    an output, a staged file or a commit record and that none of its owners leaves there:
+    another owner's output (owner-4.out of a 4-owner run), a staged file beside a published
+    output, a second commit record, any other *.tmp or *.commit. Sorted by name."""
+    expected = {output_name(o) for o in range(owners)} | {f"{output_name(root)}.commit"}
+    expected |= {Path(p).name for p in unlinked}
+    out = []
+    for p in run_dir.iterdir():
+        name = p.name
+        if name in expected:
+            continue
+        published = run_dir / name[:-len(".tmp")]
+        if name.endswith(".tmp") and published.name in expected and _same(p, published):
+            continue  # linked, not yet removed: its owner is finishing
+        if _OUTPUT_NAME.fullmatch(name) or name.endswith((".tmp", ".commit")):
+            out.append(p)
+    return sorted(out, key=lambda p: p.name)
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _stderr(run_dir: Path, report: LaunchReport) -> dict[int, str]:
@@ -60,6 +104,9 @@ def verify(dep, run_dir: str | Path, rounds: int | None = None, spec: str = "", 
     outs = run_outputs(run_dir, dep.owners)
     run = settled(PlanRun(run_dir, None, None), outs, plan.tree.owner, settle=False)
     record = run.resolution.record
+    if run.resolution.invalid is not None:
+        raise LaunchError("commit-record-invalid", f"{run.resolution.invalid}; the run cannot be "
+                          "judged: restore the root's record or verify a copy of the run")
     if record is not None and (record.protocol, record.owners) != (plan.protocol_id, dep.owners):
         raise LaunchError("run-protocol-mismatch", f"{commit_path(outs[plan.tree.owner])} names protocol "
                           f"{record.protocol:016x} of {record.owners} owners; {spec or dep.name} plans "
@@ -78,5 +125,7 @@ def verify(dep, run_dir: str | Path, rounds: int | None = None, spec: str = "", 
     oracle, refusal = _evaluate(dep, n, start, resume, new_contract, tick=counted.tick)
     doing("comparing the owners' words with the oracle's")
     report = resumed(compare(plan, run, oracle, n, spec, refusal), resume, first, n, new_contract)
+    foreign = () if record is None else tuple(foreign_files(run_dir, dep.owners, plan.tree.owner,
+                                                            run.resolution.unlinked.values()))
     return Verification(replace(report, stderr=_stderr(run_dir, report)),
-                        tuple(run.resolution.unlinked.values()), tuple(run.resolution.staged))
+                        tuple(run.resolution.unlinked.values()), tuple(run.resolution.staged), foreign)

@@ -54,6 +54,16 @@ int rt_engine_owner(struct rt *rt, int seen_owner) {
     return RT_OK;
 }
 
+/* Whether PATH can name an output file: not empty, and not a directory's name (ending in
+   '/', or its last component "." or ".."), so that PATH, PATH.tmp and PATH.commit are three
+   files of one directory. */
+static int out_path_usable(const char *path) {
+    size_t n = strlen(path);
+    const char *last = strrchr(path, '/');
+    last = last ? last + 1 : path;
+    return n > 0 && path[n - 1] != '/' && strcmp(last, ".") != 0 && strcmp(last, "..") != 0;
+}
+
 /* DIR/owner-I.out for --out-dir DIR. */
 static int out_in_dir(struct rt *rt) {
     size_t n = strlen(rt->out_dir) + sizeof OUTPUT_NAME_FORMAT + 24;
@@ -80,6 +90,10 @@ int rt_engine_sources(struct rt *rt) {
     if (!rt->peers_path && !rt->base_port)
         return rt_fail(rt, RT_USAGE, "--base-port is required with the hosts of %s (try --help)", rt->nodes_from);
     if (rt->out_path && rt->out_dir) return rt_fail(rt, RT_USAGE, "give --out or --out-dir, not both (try --help)");
+    if (rt->out_dir && !*rt->out_dir) return rt_fail(rt, RT_USAGE, "--out-dir is empty: name the run's directory");
+    if (rt->out_path && !out_path_usable(rt->out_path))
+        return rt_fail(rt, RT_USAGE, "--out '%s' names no file: give the output file's path (PATH.tmp and "
+                       "PATH.commit go beside it)", rt->out_path);
     if (rt->out_dir) TRY(out_in_dir(rt));
     if (!rt->out_path) return rt_fail(rt, RT_USAGE, "--out or --out-dir is required (try --help)");
     return RT_OK;

@@ -96,6 +96,23 @@ def test_conflicting_or_missing_host_options_are_usage_errors(rtlib, argv, messa
     assert _parse(rtlib, "--owner", "1", *argv)[1] == ("usage", message)
 
 
+@pytest.mark.parametrize("out", ["", "/", "dir/", ".", "..", "run/.", "run/.."])
+def test_an_output_path_that_names_no_file_is_a_usage_error(rtlib, out):
+    assert _parse(rtlib, "--owner", "1", "--peers", "p", "--out", out)[1] == (
+        "usage", f"--out '{out}' names no file: give the output file's path (PATH.tmp and "
+        "PATH.commit go beside it)")
+
+
+def test_an_empty_output_directory_is_a_usage_error(rtlib):
+    assert _parse(rtlib, "--owner", "1", "--peers", "p", "--out-dir", "")[1] == (
+        "usage", "--out-dir is empty: name the run's directory")
+
+
+@pytest.mark.parametrize("out", ["o", "./o", "run/owner-0.out", "/tmp/x.out", "..o", ".o"])
+def test_an_output_path_that_names_a_file_is_taken(rtlib, out):
+    assert _parse(rtlib, "--owner", "1", "--peers", "p", "--out", out)[1] == ("ok", "")
+
+
 def test_srun_s_node_list_needs_a_base_port(rtlib, monkeypatch):
     monkeypatch.setenv("SLURM_STEP_NODELIST", "localhost")
     assert _parse(rtlib, "--owner", "1", "--out", "o")[1] == (
