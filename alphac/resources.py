@@ -1,6 +1,7 @@
 """The data shipped inside the package: the grammar (`alphac/syntax/alpha.lark`), the std
-library (`alphac/std/`) and the target descriptions (`alphac/targets/*.toml`); and where
-alphac caches what it compiles (`cache_dir`, `store_kept`).
+library (`alphac/std/`) and the target descriptions (`alphac/targets/*.toml`); where
+alphac caches what it compiles (`cache_dir`, `store_kept`); and how a file someone else may
+have placed (a run's outputs, a checkpoint's files) is opened (`open_regular`).
 
 They are found with `importlib.resources`, never relative to a source tree, so a regular
 (non-editable) install works from any directory.
@@ -9,7 +10,9 @@ They are found with `importlib.resources`, never relative to a source tree, so a
 from __future__ import annotations
 
 import atexit
+import errno
 import os
+import stat
 import tempfile
 from contextlib import ExitStack
 from importlib.resources import as_file, files
@@ -58,3 +61,38 @@ def store_kept(path: Path, data: bytes, kept: int) -> None:
     except OSError:
         pass
 
+
+class NotRegular(OSError):
+    """A file that is a directory, a FIFO, a socket or a device (or, where links are
+    refused, a symbolic link), not a regular file."""
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def open_regular(path: str | Path, follow_links: bool = True):
+    """`path` opened for reading in binary, refused NotRegular unless it is a regular file
+    (and, without `follow_links`, unless it is no symbolic link). It is opened O_NONBLOCK and
+    looked at with fstat before anything is read, so a FIFO (or a device) in its place never
+    blocks the reader. FileNotFoundError where it is missing."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_links else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if not follow_links and exc.errno == errno.ELOOP:
+            raise NotRegular(f"{path} is a symbolic link, not a regular file") from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegular(f"{path} is {_kind(mode)}, not a regular file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")

@@ -9,17 +9,16 @@
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
-import os
 import re
-import stat
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from alphac.resources import NotRegular, open_regular
 
 HEAD = "alphac-checkpoint 2"
 ROOT_MANIFEST = "manifest.txt"
@@ -224,24 +223,19 @@ def parse(text: str, path: str = "manifest.txt") -> Manifest:
                     (resumed[0], int(resumed[1]), resumed[2]) if resumed else None, trailer, line_of)
 
 
-class NotRegular(OSError):
-    """A checkpoint file that is a link, a FIFO, a directory or a device."""
-
-
 def read_regular(p: Path) -> bytes:
-    """The bytes of `p`, a regular file: opened without following a link and without
-    blocking (a FIFO would wait for a writer), its type checked on the descriptor, as the
-    executables' restore does. NotRegular otherwise; FileNotFoundError if it is missing."""
-    try:
-        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise NotRegular(f"{p} is a symbolic link, not a regular file") from None
-        raise
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise NotRegular(f"{p} is not a regular file")
+    """The bytes of the checkpoint file `p`, read as the executables' restore reads it: no
+    link followed, never blocking, refused NotRegular unless a regular file."""
+    with open_regular(p, follow_links=False) as f:
         return f.read()
+
+
+def _parsed(data: bytes, p: Path) -> Manifest:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CheckpointError("checkpoint-manifest", f"{p} cannot be read ({exc})", str(p)) from None
+    return parse(text, str(p))
 
 
 def read_manifest(ckpt_dir: str | Path, name: str = ROOT_MANIFEST) -> Manifest:
@@ -250,7 +244,7 @@ def read_manifest(ckpt_dir: str | Path, name: str = ROOT_MANIFEST) -> Manifest:
         raise CheckpointError("checkpoint-manifest", f"{d} is a partial checkpoint, never loaded", str(d))
     p = d / name
     try:
-        text = read_regular(p).decode("utf-8")
+        data = read_regular(p)
     except NotRegular as exc:
         raise CheckpointError("checkpoint-shard-missing" if name != ROOT_MANIFEST else "checkpoint-manifest",
                               str(exc), str(p)) from None
@@ -258,9 +252,9 @@ def read_manifest(ckpt_dir: str | Path, name: str = ROOT_MANIFEST) -> Manifest:
         raise CheckpointError("checkpoint-shard-missing" if name != ROOT_MANIFEST else "checkpoint-manifest",
                               f"{p} does not exist" + ("" if name != ROOT_MANIFEST else
                                                        " (not a checkpoint directory)"), str(p)) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise CheckpointError("checkpoint-manifest", f"{p} cannot be read ({exc})", str(p)) from None
-    return parse(text, str(p))
+    return _parsed(data, p)
 
 
 def _head_bytes(p: Path, s: ShardEntry, m: Manifest, frags: list[FragmentEntry]) -> int:
@@ -344,7 +338,7 @@ def child_manifests(d: Path, root: Manifest) -> list[Manifest]:
         if hashlib.sha256(data).hexdigest() != sha:
             raise CheckpointError("checkpoint-hash-mismatch", f"{p}: its sha256 is not the manifest's",
                                   *where)
-        child = read_manifest(d, name)
+        child = _parsed(data, p)
         if child.version != root.version or child.identity != root.identity:
             raise CheckpointError("checkpoint-version", f"{p} is version {child.version} of "
                                   f"{child.identity:016x}, the root's {root.version} of "

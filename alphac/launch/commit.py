@@ -23,11 +23,11 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from alphac.launch.results import ResultError
+from alphac.resources import NotRegular, open_regular
 
 HEAD = "alphac-commit 1"
 
@@ -72,34 +72,6 @@ def parse_commit(text: str, where: str = "<commit>") -> CommitRecord:
     if sorted(digests) != list(range(fields["owners"])):
         raise ResultError(f"{where}: names owners {sorted(digests)}, not 0..{fields['owners'] - 1}")
     return CommitRecord(fields["protocol"], fields["updates"], fields["owners"], digests)
-
-
-class NotRegular(OSError):
-    """A run's file that is a directory, a FIFO, a socket or a device, not a regular file."""
-
-
-def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
-                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device")):
-        if test(mode):
-            return name
-    return "not a regular file"
-
-
-def open_regular(path: str | Path):
-    """`path` opened for reading in binary, refused NotRegular unless it is a regular file.
-    It is opened O_NONBLOCK and looked at with fstat before anything is read, so a FIFO (or
-    a device) in its place never blocks the reader."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise NotRegular(f"{path} is {_kind(mode)}, not a regular file")
-    except BaseException:
-        os.close(fd)
-        raise
-    return os.fdopen(fd, "rb")
 
 
 def read_commit(path: str | Path) -> CommitRecord:

@@ -15,6 +15,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from alphac.resources import open_regular
 from alphac.wire import OUTPUT_MAGIC as OUT_MAGIC, OUTPUT_OWNED as OUT_FORMAT_OWNED
 from alphac.wire import OUTPUT_REPLICATED as OUT_FORMAT
 
@@ -89,8 +90,6 @@ def _parse_owned(data: bytes, where: str) -> OwnerResult:
 
 
 def read_result(path: str | Path) -> OwnerResult:
-    from alphac.launch.commit import open_regular  # NotRegular for a directory or a FIFO
-
     p = Path(path)
     with open_regular(p) as f:
         return parse_result(f.read(), str(p))
