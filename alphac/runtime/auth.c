@@ -36,12 +36,16 @@
 
 int rt_read_key(struct rt *rt) {
     const char *path = rt->key_path;
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO in the key's place is refused by its type, not waited on for a writer */
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return rt_fail(rt, RT_KEY_FILE, "cannot open the key file '%s' (%s)", path, strerror(errno));
     struct stat st;
     int rc = RT_OK;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
         rc = rt_fail(rt, RT_KEY_FILE, "the key file '%s' is not a regular file", path);
+    else if (st.st_uid != geteuid() && st.st_uid != 0)
+        rc = rt_fail(rt, RT_KEY_FILE, "the key file '%s' belongs to uid %lu; it must be this user's (uid %lu) "
+                     "or root's", path, (unsigned long)st.st_uid, (unsigned long)geteuid());
     else if (st.st_mode & 077)
         rc = rt_fail(rt, RT_KEY_FILE, "the key file '%s' has mode %04o; it must be private to its owner "
                      "(chmod 600)", path, (unsigned)(st.st_mode & 07777));

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import threading
 
 import numpy as np
 import pytest
@@ -51,6 +52,31 @@ def test_a_missing_key_file_or_a_link_to_one_is_refused(rtlib, tmp_path):
         rt = rtlib.owner(1, "peers", "out", "--key", str(path))
         code, msg = rtlib.result(rt, rtlib.lib.rt_read_key(rt))
         assert code == "key-file" and msg.startswith(f"cannot open the key file '{path}'"), msg
+
+
+def test_a_fifo_as_the_key_file_is_refused_without_waiting_for_a_writer(rtlib, tmp_path):
+    fifo = tmp_path / "run.key"
+    os.mkfifo(fifo, 0o600)
+    rt = rtlib.owner(1, "peers", "out", "--key", str(fifo))
+    got = []
+    reader = threading.Thread(target=lambda: got.append(rtlib.lib.rt_read_key(rt)), daemon=True)
+    reader.start()
+    reader.join(10)
+    if reader.is_alive():  # it blocked in open(2): give it a writer so that the thread ends
+        fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        os.close(fd)
+        reader.join(10)
+        pytest.fail("reading a FIFO as the key file blocked until a writer came")
+    assert rtlib.result(rt, got[0]) == ("key-file", f"the key file '{fifo}' is not a regular file")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_a_key_file_of_another_user_is_refused(rtlib, tmp_path):
+    path = _key_file(tmp_path)
+    os.chown(path, 65534, 65534)
+    rt = rtlib.owner(1, "peers", "out", "--key", str(path))
+    assert rtlib.result(rt, rtlib.lib.rt_read_key(rt)) == (
+        "key-file", f"the key file '{path}' belongs to uid 65534; it must be this user's (uid 0) or root's")
 
 
 def _frame(rtlib, **changes):
