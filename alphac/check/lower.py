@@ -17,8 +17,8 @@ import numpy as np
 from alphac.check import words as W
 from alphac.check.programs import Layout, ProgramLowering, Region
 from alphac.check.shapes import LOCAL_CORRELATION, independent_learner
-from alphac.check.values import (MAX_LEARNER_WORDS, MAX_OWNERS, MAX_UPDATES, Evaluator, NatRange, VList, VNat, VObj, VProgram, VRows,
-                                 VString, VWords, nats, whole)
+from alphac.check.values import (MAX_LEARNER_WORDS, MAX_OWNERS, MAX_UPDATES, Evaluator, NatRange, VList, VNat,
+                                 VObj, VProgram, VRows, VString, VWords, nats, whole)
 from alphac.ir import nodes as ir
 
 LEARNER = "Learning.DataParallel.DataParallelSystem"

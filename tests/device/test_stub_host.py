@@ -53,7 +53,8 @@ def _single(exe, owner, tmp_path, *args, env=None):
     peers = _peers(tmp_path / "peers")
     out = tmp_path / f"single-{owner}-{time.monotonic_ns()}.out"
     done = subprocess.run([str(exe), "--owner", str(owner), "--peers", str(peers), "--out", str(out),
-                           "--insecure", "--timeout-ms", "2000", *args], capture_output=True, text=True, timeout=60, env=env)
+                           "--insecure", "--timeout-ms", "2000", *args], capture_output=True, text=True, timeout=60,
+                          env=env)
     assert not list(tmp_path.glob(f"{out.name}*"))  # nothing published, nothing staged left
     return done
 
