@@ -225,12 +225,14 @@ CHECKPOINT = {
                            "is not a published checkpoint)",
     "checkpoint-hash-mismatch": "a manifest, shard or fragment does not have the sha256 its manifest names",
     "checkpoint-shard-missing": "a shard or child manifest the checkpoint names is not there",
-    "checkpoint-learner-mismatch": "the checkpoint holds another learner (programs, k, m or s)",
+    "checkpoint-learner-mismatch": "the checkpoint holds another learner (programs, k, m or s), or was taken "
+                                   "on other inputs (samples, rate) by a resume of the same contract",
     "checkpoint-version": "parts of a checkpoint (manifests, shards) are of different versions or identities",
     "checkpoint-exists": "the checkpoint of this version exists already (or its partial directory): "
                          "checkpoints are never overwritten",
     "checkpoint-timeout": "an executable's restore did not finish reading the checkpoint within its "
                           "--timeout-ms (from the restore's start)",
+    "checkpoint-auth": "a keyed reader's checkpoint is not tagged, or not tagged under its key",
 }
 
 # -- build and launch (alphac/targets, alphac/launch) ---------------------------------------

@@ -19,16 +19,19 @@
                                                     ImageError, CompileError
     cpu_levels(), cpu_level_for(target, level)      the CPU levels builds may ask for; the one
                                                     a target builds for when asked for LEVEL
-    oracle(dep, rounds=None, mutant=None)           OracleResult; Refusal; from dep.resume's
-                                                    checkpoint when it resumes
+    oracle(dep, rounds=None, mutant=None, key=None) OracleResult; Refusal; from dep.resume's
+                                                    checkpoint when it resumes (its tag
+                                                    checked under a run's `key`)
     MUTANTS                                         the executed mutants: name -> what it
                                                     computes instead
     resumed(dep, path, new_contract=False)          dep resuming from the checkpoint at path
     describe(exe) -> dict                           an executable's .alphac record and ELF
                                                     facts; TargetError
-    inspect_checkpoint(path) -> dict                a checkpoint directory, verified;
+    inspect_checkpoint(path, key=None) -> dict      a checkpoint directory, verified;
                                                     CheckpointError
-    checkpoint_words(path) -> dict                  its logical words by region, verified
+    checkpoint_words(path, key=None) -> dict        its logical words by region, verified
+    read_key(path) -> bytes                         a key file's bytes, checked as the
+                                                    executables check theirs
     path_kind(path) -> str                          "checkpoint", "output" or "executable"
     buildable_targets(), target_names()             the targets known and those buildable
     explain(code), explain_listing(), code_names()  `alphac explain`: the code catalogue
@@ -320,44 +323,62 @@ def resumed(dep: "Deployment", path: "str | os.PathLike", new_contract: bool = F
 
 
 def oracle(dep: "Deployment", rounds: int | None = None, mutant: str | None = None,
-           tick=None) -> "OracleResult":
+           tick=None, key: bytes | None = None, start=None) -> "OracleResult":
     """The independent binary64 evaluation of `rounds` updates (default: the deployment's);
     with `mutant`, of that executed mutant instead of the declared program (ValueError when
     it does not apply). A resumed deployment (`dep.resume`, declared or `resumed`) starts
     from its checkpoint's words and version u, verified, and evaluates updates u, u+1, ...:
     by default up to the deployment's update count. A checkpoint that does not verify, or
-    of another learner (its learner line, programs included), refuses with the
-    checkpoint's codes. `tick(u)` hears each update u as the oracle finishes it."""
+    of another learner (its learner line, programs included), or, continuing the same
+    contract, taken on other inputs (its inputs line: samples and rate), refuses with the
+    checkpoint's codes; with `key` (a run's key bytes) one whose root manifest is not tagged
+    under it refuses `checkpoint-auth`. `start`: the checkpoint's Start already read (the
+    words a launch verified), checked here like a fresh read. `tick(u)` hears each update u
+    as the oracle finishes it."""
     from alphac.oracle import evaluate
 
     if dep.resume is None:
         return evaluate(dep, rounds, mutant=mutant, tick=tick)
-    from alphac.image.ckpt import learner_line
+    from alphac.image.ckpt import inputs_line, learner_line
     from alphac.oracle import Refusal, start_of
 
-    start = start_of(dep.resume.path, dep.learner)
+    start = start if start is not None else start_of(dep.resume.path, dep.learner, key)
+    start.check_learner(dep.learner)
     if start.learner != learner_line(dep.learner):
         raise Refusal("checkpoint-learner-mismatch", f"{dep.resume.path} holds the words of another "
                       f"learner (programs) than deployment {dep.name}'s: learner {start.learner}")
+    if dep.resume.mode == "same" and start.inputs != inputs_line(dep.learner):
+        raise Refusal("checkpoint-learner-mismatch", f"{dep.resume.path} was taken on inputs {start.inputs}; "
+                      f"deployment {dep.name} reads {inputs_line(dep.learner)} (a new contract goes on from "
+                      "its state with these)")
     return evaluate(dep, rounds, start, mutant=mutant, tick=tick)
 
 
-def inspect_checkpoint(path: "str | os.PathLike") -> dict:
-    """A checkpoint directory, verified as a restore verifies it (every hash, file, header,
-    version and the coverage of each region; CheckpointError otherwise): its version,
-    identity, learner, contract, layout, regions, the manifest tree, every shard and
-    fragment, what it resumed from, and how many hashes were verified."""
+def inspect_checkpoint(path: "str | os.PathLike", key: bytes | None = None) -> dict:
+    """A checkpoint directory, verified as a restore verifies it (with a run's `key`, its
+    tag; every hash, file, header, version and the coverage of each region; CheckpointError
+    otherwise): its version, identity, learner, inputs, contract, layout, regions, the
+    manifest tree, every shard and fragment, what it resumed from, whether it is tagged and
+    whether the tag was checked, and how many hashes were verified."""
     from alphac.checkpoint.inspect import describe_checkpoint
 
-    return describe_checkpoint(path)
+    return describe_checkpoint(path, key)
 
 
-def checkpoint_words(path: "str | os.PathLike") -> dict:
+def checkpoint_words(path: "str | os.PathLike", key: bytes | None = None) -> dict:
     """A checkpoint's logical words by region ("parameters", "state"), as uint64 arrays,
-    after verifying it whole; CheckpointError."""
+    after verifying it whole (with `key`, its tag too); CheckpointError."""
     from alphac.checkpoint import logical_words, verify
 
-    return logical_words(path, verify(path))
+    return logical_words(path, verify(path, key))
+
+
+def read_key(path: "str | os.PathLike") -> bytes:
+    """The bytes of a key file, checked as the executables check theirs; CheckpointError
+    (key-file)."""
+    from alphac.checkpoint.manifest import read_key as read
+
+    return read(path)
 
 
 def path_kind(path: "str | os.PathLike") -> str:

@@ -214,11 +214,14 @@ FIXES = {
                            "manifest.txt); `alphac inspect` verifies one.",
     "checkpoint-hash-mismatch": "The checkpoint was changed after it was written: use another one.",
     "checkpoint-shard-missing": "Restore the missing shard, or use another checkpoint.",
-    "checkpoint-learner-mismatch": "Resume with the learner the checkpoint holds.",
+    "checkpoint-learner-mismatch": "Resume with the learner (and, continuing its contract, the samples and "
+                                   "rate) the checkpoint holds, or declare a new contract.",
     "checkpoint-version": "The checkpoint mixes parts of two runs: use another one.",
     "checkpoint-exists": "Give a fresh --checkpoint-dir; checkpoints are never overwritten.",
     "checkpoint-timeout": "Put the checkpoint on storage that answers, or give the owners a larger "
                           "--timeout-ms.",
+    "checkpoint-auth": "Resume with the key the checkpoint was written under (--checkpoint-key), or "
+                       "use a checkpoint you trust without a key.",
     # build and launch
     "unknown-cpu-level": "Use a level the target describes: baseline, x86-64-v2, x86-64-v3, "
                          "x86-64-v4 or host.",

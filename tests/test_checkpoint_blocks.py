@@ -33,11 +33,11 @@ def adam(B: int, n: int = 4, **kw) -> ir.Deployment:
                       placement=["x86_64"] * n, **kw)
 
 
-def checkpoint_of(dep: ir.Deployment, d: Path, version: int = 2):
+def checkpoint_of(dep: ir.Deployment, d: Path, version: int = 2, key: bytes | None = None):
     """What dep's owners would publish after `version` updates: the oracle's words in the
-    plan's fragments."""
+    plan's fragments (with a run's `key`, tagged under it)."""
     words = evaluate(dep, version)
-    return write_plan_checkpoint(plan(dep), d, version, words.params, words.state)
+    return write_plan_checkpoint(plan(dep), d, version, words.params, words.state, key=key)
 
 
 def test_the_layout_line_records_the_block_size_only_where_not_1():
@@ -53,7 +53,7 @@ def test_a_manifest_with_blocks_round_trips_and_verifies(tmp_path):
     d = tmp_path / "ckpt-2"
     root = checkpoint_of(adam(3), d)
     text = (d / "manifest.txt").read_text()
-    assert text.splitlines()[5] == f"layout {OLD_LAYOUT} block-words 3"
+    assert text.splitlines()[6] == f"layout {OLD_LAYOUT} block-words 3"
     again = parse(text, str(d / "manifest.txt"))
     assert again == root and render(again) == text
     assert verify(d) == root
@@ -77,13 +77,13 @@ def test_a_malformed_block_size_is_a_located_manifest_refusal(tmp_path, tail):
     d = tmp_path / "ckpt-2"
     checkpoint_of(adam(1), d)
     lines = (d / "manifest.txt").read_text().splitlines()[:-1]  # without the trailer
-    lines[5] += tail
+    lines[6] += tail
     body = "".join(line + "\n" for line in lines)  # and the trailer recomputed: only the line is wrong
     text = body + f"sha256 {hashlib.sha256(body.encode()).hexdigest()}\n"
     with pytest.raises(CheckpointError) as err:
         parse(text, "m.txt")
     assert (err.value.code, err.value.line, err.value.message) == (
-        "checkpoint-manifest", 6, "malformed 'layout' line")
+        "checkpoint-manifest", 7, "malformed 'layout' line")
 
 
 @pytest.mark.parametrize("src", [1, 2, 3, K, K + 5])
@@ -105,11 +105,13 @@ def test_owners_restore_a_checkpoint_taken_under_another_block_size(tmp_path):
     whose fragments are blocks of 3: each selects its coordinates' words from the fragments
     that hold them, and the run ends equal to the uninterrupted one."""
     from alphac.launch import session
-    from alphac.launch.launcher import compare, run_arguments
+    from alphac.checkpoint.manifest import read_key
+    from alphac.launch.launcher import checkpoint_key_file, compare, run_arguments
 
     src, dep = adam(3), adam(1)
     d = tmp_path / "ckpt-2"
-    checkpoint_of(src, d)
+    # tagged as the launcher's runs tag theirs: the keyed owners take no untagged checkpoint
+    checkpoint_of(src, d, key=read_key(checkpoint_key_file()))
     assert owner_fragments(plan(src)) != owner_fragments(plan(dep))
     args = run_arguments(None, d)
     r = session.run("blocks-resume-adam7", dep, timeout_ms=10000, deadline_s=60,

@@ -24,6 +24,7 @@ import make_checkpoint  # noqa: E402
 
 H = "ab" * 32
 LEARNER = f"contribution {H} update {'cd' * 32} k 4 m 3 s 2"
+INPUTS = f"samples {'12' * 32} rate 3f50624dd2f1a9fc"
 CONTRACT = f"binary64 nearest-even preserve finite-or-refuse exact {'ef' * 32} hierarchy 2"
 LAYOUT = "owners 4 parameters partitioned state replicated words-per-coordinate 0 shared -"
 PARAMS = np.arange(100, 104, dtype=np.uint64)
@@ -38,11 +39,11 @@ def fragments(params=PARAMS, state=STATE):
     return out
 
 
-def write(d: Path, *, version=3, frags=None, children=CHILDREN, resumed=None, regions=None):
-    return write_checkpoint(d, version=version, learner=LEARNER, contract=CONTRACT, layout=LAYOUT,
-                            regions=regions or {"parameters": 4, "state": 3},
+def write(d: Path, *, version=3, frags=None, children=CHILDREN, resumed=None, regions=None, key=None):
+    return write_checkpoint(d, version=version, learner=LEARNER, inputs=INPUTS, contract=CONTRACT,
+                            layout=LAYOUT, regions=regions or {"parameters": 4, "state": 3},
                             fragments=frags if frags is not None else fragments(),
-                            children=children, resumed=resumed)
+                            children=children, resumed=resumed, key=key)
 
 
 def refusal(d: Path) -> CheckpointError:
@@ -54,7 +55,7 @@ def refusal(d: Path) -> CheckpointError:
 # ----------------------------------------------------------------------------- the writer
 
 def test_a_shard_is_its_header_fragment_table_and_words(tmp_path):
-    identity = identity_of(LEARNER, CONTRACT, LAYOUT)
+    identity = identity_of(LEARNER, INPUTS, CONTRACT, LAYOUT)
     data, entries = shard_file(identity, 2, 7, [("parameters", ((0, 2, 2), (5, 1, 1)), [11, 12, 13]),
                                                 ("state", (), [])])
     words = struct.unpack(f"<{len(data) // 8}Q", data)
@@ -76,11 +77,12 @@ def test_the_written_tree_of_manifests_and_shards(tmp_path):
         "manifest-1.txt", "manifest.txt", "shard-0.bin", "shard-1.bin", "shard-2.bin", "shard-3.bin"]
     text = (d / "manifest.txt").read_text()
     lines = text.splitlines()
-    assert lines[:3] == ["alphac-checkpoint 2", "version 3", f"identity {root.identity:016x}"]
-    assert lines[3:6] == [f"learner {LEARNER}", f"contract {CONTRACT}", f"layout {LAYOUT}"]
-    assert lines[6:9] == ["region parameters 4", "region state 3", "owners 0 1 2 3"]
+    assert lines[:3] == ["alphac-checkpoint 3", "version 3", f"identity {root.identity:016x}"]
+    assert lines[3:7] == [f"learner {LEARNER}", f"inputs {INPUTS}", f"contract {CONTRACT}", f"layout {LAYOUT}"]
+    assert lines[7:10] == ["region parameters 4", "region state 3", "owners 0 1 2 3"]
     child = (d / "manifest-1.txt").read_bytes()
-    assert lines[9] == f"manifest 1 manifest-1.txt {hashlib.sha256(child).hexdigest()}"
+    assert lines[10] == f"manifest 1 manifest-1.txt {hashlib.sha256(child).hexdigest()}"
+    assert lines[-2] == "auth none" and "auth" not in child.decode()
     assert [x.split()[:2] for x in lines if x.startswith("shard ")] == [
         ["shard", "0"], ["shard", "1"], ["shard", "2"], ["shard", "3"]]
     assert lines[-1] == "sha256 " + hashlib.sha256(text[:text.rindex("sha256 ")].encode()).hexdigest()
@@ -93,7 +95,7 @@ def test_the_written_tree_of_manifests_and_shards(tmp_path):
         assert s.bytes == len(raw) and s.sha256 == want and want != hashlib.sha256(raw).hexdigest()
     sub = read_manifest(d, "manifest-1.txt")
     assert sub.owners == (1, 3) and [s.owner for s in sub.shards] == [1, 3] and sub.manifests == {}
-    assert root.identity == identity_of(LEARNER, CONTRACT, LAYOUT)
+    assert root.identity == identity_of(LEARNER, INPUTS, CONTRACT, LAYOUT)
     verify(d)
     words = logical_words(d)
     assert words["parameters"].tolist() == PARAMS.tolist() and words["state"].tolist() == STATE.tolist()

@@ -14,10 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from alphac.checkpoint import logical_words, read_manifest, render, verify
+from alphac.checkpoint import CheckpointError, logical_words, read_key, read_manifest, render, verify
+from alphac.checkpoint.manifest import manifest_tag
 from alphac.ir import nodes as n
 from alphac.launch import session
-from alphac.launch.launcher import compare, run_arguments
+from alphac.launch.launcher import checkpoint_arguments, checkpoint_key_file, compare, run_arguments
 from alphac.launch.roles import owner_exes
 from alphac.oracle import evaluate
 
@@ -88,19 +89,45 @@ def test_checkpoints_hold_the_oracles_words_at_their_version(written, name):
             assert got.tolist() == want.tolist()
 
 
+def test_the_owners_tag_the_root_manifest_under_the_checkpoint_key(written):
+    d = written["replicated"][0] / "ckpt-2"
+    m = read_manifest(d)
+    key = read_key(checkpoint_key_file())
+    assert m.auth == f"hmac-sha256 {manifest_tag(m, key)}" and verify(d, key) == m
+    assert read_manifest(d, "manifest-1.txt").auth is None  # a child manifest: the root's hashes cover it
+    with pytest.raises(CheckpointError) as err:
+        verify(d, b"another key, 32 bytes long......")
+    assert err.value.code == "checkpoint-auth"
+
+
+def test_without_a_checkpoint_key_the_run_key_tags_the_checkpoint(tmp_path):
+    import secrets
+
+    d = tmp_path / "c"
+    args = ("--run-id", secrets.token_hex(8)) + checkpoint_arguments(d)
+    assert "--checkpoint-key" not in args
+    r = session.run("ckpt7-replicated", DEPS["replicated"], timeout_ms=10000, deadline_s=60,
+                    extra_argv={o: args for o in range(ADAM7.owners)})
+    assert outputs(r)
+    m = read_manifest(d / "ckpt-2")
+    assert m.auth == f"hmac-sha256 {manifest_tag(m, (r.run_dir / 'run.key').read_bytes())}"
+
+
 def files_of(d: Path) -> dict[str, bytes]:
     return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
 
 
 def assert_planned_bytes(key: str, dep, d: Path, tmp_path: Path) -> None:
     """Each checkpoint the owners wrote is, byte for byte, the one the Python writer makes
-    of the plan and the oracle's words (alphac.image.ckpt.write_plan_checkpoint)."""
+    of the plan and the oracle's words (alphac.image.ckpt.write_plan_checkpoint), its root
+    manifest tagged under the launcher's checkpoint key as the owners tagged theirs."""
     from alphac.image.ckpt import write_plan_checkpoint
 
     for version in (2, 4):
         params, state = oracle_words(ADAM7, version)
         want = tmp_path / f"{key}-planned-{version}"
-        write_plan_checkpoint(session.plan(key, dep), want, version, params, state)
+        write_plan_checkpoint(session.plan(key, dep), want, version, params, state,
+                              key=read_key(checkpoint_key_file()))
         assert files_of(d / f"ckpt-{version}") == files_of(want)
 
 

@@ -10,12 +10,12 @@ import dataclasses
 
 import pytest
 
-from alphac.checkpoint import logical_words, verify
+from alphac.checkpoint import logical_words, read_key, verify
 from alphac.diagnostics import DiagnosticBag, Span
 from alphac.image.ckpt import write_plan_checkpoint
 from alphac.image.image import prepared_owners, subtrees
 from alphac.launch import session
-from alphac.launch.launcher import compare, run_arguments
+from alphac.launch.launcher import checkpoint_key_file, compare, run_arguments
 from alphac.oracle import evaluate
 from alphac.plan.protocol import check_report_tree, report_edges, Transfer
 from alphac.plan.tree import check_topology
@@ -122,9 +122,11 @@ def test_every_admitted_tree_launches_equal_to_the_oracle_and_checkpoints(
         assert [int(w) for w in words["parameters"]] == list(want.params)
         assert [int(w) for w in words["state"]] == list(want.state)
         # byte for byte the checkpoint the Python writer makes of the plan (manifest tree
-        # flattened as docs/checkpoints.md says, however deep the report tree)
+        # flattened as docs/checkpoints.md says, however deep the report tree), tagged under
+        # the launcher's checkpoint key as the owners tagged it
         planned = tmp_path / f"planned-{version}"
-        write_plan_checkpoint(session.plan(key, dep), planned, version, words["parameters"], words["state"])
+        write_plan_checkpoint(session.plan(key, dep), planned, version, words["parameters"], words["state"],
+                              key=read_key(checkpoint_key_file()))
         assert files_of(tmp_path / f"ckpt-{version}") == files_of(planned)
 
 

@@ -17,7 +17,7 @@ from alphac.launch.results import OwnerResult, encode_result
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "errors" / "checkpoints" / "lsq-star-v2"
 sys.path.insert(0, str(ROOT / "tests"))
-from test_checkpoint_format import CONTRACT, LAYOUT, LEARNER, fragments  # noqa: E402
+from test_checkpoint_format import CONTRACT, INPUTS, LAYOUT, LEARNER, fragments  # noqa: E402
 
 
 def inspect(*args):
@@ -33,7 +33,9 @@ def test_the_fixture_as_json():
     assert got["learner"]["k"] == 2 and got["learner"]["m"] == 2 and got["learner"]["s"] == 3
     assert got["learner"]["line"] == manifest[3][len("learner "):]
     assert got["contract"]["topology"] == "star" and got["contract"]["relation"] == "exact"
-    assert got["layout"] == {"line": manifest[5][len("layout "):], "owners": 4,
+    assert got["inputs"]["line"] == manifest[4][len("inputs "):] and got["inputs"]["rate"] == "3fc0000000000000"
+    assert got["auth"] == {"tagged": False, "checked": False}
+    assert got["layout"] == {"line": manifest[6][len("layout "):], "owners": 4,
                              "parameters": "replicated", "state": "replicated",
                              "words_per_coordinate": 0, "shared": [], "block_words": 1}
     assert got["regions"] == {"parameters": 2, "state": 2}
@@ -43,7 +45,7 @@ def test_the_fixture_as_json():
         (0, "shard-0.bin", 2), (1, "shard-1.bin", 0), (2, "shard-2.bin", 0), (3, "shard-3.bin", 0)]
     assert got["shards"][0]["fragments"][0] == {
         "region": "parameters", "offset": 144, "words": 2, "runs": "0+1x2",
-        "sha256": manifest[10].split()[-1]}
+        "sha256": manifest[11].split()[-1]}
     assert got["resumed_from"] is None
     assert got["verified"] == {"ok": True, "manifests": 1, "shards": 4, "fragments": 2, "hashes": 7}
     assert (got.pop("format"), got.pop("ok"), got.pop("kind")) == ("alphac-inspect-1", True, "checkpoint")
@@ -75,7 +77,7 @@ def test_the_fixture_as_text():
 
 def test_a_tree_of_manifests_and_a_resumed_from_line(tmp_path):
     d = tmp_path / "ckpt-3"
-    write_checkpoint(d, version=3, learner=LEARNER, contract=CONTRACT, layout=LAYOUT,
+    write_checkpoint(d, version=3, learner=LEARNER, inputs=INPUTS, contract=CONTRACT, layout=LAYOUT,
                      regions={"parameters": 4, "state": 3}, fragments=fragments(),
                      children={0: (1, 2), 1: (3,)}, resumed=("12" * 32, 1, "new"))
     got = json.loads(inspect(str(d), "--json").stdout)
@@ -99,7 +101,7 @@ def test_a_checkpoint_that_does_not_verify_is_refused(tmp_path):
     (d / "shard-0.bin").write_bytes(bytes(raw))
     out = inspect(str(d))
     assert out.exit_code == 1 and out.stdout == ""
-    assert out.stderr == (f"alphac: error[checkpoint-hash-mismatch]: {d}/manifest.txt:10: "
+    assert out.stderr == (f"alphac: error[checkpoint-hash-mismatch]: {d}/manifest.txt:11: "
                           f"{d}/shard-0.bin: its sha256 is not the manifest's\n")
     (d / "shard-3.bin").unlink()
     shutil.copy(FIXTURE / "shard-0.bin", d / "shard-0.bin")
@@ -118,7 +120,7 @@ def test_a_malformed_manifest_is_its_located_diagnostic(tmp_path):
     (d / "manifest.txt").write_text(text[:text.index("\nregion state") + 1] + "region sta")
     out = inspect(str(d))
     assert out.exit_code == 1 and out.stdout == ""
-    assert out.stderr == (f"{d}/manifest.txt:8:1: error[checkpoint-manifest]: the manifest is "
+    assert out.stderr == (f"{d}/manifest.txt:9:1: error[checkpoint-manifest]: the manifest is "
                           "truncated (its last line has no end)\n  region sta\n  ^\n")
 
 

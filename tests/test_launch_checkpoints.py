@@ -57,7 +57,7 @@ def test_a_checkpointing_spec_launched_twice_then_resumed_just_works(spec, tmp_p
     assert doc["match"] is True
     # the oracle's keys: the updates after the checkpoint, and where it resumed
     assert (doc["rounds"], doc["resumed_from"]) == (4, {"path": str(latest), "version": 4,
-                                                        "contract": "same"})
+                                                        "contract": "same", "tag": "checked"})
     assert doc["checkpoints"] == [6, 8]
     assert os.readlink(latest).endswith("/ckpt/ckpt-8")
 

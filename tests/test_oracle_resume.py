@@ -63,7 +63,7 @@ def test_the_command_resumes_and_reports_where_from():
     whole = oracle_json(str(SPEC))
     got = oracle_json(str(SPEC), "--resume", str(FIXTURE))
     assert got["rounds"] == 3 and got["resumed_from"] == {"path": str(FIXTURE), "version": 2,
-                                                          "contract": "same"}
+                                                          "contract": "same", "tag": "none"}
     assert [o["version"] for o in got["owners"]] == [5] * 4
     assert [(o["params"], o["state"], o["digest"]) for o in got["owners"]] == [
         (o["params"], o["state"], o["digest"]) for o in whole["owners"]]
@@ -72,7 +72,8 @@ def test_the_command_resumes_and_reports_where_from():
     table = CliRunner().invoke(main, ["oracle", str(SPEC), "--resume", str(FIXTURE)])
     assert table.exit_code == 0
     assert table.stdout.splitlines()[0] == (
-        f"oracle: run ({SPEC}) after 3 updates from version 2 of {FIXTURE} (same contract), version 5")
+        f"oracle: run ({SPEC}) after 3 updates from version 2 of {FIXTURE} (same contract; untagged "
+        "(written by an unkeyed run)), version 5")
 
 
 def test_rounds_counts_the_updates_after_the_checkpoint():
@@ -91,7 +92,8 @@ def test_a_declared_resume_resumes_without_the_flag(tmp_path):
                     '  resumeDeployment = run,\n  resumeCheckpoint = "ckpt-2",\n'
                     '  resumeContract = ResumeSameContract,\n}\n')
     got = oracle_json(str(spec))
-    assert got["resumed_from"] == {"path": str(tmp_path / "ckpt-2"), "version": 2, "contract": "same"}
+    assert got["resumed_from"] == {"path": str(tmp_path / "ckpt-2"), "version": 2, "contract": "same",
+                                   "tag": "none"}
     assert [o["params"] for o in got["owners"]] == [o["params"] for o in oracle_json(str(SPEC))["owners"]]
     new = oracle_json(str(spec), "--new-contract")
     assert new["resumed_from"]["contract"] == "new"

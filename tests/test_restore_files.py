@@ -59,7 +59,7 @@ def test_the_fixture_restores(exe, tmp_path):
 def test_a_nul_byte_before_a_matching_sha256_line_is_a_malformed_manifest(exe, tmp_path):
     d = copy(tmp_path)
     resign(d / "manifest.txt", body(d)[:-1] + b"\0\n")
-    assert restore(exe, d, tmp_path) == f"refused: checkpoint-manifest: {d / 'manifest.txt'} line 15: holds a NUL byte"
+    assert restore(exe, d, tmp_path) == f"refused: checkpoint-manifest: {d / 'manifest.txt'} line 17: holds a NUL byte"
 
 
 def test_a_fifo_as_a_shard_or_manifest_is_refused_not_waited_on(exe, tmp_path):
@@ -97,10 +97,10 @@ def test_a_shard_path_outside_the_checkpoint_is_refused_by_restore_and_inspect(e
     shutil.move(d / "shard-1.bin", d.parent / "outside" / "shard-1.bin")
     resign(d / "manifest.txt", body(d).replace(b" shard-1.bin ", b" ../outside/shard-1.bin "))
     assert restore(exe, d, tmp_path) == \
-        f"refused: checkpoint-manifest: {d / 'manifest.txt'} line 13: unknown or malformed item"
+        f"refused: checkpoint-manifest: {d / 'manifest.txt'} line 14: unknown or malformed item"
     with pytest.raises(CheckpointError) as info:
         verify(d)
-    assert (info.value.code, info.value.line) == ("checkpoint-manifest", 13)
+    assert (info.value.code, info.value.line) == ("checkpoint-manifest", 14)
 
 
 @pytest.mark.parametrize("kind", ["fifo", "link"])

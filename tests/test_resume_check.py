@@ -139,7 +139,7 @@ def test_another_tree_needs_a_new_contract(tmp_path, ckpt):
     assert [d.code for d in result.diagnostics] == ["numerical-order-mismatch"]
     d = result.diagnostics[0]
     assert (d.span.file, d.span.line) == (same, hier.count("\n") + 2)
-    assert any(f"{ckpt}/manifest.txt:5" in n for n in d.notes)
+    assert any(f"{ckpt}/manifest.txt:6" in n for n in d.notes)
     assert any("star in the checkpoint, hierarchy 2 here" in n for n in d.notes)
     new = spec(tmp_path, resume_text("ckpts/ckpt-2", "ResumeNewContract"), base=hier, name="n.alpha")
     assert driver.check(new).ok
@@ -179,7 +179,7 @@ def test_another_profile_or_relation_is_refused(tmp_path, ckpt):
         result = driver.check(spec(tmp_path, resume_text("ckpts/ckpt-2", "ResumeNewContract")))
         assert [d.code for d in result.diagnostics] == ["numerical-profile-mismatch"]
         notes = result.diagnostics[0].notes
-        assert repr(value) in notes[0] and f"{ckpt}/manifest.txt:5" in notes[1]
+        assert repr(value) in notes[0] and f"{ckpt}/manifest.txt:6" in notes[1]
 
 
 def test_a_truncated_manifest_is_its_own_located_diagnostic(tmp_path, ckpt):
@@ -189,10 +189,10 @@ def test_a_truncated_manifest_is_its_own_located_diagnostic(tmp_path, ckpt):
     result = driver.check(path)
     assert [d.code for d in result.diagnostics] == ["checkpoint-manifest"]
     d = result.diagnostics[0]
-    assert (d.span.file, d.span.line) == (str(ckpt / "manifest.txt"), 9)
+    assert (d.span.file, d.span.line) == (str(ckpt / "manifest.txt"), 10)
     out = CliRunner().invoke(main, ["check", path])
     assert out.exit_code == 1
-    assert out.stderr.startswith(f"{ckpt}/manifest.txt:9:1: error[checkpoint-manifest]: ")
+    assert out.stderr.startswith(f"{ckpt}/manifest.txt:10:1: error[checkpoint-manifest]: ")
     assert "  owners 0 1\n" in out.stderr
     with pytest.raises(CompileError) as info:  # the planner alone fails cleanly too
         from alphac.plan import plan

@@ -3,8 +3,8 @@ checkpoint directory (docs/checkpoints.md). Independent of the planner: callers 
 learner, contract and layout lines they expect and compare them."""
 
 from alphac.checkpoint.manifest import (CheckpointError, FragmentEntry, Manifest, ShardEntry,
-                                        identity_of, logical_words, parse, read_manifest,
-                                        render, verify)
+                                        check_tag, identity_of, logical_words, parse, read_key,
+                                        read_manifest, render, verify)
 
-__all__ = ["CheckpointError", "FragmentEntry", "Manifest", "ShardEntry", "identity_of",
-           "logical_words", "parse", "read_manifest", "render", "verify"]
+__all__ = ["CheckpointError", "FragmentEntry", "Manifest", "ShardEntry", "check_tag", "identity_of",
+           "logical_words", "parse", "read_key", "read_manifest", "render", "verify"]

@@ -12,6 +12,11 @@ from alphac.checkpoint.manifest import (ROOT_MANIFEST, Manifest, child_manifests
 PROFILE = ("format", "rounding", "subnormals", "exceptional", "relation", "order_digest")
 
 
+def inputs_fields(line: str) -> dict:
+    f = line.split(" ")
+    return {"line": line, "samples": f[1], "rate": f[3]}
+
+
 def learner_fields(line: str) -> dict:
     f = line.split(" ")
     return {"line": line, "contribution": f[1], "update": f[3], "k": int(f[5]), "m": int(f[7]),
@@ -41,10 +46,11 @@ def _manifest(d: Path, m: Manifest, owner: int | None) -> dict:
             "sha256": m.sha256, "file_sha256": hashlib.sha256((d / name).read_bytes()).hexdigest()}
 
 
-def describe_checkpoint(path) -> dict:
-    """Everything `alphac inspect CKPT --json` prints; CheckpointError when it does not verify."""
+def describe_checkpoint(path, key: bytes | None = None) -> dict:
+    """Everything `alphac inspect CKPT --json` prints; CheckpointError when it does not verify
+    (with a run's `key`, when its root manifest is not tagged under it: checkpoint-auth)."""
     d = Path(path)
-    root = verify(d)
+    root = verify(d, key)
     children = child_manifests(d, root)
     owner_of = {f: o for m in [root, *children] for o, (f, _) in m.manifests.items()}
     manifests = [_manifest(d, root, None)] + [_manifest(d, c, owner_of[Path(c.path).name])
@@ -63,12 +69,15 @@ def describe_checkpoint(path) -> dict:
         "version": root.version,
         "identity": f"{root.identity:016x}",
         "learner": learner_fields(root.learner),
+        "inputs": inputs_fields(root.inputs),
         "contract": contract_fields(root.contract),
         "layout": layout_fields(root.layout),
         "regions": dict(root.regions),
         "manifests": manifests,
         "shards": shards,
         "resumed_from": resumed,
+        # whether the root manifest is tagged, and whether that tag was checked (under a key)
+        "auth": {"tagged": root.auth != "none", "checked": key is not None},
         "sha256": root.sha256,
         "verified": {"ok": True, "manifests": len(manifests), "shards": len(root.shards),
                      "fragments": len(root.fragments),

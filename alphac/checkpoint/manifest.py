@@ -2,14 +2,18 @@
 
     parse(text, path) -> Manifest          CheckpointError (located: line, column)
     read_manifest(ckpt_dir) -> Manifest    its manifest.txt, trailer hash checked
-    verify(ckpt_dir) -> Manifest           every hash, file, header, version and coverage
+    verify(ckpt_dir, key=None) -> Manifest every hash, file, header, version and coverage; the tag
     child_manifests(ckpt_dir, root)        every manifest below the root, each checked
     logical_words(ckpt_dir, manifest)      {region: uint64 words}, assembled by selection
+    checkpoint_key(run_key) -> bytes       the key a checkpoint's tag is made with
+    manifest_tag(manifest, run_key) -> str  the tag a keyed run writes on the root manifest
+    check_tag(manifest, run_key)           CheckpointError(checkpoint-auth) unless it has it
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import re
 import struct
@@ -20,7 +24,11 @@ import numpy as np
 
 from alphac.resources import NotRegular, open_regular
 
-HEAD = "alphac-checkpoint 2"
+# Format 3 names the learner's inputs (the `inputs` line) and carries the root manifest's
+# `auth` line; format 2 named neither, and is refused.
+HEAD = "alphac-checkpoint 3"
+# the label of the checkpoint key: HMAC-SHA-256(run key, CHECKPOINT_KEY_LABEL) (16 bytes)
+CHECKPOINT_KEY_LABEL = "alphac-checkpt-1"
 ROOT_MANIFEST = "manifest.txt"
 SHARD_MAGIC = 0x54504B4341484C41  # "ALHACKPT"
 SHARD_FORMAT = 2
@@ -79,6 +87,7 @@ class Manifest:
     version: int
     identity: int
     learner: str         # the line's text after "learner "
+    inputs: str          # the line's text after "inputs ": the samples' sha256 and the rate
     contract: str
     layout: str
     regions: dict[str, int]
@@ -88,15 +97,19 @@ class Manifest:
     fragments: tuple[FragmentEntry, ...]
     resumed: tuple[str, int, str] | None   # (sha256, version, "same" | "new")
     sha256: str          # the trailer: sha256 of every byte before it
+    # the root manifest's `auth` line: "none", or "hmac-sha256 HEX" (the tag); None in a
+    # child manifest, which the root's hashes cover
+    auth: str | None = None
+    text: str = field(default="", compare=False, repr=False)  # as read (parse)
     # item -> the line of its first occurrence; also "manifest O", "shard O", "region NAME",
     # "fragment O REGION"
     line_of: dict[str, int] = field(default_factory=dict, compare=False)
 
 
-def identity_of(learner: str, contract: str, layout: str) -> int:
+def identity_of(learner: str, inputs: str, contract: str, layout: str) -> int:
     """The checkpoint identity: 8 bytes of the sha256 of the canonical JSON of the lines."""
-    doc = json.dumps({"contract": contract, "layout": layout, "learner": learner}, sort_keys=True,
-                     separators=(",", ":"))
+    doc = json.dumps({"contract": contract, "inputs": inputs, "layout": layout, "learner": learner},
+                     sort_keys=True, separators=(",", ":"))
     return int(hashlib.sha256(doc.encode()).hexdigest()[:16], 16)
 
 
@@ -116,7 +129,7 @@ def runs_text(runs) -> str:
 def render(m: Manifest) -> str:
     """The canonical text of `m` (its trailer recomputed)."""
     lines = [HEAD, f"version {m.version}", f"identity {m.identity:016x}", f"learner {m.learner}",
-             f"contract {m.contract}", f"layout {m.layout}"]
+             f"inputs {m.inputs}", f"contract {m.contract}", f"layout {m.layout}"]
     lines += [f"region {name} {words}" for name, words in m.regions.items()]
     lines.append("owners " + " ".join(str(o) for o in m.owners))
     lines += [f"manifest {o} {f} {h}" for o, (f, h) in sorted(m.manifests.items())]
@@ -126,6 +139,8 @@ def render(m: Manifest) -> str:
                   for f in m.fragments if f.owner == s.owner]
     if m.resumed:
         lines.append(f"resumed-from {m.resumed[0]} {m.resumed[1]} {m.resumed[2]}")
+    if m.auth is not None:
+        lines.append(f"auth {m.auth}")
     body = "".join(line + "\n" for line in lines)
     return body + f"sha256 {hashlib.sha256(body.encode()).hexdigest()}\n"
 
@@ -135,6 +150,7 @@ _PATTERNS = {
     "version": r"version (\d+)",
     "identity": r"identity ([0-9a-f]{16})",
     "learner": r"learner (contribution " + _HEX64 + r" update " + _HEX64 + r" k \d+ m \d+ s \d+)",
+    "inputs": r"inputs (samples " + _HEX64 + r" rate [0-9a-f]{16})",
     "contract": r"contract (\S+ \S+ \S+ \S+ \S+ " + _HEX64 + r" .+)",
     "layout": r"layout (owners \d+ parameters (?:replicated|partitioned) state (?:replicated|partitioned) "
               r"words-per-coordinate \d+ shared (?:-|\d+(?:,\d+)*)(?: block-words [1-9]\d*)?)",
@@ -144,9 +160,10 @@ _PATTERNS = {
     "shard": r"shard (\d+) (shard-\d+\.bin) (\d+) (" + _HEX64 + ")",
     "fragment": r"fragment (\d+) (parameters|state) (\d+) (\d+) (-|\d+\+\d+x\d+(?:,\d+\+\d+x\d+)*) (" + _HEX64 + ")",
     "resumed-from": r"resumed-from (" + _HEX64 + r") (\d+) (same|new)",
+    "auth": r"auth (none|hmac-sha256 " + _HEX64 + ")",
     "sha256": r"sha256 (" + _HEX64 + ")",
 }
-_ORDER = ("version", "identity", "learner", "contract", "layout")
+_ORDER = ("version", "identity", "learner", "inputs", "contract", "layout")
 
 
 def _runs(text: str) -> tuple[Run, ...]:
@@ -166,6 +183,9 @@ def parse(text: str, path: str = "manifest.txt") -> Manifest:
         lines.pop()
     else:
         raise bad(len(lines), "the manifest is truncated (its last line has no end)")
+    if lines and lines[0] == "alphac-checkpoint 2":
+        raise bad(1, "format 2 is not read: it names neither the learner's inputs nor an auth line "
+                  f"(expected {HEAD!r}); resume it with the alphac that wrote it")
     if not lines or lines[0] != HEAD:
         raise bad(1, f"expected {HEAD!r}, the first line of a checkpoint manifest")
     got: dict = {"region": {}, "manifest": {}, "shard": [], "fragment": []}
@@ -182,7 +202,9 @@ def parse(text: str, path: str = "manifest.txt") -> Manifest:
         if trailer is not None:
             raise bad(no, "a line after the sha256 trailer")
         g = m.groups()
-        if key in _ORDER or key in ("owners", "resumed-from"):
+        if "auth" in got and key != "sha256":
+            raise bad(no, "a line after the auth line (only the sha256 trailer follows it)")
+        if key in _ORDER or key in ("owners", "resumed-from", "auth"):
             if key in got:
                 raise bad(no, f"{key!r} is given twice")
             want = _ORDER.index(key) if key in _ORDER else None
@@ -217,10 +239,11 @@ def parse(text: str, path: str = "manifest.txt") -> Manifest:
             raise bad(len(lines), f"no {key!r} line")
     resumed = got.get("resumed-from")
     return Manifest(path, int(got["version"][0]), int(got["identity"][0], 16), got["learner"][0],
-                    got["contract"][0], got["layout"][0], got["region"],
+                    got["inputs"][0], got["contract"][0], got["layout"][0], got["region"],
                     tuple(int(o) for o in got["owners"][0].split()), got["manifest"],
                     tuple(got["shard"]), tuple(got["fragment"]),
-                    (resumed[0], int(resumed[1]), resumed[2]) if resumed else None, trailer, line_of)
+                    (resumed[0], int(resumed[1]), resumed[2]) if resumed else None, trailer,
+                    got["auth"][0] if "auth" in got else None, text, line_of)
 
 
 def read_regular(p: Path) -> bytes:
@@ -254,7 +277,68 @@ def read_manifest(ckpt_dir: str | Path, name: str = ROOT_MANIFEST) -> Manifest:
                                                        " (not a checkpoint directory)"), str(p)) from None
     except OSError as exc:
         raise CheckpointError("checkpoint-manifest", f"{p} cannot be read ({exc})", str(p)) from None
-    return _parsed(data, p)
+    m = _parsed(data, p)
+    if name == ROOT_MANIFEST and m.auth is None:
+        raise CheckpointError("checkpoint-manifest", "no 'auth' line (the root manifest says whether it is "
+                              "tagged)", str(p), m.line_of.get("sha256", 0))
+    return m
+
+
+KEY_MIN, KEY_MAX = 32, 4096  # a key file's size, as the executables' (alphac/runtime/auth.c)
+
+
+def read_key(path: str | Path) -> bytes:
+    """The bytes of a key file, checked as the executables check theirs: a regular file (no
+    link, never blocking) of this user or root, private to it (mode 0600), of KEY_MIN to
+    KEY_MAX bytes; CheckpointError(key-file) otherwise."""
+    import os
+
+    try:
+        with open_regular(path, follow_links=False) as f:
+            st = os.fstat(f.fileno())
+            why = (f"belongs to uid {st.st_uid}; it must be this user's (uid {os.geteuid()}) or root's"
+                   if st.st_uid not in (os.geteuid(), 0) else
+                   f"has mode {st.st_mode & 0o7777:04o}; it must be private to its owner (chmod 600)"
+                   if st.st_mode & 0o077 else
+                   f"holds {st.st_size} bytes; a key is {KEY_MIN} to {KEY_MAX} bytes"
+                   if not KEY_MIN <= st.st_size <= KEY_MAX else "")
+            data = b"" if why else f.read(KEY_MAX + 1)
+    except (NotRegular, OSError) as exc:
+        raise CheckpointError("key-file", f"cannot read the key file {path} ({exc})", str(path)) from None
+    if why or not KEY_MIN <= len(data) <= KEY_MAX:
+        raise CheckpointError("key-file", f"the key file {path} {why or 'changed while it was read'}", str(path))
+    return data
+
+
+def checkpoint_key(run_key: bytes) -> bytes:
+    """The key a checkpoint's tag is made with: HMAC-SHA-256(run key, "alphac-checkpt-1"), so
+    the run key itself never tags anything but frames."""
+    return hmac.new(run_key, CHECKPOINT_KEY_LABEL.encode("ascii"), hashlib.sha256).digest()
+
+
+def _tagged_bytes(m: Manifest) -> bytes:
+    """Every byte of the root manifest before its `auth` line."""
+    at = m.text.rfind("\nauth ")
+    return m.text[:at + 1].encode("utf-8")
+
+
+def manifest_tag(m: Manifest, run_key: bytes) -> str:
+    """The `auth` line's tag a run keyed with `run_key` writes: HMAC-SHA-256 under the
+    checkpoint key over every byte of the manifest before that line (hex)."""
+    return hmac.new(checkpoint_key(run_key), _tagged_bytes(m), hashlib.sha256).hexdigest()
+
+
+def check_tag(m: Manifest, run_key: bytes) -> None:
+    """The root manifest `m` tagged under `run_key`; CheckpointError(checkpoint-auth) when
+    its auth line is `none` or holds another tag (a forged or another key's checkpoint)."""
+    line = m.line_of.get("auth", 0)
+    if m.auth == "none":
+        raise CheckpointError("checkpoint-auth", f"{m.path} is not tagged (written by an unkeyed run); a keyed "
+                              "reader takes only checkpoints tagged under its key", m.path, line)
+    want = manifest_tag(m, run_key)
+    if not hmac.compare_digest(m.auth or "", f"hmac-sha256 {want}"):
+        raise CheckpointError("checkpoint-auth", f"{m.path}'s tag is not the one this key makes (another key's "
+                              "checkpoint, or a forged one)", m.path, line)
 
 
 def _head_bytes(p: Path, s: ShardEntry, m: Manifest, frags: list[FragmentEntry]) -> int:
@@ -303,12 +387,15 @@ def _read_shard(d: Path, s: ShardEntry, m: Manifest) -> bytes:
     return data
 
 
-def verify(ckpt_dir: str | Path) -> Manifest:
+def verify(ckpt_dir: str | Path, key: bytes | None = None) -> Manifest:
     """Every check of a restore (docs/checkpoints.md), on the whole checkpoint: the root
-    manifest, every child manifest, every shard and fragment hash, headers, versions and the
-    coverage of each region. Returns the root manifest."""
+    manifest (with a run's `key`, its tag first), every child manifest, every shard and
+    fragment hash, headers, versions and the coverage of each region. Returns the root
+    manifest."""
     d = Path(ckpt_dir)
     root = read_manifest(d)
+    if key is not None:
+        check_tag(root, key)
     child_manifests(d, root)
     for s in root.shards:
         _read_shard(d, s, root)

@@ -1,23 +1,25 @@
 """Writing a checkpoint directory in the formats of docs/checkpoints.md, from plain data:
-the manifest's learner, contract and layout lines, the regions, the version, and every
-owner's fragments with their words. Nothing here knows a plan; `alphac.image.ckpt` turns a
+the manifest's learner, inputs, contract and layout lines, the regions, the version, and
+every owner's fragments with their words. Nothing here knows a plan; `alphac.image.ckpt` turns a
 plan and words into these arguments.
 
-    write_checkpoint(directory, version=..., learner=..., contract=..., layout=...,
+    write_checkpoint(directory, version=..., learner=..., inputs=..., contract=..., layout=...,
                      regions=..., fragments={owner: [(region, runs, words), ...]},
-                     children=None, resumed=None) -> Manifest (the root's)
+                     children=None, resumed=None, key=None) -> Manifest (the root's)
 
 Every owner writes a shard (`shard-<o>.bin`; header only when it has no fragments). With
 `children` (each owner's children on the report tree, `plan.protocol.report_edges`), every owner with
 children writes the manifest of its subtree, the root's being `manifest.txt`; without it,
-`manifest.txt` alone lists every shard. Files are created exclusively: nothing is
-overwritten. The bytes depend on the arguments only.
+`manifest.txt` alone lists every shard. The root manifest's `auth` line is `none`, or,
+with a run's `key`, its tag (manifest.manifest_tag). Files are created exclusively: nothing
+is overwritten. The bytes depend on the arguments only.
 """
 
 from __future__ import annotations
 
 import hashlib
 import struct
+from dataclasses import replace
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -25,7 +27,7 @@ import numpy as np
 
 from alphac.checkpoint.manifest import (REGION_NAMES, REGIONS, ROOT_MANIFEST, SHARD_FORMAT,
                                         SHARD_MAGIC, FragmentEntry, Manifest, Run, ShardEntry,
-                                        identity_of, parse, render, shard_digest)
+                                        identity_of, manifest_tag, parse, render, shard_digest)
 
 Fragment = tuple  # (region: "parameters" | "state" | 1 | 2, runs, words)
 
@@ -97,18 +99,18 @@ def owner_subtrees(owners: Sequence[int], children: Mapping[int, Sequence[int]])
     return roots[0], subtree
 
 
-def write_checkpoint(directory: str | Path, *, version: int, learner: str, contract: str,
+def write_checkpoint(directory: str | Path, *, version: int, learner: str, inputs: str, contract: str,
                      layout: str, regions: Mapping[str, int],
                      fragments: Mapping[int, Sequence[Fragment]],
                      children: Mapping[int, Sequence[int]] | None = None,
-                     resumed: tuple[str, int, str] | None = None) -> Manifest:
+                     resumed: tuple[str, int, str] | None = None, key: bytes | None = None) -> Manifest:
     """Write checkpoint `version` into `directory` (created if need be; files already there
     are never overwritten) and return its root manifest. `fragments` maps every owner to its
     fragments (region, runs, words); `resumed` is the `resumed-from` line's (manifest
-    sha256, version, "same" | "new")."""
+    sha256, version, "same" | "new"); `key`, a run's key, tags the root manifest."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
-    identity = identity_of(learner, contract, layout)
+    identity = identity_of(learner, inputs, contract, layout)
     owners = sorted(fragments)
     shards: dict[int, ShardEntry] = {}
     entries: dict[int, tuple[FragmentEntry, ...]] = {}
@@ -132,11 +134,14 @@ def write_checkpoint(directory: str | Path, *, version: int, learner: str, contr
         listed = subtree[o]
         m = Manifest(
             path=str(d / (ROOT_MANIFEST if o == root else f"manifest-{o}.txt")), version=version,
-            identity=identity, learner=learner, contract=contract, layout=layout,
+            identity=identity, learner=learner, inputs=inputs, contract=contract, layout=layout,
             regions=dict(regions), owners=tuple(listed),
             manifests={x: written[x] for x in listed if x in written},
             shards=tuple(shards[x] for x in listed),
-            fragments=tuple(f for x in listed for f in entries[x]), resumed=resumed, sha256="")
+            fragments=tuple(f for x in listed for f in entries[x]), resumed=resumed, sha256="",
+            auth="none" if o == root else None)
+        if o == root and key is not None:
+            m = replace(m, auth="hmac-sha256 " + manifest_tag(replace(m, text=render(m)), key))
         text = render(m).encode("utf-8")
         _create(Path(m.path), text)
         written[o] = (Path(m.path).name, hashlib.sha256(text).hexdigest())

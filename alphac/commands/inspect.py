@@ -4,10 +4,11 @@
   section, with what the ELF header says (machine, static or dynamic, size) and, for an
   SM86 executable, its device code (the cubin's SM, the PTX version and target, the kernel
   names);
-- a checkpoint directory (`ckpt-<u>/`): its version, identity, learner, contract, layout,
-  regions, manifest tree, shards and fragments and what it resumed from, after verifying
-  every hash as a restore does (docs/checkpoints.md); a checkpoint that does not verify
-  prints its refusal and exits 1;
+- a checkpoint directory (`ckpt-<u>/`): its version, identity, learner, inputs, contract,
+  layout, regions, manifest tree, shards and fragments and what it resumed from, after
+  verifying every hash as a restore does (docs/checkpoints.md); with `--key FILE` its root
+  manifest's tag first (else it says the tag was not checked); a checkpoint that does not
+  verify prints its refusal and exits 1;
 - an owner's output file (ALHAOUT1): its owner, version, protocol, k, m and its words,
   decoded (decimal and hex).
 
@@ -35,9 +36,12 @@ from alphac.commands.words import decimal, hex_word, lines
 @click.option("--full", is_flag=True, help="Every word of a checkpoint or output (default: a summary).")
 @click.option("--npy", "npy", default=None, metavar="FILE",
               help="Write the parameter words of a checkpoint or output to FILE (.npy, float64).")
-def command(path: str, as_json: bool, full: bool, npy: str | None) -> None:
+@click.option("--key", "key", default=None, metavar="FILE",
+              help="Check a checkpoint's tag under this key file (the run's --checkpoint-key, else its --key); "
+                   "without it the tag is not checked, and the output says so.")
+def command(path: str, as_json: bool, full: bool, npy: str | None, key: str | None) -> None:
     """Show what an executable, a checkpoint directory or an owner's output file holds."""
-    sys.exit(run(path, as_json, full, npy))
+    sys.exit(run(path, as_json, full, npy, key))
 
 
 def summary(path: str) -> dict:
@@ -117,6 +121,7 @@ def render_checkpoint(c: dict) -> str:
         ("identity", c["identity"]),
         ("learner", f"k {learner['k']} m {learner['m']} s {learner['s']}; contribution sha256 "
                     f"{learner['contribution'][:16]}, update sha256 {learner['update'][:16]}"),
+        ("inputs", f"samples sha256 {c['inputs']['samples'][:16]}, rate {c['inputs']['rate']}"),
         ("contract", f"{contract['format']} {contract['rounding']} {contract['subnormals']} "
                      f"{contract['exceptional']}; relation {contract['relation']}; topology "
                      f"{contract['topology']}; order sha256 {contract['order_digest'][:16]}"),
@@ -130,6 +135,7 @@ def render_checkpoint(c: dict) -> str:
         ("verified", f"ok: {_n(v['hashes'], 'sha256 hash', 'es')} ({_n(v['manifests'], 'manifest')}, "
                      f"{_n(v['shards'], 'shard')}, {_n(v['fragments'], 'fragment')}), versions, "
                      "identities and coverage"),
+        ("tag", auth_text(c["auth"])),
     ]
     lines = [_rows(rows), "manifests:"]
     for m in c["manifests"]:
@@ -145,6 +151,15 @@ def render_checkpoint(c: dict) -> str:
             lines.append(f"    {f['region']:<10} offset {f['offset']} words {f['words']} runs "
                          f"{f['runs']} sha256 {f['sha256'][:16]}")
     return "\n".join(lines)
+
+
+def auth_text(auth: dict) -> str:
+    """What `inspect` says of a checkpoint's tag: checked, or plainly not."""
+    if not auth["tagged"]:
+        return "none: the checkpoint is not tagged (written by an unkeyed run)"
+    if auth["checked"]:
+        return "hmac-sha256, checked under the key given"
+    return "hmac-sha256, NOT checked (no --key): its hashes prove it whole, not who wrote it"
 
 
 def checkpoint_refused(exc) -> int:
@@ -210,17 +225,21 @@ def render_output(o: dict) -> str:
     ])
 
 
-def run(path: str, as_json: bool, full: bool = False, npy: str | None = None) -> int:
-    return report.reported("inspect", as_json, lambda: _run(path, full, npy))
+def run(path: str, as_json: bool, full: bool = False, npy: str | None = None, key: str | None = None) -> int:
+    return report.reported("inspect", as_json, lambda: _run(path, full, npy, key))
 
 
-def _run(path: str, full: bool, npy: str | None) -> int:
+def _run(path: str, full: bool, npy: str | None, key: str | None = None) -> int:
     kind = driver.path_kind(path)
     words = None  # a checkpoint's or an output's words, by region
     try:
+        if key is not None and kind != "checkpoint":
+            error("usage", "--key checks a checkpoint directory's tag; this is no checkpoint")
+            return 1
         if kind == "checkpoint":
-            s, text = driver.inspect_checkpoint(path), render_checkpoint
-            words = _regions(driver.checkpoint_words(path))
+            secret = driver.read_key(key) if key is not None else None
+            s, text = driver.inspect_checkpoint(path, secret), render_checkpoint
+            words = _regions(driver.checkpoint_words(path, secret))
         elif kind == "output":
             (s, words), text = describe_output(path), render_output
         else:

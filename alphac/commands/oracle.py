@@ -1,7 +1,9 @@
-"""`alphac oracle SPEC [--resume PATH] [--new-contract] [--rounds N] [--mutant NAME] [--json]`:
-every owner's words after N updates. A resumed deployment (`--resume PATH`, or a resume
-declaration in SPEC) starts from the checkpoint's words at its version u and evaluates
-updates u, u+1, ... (by default up to the deployment's update count, or N more). With
+"""`alphac oracle SPEC [--resume PATH [--key FILE]] [--new-contract] [--rounds N] [--mutant NAME]
+[--json]`: every owner's words after N updates. A resumed deployment (`--resume PATH`, or a
+resume declaration in SPEC) starts from the checkpoint's words at its version u and evaluates
+updates u, u+1, ... (by default up to the deployment's update count, or N more); with `--key
+FILE` the checkpoint's tag is checked first (`checkpoint-auth`), and without it the output
+says that the tag was not checked. With
 `--mutant NAME`, the oracle's evaluation of that executed mutant instead of the declared
 program: what `alphac build --mutant NAME` executables must compute.
 
@@ -39,6 +41,9 @@ from alphac.diagnostics import CompileError
               help="Start from the checkpoint directory PATH (default: SPEC's resume declaration).")
 @click.option("--new-contract", is_flag=True,
               help="The resume starts a new contract on the checkpoint's state.")
+@click.option("--key", "key", type=str, default=None, metavar="FILE",
+              help="Check the resumed checkpoint's tag under this key file (the run's --checkpoint-key, "
+                   "else its --key); without it the tag is not checked.")
 @click.option("--mutant", type=click.Choice(list(driver.MUTANTS)), default=None,
               help="Evaluate this executed mutant instead of the declared program (a testing aid; "
                    "docs/oracle.md): the words `alphac build --mutant` executables compute.")
@@ -48,14 +53,14 @@ from alphac.diagnostics import CompileError
 @click.option("--quiet", is_flag=True, help="No progress on stderr (default: shown on a terminal).")
 @click.option("--progress", is_flag=True, help="Progress on stderr even when it is not a terminal.")
 @click.option("--json", "as_json", is_flag=True, help="Per-owner words as JSON (keys in the README).")
-def command(spec: str, rounds: int | None, resume: str | None, new_contract: bool,
+def command(spec: str, rounds: int | None, resume: str | None, new_contract: bool, key: str | None,
             mutant: str | None, deployment: str | None, full: bool, quiet: bool, progress: bool,
             as_json: bool) -> None:
     """Evaluate SPEC's deployment with the independent binary64 oracle."""
     from alphac.launch.progress import Progress
 
     sys.exit(run(spec, rounds, as_json, resume, new_contract, mutant, deployment, full,
-                 Progress.for_stderr(quiet, progress)))
+                 Progress.for_stderr(quiet, progress), key))
 
 
 def protocol_hex(dep, mutant: str | None = None) -> str | None:
@@ -67,7 +72,8 @@ def protocol_hex(dep, mutant: str | None = None) -> str | None:
         return None
 
 
-def as_json(spec: str, result, protocol: str | None = None, resume=None, mutant: str | None = None) -> dict:
+def as_json(spec: str, result, protocol: str | None = None, resume=None, mutant: str | None = None,
+            tag: str = "unchecked") -> dict:
     out = {
         "spec": spec,
         "deployment": result.deployment,
@@ -85,15 +91,23 @@ def as_json(spec: str, result, protocol: str | None = None, resume=None, mutant:
         } for o in result.owners],
     }
     if resume is not None:
-        out["resumed_from"] = {"path": resume.path, "version": result.start, "contract": resume.mode}
+        out["resumed_from"] = {"path": resume.path, "version": result.start, "contract": resume.mode,
+                               "tag": tag}
     return out
 
 
-def as_table(spec: str, result, resume=None, mutant: str | None = None, full: bool = False) -> str:
+# what the table says of a resumed checkpoint's tag
+TAG_TEXT = {"checked": "its tag checked under the key given",
+            "unchecked": "its tag NOT checked (no --key)",
+            "none": "untagged (written by an unkeyed run)"}
+
+
+def as_table(spec: str, result, resume=None, mutant: str | None = None, full: bool = False,
+             tag: str = "unchecked") -> str:
     head = f"oracle: {result.deployment} ({spec}) after {result.rounds} updates"
     if resume is not None:
-        head += (f" from version {result.start} of {resume.path} ({resume.mode} contract), "
-                 f"version {result.version}")
+        head += (f" from version {result.start} of {resume.path} ({resume.mode} contract; "
+                 f"{TAG_TEXT[tag]}), version {result.version}")
     if mutant:
         head += f", evaluated as mutant {mutant}"
     rows = [head]
@@ -105,15 +119,25 @@ def as_table(spec: str, result, resume=None, mutant: str | None = None, full: bo
     return "\n".join(rows)
 
 
+def _untagged(path: str) -> bool:
+    """Whether the checkpoint's root manifest says `auth none` (it verified a moment ago)."""
+    from alphac.checkpoint import read_manifest
+
+    try:
+        return read_manifest(path).auth == "none"
+    except driver.CheckpointError:
+        return False
+
+
 def run(spec: str, rounds: int | None, as_json_flag: bool, resume: str | None = None,
         new_contract: bool = False, mutant: str | None = None, deployment: str | None = None,
-        full: bool = False, progress=None) -> int:
+        full: bool = False, progress=None, key: str | None = None) -> int:
     return report.reported("oracle", as_json_flag, lambda: _run(
-        spec, rounds, resume, new_contract, mutant, deployment, full, progress))
+        spec, rounds, resume, new_contract, mutant, deployment, full, progress, key))
 
 
 def _run(spec: str, rounds: int | None, resume: str | None, new_contract: bool,
-         mutant: str | None, deployment: str | None, full: bool, progress) -> int:
+         mutant: str | None, deployment: str | None, full: bool, progress, key: str | None = None) -> int:
     try:
         dep = driver.deployment(spec, deployment)
     except CompileError as err:
@@ -124,19 +148,29 @@ def _run(spec: str, rounds: int | None, resume: str | None, new_contract: bool,
     elif new_contract:
         report.refused("usage", "--new-contract needs --resume PATH or a resume declaration")
         return 1
+    if key is not None and dep.resume is None:
+        report.refused("usage", "--key checks a resumed checkpoint's tag: give --resume PATH")
+        return 1
     if progress is not None:
         progress.say(f"evaluating deployment {dep.name} ({dep.owners} owners, "
                      f"{dep.updates if rounds is None else rounds} updates)")
     t0 = time.perf_counter()
     try:
-        result = driver.oracle(dep, rounds, mutant)
+        secret = driver.read_key(key) if key is not None else None
+        result = driver.oracle(dep, rounds, mutant, key=secret)
     except driver.Refusal as r:
         report.refused(r.code, r.detail)
         return 1
+    except driver.CheckpointError as exc:
+        report.refused(exc.code, exc.message)
+        return 1
+    tag = "checked" if key is not None else "unchecked"
+    if dep.resume is not None and key is None and _untagged(dep.resume.path):
+        tag = "none"
     if progress is not None:
         progress.say(f"evaluated in {time.perf_counter() - t0:.2f} s")
     if report.json_mode():
-        report.result(**as_json(spec, result, protocol_hex(dep, mutant), dep.resume, mutant))
+        report.result(**as_json(spec, result, protocol_hex(dep, mutant), dep.resume, mutant, tag))
     else:
-        print(as_table(spec, result, dep.resume, mutant, full))
+        print(as_table(spec, result, dep.resume, mutant, full, tag))
     return 0

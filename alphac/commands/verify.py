@@ -35,6 +35,9 @@ record, files added to a committed run), 2 for a usage error."""
 @click.option("--resume", type=click.Path(exists=True, file_okay=False), default=None,
               help="The checkpoint the run resumed from (default: the spec's resume declaration).")
 @click.option("--new-contract", is_flag=True, help="With --resume: the run started a new contract on it.")
+@click.option("--key", "key", default=None, metavar="FILE",
+              help="With --resume: check the checkpoint's tag under this key file (the run's --checkpoint-key, "
+                   "else its --key); without it the report says the tag was not checked.")
 @click.option("--deployment", "deployment", default=None, metavar="NAME",
               help="The deployment the run is of, where SPEC declares several.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True, max=MAX_TIMEOUT_S),
@@ -42,19 +45,22 @@ record, files added to a committed run), 2 for a usage error."""
               help="Seconds the whole verification may take, the oracle's evaluation included; "
                    "when they run out, error[launch-timeout] names the part that was running.")
 def command(run_dir: str, spec: str, rounds: int | None, as_json: bool, resume: str | None,
-            new_contract: bool, deployment: str | None, timeout: float) -> None:
+            new_contract: bool, key: str | None, deployment: str | None, timeout: float) -> None:
     """Compare the owners' outputs in RUN_DIR with the oracle's evaluation of SPEC."""
     from alphac.launch.runner import bounded, doing, interruptible
 
     if new_contract and resume is None:
         error("usage", "--new-contract goes with --resume PATH")
         sys.exit(2)
+    if key is not None and resume is None:
+        error("usage", "--key goes with --resume PATH (it checks the resumed checkpoint's tag)")
+        sys.exit(2)
 
     def bounded_run() -> int:
         try:
             with bounded(timeout):
                 doing("loading and checking the spec")
-                return run(run_dir, spec, rounds, as_json, resume, new_contract, deployment)
+                return run(run_dir, spec, rounds, as_json, resume, new_contract, deployment, key)
         except KeyboardInterrupt as exc:
             return interrupted(exc)
 
@@ -64,14 +70,14 @@ def command(run_dir: str, spec: str, rounds: int | None, as_json: bool, resume: 
 
 
 def run(run_dir: str, spec: str, rounds: int | None, as_json: bool, resume: str | None,
-        new_contract: bool, deployment: str | None = None) -> int:
+        new_contract: bool, deployment: str | None = None, key: str | None = None) -> int:
     from alphac.launch.verify import verify
 
     dep = load(spec, deployment)
     if dep is None:
         return 1
     checked, failed = report.staged(lambda: verify(dep, run_dir, rounds, spec, resume=resume,
-                                                   new_contract=new_contract))
+                                                   new_contract=new_contract, key_file=key))
     if failed is not None:
         return failed
     result = checked.report

@@ -1,5 +1,5 @@
-"""What a checkpoint of a plan says about its learner, contract and layout — the manifest's
-`learner`, `contract`, `layout` and `region` lines and the checkpoint identity
+"""What a checkpoint of a plan says about its learner, inputs, contract and layout — the
+manifest's `learner`, `inputs`, `contract`, `layout` and `region` lines and the checkpoint identity
 (docs/checkpoints.md) — and each owner's fragments: its persistent, mutable fragments in
 the plan's shard maps. The executables write these lines and compare them on restore;
 `alphac check` compares them with a declared resume's checkpoint.
@@ -7,7 +7,10 @@ the plan's shard maps. The executables write these lines and compare them on res
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
+
+import numpy as np
 
 from alphac.checkpoint.manifest import REGIONS, Run, identity_of
 from alphac.plan.canon import canonical_json, flat, sha256_hex
@@ -17,6 +20,7 @@ from alphac.plan.protocol import report_edges
 @dataclass(frozen=True)
 class CheckpointLines:
     learner: str
+    inputs: str
     contract: str
     layout: str
     regions: dict[str, int]
@@ -37,6 +41,25 @@ def learner_line(learner) -> str:
             f"k {learner.k} m {learner.m} s {learner.s}")
 
 
+def samples_sha(samples) -> str:
+    """sha256 (hex) of the sample matrix the learner reads: its width and row count, then its
+    words (little-endian u64) in owner-then-sample order. How the rows are dealt to owners
+    (the shares) is left out: the contract's order digest says what that changes."""
+    words = np.ascontiguousarray(np.asarray(samples.words, dtype=np.uint64), dtype="<u8").reshape(-1)
+    h = hashlib.sha256(b"alphac-samples-1\0")
+    h.update(int(samples.width).to_bytes(8, "little"))
+    h.update(sum(samples.shares).to_bytes(8, "little"))
+    h.update(memoryview(words).cast("B"))
+    return h.hexdigest()
+
+
+def inputs_line(learner) -> str:
+    """The manifest's `inputs` line (after "inputs "): what the run read besides the words it
+    holds, the samples' sha256 and the rate (the update program's one input besides the
+    words; its other constants are in the program, which the learner line names)."""
+    return f"samples {samples_sha(learner.samples)} rate {learner.rate & (2**64 - 1):016x}"
+
+
 def checkpoint_lines(plan) -> CheckpointLines:
     dep = plan.deployment
     learner, part, contract = dep.learner, dep.partitioning, plan.contract
@@ -54,8 +77,9 @@ def checkpoint_lines(plan) -> CheckpointLines:
         # (and checkpoint identities) of deployments without coordinate blocks stay as they were
         layout_line += f" block-words {part.block_words}"
     regions = {"parameters": learner.k, "state": learner.m}
-    return CheckpointLines(learner_text, contract_line, layout_line, regions,
-                           identity_of(learner_text, contract_line, layout_line))
+    inputs = inputs_line(learner)
+    return CheckpointLines(learner_text, inputs, contract_line, layout_line, regions,
+                           identity_of(learner_text, inputs, contract_line, layout_line))
 
 
 def owner_fragments(plan) -> dict[int, tuple[tuple[int, tuple[Run, ...]], ...]]:
@@ -81,18 +105,19 @@ def tree_children(plan) -> dict[int, tuple[int, ...]]:
 
 
 def write_plan_checkpoint(plan, directory, version: int, params, state, *, manifests: bool = True,
-                          resumed: tuple[str, int, str] | None = None):
+                          resumed: tuple[str, int, str] | None = None, key: bytes | None = None):
     """Write checkpoint `version` of `plan` holding the logical words `params` (k) and `state`
     (m) into `directory`, as the plan's owners would: every owner's shard of its fragments,
     and (with `manifests`) every inner owner's manifest of its subtree; without, the root's
-    manifest.txt alone. Returns the root manifest."""
+    manifest.txt alone; with a run's `key`, the root manifest tagged. Returns the root manifest."""
     from alphac.checkpoint.write import select, write_checkpoint
 
     lines = checkpoint_lines(plan)
     words = {"parameters": params, "state": state}
     fragments = {o: [(region, runs, select(words, region, runs)) for region, runs in frags]
                  for o, frags in owner_fragments(plan).items()}
-    return write_checkpoint(directory, version=version, learner=lines.learner,
+    return write_checkpoint(directory, version=version, learner=lines.learner, inputs=lines.inputs,
                             contract=lines.contract, layout=lines.layout, regions=lines.regions,
                             fragments=fragments,
-                            children=tree_children(plan) if manifests else None, resumed=resumed)
+                            children=tree_children(plan) if manifests else None, resumed=resumed,
+                            key=key)

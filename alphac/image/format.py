@@ -40,6 +40,7 @@ FIELDS = (
                         # (stack scratch of the kernel that runs), counted as scratch
     "str_usage", "str_version", "str_role", "str_deployment", "str_owners",  # text offsets
     "str_ckpt_learner", "str_ckpt_contract", "str_ckpt_layout",  # the manifest's lines
+    "str_ckpt_inputs",  # the manifest's inputs line (the samples' sha256 and the rate)
     "str_ckpt_dir",     # the declared checkpoint directory ("" if none)
     "str_resume",       # the declared resume's checkpoint ("" if none)
     "str_cpu",          # the CPU level the kernels are built for, as the executable names it

@@ -192,6 +192,7 @@ class RoleImage:
             "str_ckpt_learner": string(self.ckpt_lines.learner),
             "str_ckpt_contract": string(self.ckpt_lines.contract),
             "str_ckpt_layout": string(self.ckpt_lines.layout),
+            "str_ckpt_inputs": string(self.ckpt_lines.inputs),
             "str_ckpt_dir": string(self.ckpt_dir),
             "str_resume": string(self.resume[0] if self.resume else ""),
             "leaf_mean": int(self.mutation.leaf_mean),
@@ -399,7 +400,7 @@ def usage_text(plan, role: str, target: str, role_owners) -> str:
     return (
         "usage: EXE --owner I --peers FILE --out PATH (--key FILE | --insecure) [--updates N]\n"
         "           [--timeout-ms MS] [--listen-any] [--checkpoint-dir DIR] [--resume CKPT [--new-contract]]\n"
-        "           [--run-id HEX] [--stats FILE] [--connections FILE] [--status-fd FD]"
+        "           [--checkpoint-key FILE] [--run-id HEX] [--stats FILE] [--connections FILE] [--status-fd FD]"
         f"{' [--gpu UUID]' if target == 'sm86' else ''}\n"
         "           [--help] [--version]\n"
         "       EXE [--owner I] [--nodelist LIST | --hostfile FILE] --base-port P\n"
@@ -432,7 +433,10 @@ def usage_text(plan, role: str, target: str, role_owners) -> str:
         "  --checkpoint-dir DIR  where checkpoints go (every owner of the run the same)\n"
         "  --resume CKPT    restore from the checkpoint directory CKPT (ckpt-<u>) and run on\n"
         "  --new-contract   with --resume: start a new contract on its state (another owner count\n"
-        "                   or tree); without it the checkpoint's order of operations must be this one\n"
+        "                   or tree, other samples or rate); without it the checkpoint's order of\n"
+        "                   operations and inputs must be this run's\n"
+        "  --checkpoint-key FILE  tag the checkpoints written, and refuse one resumed that is not\n"
+        "                   tagged, under this key (default: --key; with neither, no tag is checked)\n"
         "  --run-id HEX     the run's id (every owner the same; names partial checkpoint directories)\n"
         "  --stats FILE     write the bytes of the learner's buffers (now and at their highest, by\n"
         "                   category) to FILE at exit, on a refusal too\n"

@@ -2,7 +2,8 @@
 planned: the checkpoint's manifest against the plan's checkpoint lines (`ckpt.py`), in the
 restore's order (docs/checkpoints.md): its learner line (`checkpoint-learner-mismatch`),
 its profile and relation (`numerical-profile-mismatch`), and, continuing the same
-contract, its ordered operation list's digest (`numerical-order-mismatch`). Each is
+contract, its ordered operation list's digest (`numerical-order-mismatch`), then its
+inputs line: the samples and rate (`checkpoint-learner-mismatch`). Each is
 located at the resume declaration, with notes naming both values and the manifest's line.
 The shards are not read here: the restore verifies them (`alphac inspect CKPT` does too).
 """
@@ -62,6 +63,14 @@ def resume_diagnostics(plan) -> list[Diagnostic]:
                            f"the checkpoint {resume.path} continues another ordered operation "
                            f"list than deployment {dep.name}'s (ResumeSameContract)", span,
                            tuple(notes))]
+    if resume.mode == "same" and m.inputs != lines.inputs:
+        return [Diagnostic("checkpoint-learner-mismatch",
+                           f"the checkpoint {resume.path} was taken on other inputs than deployment "
+                           f"{dep.name}'s (ResumeSameContract)", span, (
+                               f"the checkpoint's inputs: {m.inputs} ({at('inputs')})",
+                               f"this deployment's inputs: {lines.inputs}",
+                               *_learner_diffs(m.inputs, lines.inputs),
+                               "ResumeNewContract goes on from the checkpoint's state with these inputs"))]
     return []
 
 

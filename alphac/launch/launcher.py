@@ -155,6 +155,26 @@ def run_outputs(run_dir: str | Path, owners: int) -> dict[int, Path]:
 
 
 
+CHECKPOINT_KEY_NAME = "checkpoint.key"  # in cache_dir(): the key a launch's checkpoints are tagged under
+
+
+def checkpoint_key_file() -> Path:
+    """The key file the launcher's runs tag their checkpoints with and check them by
+    (`--checkpoint-key`): cache_dir()/checkpoint.key, this user's alone, made with KEY_BYTES
+    random bytes the first time it is needed. A run's frame key is fresh; this one lasts, so
+    that a later launch resumes what an earlier one wrote (docs/checkpoints.md, "Tags")."""
+    from alphac.resources import cache_dir
+
+    path = cache_dir() / CHECKPOINT_KEY_NAME
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            write_key(path)
+        except FileExistsError:  # another launch made it a moment ago
+            pass
+    return path
+
+
 def write_key(path: Path) -> Path:
     """A fresh run key: KEY_BYTES random bytes in a new file only its owner can read."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
@@ -447,45 +467,76 @@ def compare(plan, run: PlanRun, oracle, rounds: int, spec: str = "",
                         run.run_dir, oracle_refusal)
 
 
-def resume_start(path: str | Path):
-    """Verify the checkpoint at `path` whole (every hash, header, version and coverage) and
-    return the oracle's starting point: (parameter words, state words, version)."""
-    from alphac.checkpoint import CheckpointError, logical_words, verify
+def resume_start(path: str | Path, key_file: str | Path | None = None):
+    """Verify the checkpoint at `path` whole (with `key_file`, its tag first; every hash,
+    header, version and coverage) and return the oracle's starting point, read this once
+    (alphac.oracle.Start: it unpacks as parameter words, state words, version)."""
+    from alphac.checkpoint import CheckpointError, logical_words, read_key, verify
+    from alphac.oracle.resume import Start
 
     try:
-        manifest = verify(path)
+        key = read_key(key_file) if key_file is not None else None
+        manifest = verify(path, key)
         words = logical_words(path, manifest)
     except CheckpointError as exc:
         where = f"{exc.path}:{exc.line}: " if exc.line else ""
         raise LaunchError(exc.code, f"{where}{exc.message}") from None
-    return words["parameters"], words["state"], manifest.version
+    # the path the owners are given (checkpoint_arguments): a link like OUT/D/latest resolved now
+    return Start(words["parameters"], words["state"], manifest.version, str(Path(path).resolve()), manifest.learner,
+                 manifest.sha256, manifest.inputs, key is not None)
 
 
-def checkpoint_arguments(checkpoint_dir=None, resume=None, new_contract: bool = False) -> tuple[str, ...]:
-    """The owners' options for where checkpoints go and what they resume (absolute paths)."""
+def changed_since(start) -> str:
+    """Why the checkpoint `start` was read from is no longer what was read ("" if it is):
+    its root manifest's sha256 now. The owners restored it while the oracle evaluated from
+    `start`; a checkpoint replaced in between would have them start from other words."""
+    from alphac.checkpoint import CheckpointError, read_manifest
+
+    try:
+        now = read_manifest(start.path).sha256
+    except CheckpointError as exc:
+        now = f"unreadable ({exc.code}: {exc.message})"
+    if now == start.sha256:
+        return ""
+    return (f"checkpoint-hash-mismatch: {start.path}/manifest.txt changed while the run was under way "
+            f"(sha256 {start.sha256[:16]} when the oracle read it, now {now[:16]}): the oracle did not "
+            "evaluate the inputs the owners restored")
+
+
+def checkpoint_arguments(checkpoint_dir=None, resume=None, new_contract: bool = False,
+                         key_file=None) -> tuple[str, ...]:
+    """The owners' options for where checkpoints go, what they resume and, with
+    `key_file`, the key their checkpoints are tagged and checked under (absolute paths)."""
     args: list[str] = []
     if checkpoint_dir is not None:
         args += ["--checkpoint-dir", str(Path(checkpoint_dir).resolve())]
     if resume is not None:
         args += ["--resume", str(Path(resume).resolve())] + (["--new-contract"] if new_contract else [])
+    if key_file is not None and (checkpoint_dir is not None or resume is not None):
+        args += ["--checkpoint-key", str(Path(key_file).resolve())]
     return tuple(args)
 
 
 def run_arguments(checkpoint_dir=None, resume=None, new_contract: bool = False) -> tuple[str, ...]:
     """What every owner of a run is given beside its own options: a fresh run id (naming
-    the run's partial checkpoint directories), where checkpoints go, what it resumes."""
+    the run's partial checkpoint directories), where checkpoints go, what it resumes, and
+    the launcher's checkpoint key (checkpoint_key_file) when it writes or resumes one."""
     import secrets
 
-    return ("--run-id", secrets.token_hex(8)) + checkpoint_arguments(checkpoint_dir, resume, new_contract)
+    key = checkpoint_key_file() if checkpoint_dir is not None or resume is not None else None
+    return ("--run-id", secrets.token_hex(8)) + checkpoint_arguments(checkpoint_dir, resume, new_contract, key)
 
 
-def resumed(report: LaunchReport, resume, first: int, last: int, new_contract: bool) -> LaunchReport:
+def resumed(report: LaunchReport, resume, first: int, last: int, new_contract: bool,
+            tag: str = "checked") -> LaunchReport:
     """`report` of a run that resumed checkpoint `resume` at version `first` and ran to
-    `last`: its rounds and resumed_from as `alphac oracle --json` reports them."""
+    `last`: its rounds and resumed_from as `alphac oracle --json` reports them (`tag`:
+    "checked" under a key, "unchecked" or "none", untagged)."""
     if resume is None:
         return report
     return replace(report, rounds=max(0, last - first), resumed_from={
-        "path": str(resume), "version": first, "contract": "new" if new_contract else "same"})
+        "path": str(resume), "version": first, "contract": "new" if new_contract else "same",
+        "tag": tag})
 
 
 def checkpoint_place(dep, checkpoint_dir, first: int, last: int) -> tuple[Path | None, Path | None]:
@@ -552,8 +603,10 @@ def _evaluate(dep, n: int, start, resume, new_contract: bool, mutant: str | None
                 if kept:
                     oracle_cache.store(kept, got)
             return got, ""
-        # the owners run from the checkpoint's version up to update n
-        return driver.oracle(driver.resumed(dep, resume, new_contract), max(0, n - start[2]), tick=tick), ""
+        # the owners run from the checkpoint's version up to update n, the oracle from the
+        # words the launcher verified (read once: the same inputs)
+        return driver.oracle(driver.resumed(dep, resume, new_contract), max(0, n - start.version), tick=tick,
+                             start=start), ""
     except Refusal as exc:
         return None, f"{exc.code}: {exc.detail}"
 
@@ -607,8 +660,8 @@ def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
     plan = plan if plan is not None else driver.plan(dep, mutant)
     n = dep.updates if rounds is None else rounds
     resume, new_contract = resume_of(dep, resume, new_contract)
-    start = resume_start(resume) if resume is not None else None
-    first = 0 if start is None else int(start[2])
+    start = resume_start(resume, checkpoint_key_file()) if resume is not None else None
+    first = 0 if start is None else int(start.version)
     home = None
     if mutant is None:  # a mutant neither writes nor resumes checkpoints
         checkpoint_dir, home = checkpoint_place(dep, checkpoint_dir, first, n)
@@ -649,6 +702,8 @@ def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
     oracle, refusal = expected.result()
     doing("comparing the owners' words with the oracle's")
     report = resumed(compare(plan, run, oracle, n, spec, refusal), resume, first, n, new_contract)
+    if start is not None:
+        report = unmatched(report, changed_since(start))
     if checkpoint_dir is not None:
         report = replace(report, checkpoint_dir=Path(checkpoint_dir), latest=latest)
     if as_mutant is None:
@@ -657,6 +712,15 @@ def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
     oracle, refusal = as_mutant.result()
     theirs = compare(plan, run, oracle, n, spec, refusal)
     return replace(report, mutant=mutant, mutant_match=theirs.match or theirs.refusals_agree)
+
+
+def unmatched(report: LaunchReport, why: str) -> LaunchReport:
+    """`report` with no owner matching, for `why` (`code: message`), when there is one: the
+    oracle's words are then not those of the run's inputs."""
+    if not why:
+        return report
+    rows = tuple(replace(r, match=False, why=r.why or why) for r in report.rows)
+    return replace(report, rows=rows, failures=report.failures + (why,))
 
 
 class Beside:

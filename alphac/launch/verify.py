@@ -16,8 +16,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from alphac.launch.commit import commit_path
-from alphac.launch.launcher import (LaunchError, LaunchReport, OracleProgress, PlanRun, _evaluate, compare,
-                                    resume_of, resume_start, resumed, run_outputs, settled)
+from alphac.launch.launcher import (LaunchError, LaunchReport, OracleProgress, PlanRun, _evaluate, changed_since,
+                                    compare, resume_of, resume_start, resumed, run_outputs, settled, unmatched)
 from alphac.launch.runner import doing, stderr_name
 from alphac.wire import output_name
 
@@ -81,6 +81,18 @@ def _same(a: Path, b: Path) -> bool:
         return False
 
 
+def _tag(start, key_file) -> str:
+    """What the report says of the resumed checkpoint's tag."""
+    if start is None or key_file is not None:
+        return "checked"
+    from alphac.checkpoint import CheckpointError, read_manifest
+
+    try:
+        return "none" if read_manifest(start.path).auth == "none" else "unchecked"
+    except CheckpointError:
+        return "unchecked"
+
+
 def _stderr(run_dir: Path, report: LaunchReport) -> dict[int, str]:
     """What each owner that published nothing wrote to its stderr file, where there is one."""
     out = {}
@@ -92,11 +104,12 @@ def _stderr(run_dir: Path, report: LaunchReport) -> dict[int, str]:
 
 
 def verify(dep, run_dir: str | Path, rounds: int | None = None, spec: str = "", plan=None,
-           resume=None, new_contract: bool = False) -> Verification:
+           resume=None, new_contract: bool = False, key_file=None) -> Verification:
     """Compare the owners' outputs in run_dir with the oracle's evaluation of `dep`: of the
     update count the commit record names (`rounds` overrides it), from `resume` (or the
-    spec's resume declaration) when the run resumed a checkpoint. LaunchError
-    `run-protocol-mismatch` when the record names another plan."""
+    spec's resume declaration) when the run resumed a checkpoint, its tag checked under
+    `key_file` when given (else reported "unchecked", or "none" when it has none).
+    LaunchError `run-protocol-mismatch` when the record names another plan."""
     from alphac import driver
 
     plan = plan if plan is not None else driver.plan(dep)
@@ -118,13 +131,16 @@ def verify(dep, run_dir: str | Path, rounds: int | None = None, spec: str = "", 
                           "verify the run's own count)")
     n = rounds if rounds is not None else record.updates if record is not None else dep.updates
     resume, new_contract = resume_of(dep, resume, new_contract)
-    start = resume_start(resume) if resume is not None else None
-    first = 0 if start is None else int(start[2])
+    start = resume_start(resume, key_file) if resume is not None else None
+    first = 0 if start is None else int(start.version)
     counted = OracleProgress(first, max(first, n) - 1)
     doing(counted)
     oracle, refusal = _evaluate(dep, n, start, resume, new_contract, tick=counted.tick)
     doing("comparing the owners' words with the oracle's")
-    report = resumed(compare(plan, run, oracle, n, spec, refusal), resume, first, n, new_contract)
+    report = resumed(compare(plan, run, oracle, n, spec, refusal), resume, first, n, new_contract,
+                     _tag(start, key_file))
+    if start is not None:
+        report = unmatched(report, changed_since(start))
     foreign = () if record is None else tuple(foreign_files(run_dir, dep.owners, plan.tree.owner,
                                                             run.resolution.unlinked.values()))
     return Verification(replace(report, stderr=_stderr(run_dir, report)),

@@ -34,38 +34,66 @@
 #define KEY_MIN 32
 #define KEY_MAX 4096
 
-int rt_read_key(struct rt *rt) {
-    const char *path = rt->key_path;
+/* A key file: a regular file of this user (or root), private to it, of KEY_MIN to KEY_MAX
+   bytes, never a link; its bytes in *out (malloc'd), else refused key-file naming `flag`. */
+static int read_key_file(struct rt *rt, const char *path, const char *flag, unsigned char **out, size_t *len) {
     /* O_NONBLOCK: a FIFO in the key's place is refused by its type, not waited on for a writer */
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return rt_fail(rt, RT_KEY_FILE, "cannot open the key file '%s' (%s)", path, strerror(errno));
+    if (fd < 0) return rt_fail(rt, RT_KEY_FILE, "cannot open the %s file '%s' (%s)", flag, path, strerror(errno));
     struct stat st;
     int rc = RT_OK;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
-        rc = rt_fail(rt, RT_KEY_FILE, "the key file '%s' is not a regular file", path);
+        rc = rt_fail(rt, RT_KEY_FILE, "the %s file '%s' is not a regular file", flag, path);
     else if (st.st_uid != geteuid() && st.st_uid != 0)
-        rc = rt_fail(rt, RT_KEY_FILE, "the key file '%s' belongs to uid %lu; it must be this user's (uid %lu) "
-                     "or root's", path, (unsigned long)st.st_uid, (unsigned long)geteuid());
+        rc = rt_fail(rt, RT_KEY_FILE, "the %s file '%s' belongs to uid %lu; it must be this user's (uid %lu) "
+                     "or root's", flag, path, (unsigned long)st.st_uid, (unsigned long)geteuid());
     else if (st.st_mode & 077)
-        rc = rt_fail(rt, RT_KEY_FILE, "the key file '%s' has mode %04o; it must be private to its owner "
-                     "(chmod 600)", path, (unsigned)(st.st_mode & 07777));
+        rc = rt_fail(rt, RT_KEY_FILE, "the %s file '%s' has mode %04o; it must be private to its owner "
+                     "(chmod 600)", flag, path, (unsigned)(st.st_mode & 07777));
     else if (st.st_size < KEY_MIN || st.st_size > KEY_MAX)
-        rc = rt_fail(rt, RT_KEY_FILE, "the key file '%s' holds %lld bytes; a key is %d to %d bytes", path,
+        rc = rt_fail(rt, RT_KEY_FILE, "the %s file '%s' holds %lld bytes; a key is %d to %d bytes", flag, path,
                      (long long)st.st_size, KEY_MIN, KEY_MAX);
     if (rc == RT_OK) {
-        rt->key_len = (size_t)st.st_size;
-        rt->key = malloc(rt->key_len);
+        *len = (size_t)st.st_size;
+        *out = malloc(*len);
         size_t got = 0;
-        while (rt->key && got < rt->key_len) {
-            ssize_t r = read(fd, rt->key + got, rt->key_len - got);
+        while (*out && got < *len) {
+            ssize_t r = read(fd, *out + got, *len - got);
             if (r <= 0) break;
             got += (size_t)r;
         }
-        if (!rt->key || got != rt->key_len) rc = rt_fail(rt, RT_KEY_FILE, "cannot read the key file '%s'", path);
+        if (!*out || got != *len) rc = rt_fail(rt, RT_KEY_FILE, "cannot read the %s file '%s'", flag, path);
     }
     close(fd);
+    return rc;
+}
+
+int rt_read_key(struct rt *rt) {
+    int rc = read_key_file(rt, rt->key_path, "key", &rt->key, &rt->key_len);
     if (rc == RT_OK)
         rt->sessions = rt_alloc_words(rt, (int64_t)((sizeof(struct session) * (size_t)rt->n + 7) / 8), &rc);
+    return rc;
+}
+
+/* The checkpoint key (docs/checkpoints.md, "Tags"): HMAC-SHA-256(K, CKPT_KEY_LABEL), K the
+   --checkpoint-key file's bytes, else the run's key; no key: manifests are written `auth
+   none`, and a restore reads a manifest without checking its tag. */
+int rt_checkpoint_key(struct rt *rt) {
+    struct ckpt *c = &rt->ck;
+    unsigned char *own = NULL;
+    size_t len = 0;
+    if (c->key_path) TRY(read_key_file(rt, c->key_path, "checkpoint key", &own, &len));
+    const unsigned char *k = own ? own : rt->key;
+    size_t n = own ? len : rt->key_len;
+    int rc = RT_OK;
+    if (k) {
+        static const char label[] = CKPT_KEY_LABEL;
+        c->keyed = 1;
+        if (rt_hmac(k, n, label, sizeof label - 1, c->key) != 0)
+            rc = rt_fail(rt, RT_IO_ERROR, "libcrypto could not derive the checkpoint key");
+    }
+    if (own) memset(own, 0, len);
+    free(own);
     return rc;
 }
 
@@ -96,7 +124,7 @@ void rt_crypto_init(void) {
 }
 
 /* HMAC-SHA-256 of data[0..n) under key; 0, or -1 where libcrypto failed (out zeroed). */
-static int hmac(const unsigned char *key, size_t key_len, const void *data, size_t n, unsigned char out[32]) {
+int rt_hmac(const unsigned char *key, size_t key_len, const void *data, size_t n, unsigned char out[32]) {
     unsigned int len = 0;
     if (HMAC(EVP_sha256(), key, (int)key_len, data, n, out, &len) && len == 32) return 0;
     memset(out, 0, 32);
@@ -112,7 +140,7 @@ void rt_session_key(struct rt *rt, int64_t peer, const uint64_t connector_nonce[
     memcpy(msg, label, sizeof label);
     memcpy(msg + sizeof label, words, sizeof words); /* the executables run on little-endian machines only */
     /* a failure leaves a zero key, under which the peer's tags do not verify: frame-auth */
-    (void)hmac(rt->key, rt->key_len, msg, sizeof msg, rt->sessions[peer].key);
+    (void)rt_hmac(rt->key, rt->key_len, msg, sizeof msg, rt->sessions[peer].key);
 }
 
 static const unsigned char ZERO_IV[12];
@@ -128,7 +156,7 @@ int rt_payload_macs(struct rt *rt, int64_t count) {
     EVP_CIPHER_CTX **grown = realloc(rt->macs, (size_t)count * sizeof *grown);
     if (!grown) return rt_fail(rt, RT_IO_ERROR, "out of memory for the payload MACs");
     rt->macs = grown;
-    int ok = hmac(rt->key, rt->key_len, msg, sizeof msg, key) == 0;
+    int ok = rt_hmac(rt->key, rt->key_len, msg, sizeof msg, key) == 0;
     while (ok && rt->nmacs < count) { /* nmacs counts only contexts set up */
         EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
         ok = c && EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, ZERO_IV) == 1;
@@ -186,7 +214,7 @@ void rt_frame_tag(const struct rt *rt, int64_t peer, uint64_t seq, const uint64_
     memcpy(msg + 8 * (1 + HEADER_WORDS), payload_mac, PAYLOAD_MAC_BYTES);
     memcpy(msg + 8 * (1 + HEADER_WORDS) + PAYLOAD_MAC_BYTES, &checksum, 8);
     if (seq == 0) /* a hello: the run's key */
-        (void)hmac(rt->key, rt->key_len, msg, sizeof msg, (unsigned char *)tag);
+        (void)rt_hmac(rt->key, rt->key_len, msg, sizeof msg, (unsigned char *)tag);
     else
-        (void)hmac(rt->sessions[peer].key, 32, msg, sizeof msg, (unsigned char *)tag);
+        (void)rt_hmac(rt->sessions[peer].key, 32, msg, sizeof msg, (unsigned char *)tag);
 }

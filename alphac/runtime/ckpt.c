@@ -229,14 +229,16 @@ static void put(struct text *t, const char *fmt, ...) {
     }
 }
 
-/* ckpt-manifest: the manifest of this owner's subtree (the root's is manifest.txt). */
+/* ckpt-manifest: the manifest of this owner's subtree (the root's is manifest.txt, whose
+   auth line holds its tag under the checkpoint key, or `none` in an unkeyed run). */
 int rt_ckpt_manifest(struct rt *rt, uint64_t v) {
     struct ckpt *c = &rt->ck;
     struct text t = {0};
     char sha[65];
-    put(&t, "alphac-checkpoint 2\nversion %llu\nidentity %016llx\nlearner %s\ncontract %s\nlayout %s\n",
+    put(&t, CKPT_HEAD "\nversion %llu\nidentity %016llx\nlearner %s\ninputs %s\ncontract %s\nlayout %s\n",
         (unsigned long long)v, (unsigned long long)img_field(rt, IMG_CKPT_IDENTITY),
-        img_text(rt, IMG_STR_CKPT_LEARNER), img_text(rt, IMG_STR_CKPT_CONTRACT), img_text(rt, IMG_STR_CKPT_LAYOUT));
+        img_text(rt, IMG_STR_CKPT_LEARNER), img_text(rt, IMG_STR_CKPT_INPUTS), img_text(rt, IMG_STR_CKPT_CONTRACT),
+        img_text(rt, IMG_STR_CKPT_LAYOUT));
     put(&t, "region parameters %lld\nregion state %lld\nowners", (long long)rt->k, (long long)rt->m);
     for (int64_t o = 0; o < rt->n; o++)
         if (entry_of(rt, o)) put(&t, " %lld", (long long)o);
@@ -269,15 +271,24 @@ int rt_ckpt_manifest(struct rt *rt, uint64_t v) {
     }
     if (c->resumed) put(&t, "resumed-from %s %lld %s\n", c->resumed_sha, (long long)c->resumed_version,
                         c->resume_mode == 2 ? "new" : "same");
-    if (!t.s) return rt_fail(rt, RT_IO_ERROR, "out of memory");
+    int root = rt->owner == (int64_t)img_field(rt, IMG_ROOT);
     unsigned char d[32];
+    if (root && !c->keyed) put(&t, "auth none\n");
+    if (root && c->keyed && t.s) { /* the tag: over every byte before the auth line */
+        if (rt_hmac(c->key, sizeof c->key, t.s, t.n, d) != 0) {
+            free(t.s);
+            return rt_fail(rt, RT_IO_ERROR, "libcrypto could not tag the manifest");
+        }
+        hex(d, 32, sha);
+        put(&t, "auth hmac-sha256 %s\n", sha);
+    }
+    if (!t.s) return rt_fail(rt, RT_IO_ERROR, "out of memory");
     if (rt_sha256_bytes(t.s, t.n, d) != 0) {
         free(t.s);
         return rt_fail(rt, RT_IO_ERROR, "libcrypto could not hash the manifest");
     }
     hex(d, 32, sha);
     put(&t, "sha256 %s\n", sha);
-    int root = rt->owner == (int64_t)img_field(rt, IMG_ROOT);
     char *path = root ? pathf("%s/manifest.txt", c->partial)
                       : pathf("%s/manifest-%lld.txt", c->partial, (long long)rt->owner);
     int rc = path ? write_file(rt, path, t.s, t.n) : rt_fail(rt, RT_IO_ERROR, "out of memory");

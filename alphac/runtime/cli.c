@@ -44,7 +44,7 @@ static int parse_num(struct rt *rt, const char *text, const char *flag, int64_t 
 enum {
     O_OWNER = 1, O_PEERS, O_OUT, O_UPDATES, O_TIMEOUT, O_KEY, O_LISTEN_ANY, O_CKPT_DIR, O_RESUME,
     O_NEW_CONTRACT, O_RUN_ID, O_STATS, O_CONNECTIONS, O_STATUS_FD, O_HELP, O_VERSION, O_BASE_PORT,
-    O_NODELIST, O_HOSTFILE, O_OUT_DIR, O_GPU, O_INSECURE
+    O_NODELIST, O_HOSTFILE, O_OUT_DIR, O_GPU, O_INSECURE, O_CKPT_KEY
 };
 
 static const struct option options[] = {
@@ -58,6 +58,7 @@ static const struct option options[] = {
     {"insecure", no_argument, NULL, O_INSECURE},
     {"checkpoint-dir", required_argument, NULL, O_CKPT_DIR},
     {"resume", required_argument, NULL, O_RESUME},
+    {"checkpoint-key", required_argument, NULL, O_CKPT_KEY},
     {"new-contract", no_argument, NULL, O_NEW_CONTRACT},
     {"run-id", required_argument, NULL, O_RUN_ID},
     {"stats", required_argument, NULL, O_STATS},
@@ -98,6 +99,7 @@ int rt_parse_args(struct rt *rt, int argc, char **argv) {
         case O_INSECURE: rt->insecure = 1; break;
         case O_CKPT_DIR: rt->ck.dir = optarg; break;
         case O_RESUME: rt->ck.resume = optarg; break;
+        case O_CKPT_KEY: rt->ck.key_path = optarg; break;
         case O_NEW_CONTRACT: rt->ck.resume_mode = 2; break;
         case O_RUN_ID: {
             char *end = NULL;

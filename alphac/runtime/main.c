@@ -1,4 +1,4 @@
-/* main: the command line, the CPU check, this owner, the stats file, the key, the peers
+/* main: the command line, the CPU check, this owner, the stats file, the keys, the peers
    file, the staged output, the connections (and their report), every update, then the
    publication of the run (stage, prepare, commit, finalize), and the measured bytes. A
    refusal removes what this owner staged unless the run may be committed. */
@@ -15,6 +15,7 @@ int rt_main(struct rt *rt, int argc, char **argv) {
     TRY(rt_open_stats(rt));
     TRY(rt_open_outputs(rt)); /* before any work: a refused location costs nothing */
     if (rt->key_path) TRY(rt_read_key(rt));
+    TRY(rt_checkpoint_key(rt)); /* --checkpoint-key, else the run's key: tags and checks manifests */
     TRY(rt_read_peers(rt));
     TRY(rt_alloc_peers(rt));
     TRY(rt_alloc(rt));

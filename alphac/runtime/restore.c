@@ -1,5 +1,5 @@
 /* Restore from a checkpoint's path alone (`--resume DIR`, docs/checkpoints.md): the root
-   manifest (its trailer hash), the child manifests (hash, version, identity), the learner
+   manifest (its trailer hash; in a keyed run its tag), the child manifests (hash, version, identity), the learner
    and contract, the coverage of every region, then the shards holding words this owner
    holds now (hash, header, each fragment's hash), from which it selects those words. */
 #include "rt.h"
@@ -40,6 +40,9 @@ struct manifest {
     } *children;
     int64_t nchildren;
     char sha[65];
+    int auth;              /* its auth line: 0 none, 1 `auth none`, 2 a tag */
+    size_t auth_at;        /* the auth line's offset: the tag covers every byte before it */
+    char tag[65];
 };
 
 /* Open a file of the checkpoint for reading: never through a symbolic link, never blocking
@@ -219,8 +222,18 @@ static int parse_item(struct manifest *m, const char *p, int64_t *have, int64_t 
         name_field(&f, "manifest-", ".txt", m->children[m->nchildren].file);
         sha_field(&f, m->children[m->nchildren].sha);
         m->nchildren += line_done(&f);
-    } else if (!(IS("learner") || IS("contract") || IS("layout") || IS("region") || IS("owners") ||
-                 IS("resumed-from"))) {
+    } else if (IS("auth")) {
+        const char *kind = field(&f, &n);
+        if (n == 4 && !strncmp(kind, "none", 4)) {
+            m->auth = 1;
+        } else if (n == 11 && !strncmp(kind, "hmac-sha256", 11)) {
+            sha_field(&f, m->tag);
+            m->auth = 2;
+        } else {
+            return 0;
+        }
+    } else if (!(IS("learner") || IS("inputs") || IS("contract") || IS("layout") || IS("region") ||
+                 IS("owners") || IS("resumed-from"))) {
         return 0;
     } else {
         return f.ok; /* compared by the caller (learner, contract) or not read here */
@@ -250,15 +263,20 @@ static int parse(struct rt *rt, struct manifest *m) {
     sha_hex(m->text, (size_t)(trailer - m->text), want);
     if (strcmp(want, m->sha) != 0)
         return rt_fail(rt, RT_CHECKPOINT_HASH_MISMATCH, "%s: its sha256 line does not match its contents", m->path);
-    if (strncmp(m->text, "alphac-checkpoint 2\n", 20) != 0) return bad(rt, m, 1, "not an alphac checkpoint manifest");
+    size_t head = strlen(CKPT_HEAD "\n");
+    if (strncmp(m->text, "alphac-checkpoint 2\n", head) == 0)
+        return bad(rt, m, 1, "format 2 is not read: it names neither the learner's inputs nor an auth line "
+                   "(expected '" CKPT_HEAD "')");
+    if (strncmp(m->text, CKPT_HEAD "\n", head) != 0) return bad(rt, m, 1, "not an alphac checkpoint manifest");
     int64_t line = 1, have = 0, cap[3] = {0, 0, 0};
-    for (const char *p = m->text + 20; p < trailer; line++) {
+    for (const char *p = m->text + head; p < trailer; line++) {
         const char *end = memchr(p, '\n', (size_t)(trailer - p)); /* found: trailer[-1] is an LF */
         char *text = strndup(p, (size_t)(end - p));
         if (!text) return rt_fail(rt, RT_IO_ERROR, "out of memory");
-        int ok = parse_item(m, text, &have, cap);
+        int auth = m->auth, ok = !auth && parse_item(m, text, &have, cap); /* only the trailer follows auth */
+        if (ok && m->auth && !auth) m->auth_at = (size_t)(p - m->text);
         free(text);
-        if (!ok) return bad(rt, m, line + 1, "unknown or malformed item");
+        if (!ok) return bad(rt, m, line + 1, auth ? "a line after the auth line" : "unknown or malformed item");
         p = end + 1;
     }
     if (have != 3) return bad(rt, m, line, "no version or identity line");
@@ -276,10 +294,14 @@ static char *item(const struct manifest *m, const char *key) {
     return NULL;
 }
 
+/* The learner, contract and inputs lines against this executable's: the learner, profile
+   and relation always; continuing the same contract, the order digest, then the inputs
+   (samples and rate). */
 static int check_lines(struct rt *rt, const struct manifest *m, int same) {
-    char *learner = item(m, "learner"), *contract = item(m, "contract");
+    char *learner = item(m, "learner"), *inputs = item(m, "inputs"), *contract = item(m, "contract");
     int rc = RT_OK;
-    if (!learner || !contract) rc = rt_fail(rt, RT_CHECKPOINT_MANIFEST, "%s has no learner or contract line", m->path);
+    if (!learner || !inputs || !contract)
+        rc = rt_fail(rt, RT_CHECKPOINT_MANIFEST, "%s has no learner, inputs or contract line", m->path);
     else if (strcmp(learner, img_text(rt, IMG_STR_CKPT_LEARNER)) != 0)
         rc = rt_fail(rt, RT_CHECKPOINT_LEARNER_MISMATCH, "%s holds learner '%s', this executable runs '%s'", m->path,
                      learner, img_text(rt, IMG_STR_CKPT_LEARNER));
@@ -300,8 +322,13 @@ static int check_lines(struct rt *rt, const struct manifest *m, int same) {
             }
             a += la + (a[la] == ' '), b += lb + (b[lb] == ' ');
         }
+        if (rc == RT_OK && same && strcmp(inputs, img_text(rt, IMG_STR_CKPT_INPUTS)) != 0)
+            rc = rt_fail(rt, RT_CHECKPOINT_LEARNER_MISMATCH, "%s was taken on inputs '%s', this executable reads "
+                         "'%s': resume with --new-contract to go on from its state with these", m->path, inputs,
+                         img_text(rt, IMG_STR_CKPT_INPUTS));
     }
     free(learner);
+    free(inputs);
     free(contract);
     return rc;
 }
@@ -595,9 +622,28 @@ static int check_child(struct rt *rt, const char *dir, const struct manifest *m,
     return rc;
 }
 
+/* The root manifest's auth line: there; in a keyed run, a tag, and the tag the checkpoint
+   key makes over every byte before that line (compared in constant time). */
+static int check_tag(struct rt *rt, const struct manifest *m) {
+    if (!m->auth) return rt_fail(rt, RT_CHECKPOINT_MANIFEST, "%s has no auth line", m->path);
+    if (!rt->ck.keyed) return RT_OK;
+    if (m->auth == 1)
+        return rt_fail(rt, RT_CHECKPOINT_AUTH, "%s is not tagged (written by an unkeyed run); a keyed run resumes "
+                       "only checkpoints tagged under its checkpoint key", m->path);
+    unsigned char d[32];
+    char want[65];
+    unsigned diff = rt_hmac(rt->ck.key, sizeof rt->ck.key, m->text, m->auth_at, d) != 0;
+    to_hex(d, want);
+    for (int i = 0; i < 64; i++) diff |= (unsigned)(want[i] ^ m->tag[i]);
+    return diff ? rt_fail(rt, RT_CHECKPOINT_AUTH, "%s: its tag is not the one this run's checkpoint key makes "
+                          "(another key's checkpoint, or a forged one)", m->path)
+                : RT_OK;
+}
+
 static int restore(struct rt *rt, const char *dir, struct manifest *m, unsigned char *count, uint64_t *chunk) {
     int same = rt->ck.resume_mode != 2;
     TRY(parse(rt, m));
+    TRY(check_tag(rt, m));
     TRY(check_lines(rt, m, same));
     if (m->version > (uint64_t)rt->updates)
         return rt_fail(rt, RT_CHECKPOINT_VERSION, "%s is version %llu, past this run's %lld updates", m->path,

@@ -156,6 +156,9 @@ struct ckpt {
     int resumed;
     char resumed_sha[65];
     int64_t resumed_version;
+    const char *key_path;     /* --checkpoint-key FILE (else the run's --key) */
+    int keyed;                /* 1: manifests are tagged, and a restore checks the tag */
+    unsigned char key[32];    /* the checkpoint key: HMAC-SHA-256(key, CKPT_KEY_LABEL) */
 };
 
 /* The learner buffers' bytes by category (MEM_*), now and at their highest, and the
@@ -295,6 +298,8 @@ int rt_sha256_bytes(const void *data, size_t n, unsigned char out[32]);
 /* -- auth.c ---------------------------------------------------------------------------- */
 void rt_crypto_init(void);
 int rt_read_key(struct rt *rt);
+int rt_checkpoint_key(struct rt *rt);
+int rt_hmac(const unsigned char *key, size_t key_len, const void *data, size_t n, unsigned char out[32]);
 int rt_nonce(struct rt *rt, uint64_t out[2]);
 void rt_session_key(struct rt *rt, int64_t peer, const uint64_t connector_nonce[2],
                     const uint64_t acceptor_nonce[2], int64_t connector, int64_t acceptor);
