@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -342,6 +343,45 @@ def test_a_trickling_peer_is_refused_within_the_deadline():
 # Where an owner may be made to linger, so that a kill lands in that window: before the
 # root commits (every owner has prepared), before an owner finalizes, before "prepared".
 WINDOWS = ("commit", "finalize", "digest-send", "stage", "publish-recv")
+
+
+def _committed_run(tmp_path) -> tuple[Path, dict[int, Path]]:
+    """A copy of a committed, settled run directory of DEP and its outputs."""
+    run = session.run(KEY, DEP)
+    assert run.committed
+    copy = tmp_path / "run"
+    copy.mkdir()
+    for p in run.run_dir.iterdir():
+        if p.name.startswith("owner-") and ".out" in p.name:
+            shutil.copy2(p, copy / p.name)
+    return copy, {o: copy / f"owner-{o}.out" for o in range(DEP.owners)}
+
+
+def test_settling_removes_the_staged_name_of_a_linked_commit_record(tmp_path):
+    """The root died after linking its record and the outputs, before removing the .tmp names."""
+    d, outs = _committed_run(tmp_path)
+    os.link(d / "owner-0.out.commit", d / "owner-0.out.commit.tmp")
+    os.link(outs[2], staged_path(outs[2]))
+    res = resolve(outs, 0)
+    assert res.committed and res.errors == {} and res.finalized == []
+    assert sorted(p.name for p in d.iterdir()) == ["owner-0.out", "owner-0.out.commit", "owner-1.out",
+                                                   "owner-2.out", "owner-3.out"]
+
+
+def test_settling_without_a_record_removes_final_names_linked_to_staged_files(tmp_path):
+    """A machine that crashed before the root's directory was durable may keep the links of
+    the outputs and not the record's: nothing was published, so both names of each go."""
+    d, outs = _committed_run(tmp_path)
+    (d / "owner-0.out.commit").unlink()
+    for out in outs.values():
+        os.link(out, staged_path(out))
+    (d / "owner-3.out").unlink()  # its link did not reach the disk
+    res = resolve(outs, 0)
+    assert not res.committed
+    assert sorted(p.name for p in res.removed) == ["owner-0.out", "owner-0.out.tmp", "owner-1.out",
+                                                   "owner-1.out.tmp", "owner-2.out", "owner-2.out.tmp",
+                                                   "owner-3.out.tmp"]
+    assert list(d.iterdir()) == []
 
 
 def kill_trial(seed: int, name: str = "kill") -> str:
