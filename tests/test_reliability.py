@@ -2,8 +2,9 @@
 other data, or lying about their counts are refused; a squatter on the hub's port makes no
 owner publish; planted, shared or unusable output locations are refused before the first
 update; a trickling peer is refused on time; and kill -9 of any owner at any moment leaves
-either every output committed or none, and no shared-memory segment once the launcher's
-cleanup ran (the owners use shared memory unless $ALPHAC_TRANSPORT=tcp; scripts/kill-trials
+the run directory's final names holding the whole run or nothing of it before any
+settling, either every output committed or none after it, and no shared-memory segment
+once the launcher's cleanup ran (the owners use shared memory unless $ALPHAC_TRANSPORT=tcp; scripts/kill-trials
 runs many more)."""
 
 from __future__ import annotations
@@ -91,6 +92,10 @@ class Owners:
     def published(self) -> list[str]:
         return sorted(p.name for p in self.dir.iterdir() if p.name.startswith("owner-")
                       and not p.name.endswith(".stderr"))
+
+    def whole(self) -> list[str]:
+        """The final names of a whole run: every output and the root's commit record."""
+        return sorted([p.name for p in self.outs.values()] + [f"{self.outs[self.plan.tree.owner].name}.commit"])
 
 
 def _code(err: str) -> str:
@@ -340,6 +345,26 @@ def test_a_trickling_peer_is_refused_within_the_deadline():
 
 # -- kill trials ---------------------------------------------------------------------------------
 
+def test_an_owner_killed_after_prepared_leaves_the_run_whole_under_its_final_names():
+    """Owner 3 dies after it said "prepared" and before it hears the verdict. The root
+    commits and publishes every output of the run directory, owner 3's too, before it tells
+    any owner: before any settling the final names are the whole run, nothing is left
+    staged, and every survivor exits 0."""
+    env = {3: {"ALPHAC_DELAY_AT": str(OP_CODE["publish-recv"]), "ALPHAC_DELAY_MS": "3000"}}
+    run = Owners("prepared-then-killed", env=env, timeout_ms=5000)
+    record = run.dir / f"{run.outs[run.plan.tree.owner].name}.commit"
+    end = time.monotonic() + 10
+    while not record.exists() and time.monotonic() < end:
+        time.sleep(0.005)
+    os.killpg(run.procs[3].pid, signal.SIGKILL)
+    res = run.wait()
+    assert {o: rc for o, (rc, _) in res.items()} == {0: 0, 1: 0, 2: 0, 3: -signal.SIGKILL}, res
+    assert run.published() == run.whole() == ["owner-0.out", "owner-0.out.commit", "owner-1.out",
+                                               "owner-2.out", "owner-3.out"]
+    settled = run.settle()
+    assert settled.committed and settled.errors == {} and settled.finalized == [] and settled.removed == []
+
+
 # Where an owner may be made to linger, so that a kill lands in that window: before the
 # root commits (every owner has prepared), before an owner finalizes, before "prepared".
 WINDOWS = ("commit", "finalize", "digest-send", "stage", "publish-recv")
@@ -386,7 +411,8 @@ def test_settling_without_a_record_removes_final_names_linked_to_staged_files(tm
 
 def kill_trial(seed: int, name: str = "kill") -> str:
     """One trial: every owner started, one of them killed with SIGKILL after a random delay
-    (an owner lingering 200 ms before one of WINDOWS), then the run settled. Returns
+    (an owner lingering 200 ms before one of WINDOWS), the final names looked at once every
+    owner has ended, then the run settled. Returns
     "committed" or "none"; raises AssertionError if any invariant fails."""
     rng = random.Random(seed)
     victim = rng.randrange(DEP.owners)
@@ -401,6 +427,9 @@ def kill_trial(seed: int, name: str = "kill") -> str:
     res = run.wait(limit_s=8)
     assert all(rc is not None for rc, _ in res.values()), f"seed {seed}: an owner outlived its deadline"
     assert time.monotonic() - t0 < 5, f"seed {seed}: survivors took too long"
+    # before any settling, the final names hold a whole run or nothing of it
+    whole = final_names(run)
+    assert whole in ([], run.whole()), f"seed {seed}: before settling the final names are {whole}"
     settled = run.settle()
     left = sorted(p.name for p in run.dir.iterdir() if p.name.endswith(".tmp"))
     assert left == [], f"seed {seed}: staged files outlived the run: {left}"
@@ -431,6 +460,11 @@ def kill_trial(seed: int, name: str = "kill") -> str:
     assert outs == [], f"seed {seed}: outputs without a commit record: {outs}"
     assert rc_refused(res, victim), (seed, res)
     return "none"
+
+
+def final_names(run: Owners) -> list[str]:
+    """The run's files under their final names: its outputs and the root's commit record."""
+    return [p for p in run.published() if not p.endswith(".tmp")]
 
 
 def segments(pids) -> list[str]:

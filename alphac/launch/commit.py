@@ -1,8 +1,8 @@
 """The commit record of a run, and what it decides once every owner has ended.
 
 The root owner writes `ROOT_OUT.commit` (docs/runtime.md "Publication") after every owner
-has staged its output and said so; the run is published exactly when that record is
-durable. It is text:
+has staged its output and said so; the run is committed from the moment that record is
+linked to its name (in a run directory the root links every output with it). It is text:
 
     alphac-commit 1
     protocol 3f8a0c1d22e4b5a6
