@@ -341,6 +341,18 @@ def test_the_timeout_bounds_the_owners_and_the_oracle(tmp_path, x86_spec, x86_ex
                                               for what in ("connections", "stats", "stderr")])
 
 
+def test_owners_past_the_runs_deadline_leave_no_staged_file(tmp_path, x86_spec, x86_exes):
+    # run_plan's own deadline (no --timeout): the owners are killed and the run settled
+    from alphac import driver
+    from alphac.launch.launcher import run_plan
+
+    run = run_plan(driver.deployment(str(x86_spec)), x86_exes, tmp_path / "run", updates=10**7, deadline_s=1.5)
+    assert run.result.timed_out and not run.committed
+    assert sorted(p.name for p in run.run_dir.iterdir()) == sorted(
+        ["lsq_plain_x86.peers", "run.key"] + [f"owner-{o}.{what}" for o in range(4)
+                                              for what in ("connections", "stats", "stderr")])
+
+
 def test_the_timeout_bounds_the_oracle_after_the_owners(tmp_path, x86_spec, x86_exes):
     # the owners die at once (killed); the oracle's 10**7 updates are then cut at 3 s, and
     # --json reports it in the envelope alone
