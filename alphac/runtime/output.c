@@ -102,7 +102,7 @@ static int close_staged(struct rt *rt, struct staged *s) {
 }
 
 /* Link the staged file to its final path, never over an existing file; the root may have
-   linked it already (rt_write_commit), and then the final path is the staged file itself. */
+   linked it already (publish_run), and then the final path is the staged file itself. */
 static int link_staged(struct rt *rt, struct staged *s) {
     if (link(s->tmp, s->path) == 0) return RT_OK;
     int e = errno;
