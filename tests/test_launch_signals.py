@@ -184,6 +184,8 @@ def test_a_signal_while_owners_run_leaves_no_owner(tmp_path, x86_spec, x86_exes,
         assert rc == 128 + sig, cmd.err()
         assert _message(sig) in cmd.err()
         assert "Traceback" not in cmd.err()
+        # the stopped run was settled: no staged output or commit record is left
+        assert [p.name for p in out.glob("runs/*/*") if ".out" in p.name] == []
 
 
 @pytest.mark.skipif(not AARCH64, reason="qemu-aarch64 or the AArch64 cross compiler missing")
@@ -332,6 +334,23 @@ def test_the_timeout_bounds_the_owners_and_the_oracle(tmp_path, x86_spec, x86_ex
     assert "Traceback" not in err
     assert _owners(out) == [] and _partials(out) == []
     assert list(out.glob("runs/*/owner-*.out")) == []  # nobody published
+    # the stopped run was settled: no staged output or commit record is left
+    (run,) = out.glob("runs/*")
+    assert sorted(p.name for p in run.iterdir()) == sorted(
+        ["lsq_plain_x86.peers", "run.key"] + [f"owner-{o}.{what}" for o in range(4)
+                                              for what in ("connections", "stats", "stderr")])
+
+
+def test_owners_past_the_runs_deadline_leave_no_staged_file(tmp_path, x86_spec, x86_exes):
+    # run_plan's own deadline (no --timeout): the owners are killed and the run settled
+    from alphac import driver
+    from alphac.launch.launcher import run_plan
+
+    run = run_plan(driver.deployment(str(x86_spec)), x86_exes, tmp_path / "run", updates=10**7, deadline_s=1.5)
+    assert run.result.timed_out and not run.committed
+    assert sorted(p.name for p in run.run_dir.iterdir()) == sorted(
+        ["lsq_plain_x86.peers", "run.key"] + [f"owner-{o}.{what}" for o in range(4)
+                                              for what in ("connections", "stats", "stderr")])
 
 
 def test_the_timeout_bounds_the_oracle_after_the_owners(tmp_path, x86_spec, x86_exes):

@@ -2,8 +2,9 @@
 other data, or lying about their counts are refused; a squatter on the hub's port makes no
 owner publish; planted, shared or unusable output locations are refused before the first
 update; a trickling peer is refused on time; and kill -9 of any owner at any moment leaves
-either every output committed or none, and no shared-memory segment once the launcher's
-cleanup ran (the owners use shared memory unless $ALPHAC_TRANSPORT=tcp; scripts/kill-trials
+the run directory's final names holding the whole run or nothing of it before any
+settling, either every output committed or none after it, and no shared-memory segment
+once the launcher's cleanup ran (the owners use shared memory unless $ALPHAC_TRANSPORT=tcp; scripts/kill-trials
 runs many more)."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -90,6 +92,10 @@ class Owners:
     def published(self) -> list[str]:
         return sorted(p.name for p in self.dir.iterdir() if p.name.startswith("owner-")
                       and not p.name.endswith(".stderr"))
+
+    def whole(self) -> list[str]:
+        """The final names of a whole run: every output and the root's commit record."""
+        return sorted([p.name for p in self.outs.values()] + [f"{self.outs[self.plan.tree.owner].name}.commit"])
 
 
 def _code(err: str) -> str:
@@ -339,14 +345,74 @@ def test_a_trickling_peer_is_refused_within_the_deadline():
 
 # -- kill trials ---------------------------------------------------------------------------------
 
+def test_an_owner_killed_after_prepared_leaves_the_run_whole_under_its_final_names():
+    """Owner 3 dies after it said "prepared" and before it hears the verdict. The root
+    commits and publishes every output of the run directory, owner 3's too, before it tells
+    any owner: before any settling the final names are the whole run, nothing is left
+    staged, and every survivor exits 0."""
+    env = {3: {"ALPHAC_DELAY_AT": str(OP_CODE["publish-recv"]), "ALPHAC_DELAY_MS": "3000"}}
+    run = Owners("prepared-then-killed", env=env, timeout_ms=5000)
+    record = run.dir / f"{run.outs[run.plan.tree.owner].name}.commit"
+    end = time.monotonic() + 10
+    while not record.exists() and time.monotonic() < end:
+        time.sleep(0.005)
+    os.killpg(run.procs[3].pid, signal.SIGKILL)
+    res = run.wait()
+    assert {o: rc for o, (rc, _) in res.items()} == {0: 0, 1: 0, 2: 0, 3: -signal.SIGKILL}, res
+    assert run.published() == run.whole() == ["owner-0.out", "owner-0.out.commit", "owner-1.out",
+                                               "owner-2.out", "owner-3.out"]
+    settled = run.settle()
+    assert settled.committed and settled.errors == {} and settled.finalized == [] and settled.removed == []
+
+
 # Where an owner may be made to linger, so that a kill lands in that window: before the
 # root commits (every owner has prepared), before an owner finalizes, before "prepared".
 WINDOWS = ("commit", "finalize", "digest-send", "stage", "publish-recv")
 
 
+def _committed_run(tmp_path) -> tuple[Path, dict[int, Path]]:
+    """A copy of a committed, settled run directory of DEP and its outputs."""
+    run = session.run(KEY, DEP)
+    assert run.committed
+    copy = tmp_path / "run"
+    copy.mkdir()
+    for p in run.run_dir.iterdir():
+        if p.name.startswith("owner-") and ".out" in p.name:
+            shutil.copy2(p, copy / p.name)
+    return copy, {o: copy / f"owner-{o}.out" for o in range(DEP.owners)}
+
+
+def test_settling_removes_the_staged_name_of_a_linked_commit_record(tmp_path):
+    """The root died after linking its record and the outputs, before removing the .tmp names."""
+    d, outs = _committed_run(tmp_path)
+    os.link(d / "owner-0.out.commit", d / "owner-0.out.commit.tmp")
+    os.link(outs[2], staged_path(outs[2]))
+    res = resolve(outs, 0)
+    assert res.committed and res.errors == {} and res.finalized == []
+    assert sorted(p.name for p in d.iterdir()) == ["owner-0.out", "owner-0.out.commit", "owner-1.out",
+                                                   "owner-2.out", "owner-3.out"]
+
+
+def test_settling_without_a_record_removes_final_names_linked_to_staged_files(tmp_path):
+    """A machine that crashed before the root's directory was durable may keep the links of
+    the outputs and not the record's: nothing was published, so both names of each go."""
+    d, outs = _committed_run(tmp_path)
+    (d / "owner-0.out.commit").unlink()
+    for out in outs.values():
+        os.link(out, staged_path(out))
+    (d / "owner-3.out").unlink()  # its link did not reach the disk
+    res = resolve(outs, 0)
+    assert not res.committed
+    assert sorted(p.name for p in res.removed) == ["owner-0.out", "owner-0.out.tmp", "owner-1.out",
+                                                   "owner-1.out.tmp", "owner-2.out", "owner-2.out.tmp",
+                                                   "owner-3.out.tmp"]
+    assert list(d.iterdir()) == []
+
+
 def kill_trial(seed: int, name: str = "kill") -> str:
     """One trial: every owner started, one of them killed with SIGKILL after a random delay
-    (an owner lingering 200 ms before one of WINDOWS), then the run settled. Returns
+    (an owner lingering 200 ms before one of WINDOWS), the final names looked at once every
+    owner has ended, then the run settled. Returns
     "committed" or "none"; raises AssertionError if any invariant fails."""
     rng = random.Random(seed)
     victim = rng.randrange(DEP.owners)
@@ -361,6 +427,9 @@ def kill_trial(seed: int, name: str = "kill") -> str:
     res = run.wait(limit_s=8)
     assert all(rc is not None for rc, _ in res.values()), f"seed {seed}: an owner outlived its deadline"
     assert time.monotonic() - t0 < 5, f"seed {seed}: survivors took too long"
+    # before any settling, the final names hold a whole run or nothing of it
+    whole = final_names(run)
+    assert whole in ([], run.whole()), f"seed {seed}: before settling the final names are {whole}"
     settled = run.settle()
     left = sorted(p.name for p in run.dir.iterdir() if p.name.endswith(".tmp"))
     assert left == [], f"seed {seed}: staged files outlived the run: {left}"
@@ -391,6 +460,11 @@ def kill_trial(seed: int, name: str = "kill") -> str:
     assert outs == [], f"seed {seed}: outputs without a commit record: {outs}"
     assert rc_refused(res, victim), (seed, res)
     return "none"
+
+
+def final_names(run: Owners) -> list[str]:
+    """The run's files under their final names: its outputs and the root's commit record."""
+    return [p for p in run.published() if not p.endswith(".tmp")]
 
 
 def segments(pids) -> list[str]:

@@ -1,8 +1,8 @@
 """The commit record of a run, and what it decides once every owner has ended.
 
 The root owner writes `ROOT_OUT.commit` (docs/runtime.md "Publication") after every owner
-has staged its output and said so; the run is published exactly when that record is
-durable. It is text:
+has staged its output and said so; the run is committed from the moment that record is
+linked to its name (in a run directory the root links every output with it). It is text:
 
     alphac-commit 1
     protocol 3f8a0c1d22e4b5a6
@@ -12,10 +12,12 @@ durable. It is text:
     ...
 
 `resolve(outs, root)` is what a launcher does after a run: with a record, every owner's
-output is committed — a staged `PATH.tmp` an owner did not get to link (it died after the
-commit) is linked now — and each output must have the recorded digest; without one, nothing
-was published and every staged file of the run is removed. `resolve(outs, root,
-settle=False)` comes to the same decision and changes nothing (`alphac verify`).
+output is committed — a staged `PATH.tmp` nobody got to link (the root died between its
+record and the links, or an owner outside the root's run directory died after the commit)
+is linked now — and each output must have the recorded digest; without one, nothing was
+published and every staged file of the run is removed, with any final name linked to it.
+`resolve(outs, root, settle=False)` comes to the same decision and changes nothing
+(`alphac verify`).
 """
 
 from __future__ import annotations
@@ -117,10 +119,21 @@ class Resolution:
         return self.unlinked.get(owner, out)
 
 
-def _remove_staged(path: Path, res: Resolution, settle: bool) -> None:
-    # the owners create staged files O_EXCL|O_NOFOLLOW: a link there is not theirs
+def _one_file(staged: Path, final: Path) -> bool:
+    """Whether `final` is a link of the staged file (the root linked it)."""
+    return (staged.is_file() and not staged.is_symlink() and final.is_file() and not final.is_symlink()
+            and os.path.samefile(staged, final))
+
+
+def _remove_staged(path: Path, res: Resolution, settle: bool, final: Path | None = None) -> None:
+    # the owners create staged files O_EXCL|O_NOFOLLOW: a link there is not theirs. A final
+    # name linked to the staged file without a durable commit record (the root's links went
+    # to disk, its record did not: a crash of the machine) goes with it.
     if path.is_file() and not path.is_symlink():
         if settle:
+            if final is not None and _one_file(path, final):
+                final.unlink()
+                res.removed.append(final)
             path.unlink()
             res.removed.append(path)
         else:
@@ -172,10 +185,12 @@ def resolve(outs: dict[int, Path], root: int, settle: bool = True) -> Resolution
     else:
         res = Resolution(record)
     if record is None:
-        for out in outs.values():
-            _remove_staged(staged_path(out), res, settle)
+        for out in outs.values():  # a record that is there but invalid leaves the final names alone
+            _remove_staged(staged_path(out), res, settle, out if res.invalid is None else None)
         _remove_staged(staged_path(record_path), res, settle)
         return res
     for o, out in outs.items():
         _roll_forward(o, out, res, settle)
+    if settle and _one_file(staged_path(record_path), record_path):  # the root died before removing it
+        staged_path(record_path).unlink()
     return res

@@ -193,7 +193,8 @@ def run_plan(dep, exes: Mapping[tuple[str, str], Path] | list[Path], run_dir: st
     """Start owners (all, or `owners`) of `dep` from `exes` ({(role, target): exe}, or one
     exe per owner), wait up to `deadline_s`, kill and reap what is left, then settle the run
     by its commit record (`root`: the owner at the tree's root, default the plan's) and read
-    the committed outputs and every owner's connections report. With `authenticate`, every
+    the committed outputs and every owner's connections report; a run stopped by a --timeout
+    or a signal is settled too before `Interrupted` goes on. With `authenticate`, every
     owner gets the run's fresh key file (`run.key` in the run directory), so every frame
     carries an HMAC-SHA-256 tag. With `stats`, every owner writes its measured bytes
     (`--stats RUN/owner-I.stats`), read into `PlanRun.stats` for the owners that wrote them.
@@ -222,22 +223,36 @@ def run_plan(dep, exes: Mapping[tuple[str, str], Path] | list[Path], run_dir: st
             argv += ("--stats", str(_stats_path(run_dir, o)))
         argv += tuple((extra_argv or {}).get(o, ())) + (status.argv(o) if status else ())
         cmds.append(OwnerCommand(o, argv, outs[o], e.label, status.child_fds(o) if status else ()))
+    if root is None:
+        from alphac import driver
+
+        root = driver.plan(dep).tree.owner
     if progress is not None:
         progress.started(len(cmds), run_dir)
     try:
         result = run_owners(cmds, deadline_s, run_dir, tick=status.poll if status else None)
     except OSError as exc:
+        _settle_stopped(outs, root)  # the owners that did start staged their outputs
         raise LaunchError("owner-failed", f"cannot start an owner: {exc}") from None
+    except BaseException:
+        _settle_stopped(outs, root)
+        raise
     finally:
         if status is not None:
             status.close()
     run = PlanRun(run_dir, peers, result, stats=_read_stats(run_dir, cmds) if stats else {})
     run.connections = {oc.owner: read_connections(reports[oc.owner]) for oc in result.outcomes}
-    if root is None:
-        from alphac import driver
-
-        root = driver.plan(dep).tree.owner
     return settled(run, outs, root)
+
+
+def _settle_stopped(outs: dict[int, Path], root: int) -> None:
+    """Settle a run its launcher stopped (a --timeout, a signal, an owner that could not be
+    started): its owners are reaped, so the commit record decides what they staged, as after
+    any run; a file that cannot be settled stays and does not hide why the run stopped."""
+    try:
+        resolve(outs, root)
+    except OSError:
+        pass
 
 
 def settled(run: PlanRun, outs: dict[int, Path], root: int, settle: bool = True) -> PlanRun:

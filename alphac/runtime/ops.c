@@ -591,10 +591,10 @@ int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
             rt->entries[rt->nentries * PREPARED_ENTRY_WORDS] = (uint64_t)rt->owner;
             memcpy(rt->entries + rt->nentries * PREPARED_ENTRY_WORDS + 1, rt->out_digest, 32);
             rt->nentries++;
-            TRY(rt_write_commit(rt));
+            TRY(rt_write_commit(rt)); /* and the root's output: finalized */
             break;
-        case OP_FINALIZE:
-            TRY(rt_stage_publish(rt, &rt->out));
+        case OP_FINALIZE: /* the root's output was linked with its commit record */
+            if (!rt->finalized) TRY(rt_stage_publish(rt, &rt->out));
             rt->finalized = 1;
             break;
         case OP_CKPT_STAGE: TRY(rt_ckpt_stage(rt, v)); break;

@@ -2,8 +2,10 @@
    created O_CREAT|O_EXCL|O_NOFOLLOW (mode 0600) before the first update, so a planted file
    or link, a shared --out, or an unwritable directory is refused before any work; it is
    written and fsynced after the last update, and linked to PATH only once the root's commit
-   record (PATH.commit of the root's output) is durable. link(2) never overwrites. Words
-   are written through a buffer (rt_writer), so no output needs a copy of the state. */
+   record (PATH.commit of the root's output) is written: in a run directory the root links
+   every owner's output with its record, before the verdict goes out (publish_run). link(2)
+   never overwrites. Words are written through a buffer (rt_writer), so no output needs a
+   copy of the state. */
 #include "rt.h"
 
 #include <errno.h>
@@ -37,7 +39,12 @@ int rt_stage_create(struct rt *rt, struct staged *s, const char *path, const cha
     TRY(rt_refuse_if_exists(rt, s->path));
     s->fd = open(s->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     s->created = s->fd >= 0;
-    if (s->fd >= 0) return RT_OK;
+    struct stat st;
+    if (s->fd >= 0 && fstat(s->fd, &st) == 0) {
+        s->dev = (uint64_t)st.st_dev, s->ino = (uint64_t)st.st_ino;
+        return RT_OK;
+    }
+    if (s->fd >= 0) return rt_fail(rt, RT_IO_ERROR, "cannot stat '%s' (%s)", s->tmp, strerror(errno));
     if (errno == EEXIST)
         return rt_fail(rt, RT_OUTPUT_EXISTS, "'%s' exists (a file or link planted there, or another owner "
                        "staging the same output); nothing was written", s->tmp);
@@ -80,19 +87,35 @@ static int sync_dir(const char *path) {
     return rc;
 }
 
-/* Link the staged file to its final path (never over an existing one), remove the .tmp and
-   make both durable. */
-int rt_stage_publish(struct rt *rt, struct staged *s) {
-    if (s->fd >= 0 && close(s->fd) != 0) {
-        s->fd = -1;
-        return rt_fail(rt, RT_IO_ERROR, "flushing '%s' failed (%s)", s->tmp, strerror(errno));
-    }
+/* Whether `path` names the staged file itself (not a link to it, nor another file). */
+static int is_staged_file(const struct staged *s, const char *path) {
+    struct stat st;
+    return lstat(path, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_dev == s->dev &&
+           (uint64_t)st.st_ino == s->ino;
+}
+
+/* Close the staged file; a close that fails is io-error (its bytes may not be written). */
+static int close_staged(struct rt *rt, struct staged *s) {
+    int rc = s->fd >= 0 ? close(s->fd) : 0;
     s->fd = -1;
-    if (link(s->tmp, s->path) != 0) {
-        TRY(rt_refuse_if_exists(rt, s->path));
-        return rt_fail(rt, RT_IO_ERROR, "cannot publish '%s' (%s)", s->path, strerror(errno));
-    }
-    unlink(s->tmp);
+    return rc == 0 ? RT_OK : rt_fail(rt, RT_IO_ERROR, "flushing '%s' failed (%s)", s->tmp, strerror(errno));
+}
+
+/* Link the staged file to its final path, never over an existing file; the root may have
+   linked it already (publish_run), and then the final path is the staged file itself. */
+static int link_staged(struct rt *rt, struct staged *s) {
+    if (link(s->tmp, s->path) == 0) return RT_OK;
+    int e = errno;
+    if (is_staged_file(s, s->path)) return RT_OK;
+    TRY(rt_refuse_if_exists(rt, s->path));
+    return rt_fail(rt, RT_IO_ERROR, "cannot publish '%s' (%s)", s->path, strerror(e));
+}
+
+/* Link the staged file to its final path, remove the .tmp and make both durable. */
+int rt_stage_publish(struct rt *rt, struct staged *s) {
+    TRY(close_staged(rt, s));
+    TRY(link_staged(rt, s));
+    if (is_staged_file(s, s->tmp)) unlink(s->tmp);
     s->created = 0;
     if (sync_dir(s->path) != 0) return rt_fail(rt, RT_IO_ERROR, "cannot make '%s' durable", s->path);
     return RT_OK;
@@ -223,8 +246,72 @@ int rt_stage_output(struct rt *rt) {
     return rt_writer_end(&w, rt->out_digest);
 }
 
+/* Whether the root's output is DIR/owner-R.out, R its index: a run directory (--out-dir,
+   alphac launch), where every owner's output is DIR/owner-I.out. *dir_len: DIR's length,
+   with its '/'. */
+static int in_run_dir(const struct rt *rt, size_t *dir_len) {
+    const char *slash = strrchr(rt->out_path, '/');
+    *dir_len = slash ? (size_t)(slash - rt->out_path) + 1 : 0;
+    char mine[64];
+    snprintf(mine, sizeof mine, OUTPUT_NAME_FORMAT, (long long)rt->owner);
+    return strcmp(rt->out_path + *dir_len, mine) == 0;
+}
+
+/* Owner I's output in the run directory of the root's: its final name, or with `suffix`
+   ".tmp" its staged one (NULL when out of memory). */
+static char *run_dir_output(const struct rt *rt, size_t dir_len, int64_t owner, const char *suffix) {
+    char name[64];
+    snprintf(name, sizeof name, OUTPUT_NAME_FORMAT "%s", (long long)owner, suffix);
+    size_t n = dir_len + strlen(name) + 1;
+    char *path = malloc(n);
+    if (path) snprintf(path, n, "%.*s%s", (int)dir_len, rt->out_path, name);
+    return path;
+}
+
+/* Another owner's staged output in the run directory: with `link_it`, linked to its final
+   name (only a regular file of this user, never over a file); else its .tmp removed where
+   both names are one file. Nothing here refuses: what it cannot link, its owner's
+   "finalize" or the launcher's settling does. */
+static void other_output(const struct rt *rt, size_t dir_len, int64_t owner, int link_it) {
+    char *tmp = run_dir_output(rt, dir_len, owner, ".tmp"), *path = run_dir_output(rt, dir_len, owner, "");
+    struct stat t, p;
+    if (tmp && path && lstat(tmp, &t) == 0 && S_ISREG(t.st_mode)) {
+        if (link_it && t.st_uid == geteuid()) (void)link(tmp, path);
+        else if (!link_it && lstat(path, &p) == 0 && p.st_dev == t.st_dev && p.st_ino == t.st_ino) unlink(tmp);
+    }
+    free(tmp);
+    free(path);
+}
+
+/* The root's publication, once its commit record is written and fsynced: the record linked
+   to its final name (from then on the run is committed), then the root's output and, in a
+   run directory, every owner's staged output linked to its final name, one link(2) after
+   the other; then the directory fsynced once and the .tmp names removed. All this before
+   any owner hears the verdict, so an owner that died after "prepared" leaves no final name
+   missing (docs/runtime.md "Publication"). */
+static int publish_run(struct rt *rt) {
+    TRY(close_staged(rt, &rt->commit));
+    TRY(close_staged(rt, &rt->out));
+    TRY(link_staged(rt, &rt->commit));
+    rt->commit.created = 0;
+    rt->committed = 1;
+    size_t dir_len;
+    int run_dir = in_run_dir(rt, &dir_len);
+    for (int64_t o = 0; run_dir && o < rt->n; o++)
+        if (o != rt->owner) other_output(rt, dir_len, o, 1);
+    /* the root's own output: where it cannot be linked, "finalize" says why once the owners
+       have the verdict */
+    if (link(rt->out.tmp, rt->out.path) == 0) rt->out.created = 0, rt->finalized = 1;
+    if (sync_dir(rt->commit.path) != 0) return rt_fail(rt, RT_IO_ERROR, "cannot make '%s' durable", rt->commit.path);
+    if (is_staged_file(&rt->commit, rt->commit.tmp)) unlink(rt->commit.tmp);
+    if (rt->finalized && is_staged_file(&rt->out, rt->out.tmp)) unlink(rt->out.tmp);
+    for (int64_t o = 0; run_dir && o < rt->n; o++)
+        if (o != rt->owner) other_output(rt, dir_len, o, 0);
+    return RT_OK;
+}
+
 /* The "commit" op at the root: the record naming every owner's output digest (from the
-   "prepared" messages), written, fsynced and linked; from here on the run is published. */
+   "prepared" messages), written, fsynced, and published with the run's outputs. */
 int rt_write_commit(struct rt *rt) {
     size_t cap = 256 + (size_t)rt->nentries * 96, at = 0;
     char *text = malloc(cap);
@@ -247,9 +334,7 @@ int rt_write_commit(struct rt *rt) {
     int rc = rt_stage_write(rt, &rt->commit, bufs, sizes, 1, digest);
     free(text);
     TRY(rc);
-    TRY(rt_stage_publish(rt, &rt->commit));
-    rt->committed = 1;
-    return RT_OK;
+    return publish_run(rt);
 }
 
 /* A refused run: staged files go unless this owner has prepared (the root's commit record,

@@ -132,6 +132,7 @@ struct staged {
     char *path, *tmp;
     int fd;
     int created; /* the .tmp is this owner's (created, not yet linked): it removes it on refusal */
+    uint64_t dev, ino; /* the .tmp's file, to know it under its final name (linked by the root) */
 };
 
 /* One connection's authentication: the session key (the run's key until both hellos are

@@ -14,7 +14,7 @@ from alphac.launch.results import read_result
 
 class Staged(ctypes.Structure):
     _fields_ = [("path", ctypes.c_char_p), ("tmp", ctypes.c_char_p), ("fd", ctypes.c_int),
-                ("created", ctypes.c_int)]
+                ("created", ctypes.c_int), ("dev", ctypes.c_uint64), ("ino", ctypes.c_uint64)]
 
 
 def _stage(rtlib, path):
@@ -42,6 +42,22 @@ def test_staged_then_published_and_no_temporary_left(rtlib, tmp_path):
     assert rtlib.result(rt, rtlib.lib.rt_stage_publish(rt, ctypes.byref(s))) == ("ok", "")
     assert out.read_bytes() == b"abcdefg"
     assert sorted(os.listdir(tmp_path)) == ["o"]
+
+
+def test_an_output_the_root_has_published_already_is_finalized(rtlib, tmp_path):
+    """The root of a run directory links every owner's staged output with its commit record
+    and then removes the .tmp names: the owner's own "finalize" finds its file published,
+    with its .tmp still there or gone."""
+    for name, removed in (("kept", False), ("gone", True)):
+        out = tmp_path / name
+        rt, s, _ = _stage(rtlib, out)
+        _write(rtlib, rt, s, b"words")
+        os.link(tmp_path / f"{name}.tmp", out)
+        if removed:
+            os.unlink(tmp_path / f"{name}.tmp")
+        assert rtlib.result(rt, rtlib.lib.rt_stage_publish(rt, ctypes.byref(s))) == ("ok", "")
+        assert out.read_bytes() == b"words" and not (tmp_path / f"{name}.tmp").exists()
+    assert sorted(os.listdir(tmp_path)) == ["gone", "kept"]
 
 
 def test_a_discarded_stage_leaves_nothing(rtlib, tmp_path):
