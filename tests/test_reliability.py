@@ -365,6 +365,25 @@ def test_an_owner_killed_after_prepared_leaves_the_run_whole_under_its_final_nam
     assert settled.committed and settled.errors == {} and settled.finalized == [] and settled.removed == []
 
 
+def test_a_record_that_cannot_be_linked_leaves_no_output_under_its_final_name():
+    """A file appears at the commit record's name while the root lingers before its commit:
+    the root links every output, then fails to link the record (link(2) never overwrites),
+    removes those links again and refuses, so no final name says the run was published."""
+    root = 0  # the star's hub
+    env = {root: {"ALPHAC_DELAY_AT": str(OP_CODE["commit"]), "ALPHAC_DELAY_MS": "1500"}}
+    run = Owners("record-planted", env=env, timeout_ms=5000)
+    assert run.plan.tree.owner == root
+    record = run.dir / f"{run.outs[root].name}.commit"
+    staged = run.dir / f"{record.name}.tmp"
+    end = time.monotonic() + 10
+    while not staged.exists() and time.monotonic() < end:
+        time.sleep(0.005)
+    record.write_bytes(b"planted\n")
+    res = run.wait()
+    assert res[root][0] == 1 and _code(res[root][1]) == "output-exists", res[root]
+    assert final_names(run) == [record.name] and record.read_bytes() == b"planted\n"
+
+
 # Where an owner may be made to linger, so that a kill lands in that window: before the
 # root commits (every owner has prepared), before an owner finalizes, before "prepared".
 WINDOWS = ("commit", "finalize", "digest-send", "stage", "publish-recv")

@@ -12,8 +12,8 @@ linked to its name (in a run directory the root links every output with it). It 
     ...
 
 `resolve(outs, root)` is what a launcher does after a run: with a record, every owner's
-output is committed — a staged `PATH.tmp` nobody got to link (the root died between its
-record and the links, or an owner outside the root's run directory died after the commit)
+output is committed — a staged `PATH.tmp` nobody got to link (an owner outside the root's
+run directory died after the commit, or a crash kept the record's link and lost another)
 is linked now — and each output must have the recorded digest; without one, nothing was
 published and every staged file of the run is removed, with any final name linked to it.
 `resolve(outs, root, settle=False)` comes to the same decision and changes nothing

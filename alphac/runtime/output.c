@@ -268,45 +268,61 @@ static char *run_dir_output(const struct rt *rt, size_t dir_len, int64_t owner, 
     return path;
 }
 
-/* Another owner's staged output in the run directory: with `link_it`, linked to its final
-   name (only a regular file of this user, never over a file); else its .tmp removed where
-   both names are one file. Nothing here refuses: what it cannot link, its owner's
+enum { LINK_OUTPUT, DROP_STAGED_NAME, DROP_FINAL_NAME };
+
+/* Another owner's staged output in the run directory: LINK_OUTPUT links it to its final
+   name (only a regular file of this user, never over a file); where both names are one
+   file, DROP_STAGED_NAME removes the .tmp, DROP_FINAL_NAME the final name (the record could
+   not be linked after all). Nothing here refuses: what it cannot link, its owner's
    "finalize" or the launcher's settling does. */
-static void other_output(const struct rt *rt, size_t dir_len, int64_t owner, int link_it) {
+static void other_output(const struct rt *rt, size_t dir_len, int64_t owner, int action) {
     char *tmp = run_dir_output(rt, dir_len, owner, ".tmp"), *path = run_dir_output(rt, dir_len, owner, "");
     struct stat t, p;
     if (tmp && path && lstat(tmp, &t) == 0 && S_ISREG(t.st_mode)) {
-        if (link_it && t.st_uid == geteuid()) (void)link(tmp, path);
-        else if (!link_it && lstat(path, &p) == 0 && p.st_dev == t.st_dev && p.st_ino == t.st_ino) unlink(tmp);
+        int same = lstat(path, &p) == 0 && p.st_dev == t.st_dev && p.st_ino == t.st_ino;
+        if (action == LINK_OUTPUT && t.st_uid == geteuid()) (void)link(tmp, path);
+        else if (action != LINK_OUTPUT && same) unlink(action == DROP_STAGED_NAME ? tmp : path);
     }
     free(tmp);
     free(path);
 }
 
-/* The root's publication, once its commit record is written and fsynced: the record linked
-   to its final name (from then on the run is committed), then the root's output and, in a
-   run directory, every owner's staged output linked to its final name, one link(2) after
-   the other; then the directory fsynced once and the .tmp names removed. All this before
-   any owner hears the verdict, so an owner that died after "prepared" leaves no final name
-   missing (docs/runtime.md "Publication"). */
+/* Every owner's output in the run directory (`run_dir`) and then the root's own linked
+   to its final name, or with `undo` those links removed again. */
+static void link_outputs(struct rt *rt, int run_dir, size_t dir_len, int undo) {
+    for (int64_t o = 0; run_dir && o < rt->n; o++)
+        if (o != rt->owner) other_output(rt, dir_len, o, undo ? DROP_FINAL_NAME : LINK_OUTPUT);
+    /* the root's own output: where it cannot be linked, "finalize" says why once the owners
+       have the verdict */
+    if (!undo && link(rt->out.tmp, rt->out.path) == 0) rt->out.created = 0, rt->finalized = 1;
+    if (undo && rt->finalized && is_staged_file(&rt->out, rt->out.path))
+        unlink(rt->out.path), rt->out.created = 1, rt->finalized = 0;
+}
+
+/* The root's publication, once its commit record is written and fsynced: in a run
+   directory every other owner's staged output linked to its final name, then the root's
+   own output, one link(2) after the other, and last the record (from that link on the run
+   is committed, and every output is there already); then the directory fsynced once and
+   the .tmp names removed. All this before any owner hears the verdict, so an owner that
+   died after "prepared" leaves no final name missing (docs/runtime.md "Publication"). */
 static int publish_run(struct rt *rt) {
     TRY(close_staged(rt, &rt->commit));
     TRY(close_staged(rt, &rt->out));
-    TRY(link_staged(rt, &rt->commit));
-    rt->commit.created = 0;
-    rt->committed = 1;
     size_t dir_len;
     int run_dir = in_run_dir(rt, &dir_len);
-    for (int64_t o = 0; run_dir && o < rt->n; o++)
-        if (o != rt->owner) other_output(rt, dir_len, o, 1);
-    /* the root's own output: where it cannot be linked, "finalize" says why once the owners
-       have the verdict */
-    if (link(rt->out.tmp, rt->out.path) == 0) rt->out.created = 0, rt->finalized = 1;
+    link_outputs(rt, run_dir, dir_len, 0);
+    int rc = link_staged(rt, &rt->commit);
+    if (rc != RT_OK) { /* not committed: no final name stays */
+        link_outputs(rt, run_dir, dir_len, 1);
+        return rc;
+    }
+    rt->commit.created = 0;
+    rt->committed = 1;
     if (sync_dir(rt->commit.path) != 0) return rt_fail(rt, RT_IO_ERROR, "cannot make '%s' durable", rt->commit.path);
     if (is_staged_file(&rt->commit, rt->commit.tmp)) unlink(rt->commit.tmp);
     if (rt->finalized && is_staged_file(&rt->out, rt->out.tmp)) unlink(rt->out.tmp);
     for (int64_t o = 0; run_dir && o < rt->n; o++)
-        if (o != rt->owner) other_output(rt, dir_len, o, 0);
+        if (o != rt->owner) other_output(rt, dir_len, o, DROP_STAGED_NAME);
     return RT_OK;
 }
 
