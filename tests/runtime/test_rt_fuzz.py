@@ -1,0 +1,521 @@
+"""Every parser of untrusted bytes in the C runtime, fuzzed: the command line (and the
+engines' variables), peers files, host lists (node lists, task counts, hostfiles), key
+files and frames in-process, each parser's cases in one forked child (a crash or a hang
+fails the test, naming the case), and the restore of damaged checkpoints through an
+executable, a process per case. Every case is a valid input changed by a seeded mutator
+(flipped, inserted and deleted bytes, NUL and 0xff, truncation, duplicated and dropped
+lines, huge numbers, very long lines, empty input); each must end OK or with a refusal
+code of the runtime's table and a one-line detail, and where a second reader exists (the
+emitters' host list parser, the key file's rule) with its outcome.
+
+`make test-sanitize` runs this file with the library and the executable built with
+AddressSanitizer and UBSan (ALPHAC_SANITIZE=1), ALPHAC_FUZZ_SCALE times as many cases."""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import random
+import re
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from alphac import driver, wire
+from alphac.image.cheader import runtime_codes
+from alphac.launch import frames as fr
+from alphac.launch.hostlist import HostlistError, expand
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from hostlist_cases import EXPANDS, REFUSED  # noqa: E402
+
+pytestmark = pytest.mark.fuzz
+
+SANITIZE = os.environ.get("ALPHAC_SANITIZE") == "1"
+SCALE = int(os.environ.get("ALPHAC_FUZZ_SCALE", "1"))
+CASES = 300 * SCALE  # per parser
+DEADLINE_S = 10  # per case
+CODES = frozenset(runtime_codes())
+ROOT = Path(__file__).resolve().parents[2]
+CKPT = ROOT / "tests" / "errors" / "checkpoints"
+
+
+@pytest.fixture(scope="module")
+def lib(request):
+    """The suite's runtime library, or under ALPHAC_SANITIZE=1 the one built with the
+    sanitizers (loaded into a Python that has libasan and libubsan preloaded)."""
+    if SANITIZE and "libasan" not in os.environ.get("LD_PRELOAD", ""):
+        pytest.fail("ALPHAC_SANITIZE=1 needs libasan and libubsan in LD_PRELOAD: run make test-sanitize")
+    return request.getfixturevalue("sanlib" if SANITIZE else "rtlib")
+
+
+def _needed(path: Path) -> set:
+    """The libraries an ELF file names (DT_NEEDED), without their versions."""
+    from elftools.elf.dynamic import DynamicSection
+    from elftools.elf.elffile import ELFFile
+
+    with open(path, "rb") as f:
+        dynamic = next(s for s in ELFFile(f).iter_sections() if isinstance(s, DynamicSection))
+        return {t.needed.split(".so")[0] for t in dynamic.iter_tags() if t.entry.d_tag == "DT_NEEDED"}
+
+
+@pytest.mark.skipif(not SANITIZE, reason="the sanitized build is fuzzed by make test-sanitize")
+def test_the_fuzzed_library_and_executable_are_sanitized(lib, restore_exe):
+    """What make test-sanitize fuzzes was built by driver.build(sanitize=True): linked with
+    AddressSanitizer and UBSan, and the executable runs."""
+    assert {"libasan", "libubsan"} <= _needed(Path(lib.lib._name)) and {"libasan", "libubsan"} <= _needed(restore_exe)
+    done = subprocess.run([str(restore_exe), "--version"], capture_output=True, timeout=DEADLINE_S)
+    assert (done.returncode, done.stderr) == (0, b"")
+
+
+# -- the mutator ---------------------------------------------------------------------------
+
+HUGE = (b"0", b"-1", b"65535", b"65536", b"2147483648", b"4294967296", b"9223372036854775807",
+        b"9223372036854775808", b"18446744073709551616", b"999999999999999999999999999999")
+SPECIAL = (0, 0xFF, 0x7F, 0x80, 0x20, 0x0A, 0x09, 0x0D, 0x2C, 0x3A, 0x5B, 0x5D, 0x2D, 0x23, 0x3D)
+
+
+def mutate(rng: random.Random, data: bytes, tokens: tuple[bytes, ...] = (), longest: int = 70000) -> bytes:
+    """1 to 4 random edits of `data`: a bit flipped, a byte set to a special one, bytes
+    inserted (NUL and 0xff among them), a range deleted, the rest cut off, a line
+    duplicated, dropped or swapped, a number made huge, a very long run inserted (up to
+    `longest` bytes), all of it emptied, or one of `tokens` inserted."""
+    b = bytearray(data)
+    for _ in range(rng.randint(1, 4)):
+        op, at = rng.randrange(12), rng.randint(0, len(b))
+        lines = bytes(b).split(b"\n")
+        if op == 0 and b:
+            b[min(at, len(b) - 1)] ^= 1 << rng.randrange(8)
+        elif op == 1 and b:
+            b[min(at, len(b) - 1)] = rng.choice(SPECIAL)
+        elif op == 2:
+            b[at:at] = bytes(rng.choice((*SPECIAL, rng.randrange(256))) for _ in range(rng.randint(1, 8)))
+        elif op == 3 and b:
+            del b[at:at + rng.randint(1, 16)]
+        elif op == 4:
+            del b[at:]
+        elif op == 5:
+            i = rng.randrange(len(lines))
+            lines.insert(i, lines[i])
+            b = bytearray(b"\n".join(lines))
+        elif op == 6 and len(lines) > 1:
+            del lines[rng.randrange(len(lines))]
+            b = bytearray(b"\n".join(lines))
+        elif op == 7 and len(lines) > 1:
+            i, j = rng.randrange(len(lines)), rng.randrange(len(lines))
+            lines[i], lines[j] = lines[j], lines[i]
+            b = bytearray(b"\n".join(lines))
+        elif op == 8:
+            digits = [m.span() for m in re.finditer(rb"[0-9]+", bytes(b))]
+            if digits:
+                s, e = rng.choice(digits)
+                b[s:e] = rng.choice(HUGE)
+        elif op == 9:
+            b[at:at] = bytes([rng.choice(b"a9:[,. ")]) * min(longest, rng.choice((300, 1100, 5000, 70000)))
+        elif op == 10 and rng.random() < 0.2:
+            b.clear()
+        elif tokens:
+            b[at:at] = rng.choice(tokens)
+    return bytes(b)
+
+
+def corpus(seed: int, valid: list, count: int, change) -> list:
+    """The valid inputs themselves, then `count` - len(valid) of them changed by
+    change(rng, input), from a generator seeded with `seed` (reproducible)."""
+    rng = random.Random(seed)
+    return list(valid) + [change(rng, rng.choice(valid)) for _ in range(count - len(valid))]
+
+
+# -- one forked child per parser -----------------------------------------------------------
+
+def _status(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"was killed by {signal.Signals(os.WTERMSIG(status)).name}"
+    return f"exited {os.WEXITSTATUS(status)}"
+
+
+def in_child(cases: list, call) -> list:
+    """call(case) for every case in a forked child, which writes each outcome (JSON) on a
+    pipe as the case ends; the outcomes, in order. A case that ends the child (a signal, a
+    sanitizer's report, an exception) or runs past DEADLINE_S fails the test, naming it
+    and quoting what the child wrote on its stderr."""
+    r, w = os.pipe()
+    err = tempfile.TemporaryFile()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        code = 0
+        try:
+            os.close(r)
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            os.dup2(err.fileno(), 2)
+            for case in cases:
+                os.write(w, json.dumps(call(case)).encode() + b"\n")
+        except BaseException:
+            os.write(2, traceback.format_exc().encode())
+            code = 3
+        os._exit(code)
+    os.close(w)
+    outcomes, pending, why = [], b"", ""
+    deadline = time.monotonic() + DEADLINE_S
+    try:
+        while len(outcomes) < len(cases):
+            if not select.select([r], [], [], max(0.0, deadline - time.monotonic()))[0]:
+                why = f"ran longer than {DEADLINE_S} s"
+                os.kill(pid, signal.SIGKILL)
+                break
+            chunk = os.read(r, 1 << 16)
+            if not chunk:
+                break
+            *lines, pending = (pending + chunk).split(b"\n")
+            outcomes += [json.loads(line) for line in lines]
+            deadline = time.monotonic() + DEADLINE_S
+    finally:
+        os.close(r)
+        _, status = os.waitpid(pid, 0)
+    if len(outcomes) < len(cases) or status != 0:
+        err.seek(0)
+        said = err.read().decode("utf-8", "replace")
+        said = said if len(said) < 4000 else said[:3000] + "\n...\n" + said[-800:]
+        i = len(outcomes)
+        case = repr(cases[i])[:400] if i < len(cases) else "after the last case"
+        pytest.fail(f"case {i} ({case}): the child {why or _status(status)}; its stderr:\n{said}")
+    return outcomes
+
+
+def text(data: bytes) -> str:
+    return data.decode("latin-1")
+
+
+def refusal(lib, rt, rc: int) -> list:
+    """[code, detail] of a return value, the detail as latin-1."""
+    return [lib.code(rc), text(ctypes.string_at(lib.lib.rt_message(rt))) if rc > 0 else ""]
+
+
+def assert_outcomes(outcomes: list, allowed: set) -> None:
+    """Every code allowed."""
+    codes = {o[0] for o in outcomes}
+    assert codes <= allowed, codes - allowed
+
+
+# -- the command line ----------------------------------------------------------------------
+
+ARGV = [
+    ["--owner", "1", "--peers", "p", "--out", "o", "--insecure"],
+    ["--owner=2", "--peers=p", "--out=o", "--key", "k", "--timeout-ms", "100", "--updates", "5"],
+    ["--owner", "3", "--nodelist", "n[1-4]", "--base-port", "29000", "--out-dir", "d", "--insecure"],
+    ["--owner", "1", "--hostfile", "h", "--base-port", "29000", "--out", "o", "--run-id", "ab12", "--insecure"],
+    ["--owner", "1", "--peers", "p", "--out", "o", "--resume", "ck", "--new-contract", "--insecure",
+     "--checkpoint-dir", "ck"],
+    ["--owner", "2", "--peers", "p", "--out", "o", "--stats", "s", "--connections", "c", "--listen-any",
+     "--status-fd", "1", "--insecure"],
+    ["--help"], ["--version"], [],
+]
+ENGINE_VARS = ("SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "SLURM_STEP_NODELIST")
+ARGV_TOKENS = (b"\0--owner\0", b"\0--peers\0", b"--out=", b"\0--help", b"\0--timeout-ms\0", b"\0-", b"=", b"\0--")
+
+
+def _argv_case(rng: random.Random, argv: list) -> tuple:
+    """A command line (its arguments joined by NUL, mutated, split again: an argument
+    holds no NUL) and, sometimes, an engine's variable set to a mutated number."""
+    args = mutate(rng, b"\0".join(a.encode() for a in argv), ARGV_TOKENS, longest=5000).split(b"\0")
+    env = {}
+    if rng.random() < 0.3:
+        env[rng.choice(ENGINE_VARS)] = text(mutate(rng, rng.choice((b"1", b"2", b"n[1-4]"))).replace(b"\0", b""))
+    return [text(a) for a in args], env
+
+
+def test_command_lines_end_ok_or_refused(lib):
+    cases = corpus(1, [(a, {}) for a in ARGV], CASES, lambda rng, c: _argv_case(rng, c[0]))
+
+    def call(case):
+        argv, env = case
+        for name, value in env.items():
+            os.environ[name] = value
+        rt = lib.new()
+        array = (ctypes.c_char_p * (len(argv) + 2))(b"exe", *(a.encode("latin-1") for a in argv), None)
+        rc = lib.lib.rt_parse_args(rt, len(argv) + 1, array)
+        if rc == 0:
+            rc = lib.lib.rt_select_owner(rt) or lib.lib.rt_key_or_insecure(rt)
+        for name in env:
+            del os.environ[name]
+        return refusal(lib, rt, rc)
+
+    outcomes = in_child(cases, call)
+    assert_outcomes(outcomes, {"ok", "done", "usage", "owner-not-in-role", "owner-ambiguous"})
+    assert outcomes[:len(ARGV)] == [["ok", ""]] * 6 + [["done", ""]] * 2 + [["usage", outcomes[8][1]]]
+
+
+# -- peers files ---------------------------------------------------------------------------
+
+PEERS = [
+    b"0 127.0.0.1:47000\n1 127.0.0.1:47001\n",
+    b"# a comment\n\n   \n0 localhost:47000\n\t1\t127.0.0.1:47001   \n",
+    b"0 [::1]:47000 shm\n1 [::1]:47001 shm-only\n2 127.0.0.1:5 tcp\n3 127.0.0.1:6\n",
+]
+PEERS_TOKENS = (b"[::1]:", b"]:", b" shm-only", b"\n#", b":65535", b"\n4 127.0.0.1:7\n", b" tcp extra")
+
+
+def test_peers_files_end_ok_or_refused(lib, tmp_path):
+    cases = corpus(2, PEERS, CASES, lambda rng, c: mutate(rng, c, PEERS_TOKENS))
+    path = tmp_path / "peers"
+
+    def call(data):
+        path.write_bytes(data)
+        rt = lib.owner(1, str(path), "out", "--insecure")
+        return refusal(lib, rt, lib.lib.rt_read_peers(rt))
+
+    outcomes = in_child(cases, call)
+    assert_outcomes(outcomes, {"ok", "usage"})
+    assert outcomes[:len(PEERS)] == [["ok", ""]] * len(PEERS)
+
+
+# -- host lists, task counts, hostfiles ----------------------------------------------------
+
+HOSTLISTS = [t.encode() for t, _ in EXPANDS + REFUSED] + [b"n[0-65535]", b"a,b[1-3]c,d[01-02]"]
+HOSTLIST_TOKENS = (b"[", b"]", b",", b"-", b"[1-3]", b"[0-65535]", b"[99999999999-100000000000]", b"[01-010]")
+
+
+def _python_expand(data: bytes) -> list:
+    """What the emitters' parser makes of the list (up to a NUL, where a C string ends),
+    its message cut as the C one is, to the 511 characters of a 512-byte buffer."""
+    try:
+        names = expand(text(data.split(b"\0")[0]))
+    except HostlistError as e:
+        return [-1, str(e)[:511]]
+    return [0, hashlib.sha256("".join(n + "\n" for n in names).encode("latin-1")).hexdigest()]
+
+
+def test_host_lists_end_ok_or_refused_as_the_emitters_parser(lib):
+    cases = corpus(3, HOSTLISTS, CASES, lambda rng, c: mutate(rng, c, HOSTLIST_TOKENS, longest=600))
+    size = 1 << 23
+    out, err = ctypes.create_string_buffer(size), ctypes.create_string_buffer(512)
+
+    def call(data):
+        rc = lib.lib.rt_hostlist_text(data, out, size, err, 512)
+        return [rc, text(err.value)] if rc else [0, hashlib.sha256(out.value).hexdigest()]
+
+    outcomes = in_child(cases, call)
+    assert {o[0] for o in outcomes} <= {0, -1}
+    differ = [(c, o, _python_expand(c)) for c, o in zip(cases, outcomes) if o != _python_expand(c)]
+    assert not differ, differ[:3]
+
+
+TASKS = [b"1", b"2(x3),1", b"4,4", b"1(x4)", b"65536", b"1(x2),2(x1)"]
+
+
+def test_task_counts_end_ok_or_refused(lib):
+    cases = corpus(4, TASKS, CASES, lambda rng, c: mutate(rng, c, (b"(x", b")", b",", b"(x65536)"), longest=600))
+    counts, nodes, err = (ctypes.c_int64 * 16)(), ctypes.c_int64(), ctypes.create_string_buffer(512)
+
+    def call(data):
+        rc = lib.lib.rt_tasks_per_node(data, counts, 16, ctypes.byref(nodes), err, 512)
+        return [rc, text(err.value) if rc else str(list(counts)[:min(16, nodes.value)])]
+
+    outcomes = in_child(cases, call)
+    assert {o[0] for o in outcomes} <= {0, -1}
+    assert outcomes[:len(TASKS)] == [[0, "[1]"], [0, "[2, 2, 2, 1]"], [0, "[4, 4]"], [0, "[1, 1, 1, 1]"],
+                                      [0, "[65536]"], [0, "[1, 1, 2]"]]
+
+
+class Names(ctypes.Structure):
+    _fields_ = [("text", ctypes.c_void_p), ("used", ctypes.c_size_t), ("cap", ctypes.c_size_t),
+                ("count", ctypes.c_int64)]
+
+
+HOSTFILES = [b"node1 slots=2\nnode2\n", b"# the job's hosts\nn1 slots=4 # four\n\nn2\tslots=1\nn1\n", b"a\n"]
+
+
+def test_hostfiles_end_ok_or_refused(lib, tmp_path):
+    cases = corpus(5, HOSTFILES, CASES, lambda rng, c: mutate(rng, c, (b" slots=", b"#", b"slots=65536", b"\t")))
+    path = tmp_path / "hostfile"
+    err = ctypes.create_string_buffer(512)
+
+    def call(data):
+        path.write_bytes(data)
+        names = Names()
+        rc = lib.lib.rt_hostfile_read(str(path).encode(), ctypes.byref(names), err, 512)
+        count = names.count
+        lib.lib.rt_names_free(ctypes.byref(names))
+        return [rc, text(err.value) if rc else str(count)]
+
+    outcomes = in_child(cases, call)
+    assert {o[0] for o in outcomes} <= {0, -1}
+    assert outcomes[:len(HOSTFILES)] == [[0, "3"], [0, "6"], [0, "1"]]
+
+
+# -- key files -----------------------------------------------------------------------------
+
+KEYS = [bytes(range(32)), bytes(range(256)) * 16, b"\0" * 64, b"\xff" * 4096]
+MODES = (0o600, 0o400, 0o700, 0o640, 0o604, 0o644, 0o200)
+
+
+def test_key_files_are_read_exactly_when_private_and_32_to_4096_bytes(lib, tmp_path):
+    cases = corpus(6, [(k, 0o600) for k in KEYS], CASES,
+                   lambda rng, c: (mutate(rng, c[0]), c[1] if rng.random() < 0.7 else rng.choice(MODES)))
+    path = tmp_path / "run.key"
+
+    def call(case):
+        data, mode = case
+        path.unlink(missing_ok=True)
+        path.write_bytes(data)
+        path.chmod(mode)
+        rt = lib.owner(1, "peers", "out", "--key", str(path))
+        return refusal(lib, rt, lib.lib.rt_read_key(rt))
+
+    outcomes = in_child(cases, call)
+    assert_outcomes(outcomes, {"ok", "key-file"})
+    want = ["ok" if 32 <= len(d) <= 4096 and not m & 0o077 else "key-file" for d, m in cases]
+    assert [o[0] for o in outcomes] == want
+
+
+# -- frames --------------------------------------------------------------------------------
+
+KEY = bytes(range(32))
+LEN = 3  # a combine value of the fixture's protocol: k sums and the count
+
+
+def _frames(lib) -> list:
+    """(keyed, hello, bytes): a combine value from owner 0 and a hello from owner 3, each
+    untagged and tagged under KEY."""
+    value = fr.Frame(lib.protocol, 0, 1, 3, 5, fr.COMBINE, (11, 12, 2))
+    hello = fr.hello(lib.protocol, 3, 1, 5)
+    return [(keyed, f is hello, f.encode(key=KEY if keyed else None)) for keyed in (False, True)
+            for f in (value, hello)]
+
+
+def test_frames_end_ok_or_refused(lib, tmp_path):
+    valid = _frames(lib)
+    cases = corpus(7, valid, CASES, lambda rng, c: (c[0], c[1], mutate(rng, c[2], longest=2000)))
+    key = tmp_path / "run.key"
+    key.write_bytes(KEY)
+    key.chmod(0o600)
+
+    def call(case):
+        keyed, hello, data = case
+        a, b = socket.socketpair()
+        rt = lib.owner(1, "peers", "out", "--timeout-ms", "2000", *(("--key", str(key)) if keyed else ()))
+        if keyed:
+            assert lib.lib.rt_read_key(rt) == 0
+        if hello:
+            lib.lib.rt_attach(rt, 3, -1, 1)
+        else:
+            lib.lib.rt_attach(rt, 0, a.fileno(), 0)
+        b.sendall(data)
+        b.shutdown(socket.SHUT_WR)
+        length = wire.HELLO_WORDS if hello else LEN
+        buf = np.zeros(wire.HEADER_WORDS + length + 1 + wire.TAG_WORDS, dtype=np.uint64)
+        rc = lib.lib.rt_recv_frame(rt, a.fileno(), -1 if hello else 0, fr.HELLO if hello else fr.COMBINE,
+                                   0 if hello else 3, 0 if hello else 5, buf.ctypes.data_as(ctypes.c_void_p),
+                                   length, None, None)
+        a.close()
+        b.close()
+        return refusal(lib, rt, rc)
+
+    outcomes = in_child(cases, call)
+    assert_outcomes(outcomes, {"ok", "peer-closed"} | {c for c in CODES if c.startswith("frame-")})
+    assert outcomes[:len(valid)] == [["ok", ""]] * len(valid)
+
+
+# -- checkpoints, restored by an executable ------------------------------------------------
+
+FIXTURE = CKPT / "lsq-star-v2"
+CKPT_TOKENS = (b"\nmanifest 1 manifest-1.txt ", b"\nfragment 0 state 160 2 ", b"0+0x2", b"0+1x999999999999",
+               b"\nshard 0 shard-0.bin 176 ", b"\nversion 2", b"\nidentity 3acbebd993d6999e", b" -", b",0+1x1")
+
+
+@pytest.fixture(scope="module")
+def restore_exe(tmp_path_factory) -> Path:
+    plan = driver.plan(driver.deployment(str(CKPT / "lsq-star.alpha")))
+    return driver.build(plan, "coordinator", "x86_64", tmp_path_factory.mktemp("fuzz-exe"), sanitize=SANITIZE)
+
+
+def signed(body: bytes) -> bytes:
+    return body + b"sha256 " + hashlib.sha256(body).hexdigest().encode() + b"\n"
+
+
+def _shard_case(rng: random.Random, body: bytes) -> dict:
+    """A shard changed, and its manifest's lines made to agree with it (its size, its
+    fragments' and its own sha256), so that the restore reads its header and words."""
+    owner = rng.randrange(4)
+    name = f"shard-{owner}.bin"
+    data = mutate(rng, (FIXTURE / name).read_bytes(), longest=200)
+    lines = body.split(b"\n")
+    frags = [i for i, line in enumerate(lines) if line.startswith(b"fragment %d " % owner)]
+    shas = []
+    for i in frags:
+        f = lines[i].split(b" ")
+        offset, words = int(f[3]), int(f[4])
+        shas.append(hashlib.sha256(data[offset:offset + 8 * words]).hexdigest().encode())
+        lines[i] = b" ".join([*f[:6], shas[-1]])
+    head = data[:max(0, len(data) - 8 * sum(int(lines[i].split(b" ")[4]) for i in frags))]
+    digest = hashlib.sha256(head + b"".join(bytes.fromhex(sha.decode()) for sha in shas)).hexdigest()
+    lines = [f"shard {owner} {name} {len(data)} {digest}".encode() if line.startswith(b"shard %d " % owner)
+             else line for line in lines]
+    return {"manifest.txt": signed(b"\n".join(lines)), name: data}
+
+
+def _checkpoint_case(rng: random.Random, _) -> dict:
+    """A damaged copy of the fixture, as {file name: bytes}: the root manifest changed
+    (and signed again three times in four, so the items are read), a shard changed (its
+    manifest's lines made to agree with it, or not), or a child manifest named with its
+    right hash, itself a changed manifest signed again."""
+    root = (FIXTURE / "manifest.txt").read_bytes()
+    body = root.rsplit(b"sha256 ", 1)[0]
+    which = rng.random()
+    if which < 0.6:
+        changed = mutate(rng, body, CKPT_TOKENS, longest=5000)
+        return {"manifest.txt": signed(changed) if rng.random() < 0.75 else mutate(rng, root, CKPT_TOKENS)}
+    if which < 0.7:
+        name = f"shard-{rng.randrange(4)}.bin"
+        return {name: mutate(rng, (FIXTURE / name).read_bytes())}
+    if which < 0.85:
+        return _shard_case(rng, body)
+    owner = rng.randrange(4)
+    child = signed(mutate(rng, body, CKPT_TOKENS) if rng.random() < 0.8 else body)
+    line = f"manifest {owner} manifest-{owner}.txt {hashlib.sha256(child).hexdigest()}\n".encode()
+    return {"manifest.txt": signed(body + line), f"manifest-{owner}.txt": child}
+
+
+def test_damaged_checkpoints_are_refused_by_the_restore(restore_exe, tmp_path):
+    cases = corpus(8, [{}], CASES, _checkpoint_case)
+    peers = tmp_path / "peers"
+    base = 20000 + os.getpid() % 9000
+    peers.write_text("".join(f"{o} 127.0.0.1:{base + o}\n" for o in range(4)))
+    allowed = {c for c in CODES if c.startswith(("checkpoint-", "shard-coverage-", "numerical-"))}
+    allowed |= {"connect-timeout", "io-error"}
+    failures, codes = [], set()
+    for i, files in enumerate(cases):
+        d = tmp_path / f"case-{i}" / "ckpt-2"
+        shutil.copytree(FIXTURE, d)
+        for name, data in files.items():
+            (d / name).write_bytes(data)
+        try:
+            done = subprocess.run([str(restore_exe), "--owner", "0", "--peers", str(peers), "--insecure",
+                                   "--out", str(d.parent / "out"), "--resume", str(d), "--timeout-ms", "50"],
+                                  capture_output=True, timeout=DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            failures.append((i, files, f"ran longer than {DEADLINE_S} s"))
+            continue
+        err = text(done.stderr)
+        m = re.fullmatch(r"refused: ([a-z0-9-]+): [^\n]*\n", err)
+        if done.returncode != 1 or not m or m.group(1) not in allowed:
+            failures.append((i, files, f"exit {done.returncode}: {err[-2000:]}"))
+        else:
+            codes.add(m.group(1))
+        shutil.rmtree(d.parent)
+    assert not failures, failures[:2]
+    assert "connect-timeout" in codes and "checkpoint-manifest" in codes, codes
+
