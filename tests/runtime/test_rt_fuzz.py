@@ -205,9 +205,12 @@ def refusal(lib, rt, rc: int) -> list:
 
 
 def assert_outcomes(outcomes: list, allowed: set) -> None:
-    """Every code allowed."""
+    """Every code allowed; every detail one line of printable characters (never the bytes
+    of a control character taken from the input)."""
     codes = {o[0] for o in outcomes}
     assert codes <= allowed, codes - allowed
+    bad = [o for o in outcomes if re.search(r"[\x00-\x1f\x7f]", o[1])]
+    assert not bad, bad[:3]
 
 
 # -- the command line ----------------------------------------------------------------------
@@ -510,7 +513,7 @@ def test_damaged_checkpoints_are_refused_by_the_restore(restore_exe, tmp_path):
             failures.append((i, files, f"ran longer than {DEADLINE_S} s"))
             continue
         err = text(done.stderr)
-        m = re.fullmatch(r"refused: ([a-z0-9-]+): [^\n]*\n", err)
+        m = re.fullmatch(r"refused: ([a-z0-9-]+): [^\x00-\x1f\x7f]*\n", err)
         if done.returncode != 1 or not m or m.group(1) not in allowed:
             failures.append((i, files, f"exit {done.returncode}: {err[-2000:]}"))
         else:
@@ -518,4 +521,20 @@ def test_damaged_checkpoints_are_refused_by_the_restore(restore_exe, tmp_path):
         shutil.rmtree(d.parent)
     assert not failures, failures[:2]
     assert "connect-timeout" in codes and "checkpoint-manifest" in codes, codes
+
+
+# -- what the fuzzing found, kept as fixed inputs ------------------------------------------
+
+def test_a_refusal_quoting_a_control_character_stays_one_line(lib):
+    """A detail quoting an argument (or a file's text) printed its bytes: a newline in an
+    argument split the refusal, and could forge a line after it."""
+    rt = lib.new()
+    rc = lib.parse(rt, "--owner", "1\n2", "--peers", "p", "--out", "o")
+    assert lib.result(rt, rc) == ("usage", "--owner needs a non-negative integer, got '1?2' (try --help)")
+
+
+def test_an_executable_refuses_on_one_line_whatever_the_argument_holds(restore_exe):
+    done = subprocess.run([str(restore_exe), "--bogus\nrefused: ok: \x1b[2K"], capture_output=True, timeout=DEADLINE_S)
+    assert (done.returncode, done.stderr) == (2, b"refused: usage: unknown option '--bogus?refused: ok: ?[2K' "
+                                                 b"(try --help)\n")
 
