@@ -3,7 +3,8 @@
    of SLURM_STEP_TASKS_PER_NODE (`2(x3),1`) and Open MPI's hostfile (`HOST [slots=N]`).
    These functions know nothing of a run: each returns 0, or -1 with a one-line message in
    `err`. alphac/launch/hostlist.py is the same hostlist parser, message for message; both
-   are held to one table of cases (tests/hostlist_cases.py). */
+   are held to one table of cases (tests/hostlist_cases.py). The lines of a hostfile (and
+   of a peers file, peers.c) are read by rt_read_line, which sees a NUL byte. */
 #include "rt.h"
 
 #include <ctype.h>
@@ -48,6 +49,21 @@ const char *rt_names_next(const char *name) { return name + strlen(name) + 1; }
 void rt_names_free(struct rt_names *names) {
     free(names->text);
     memset(names, 0, sizeof *names);
+}
+
+/* The next line of f into buf, its LF kept, NUL-terminated: 1, or 0 at the end of the file;
+   LINE_LONG when it is longer than size - 2 characters (room for its LF and NUL, the last
+   line too), LINE_NUL when a NUL byte comes first (fgets would end the line there unseen). */
+int rt_read_line(FILE *f, char *buf, size_t size) {
+    size_t n = 0;
+    int c = 0;
+    while (c != '\n' && (c = getc(f)) != EOF) {
+        if (c == 0) return LINE_NUL;
+        if (c != '\n' && n + 2 >= size) return LINE_LONG;
+        buf[n++] = (char)c;
+    }
+    buf[n] = 0;
+    return n > 0;
 }
 
 static int is_name_char(int c) { return isalnum(c) || c == '-' || c == '.' || c == '_'; }
@@ -286,11 +302,15 @@ int rt_hostfile_read(const char *path, struct rt_names *out, char *err, size_t s
     int64_t slots[HOSTFILE_MAX_HOSTS], total = 0, line = 0;
     char text[1024];
     int rc = 0;
-    while (rc == 0 && fgets(text, sizeof text, f)) {
+    for (int r; rc == 0 && (r = rt_read_line(f, text, sizeof text)) != 0;) {
         line++;
         char *host;
         int64_t n;
-        int got = strlen(text) == sizeof text - 1 && text[sizeof text - 2] != '\n' ? -1 : hostfile_line(text, &host, &n);
+        if (r == LINE_NUL) {
+            rc = fail(err, size, "hostfile '%s' line %lld holds a NUL byte", path, (long long)line);
+            break;
+        }
+        int got = r == LINE_LONG ? -1 : hostfile_line(text, &host, &n);
         if (got < 0) {
             rc = fail(err, size, "hostfile '%s' line %lld: expected 'HOST' or 'HOST slots=N' (N in 1..%d)", path,
                       (long long)line, MAX_HOSTS);

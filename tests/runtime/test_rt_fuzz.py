@@ -283,6 +283,7 @@ def test_peers_files_end_ok_or_refused(lib, tmp_path):
     outcomes = in_child(cases, call)
     assert_outcomes(outcomes, {"ok", "usage"})
     assert outcomes[:len(PEERS)] == [["ok", ""]] * len(PEERS)
+    assert [c for c, o in zip(cases, outcomes) if b"\0" in c and o[0] == "ok"] == []  # a NUL byte is refused
 
 
 # -- host lists, task counts, hostfiles ----------------------------------------------------
@@ -357,6 +358,7 @@ def test_hostfiles_end_ok_or_refused(lib, tmp_path):
     outcomes = in_child(cases, call)
     assert {o[0] for o in outcomes} <= {0, -1}
     assert outcomes[:len(HOSTFILES)] == [[0, "3"], [0, "6"], [0, "1"]]
+    assert [c for c, o in zip(cases, outcomes) if b"\0" in c and o[0] == 0] == []  # a NUL byte is refused
 
 
 # -- key files -----------------------------------------------------------------------------
@@ -538,3 +540,19 @@ def test_an_executable_refuses_on_one_line_whatever_the_argument_holds(restore_e
     assert (done.returncode, done.stderr) == (2, b"refused: usage: unknown option '--bogus?refused: ok: ?[2K' "
                                                  b"(try --help)\n")
 
+
+def test_a_nul_byte_in_a_peers_file_is_refused_naming_its_line(lib, tmp_path):
+    """fgets ended the line at the NUL unseen: the rest of the line was ignored."""
+    path = tmp_path / "peers"
+    path.write_bytes(b"0 127.0.0.1:47000\n1 127.0.0.1:47001\0 tcp junk\n")
+    rt = lib.owner(1, str(path), "out", "--insecure")
+    assert lib.result(rt, lib.lib.rt_read_peers(rt)) == ("usage", f"peers file '{path}' line 2 holds a NUL byte")
+
+
+def test_a_nul_byte_in_a_hostfile_is_refused_naming_its_line(lib, tmp_path):
+    path = tmp_path / "hostfile"
+    path.write_bytes(b"node1\0 slots=9\nnode2\n")
+    names, err = Names(), ctypes.create_string_buffer(512)
+    rc = lib.lib.rt_hostfile_read(str(path).encode(), ctypes.byref(names), err, 512)
+    lib.lib.rt_names_free(ctypes.byref(names))
+    assert (rc, err.value.decode()) == (-1, f"hostfile '{path}' line 1 holds a NUL byte")
