@@ -100,24 +100,28 @@ int rt_engine_sources(struct rt *rt) {
 }
 
 /* The node list's nodes, each repeated by its count in SLURM_STEP_TASKS_PER_NODE (srun's
-   block distribution: the first node's tasks first). */
-static int per_task(struct rt *rt, const struct rt_names *nodes, const char *tasks, struct rt_names *hosts) {
+   block distribution: the first node's tasks first), and how many tasks they are (*placed):
+   only when they are the owners, so that counts of up to 2^32 tasks repeat no host. */
+static int per_task(struct rt *rt, const struct rt_names *nodes, const char *tasks, struct rt_names *hosts,
+                    int64_t *placed) {
     char err[256];
     int rc;
     int64_t *counts = rt_alloc_words(rt, nodes->count, &rc), got;
     TRY(rc);
     if (rt_tasks_per_node(tasks, counts, nodes->count, &got, err, sizeof err) != 0)
-        return rt_fail(rt, RT_USAGE, "%s '%s': %s", ENV_SLURM_TASKS_PER_NODE, tasks, err);
-    if (got != nodes->count)
-        return rt_fail(rt, RT_USAGE, "%s '%s' and %s '%s' disagree: %lld task counts, %lld nodes",
-                       ENV_SLURM_TASKS_PER_NODE, tasks, rt->nodes_from, rt->nodelist, (long long)got,
-                       (long long)nodes->count);
+        rc = rt_fail(rt, RT_USAGE, "%s '%s': %s", ENV_SLURM_TASKS_PER_NODE, tasks, err);
+    else if (got != nodes->count)
+        rc = rt_fail(rt, RT_USAGE, "%s '%s' and %s '%s' disagree: %lld task counts, %lld nodes",
+                     ENV_SLURM_TASKS_PER_NODE, tasks, rt->nodes_from, rt->nodelist, (long long)got,
+                     (long long)nodes->count);
+    *placed = 0;
+    for (int64_t i = 0; rc == RT_OK && i < nodes->count; i++) *placed += counts[i]; /* at most 2^32 */
     const char *h = nodes->text;
-    for (int64_t i = 0; i < nodes->count; i++, h = rt_names_next(h))
-        for (int64_t t = 0; t < counts[i]; t++)
-            if (rt_names_add(hosts, h, strlen(h), err, sizeof err) != 0) return rt_fail(rt, RT_IO_ERROR, "%s", err);
+    for (int64_t i = 0; rc == RT_OK && *placed == rt->n && i < nodes->count; i++, h = rt_names_next(h))
+        for (int64_t t = 0; rc == RT_OK && t < counts[i]; t++)
+            if (rt_names_add(hosts, h, strlen(h), err, sizeof err) != 0) rc = rt_fail(rt, RT_IO_ERROR, "%s", err);
     free(counts);
-    return RT_OK;
+    return rc;
 }
 
 /* One host per owner, in owner order: the hostfile's slots (at least one per owner, the
@@ -136,17 +140,19 @@ static int owner_hosts(struct rt *rt, struct rt_names *hosts) {
     if (rt_hostlist_expand(rt->nodelist, &nodes, err, sizeof err) != 0)
         return rt_fail(rt, RT_USAGE, "%s '%s': %s", rt->nodes_from, rt->nodelist, err);
     const char *tasks = strcmp(rt->nodes_from, ENV_SLURM_NODELIST) == 0 ? getenv(ENV_SLURM_TASKS_PER_NODE) : NULL;
+    int64_t placed;
     if (tasks) {
-        int rc = per_task(rt, &nodes, tasks, hosts);
+        int rc = per_task(rt, &nodes, tasks, hosts, &placed);
         rt_names_free(&nodes);
         TRY(rc);
     } else {
         *hosts = nodes;
+        placed = hosts->count;
     }
-    if (hosts->count != rt->n)
+    if (placed != rt->n)
         return rt_fail(rt, RT_USAGE, "%s '%s'%s%s%s places %lld owners; the deployment has %lld", rt->nodes_from,
                        rt->nodelist, tasks ? " with " ENV_SLURM_TASKS_PER_NODE " '" : "", tasks ? tasks : "",
-                       tasks ? "'" : "", (long long)hosts->count, (long long)rt->n);
+                       tasks ? "'" : "", (long long)placed, (long long)rt->n);
     return RT_OK;
 }
 

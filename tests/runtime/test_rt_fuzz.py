@@ -19,6 +19,7 @@ import json
 import os
 import random
 import re
+import resource
 import select
 import shutil
 import signal
@@ -556,3 +557,18 @@ def test_a_nul_byte_in_a_hostfile_is_refused_naming_its_line(lib, tmp_path):
     rc = lib.lib.rt_hostfile_read(str(path).encode(), ctypes.byref(names), err, 512)
     lib.lib.rt_names_free(ctypes.byref(names))
     assert (rc, err.value.decode()) == (-1, f"hostfile '{path}' line 1 holds a NUL byte")
+
+
+def test_task_counts_past_every_owner_are_refused_before_any_host_is_repeated(lib):
+    """SLURM_STEP_TASKS_PER_NODE '65536(x65536)' over 65536 nodes named 2^32 hosts, each
+    appended (some 30 GB) before their count was compared with the owners'."""
+    def call(_):
+        if not SANITIZE:  # without the fix it runs out of this, not of the machine
+            resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
+        os.environ.update({wire.SLURM_NODELIST: "n[1-65536]", wire.SLURM_TASKS_PER_NODE: "65536(x65536)"})
+        rt = lib.new()
+        rc = lib.parse(rt, "--owner", "1", "--base-port", "29000", "--out", "o", "--insecure")
+        return refusal(lib, rt, rc or lib.lib.rt_select_owner(rt) or lib.lib.rt_read_peers(rt))
+
+    assert in_child([0], call) == [["usage", "SLURM_STEP_NODELIST 'n[1-65536]' with SLURM_STEP_TASKS_PER_NODE "
+                                             "'65536(x65536)' places 4294967296 owners; the deployment has 4"]]
