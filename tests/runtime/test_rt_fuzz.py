@@ -1,6 +1,6 @@
 """Every parser of untrusted bytes in the C runtime, fuzzed: the command line (and the
 engines' variables), peers files, host lists (node lists, task counts, hostfiles), key
-files and frames in-process, each parser's cases in one forked child (a crash or a hang
+files, frames and shared-memory offers in-process, each parser's cases in one forked child (a crash or a hang
 fails the test, naming the case), and the restore of damaged checkpoints through an
 executable, a process per case. Every case is a valid input changed by a seeded mutator
 (flipped, inserted and deleted bytes, NUL and 0xff, truncation, duplicated and dropped
@@ -24,6 +24,7 @@ import select
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -130,6 +131,15 @@ def mutate(rng: random.Random, data: bytes, tokens: tuple[bytes, ...] = (), long
         elif tokens:
             b[at:at] = rng.choice(tokens)
     return bytes(b)
+
+
+def resealed(rng: random.Random, frame: fr.Frame, key: bytes | None = None) -> bytes:
+    """The frame with its payload's bytes mutated (whole words, zero-padded) and its
+    checksum (and with `key`, its tag) made right again, so the payload is read."""
+    data = mutate(rng, struct.pack(f"<{len(frame.payload)}Q", *frame.payload), longest=200)
+    data += bytes(-len(data) % 8)
+    words = struct.unpack(f"<{len(data) // 8}Q", data)
+    return fr.Frame(**{**frame.__dict__, "payload": words}).encode(key=key)
 
 
 def corpus(seed: int, valid: list, count: int, change) -> list:
@@ -394,17 +404,22 @@ LEN = 3  # a combine value of the fixture's protocol: k sums and the count
 
 
 def _frames(lib) -> list:
-    """(keyed, hello, bytes): a combine value from owner 0 and a hello from owner 3, each
+    """(keyed, hello, frame): a combine value from owner 0 and a hello from owner 3, each
     untagged and tagged under KEY."""
     value = fr.Frame(lib.protocol, 0, 1, 3, 5, fr.COMBINE, (11, 12, 2))
-    hello = fr.hello(lib.protocol, 3, 1, 5)
-    return [(keyed, f is hello, f.encode(key=KEY if keyed else None)) for keyed in (False, True)
-            for f in (value, hello)]
+    return [(keyed, f.kind == fr.HELLO, f) for keyed in (False, True) for f in (value, fr.hello(lib.protocol, 3, 1, 5))]
+
+
+def _frame_case(rng: random.Random, case: tuple) -> tuple:
+    """A frame's bytes mutated, or its payload mutated and the frame sealed again."""
+    keyed, hello, f = case
+    key = KEY if keyed else None
+    return keyed, hello, mutate(rng, f.encode(key=key), longest=2000) if rng.random() < 0.7 else resealed(rng, f, key)
 
 
 def test_frames_end_ok_or_refused(lib, tmp_path):
-    valid = _frames(lib)
-    cases = corpus(7, valid, CASES, lambda rng, c: (c[0], c[1], mutate(rng, c[2], longest=2000)))
+    valid = [(keyed, hello, f.encode(key=KEY if keyed else None)) for keyed, hello, f in _frames(lib)]
+    cases = corpus(7, valid, CASES, lambda rng, c: _frame_case(rng, _frames(lib)[valid.index(c)]))
     key = tmp_path / "run.key"
     key.write_bytes(KEY)
     key.chmod(0o600)
@@ -433,6 +448,53 @@ def test_frames_end_ok_or_refused(lib, tmp_path):
     outcomes = in_child(cases, call)
     assert_outcomes(outcomes, {"ok", "peer-closed"} | {c for c in CODES if c.startswith("frame-")})
     assert outcomes[:len(valid)] == [["ok", ""]] * len(valid)
+
+
+def _segment(name: str) -> tuple[int, int, int]:
+    """A shared-memory segment as an owner makes one (docs/runtime.md, "Transports"): its
+    device, inode and size."""
+    fd = os.open(f"/dev/shm/{name}", os.O_RDWR | os.O_CREAT, 0o600)
+    size = wire.SHM_HEADER_BYTES + 2 * wire.SHM_RING_MIN
+    os.ftruncate(fd, size)
+    os.pwrite(fd, struct.pack("<3Q", wire.SHM_MAGIC, size, wire.SHM_RING_MIN), 0)
+    st = os.fstat(fd)
+    os.close(fd)
+    return st.st_dev, st.st_ino, size
+
+
+def test_shared_memory_offers_end_ok_or_refused(lib):
+    """Owner 1 answers owner 0's offer of a segment (a transport frame naming it), mutated;
+    the segment's name is linked to it again for every case (a mapped one is unlinked)."""
+    name = f"{wire.SHM_PREFIX}{os.getpid()}-fuzz"
+    path, kept = Path(f"/dev/shm/{name}"), Path(f"/dev/shm/{name}-kept")
+    boot = fr.boot_id_words(Path("/proc/sys/kernel/random/boot_id").read_text())
+    offer = fr.transport(lib.protocol, 0, 1, boot, "offer", _segment(name), f"/{name}".encode())
+    os.link(path, kept)
+    declined = fr.transport(lib.protocol, 0, 1, boot, "declined", (13, 0, 0))
+    valid = [offer, declined]
+    cases = corpus(9, [f.encode() for f in valid], CASES, lambda rng, c: resealed(rng, rng.choice(valid))
+                   if rng.random() < 0.7 else mutate(rng, c, longest=600))
+
+    def call(data):
+        if not path.exists():
+            os.link(kept, path)
+        a, b = socket.socketpair()
+        rt = lib.owner(1, "peers", "out", "--timeout-ms", "2000")
+        lib.lib.rt_attach(rt, 0, a.fileno(), 0)
+        b.sendall(data)
+        b.shutdown(socket.SHUT_WR)
+        rc = lib.lib.rt_shm_answer(rt, 0)
+        a.close()
+        b.close()
+        return refusal(lib, rt, rc)
+
+    try:
+        outcomes = in_child(cases, call)
+    finally:
+        path.unlink(missing_ok=True)
+        kept.unlink()
+    assert_outcomes(outcomes, {"ok", "peer-closed", "shm-segment"} | {c for c in CODES if c.startswith("frame-")})
+    assert outcomes[:2] == [["ok", ""], ["ok", ""]]
 
 
 # -- checkpoints, restored by an executable ------------------------------------------------
