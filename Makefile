@@ -69,7 +69,7 @@ test-gpu: setup
 # AddressSanitizer and UBSan, SANITIZE_SCALE times as many cases: a report fails its case.
 # The sanitizers' runtimes are preloaded into Python (the library is loaded with ctypes),
 # Python allocates with malloc so its buffers have ASan's red zones, and leaks are not
-# reported (Python keeps its own by design). About 4 minutes on 2 cores.
+# reported (Python keeps its own by design). About 3 minutes on 2 cores.
 SANITIZE_SCALE ?= 10
 test-sanitize: setup
 	@ASAN=$$(cc -print-file-name=libasan.so); UBSAN=$$(cc -print-file-name=libubsan.so); \

@@ -1,8 +1,8 @@
 """Every parser of untrusted bytes in the C runtime, fuzzed: the command line (and the
 engines' variables), peers files, host lists (node lists, task counts, hostfiles), key
-files, frames and shared-memory offers in-process, each parser's cases in one forked child (a crash or a hang
-fails the test, naming the case), and the restore of damaged checkpoints through an
-executable, a process per case. Every case is a valid input changed by a seeded mutator
+files, frames and shared-memory offers in-process, each parser's cases in one forked
+child (a crash or a hang fails the test, naming the case), and the restore of damaged
+checkpoints through an executable, a process per case. Every case is a valid input changed by a seeded mutator
 (flipped, inserted and deleted bytes, NUL and 0xff, truncation, duplicated and dropped
 lines, huge numbers, very long lines, empty input); each must end OK or with a refusal
 code of the runtime's table and a one-line detail, and where a second reader exists (the
@@ -207,6 +207,7 @@ def in_child(cases: list, call) -> list:
 
 
 def text(data: bytes) -> str:
+    """Bytes as the characters of the same codes (what JSON and os.environ can carry)."""
     return data.decode("latin-1")
 
 
@@ -237,7 +238,7 @@ ARGV = [
      "--status-fd", "1", "--insecure"],
     ["--help"], ["--version"], [],
 ]
-ENGINE_VARS = ("SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "SLURM_STEP_NODELIST")
+ENGINE_VARS = (*(rank for rank, _ in wire.ENGINE_RANKS), wire.SLURM_NODELIST)
 ARGV_TOKENS = (b"\0--owner\0", b"\0--peers\0", b"--out=", b"\0--help", b"\0--timeout-ms\0", b"\0-", b"=", b"\0--")
 
 
