@@ -101,12 +101,12 @@ int rt_parse_args(struct rt *rt, int argc, char **argv) {
         case O_RESUME: rt->ck.resume = optarg; break;
         case O_CKPT_KEY: rt->ck.key_path = optarg; break;
         case O_NEW_CONTRACT: rt->ck.resume_mode = 2; break;
-        case O_RUN_ID: {
-            char *end = NULL;
-            errno = 0;
-            rt->ck.run_id = strtoull(optarg, &end, 16);
-            if (!*optarg || *end || errno || !rt->ck.run_id)
-                return rt_fail(rt, RT_USAGE, "--run-id needs a non-zero hexadecimal number, got '%s' (try --help)", optarg);
+        case O_RUN_ID: { /* hex digits only: strtoull would take a sign, blanks and 0x as well */
+            size_t digits = strspn(optarg, "0123456789abcdefABCDEF");
+            rt->ck.run_id = digits > 0 && digits <= 16 && !optarg[digits] ? strtoull(optarg, NULL, 16) : 0;
+            if (!rt->ck.run_id)
+                return rt_fail(rt, RT_USAGE, "--run-id needs a non-zero hexadecimal number of at most 16 digits, "
+                               "got '%s' (try --help)", optarg);
             break;
         }
         case O_STATS: rt->stats_path = optarg; break;

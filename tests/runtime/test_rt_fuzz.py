@@ -599,6 +599,15 @@ def test_a_refusal_quoting_a_control_character_stays_one_line(lib):
     assert lib.result(rt, rc) == ("usage", "--owner needs a non-negative integer, got '1?2' (try --help)")
 
 
+@pytest.mark.parametrize("run_id", ["-1", "+12", " 12", "0x12", "12 ", "1" * 17, "0" * 16])
+def test_a_run_id_is_hexadecimal_digits_only(lib, run_id):
+    """strtoull took '-1' as ffffffffffffffff, and a sign, blanks or 0x before the digits."""
+    rt = lib.new()
+    rc = lib.parse(rt, "--owner", "1", "--peers", "p", "--out", "o", "--run-id", run_id)
+    assert lib.result(rt, rc) == ("usage", f"--run-id needs a non-zero hexadecimal number of at most 16 digits, "
+                                           f"got '{run_id}' (try --help)")
+
+
 def test_an_executable_refuses_on_one_line_whatever_the_argument_holds(restore_exe):
     done = subprocess.run([str(restore_exe), "--bogus\nrefused: ok: \x1b[2K"], capture_output=True, timeout=DEADLINE_S)
     assert (done.returncode, done.stderr) == (2, b"refused: usage: unknown option '--bogus?refused: ok: ?[2K' "
