@@ -2,6 +2,7 @@
    owner's position in its role; an engine's owner index and hosts are engine.c's. */
 #include "rt.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -30,12 +31,13 @@ int rt_init(struct rt *rt, const uint64_t *image) {
     return RT_OK;
 }
 
-/* A non-negative decimal integer, the whole of `text`. */
+/* A non-negative decimal integer, the whole of `text` (digits only: strtoll would take a
+   sign and blanks before them). */
 static int parse_num(struct rt *rt, const char *text, const char *flag, int64_t *out) {
     char *end = NULL;
     errno = 0;
     long long v = strtoll(text, &end, 10);
-    if (!*text || *end || errno || v < 0)
+    if (!isdigit((unsigned char)*text) || *end || errno || v < 0)
         return rt_fail(rt, RT_USAGE, "%s needs a non-negative integer, got '%s' (try --help)", flag, text);
     *out = v;
     return RT_OK;

@@ -5,6 +5,7 @@
    expanded list, listening on --base-port plus its place among the owners of that host. */
 #include "rt.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +20,8 @@ static const char *const engine[][2] = {
 #define ENGINES ((int)(sizeof engine / sizeof engine[0]))
 _Static_assert(ENGINES == 2, "the messages below name two engines");
 
-/* The variable `name` as a non-negative decimal integer; *present is 0 when it is unset. */
+/* The variable `name` as a non-negative decimal integer (digits only); *present is 0 when
+   it is unset. */
 static int env_number(struct rt *rt, const char *name, int64_t *out, int *present) {
     const char *v = getenv(name);
     *present = v != NULL;
@@ -27,7 +29,7 @@ static int env_number(struct rt *rt, const char *name, int64_t *out, int *presen
     char *end = NULL;
     errno = 0;
     long long x = strtoll(v, &end, 10);
-    if (!*v || *end || errno || x < 0)
+    if (!isdigit((unsigned char)*v) || *end || errno || x < 0)
         return rt_fail(rt, RT_USAGE, "%s='%s' is not a non-negative integer", name, v);
     *out = x;
     return RT_OK;

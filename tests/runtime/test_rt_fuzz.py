@@ -608,6 +608,26 @@ def test_a_run_id_is_hexadecimal_digits_only(lib, run_id):
                                            f"got '{run_id}' (try --help)")
 
 
+@pytest.mark.parametrize("flag,value", [("--owner", "+1"), ("--owner", " 1"), ("--updates", "+5"),
+                                        ("--timeout-ms", "\t100"), ("--base-port", "+29000")])
+def test_a_number_on_the_command_line_is_digits_only(lib, flag, value):
+    """strtoll took a sign and blanks before the digits."""
+    rt = lib.new()
+    where = ("--peers", "p") if flag != "--base-port" else ("--nodelist", "a,b,c,d")
+    rc = lib.parse(rt, "--owner", "1", *where, "--out", "o", flag, value)
+    shown = value.replace("\t", "?")  # a control character prints as '?'
+    assert lib.result(rt, rc) == ("usage", f"{flag} needs a non-negative integer, got '{shown}' (try --help)")
+
+
+def test_an_engine_variable_is_digits_only(lib):
+    def call(_):
+        os.environ[wire.ENGINE_RANKS[0][0]] = "+1"
+        rt = lib.new()
+        return refusal(lib, rt, lib.parse(rt, "--peers", "p", "--out", "o"))
+
+    assert in_child([0], call) == [["usage", "SLURM_PROCID='+1' is not a non-negative integer"]]
+
+
 def test_an_executable_refuses_on_one_line_whatever_the_argument_holds(restore_exe):
     done = subprocess.run([str(restore_exe), "--bogus\nrefused: ok: \x1b[2K"], capture_output=True, timeout=DEADLINE_S)
     assert (done.returncode, done.stderr) == (2, b"refused: usage: unknown option '--bogus?refused: ok: ?[2K' "
