@@ -664,3 +664,21 @@ def test_task_counts_past_every_owner_are_refused_before_any_host_is_repeated(li
 
     assert in_child([0], call) == [["usage", "SLURM_STEP_NODELIST 'n[1-65536]' with SLURM_STEP_TASKS_PER_NODE "
                                              "'65536(x65536)' places 4294967296 owners; the deployment has 4"]]
+
+
+@pytest.mark.parametrize("runs", ["+0+1x2", "\t0+1x2", "-0+1x2", "0+1x+2"])
+def test_a_fragments_runs_are_digits_only_as_the_python_reader_reads_them(restore_exe, tmp_path, runs):
+    """sscanf took a sign or blanks before a number: the restore read runs the Python reader
+    (alphac inspect) refuses."""
+    d = tmp_path / "ckpt-2"
+    shutil.copytree(FIXTURE, d)
+    body = (FIXTURE / "manifest.txt").read_bytes().rsplit(b"sha256 ", 1)[0]
+    (d / "manifest.txt").write_bytes(signed(body.replace(b" parameters 144 2 0+1x2 ", f" parameters 144 2 {runs} "
+                                                                                   .encode())))
+    peers = tmp_path / "peers"
+    peers.write_text("".join(f"{o} 127.0.0.1:{20000 + os.getpid() % 9000 + o}\n" for o in range(4)))
+    done = subprocess.run([str(restore_exe), "--owner", "0", "--peers", str(peers), "--insecure", "--out",
+                           str(tmp_path / "out"), "--resume", str(d), "--timeout-ms", "50"], capture_output=True,
+                          timeout=DEADLINE_S)
+    assert (done.returncode, done.stderr.decode()) == (1, f"refused: checkpoint-manifest: {d / 'manifest.txt'}: "
+                                                          "malformed runs of owner 0's fragment\n")
