@@ -4,15 +4,18 @@
    These functions know nothing of a run: each returns 0, or -1 with a one-line message in
    `err`. alphac/launch/hostlist.py is the same hostlist parser, message for message; both
    are held to one table of cases (tests/hostlist_cases.py). The lines of a hostfile (and
-   of a peers file, peers.c) are read by rt_read_line, which sees a NUL byte. */
+   of a peers file, peers.c) are read by rt_read_line, which sees a NUL byte, from a file
+   rt_open_text opened without waiting for a FIFO's writer. */
 #include "rt.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define HOST_NAME_MAX_LEN 255
 #define MAX_DIGITS 18          /* every number of a range fits in a u64 */
@@ -49,6 +52,22 @@ const char *rt_names_next(const char *name) { return name + strlen(name) + 1; }
 void rt_names_free(struct rt_names *names) {
     free(names->text);
     memset(names, 0, sizeof *names);
+}
+
+/* A text file opened for reading without waiting for a writer (fopen(3) waits, before any
+   deadline, on a FIFO none has opened: then it reads as empty); a pipe with a writer, such
+   as `--peers <(...)`, reads as a file. NULL with errno as fopen's. */
+FILE *rt_open_text(const char *path) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), flags;
+    if (fd < 0) return NULL;
+    int blocking = (flags = fcntl(fd, F_GETFL)) >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0;
+    FILE *f = blocking ? fdopen(fd, "r") : NULL;
+    if (!f) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return f;
 }
 
 /* The next line of f into buf, its LF kept, NUL-terminated: 1, or 0 at the end of the file;
@@ -293,7 +312,7 @@ static int hostfile_line(char *text, char **host, int64_t *slots) {
 }
 
 int rt_hostfile_read(const char *path, struct rt_names *out, char *err, size_t size) {
-    FILE *f = fopen(path, "r");
+    FILE *f = rt_open_text(path);
     if (!f) {
         fail(err, size, "cannot read the hostfile '%s' (%s)", path, strerror(errno));
         return 1;

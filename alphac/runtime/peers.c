@@ -130,7 +130,7 @@ static int resolve(struct rt *rt, int64_t owner) {
 
 static int read_file(struct rt *rt) {
     int rc;
-    FILE *f = fopen(rt->peers_path, "r");
+    FILE *f = rt_open_text(rt->peers_path);
     if (!f) return rt_fail(rt, RT_IO_ERROR, "cannot read the peers file '%s'", rt->peers_path);
     char text[1024];
     int64_t line = 0;

@@ -333,6 +333,7 @@ void rt_names_free(struct rt_names *names);
 #define LINE_LONG (-1) /* rt_read_line: the line does not fit */
 #define LINE_NUL (-2)  /* rt_read_line: the line holds a NUL byte */
 int rt_read_line(FILE *f, char *buf, size_t size);
+FILE *rt_open_text(const char *path);
 int rt_engine_owner(struct rt *rt, int seen_owner);
 int rt_engine_sources(struct rt *rt);
 int rt_node_endpoints(struct rt *rt);

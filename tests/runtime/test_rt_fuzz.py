@@ -682,3 +682,33 @@ def test_a_fragments_runs_are_digits_only_as_the_python_reader_reads_them(restor
                           timeout=DEADLINE_S)
     assert (done.returncode, done.stderr.decode()) == (1, f"refused: checkpoint-manifest: {d / 'manifest.txt'}: "
                                                           "malformed runs of owner 0's fragment\n")
+
+
+@pytest.mark.parametrize("which", ["peers", "hostfile"])
+def test_a_fifo_without_a_writer_as_a_peers_file_or_hostfile_reads_as_empty(lib, tmp_path, which):
+    """fopen(3) waited for a writer, before any deadline: the owner hung. (A pipe with a
+    writer, such as --peers <(...), is read as before.)"""
+    path = tmp_path / which
+    os.mkfifo(path)
+
+    def call(_):
+        if which == "peers":
+            rt = lib.owner(1, str(path), "out", "--insecure")
+            return refusal(lib, rt, lib.lib.rt_read_peers(rt))
+        names, err = Names(), ctypes.create_string_buffer(512)
+        return [lib.lib.rt_hostfile_read(str(path).encode(), ctypes.byref(names), err, 512), err.value.decode()]
+
+    want = ["usage", f"peers file '{path}' has no endpoint for owner 1"] if which == "peers" else \
+        [-1, f"hostfile '{path}' names no host"]
+    assert in_child([0], call) == [want]
+
+
+def test_a_pipe_with_a_writer_is_read_as_a_peers_file(lib):
+    def call(_):
+        r, w = os.pipe()
+        os.write(w, PEERS[0])
+        os.close(w)
+        rt = lib.owner(1, f"/dev/fd/{r}", "out", "--insecure")
+        return refusal(lib, rt, lib.lib.rt_read_peers(rt))
+
+    assert in_child([0], call) == [["ok", ""]]
