@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import hmac
 import json
 import os
 import random
@@ -233,7 +234,7 @@ ARGV = [
     ["--owner", "3", "--nodelist", "n[1-4]", "--base-port", "29000", "--out-dir", "d", "--insecure"],
     ["--owner", "1", "--hostfile", "h", "--base-port", "29000", "--out", "o", "--run-id", "ab12", "--insecure"],
     ["--owner", "1", "--peers", "p", "--out", "o", "--resume", "ck", "--new-contract", "--insecure",
-     "--checkpoint-dir", "ck"],
+     "--checkpoint-dir", "ck", "--checkpoint-key", "ck.key"],
     ["--owner", "2", "--peers", "p", "--out", "o", "--stats", "s", "--connections", "c", "--listen-any",
      "--status-fd", "1", "--insecure"],
     ["--help"], ["--version"], [],
@@ -502,7 +503,9 @@ def test_shared_memory_offers_end_ok_or_refused(lib):
 
 FIXTURE = CKPT / "lsq-star-v2"
 CKPT_TOKENS = (b"\nmanifest 1 manifest-1.txt ", b"\nfragment 0 state 160 2 ", b"0+0x2", b"0+1x999999999999",
-               b"\nshard 0 shard-0.bin 176 ", b"\nversion 2", b"\nidentity 3acbebd993d6999e", b" -", b",0+1x1")
+               b"\nshard 0 shard-0.bin 176 ", b"\nversion 2", b"\nidentity ", b" -", b",0+1x1", b"\nauth none",
+               b"\nauth hmac-sha256 " + b"0" * 64, b"\ninputs ")
+CKPT_KEY = bytes(range(100, 132))  # the checkpoint key of the keyed cases
 
 
 @pytest.fixture(scope="module")
@@ -515,7 +518,23 @@ def signed(body: bytes) -> bytes:
     return body + b"sha256 " + hashlib.sha256(body).hexdigest().encode() + b"\n"
 
 
-def _shard_case(rng: random.Random, body: bytes) -> dict:
+def tagged(body: bytes) -> bytes:
+    """The body with its auth line (if any) the tag under CKPT_KEY of every byte before it."""
+    from alphac.checkpoint.manifest import checkpoint_key
+
+    at = body.rfind(b"\nauth ")
+    if at < 0:
+        return body
+    head = body[:at + 1]
+    return head + b"auth hmac-sha256 " + hmac.new(checkpoint_key(CKPT_KEY), head, "sha256").hexdigest().encode() + b"\n"
+
+
+def _before_auth(body: bytes, line: bytes) -> bytes:
+    at = body.rfind(b"\nauth ")
+    return body[:at + 1] + line + body[at + 1:] if at >= 0 else body + line
+
+
+def _shard_case(rng: random.Random, body: bytes, seal) -> dict:
     """A shard changed, and its manifest's lines made to agree with it (its size, its
     fragments' and its own sha256), so that the restore reads its header and words."""
     owner = rng.randrange(4)
@@ -533,47 +552,56 @@ def _shard_case(rng: random.Random, body: bytes) -> dict:
     digest = hashlib.sha256(head + b"".join(bytes.fromhex(sha.decode()) for sha in shas)).hexdigest()
     lines = [f"shard {owner} {name} {len(data)} {digest}".encode() if line.startswith(b"shard %d " % owner)
              else line for line in lines]
-    return {"manifest.txt": signed(b"\n".join(lines)), name: data}
+    return {"manifest.txt": seal(b"\n".join(lines)), name: data}
 
 
-def _checkpoint_case(rng: random.Random, _) -> dict:
-    """A damaged copy of the fixture, as {file name: bytes}: the root manifest changed
-    (and signed again three times in four, so the items are read), a shard changed (its
-    manifest's lines made to agree with it, or not), or a child manifest named with its
-    right hash, itself a changed manifest signed again."""
+def _checkpoint_case(rng: random.Random, _) -> tuple:
+    """A damaged copy of the fixture: (keyed, {file name: bytes}). The root manifest
+    changed (and signed again three times in four, so the items are read), a shard changed
+    (its manifest's lines made to agree with it, or not), or a child manifest named with its
+    right hash, itself a changed manifest signed again. A keyed case (one in three) is
+    restored with --checkpoint-key, its root manifest signed with its tag made right (nine
+    times in ten)."""
     root = (FIXTURE / "manifest.txt").read_bytes()
     body = root.rsplit(b"sha256 ", 1)[0]
+    keyed = rng.random() < 1 / 3
+    seal = (lambda b: signed(tagged(b))) if keyed and rng.random() < 0.9 else signed
     which = rng.random()
     if which < 0.6:
         changed = mutate(rng, body, CKPT_TOKENS, longest=5000)
-        return {"manifest.txt": signed(changed) if rng.random() < 0.75 else mutate(rng, root, CKPT_TOKENS)}
+        return keyed, {"manifest.txt": seal(changed) if rng.random() < 0.75 else mutate(rng, root, CKPT_TOKENS)}
     if which < 0.7:
         name = f"shard-{rng.randrange(4)}.bin"
-        return {name: mutate(rng, (FIXTURE / name).read_bytes())}
+        return keyed, {name: mutate(rng, (FIXTURE / name).read_bytes()), "manifest.txt": seal(body)}
     if which < 0.85:
-        return _shard_case(rng, body)
+        return keyed, _shard_case(rng, body, seal)
     owner = rng.randrange(4)
     child = signed(mutate(rng, body, CKPT_TOKENS) if rng.random() < 0.8 else body)
     line = f"manifest {owner} manifest-{owner}.txt {hashlib.sha256(child).hexdigest()}\n".encode()
-    return {"manifest.txt": signed(body + line), f"manifest-{owner}.txt": child}
+    return keyed, {"manifest.txt": seal(_before_auth(body, line)), f"manifest-{owner}.txt": child}
 
 
 def test_damaged_checkpoints_are_refused_by_the_restore(restore_exe, tmp_path):
-    cases = corpus(8, [{}], CASES, _checkpoint_case)
+    body = (FIXTURE / "manifest.txt").read_bytes().rsplit(b"sha256 ", 1)[0]
+    cases = corpus(8, [(False, {}), (True, {"manifest.txt": signed(tagged(body))})], CASES, _checkpoint_case)
+    key = tmp_path / "ckpt.key"
+    key.write_bytes(CKPT_KEY)
+    key.chmod(0o600)
     peers = tmp_path / "peers"
     base = 20000 + os.getpid() % 9000
     peers.write_text("".join(f"{o} 127.0.0.1:{base + o}\n" for o in range(4)))
     allowed = {c for c in CODES if c.startswith(("checkpoint-", "shard-coverage-", "numerical-"))}
     allowed |= {"connect-timeout", "io-error"}
     failures, codes = [], set()
-    for i, files in enumerate(cases):
+    for i, (keyed, files) in enumerate(cases):
         d = tmp_path / f"case-{i}" / "ckpt-2"
         shutil.copytree(FIXTURE, d)
         for name, data in files.items():
             (d / name).write_bytes(data)
         try:
             done = subprocess.run([str(restore_exe), "--owner", "0", "--peers", str(peers), "--insecure",
-                                   "--out", str(d.parent / "out"), "--resume", str(d), "--timeout-ms", "50"],
+                                   "--out", str(d.parent / "out"), "--resume", str(d), "--timeout-ms", "50",
+                                   *(("--checkpoint-key", str(key)) if keyed else ())],
                                   capture_output=True, timeout=DEADLINE_S)
         except subprocess.TimeoutExpired:
             failures.append((i, files, f"ran longer than {DEADLINE_S} s"))
