@@ -239,7 +239,7 @@ def executable_name(plan: "Plan", role: str, target: str, cpu: str = "baseline")
 
 
 def build(plan: "Plan", role: str, target: str, out_dir: "str | os.PathLike",
-          shared: bool = False, cpu: str = "baseline") -> Path:
+          shared: bool = False, cpu: str = "baseline", sanitize: bool = False) -> Path:
     """Build the executable of `role` on `target` into `out_dir`; its path. The kernel
     module (programs, arithmetic, record) is compiled by llvmlite for the CPU level `cpu`
     (alphac.targets.levels: the executable refuses `cpu-unsupported` at startup on a CPU
@@ -253,25 +253,31 @@ def build(plan: "Plan", role: str, target: str, out_dir: "str | os.PathLike",
 
     With `shared`, the same objects (the runtime compiled as position-independent code)
     become `lib{spec}-{role}-{target}.so` instead, a library whose runtime functions can
-    be called in-process (tests/runtime)."""
+    be called in-process (tests/runtime). With `sanitize` (a test build, `make
+    test-sanitize`; targets that run natively), the runtime is compiled and the whole
+    linked with AddressSanitizer and UBSan (alphac.targets.runtime.SANITIZE)."""
+    from dataclasses import replace
+
     from alphac.codegen.module import kernel_module
     from alphac.image.metadata import metadata_for
-    from alphac.targets import compile_object, levels, link_bytes, load_target, runtime_object
-    from alphac.targets.runtime import data_object
+    from alphac.targets import TargetError, compile_object, levels, link_bytes, load_target, runtime_object
+    from alphac.targets.runtime import SANITIZE, data_object
 
     the_target = levels.at_level(load_target(target), cpu)
+    if sanitize and (the_target.runner or the_target.host):
+        raise TargetError("target-not-buildable", f"{target}: a sanitized build runs natively only")
     the_image = image(plan, role, target, cpu)
     meta = metadata_for(plan, role, target, the_target.triple, levels.record(the_target))
     obj = compile_object(kernel_module(the_image, meta), the_target)
-    runtime = runtime_object(target, pic=shared)
+    runtime = runtime_object(target, pic=shared, sanitize=sanitize)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     name = executable_name(plan, role, target, cpu)
     exe = out / (f"lib{name}.so" if shared else name)
     if shared:
-        from dataclasses import replace
-
         the_target = replace(the_target, linker=(*the_target.cc, "-shared", "-o", "{exe}", "{objs}"))
+    if sanitize:
+        the_target = replace(the_target, linker=(the_target.linker[0], *SANITIZE, *the_target.linker[1:]))
     # named before it is made, so that an interrupt at any point finds it in `finally`
     staging = out / f".{exe.name}.{os.urandom(8).hex()}.partial"
     try:

@@ -2,6 +2,7 @@
    owner's position in its role; an engine's owner index and hosts are engine.c's. */
 #include "rt.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -30,12 +31,13 @@ int rt_init(struct rt *rt, const uint64_t *image) {
     return RT_OK;
 }
 
-/* A non-negative decimal integer, the whole of `text`. */
+/* A non-negative decimal integer, the whole of `text` (digits only: strtoll would take a
+   sign and blanks before them). */
 static int parse_num(struct rt *rt, const char *text, const char *flag, int64_t *out) {
     char *end = NULL;
     errno = 0;
     long long v = strtoll(text, &end, 10);
-    if (!*text || *end || errno || v < 0)
+    if (!isdigit((unsigned char)*text) || *end || errno || v < 0)
         return rt_fail(rt, RT_USAGE, "%s needs a non-negative integer, got '%s' (try --help)", flag, text);
     *out = v;
     return RT_OK;
@@ -101,12 +103,12 @@ int rt_parse_args(struct rt *rt, int argc, char **argv) {
         case O_RESUME: rt->ck.resume = optarg; break;
         case O_CKPT_KEY: rt->ck.key_path = optarg; break;
         case O_NEW_CONTRACT: rt->ck.resume_mode = 2; break;
-        case O_RUN_ID: {
-            char *end = NULL;
-            errno = 0;
-            rt->ck.run_id = strtoull(optarg, &end, 16);
-            if (!*optarg || *end || errno || !rt->ck.run_id)
-                return rt_fail(rt, RT_USAGE, "--run-id needs a non-zero hexadecimal number, got '%s' (try --help)", optarg);
+        case O_RUN_ID: { /* hex digits only: strtoull would take a sign, blanks and 0x as well */
+            size_t digits = strspn(optarg, "0123456789abcdefABCDEF");
+            rt->ck.run_id = digits > 0 && digits <= 16 && !optarg[digits] ? strtoull(optarg, NULL, 16) : 0;
+            if (!rt->ck.run_id)
+                return rt_fail(rt, RT_USAGE, "--run-id needs a non-zero hexadecimal number of at most 16 digits, "
+                               "got '%s' (try --help)", optarg);
             break;
         }
         case O_STATS: rt->stats_path = optarg; break;

@@ -5,6 +5,7 @@
    expanded list, listening on --base-port plus its place among the owners of that host. */
 #include "rt.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +20,8 @@ static const char *const engine[][2] = {
 #define ENGINES ((int)(sizeof engine / sizeof engine[0]))
 _Static_assert(ENGINES == 2, "the messages below name two engines");
 
-/* The variable `name` as a non-negative decimal integer; *present is 0 when it is unset. */
+/* The variable `name` as a non-negative decimal integer (digits only); *present is 0 when
+   it is unset. */
 static int env_number(struct rt *rt, const char *name, int64_t *out, int *present) {
     const char *v = getenv(name);
     *present = v != NULL;
@@ -27,7 +29,7 @@ static int env_number(struct rt *rt, const char *name, int64_t *out, int *presen
     char *end = NULL;
     errno = 0;
     long long x = strtoll(v, &end, 10);
-    if (!*v || *end || errno || x < 0)
+    if (!isdigit((unsigned char)*v) || *end || errno || x < 0)
         return rt_fail(rt, RT_USAGE, "%s='%s' is not a non-negative integer", name, v);
     *out = x;
     return RT_OK;
@@ -100,24 +102,28 @@ int rt_engine_sources(struct rt *rt) {
 }
 
 /* The node list's nodes, each repeated by its count in SLURM_STEP_TASKS_PER_NODE (srun's
-   block distribution: the first node's tasks first). */
-static int per_task(struct rt *rt, const struct rt_names *nodes, const char *tasks, struct rt_names *hosts) {
+   block distribution: the first node's tasks first), and how many tasks they are (*placed):
+   only when they are the owners, so that counts of up to 2^32 tasks repeat no host. */
+static int per_task(struct rt *rt, const struct rt_names *nodes, const char *tasks, struct rt_names *hosts,
+                    int64_t *placed) {
     char err[256];
     int rc;
     int64_t *counts = rt_alloc_words(rt, nodes->count, &rc), got;
     TRY(rc);
     if (rt_tasks_per_node(tasks, counts, nodes->count, &got, err, sizeof err) != 0)
-        return rt_fail(rt, RT_USAGE, "%s '%s': %s", ENV_SLURM_TASKS_PER_NODE, tasks, err);
-    if (got != nodes->count)
-        return rt_fail(rt, RT_USAGE, "%s '%s' and %s '%s' disagree: %lld task counts, %lld nodes",
-                       ENV_SLURM_TASKS_PER_NODE, tasks, rt->nodes_from, rt->nodelist, (long long)got,
-                       (long long)nodes->count);
+        rc = rt_fail(rt, RT_USAGE, "%s '%s': %s", ENV_SLURM_TASKS_PER_NODE, tasks, err);
+    else if (got != nodes->count)
+        rc = rt_fail(rt, RT_USAGE, "%s '%s' and %s '%s' disagree: %lld task counts, %lld nodes",
+                     ENV_SLURM_TASKS_PER_NODE, tasks, rt->nodes_from, rt->nodelist, (long long)got,
+                     (long long)nodes->count);
+    *placed = 0;
+    for (int64_t i = 0; rc == RT_OK && i < nodes->count; i++) *placed += counts[i]; /* at most 2^32 */
     const char *h = nodes->text;
-    for (int64_t i = 0; i < nodes->count; i++, h = rt_names_next(h))
-        for (int64_t t = 0; t < counts[i]; t++)
-            if (rt_names_add(hosts, h, strlen(h), err, sizeof err) != 0) return rt_fail(rt, RT_IO_ERROR, "%s", err);
+    for (int64_t i = 0; rc == RT_OK && *placed == rt->n && i < nodes->count; i++, h = rt_names_next(h))
+        for (int64_t t = 0; rc == RT_OK && t < counts[i]; t++)
+            if (rt_names_add(hosts, h, strlen(h), err, sizeof err) != 0) rc = rt_fail(rt, RT_IO_ERROR, "%s", err);
     free(counts);
-    return RT_OK;
+    return rc;
 }
 
 /* One host per owner, in owner order: the hostfile's slots (at least one per owner, the
@@ -136,17 +142,19 @@ static int owner_hosts(struct rt *rt, struct rt_names *hosts) {
     if (rt_hostlist_expand(rt->nodelist, &nodes, err, sizeof err) != 0)
         return rt_fail(rt, RT_USAGE, "%s '%s': %s", rt->nodes_from, rt->nodelist, err);
     const char *tasks = strcmp(rt->nodes_from, ENV_SLURM_NODELIST) == 0 ? getenv(ENV_SLURM_TASKS_PER_NODE) : NULL;
+    int64_t placed;
     if (tasks) {
-        int rc = per_task(rt, &nodes, tasks, hosts);
+        int rc = per_task(rt, &nodes, tasks, hosts, &placed);
         rt_names_free(&nodes);
         TRY(rc);
     } else {
         *hosts = nodes;
+        placed = hosts->count;
     }
-    if (hosts->count != rt->n)
+    if (placed != rt->n)
         return rt_fail(rt, RT_USAGE, "%s '%s'%s%s%s places %lld owners; the deployment has %lld", rt->nodes_from,
                        rt->nodelist, tasks ? " with " ENV_SLURM_TASKS_PER_NODE " '" : "", tasks ? tasks : "",
-                       tasks ? "'" : "", (long long)hosts->count, (long long)rt->n);
+                       tasks ? "'" : "", (long long)placed, (long long)rt->n);
     return RT_OK;
 }
 

@@ -16,11 +16,15 @@ const char *rt_code_name(int code) {
     return code > 0 && code < RT_NCODES ? names[code] : "corrupt-executable";
 }
 
+/* The detail stays one line whatever it quotes (an argument, a file's line, a variable):
+   each control character is printed as '?', so no input can end it or forge a line after. */
 int rt_fail(struct rt *rt, int code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(rt->msg, sizeof rt->msg, fmt, ap);
     va_end(ap);
+    for (char *c = rt->msg; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
     rt->code = code;
     return code;
 }

@@ -3,15 +3,19 @@
    of SLURM_STEP_TASKS_PER_NODE (`2(x3),1`) and Open MPI's hostfile (`HOST [slots=N]`).
    These functions know nothing of a run: each returns 0, or -1 with a one-line message in
    `err`. alphac/launch/hostlist.py is the same hostlist parser, message for message; both
-   are held to one table of cases (tests/hostlist_cases.py). */
+   are held to one table of cases (tests/hostlist_cases.py). The lines of a hostfile (and
+   of a peers file, peers.c) are read by rt_read_line, which sees a NUL byte, from a file
+   rt_open_text opened without waiting for a FIFO's writer. */
 #include "rt.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define HOST_NAME_MAX_LEN 255
 #define MAX_DIGITS 18          /* every number of a range fits in a u64 */
@@ -48,6 +52,37 @@ const char *rt_names_next(const char *name) { return name + strlen(name) + 1; }
 void rt_names_free(struct rt_names *names) {
     free(names->text);
     memset(names, 0, sizeof *names);
+}
+
+/* A text file opened for reading without waiting for a writer (fopen(3) waits, before any
+   deadline, on a FIFO none has opened: then it reads as empty); a pipe with a writer, such
+   as `--peers <(...)`, reads as a file. NULL with errno as fopen's. */
+FILE *rt_open_text(const char *path) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), flags;
+    if (fd < 0) return NULL;
+    int blocking = (flags = fcntl(fd, F_GETFL)) >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0;
+    FILE *f = blocking ? fdopen(fd, "r") : NULL;
+    if (!f) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return f;
+}
+
+/* The next line of f into buf, its LF kept, NUL-terminated: 1, or 0 at the end of the file;
+   LINE_LONG when it is longer than size - 2 characters (room for its LF and NUL, the last
+   line too), LINE_NUL when a NUL byte comes first (fgets would end the line there unseen). */
+int rt_read_line(FILE *f, char *buf, size_t size) {
+    size_t n = 0;
+    int c = 0;
+    while (c != '\n' && (c = getc(f)) != EOF) {
+        if (c == 0) return LINE_NUL;
+        if (c != '\n' && n + 2 >= size) return LINE_LONG;
+        buf[n++] = (char)c;
+    }
+    buf[n] = 0;
+    return n > 0;
 }
 
 static int is_name_char(int c) { return isalnum(c) || c == '-' || c == '.' || c == '_'; }
@@ -277,7 +312,7 @@ static int hostfile_line(char *text, char **host, int64_t *slots) {
 }
 
 int rt_hostfile_read(const char *path, struct rt_names *out, char *err, size_t size) {
-    FILE *f = fopen(path, "r");
+    FILE *f = rt_open_text(path);
     if (!f) {
         fail(err, size, "cannot read the hostfile '%s' (%s)", path, strerror(errno));
         return 1;
@@ -286,11 +321,15 @@ int rt_hostfile_read(const char *path, struct rt_names *out, char *err, size_t s
     int64_t slots[HOSTFILE_MAX_HOSTS], total = 0, line = 0;
     char text[1024];
     int rc = 0;
-    while (rc == 0 && fgets(text, sizeof text, f)) {
+    for (int r; rc == 0 && (r = rt_read_line(f, text, sizeof text)) != 0;) {
         line++;
         char *host;
         int64_t n;
-        int got = strlen(text) == sizeof text - 1 && text[sizeof text - 2] != '\n' ? -1 : hostfile_line(text, &host, &n);
+        if (r == LINE_NUL) {
+            rc = fail(err, size, "hostfile '%s' line %lld holds a NUL byte", path, (long long)line);
+            break;
+        }
+        int got = r == LINE_LONG ? -1 : hostfile_line(text, &host, &n);
         if (got < 0) {
             rc = fail(err, size, "hostfile '%s' line %lld: expected 'HOST' or 'HOST slots=N' (N in 1..%d)", path,
                       (long long)line, MAX_HOSTS);

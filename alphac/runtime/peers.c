@@ -1,6 +1,7 @@
 /* The peers file: one `OWNER HOST:PORT [TRANSPORT]` line per owner (HOST a name, an IPv4
    address or a bracketed IPv6 address; TRANSPORT tcp, the default, shm or shm-only: what
-   the owner may use with a peer on its host); blank lines and `#` comments are ignored.
+   the owner may use with a peer on its host); blank lines and `#` comments are ignored, a
+   line longer than 1022 characters or holding a NUL byte is refused.
    Every line is checked; only this owner's and its peers' hosts are resolved
    (getaddrinfo). Without a peers file the endpoints come from a node list (engine.c), each
    with TCP. */
@@ -129,17 +130,20 @@ static int resolve(struct rt *rt, int64_t owner) {
 
 static int read_file(struct rt *rt) {
     int rc;
-    FILE *f = fopen(rt->peers_path, "r");
+    FILE *f = rt_open_text(rt->peers_path);
     if (!f) return rt_fail(rt, RT_IO_ERROR, "cannot read the peers file '%s'", rt->peers_path);
     char text[1024];
     int64_t line = 0;
     rc = RT_OK;
-    while (rc == RT_OK && fgets(text, sizeof text, f)) {
+    for (int r; rc == RT_OK && (r = rt_read_line(f, text, sizeof text)) != 0;) {
         line++;
-        size_t len = strlen(text);
-        if (len == sizeof text - 1 && text[len - 1] != '\n' && !feof(f)) {
+        if (r == LINE_LONG) {
             rc = rt_fail(rt, RT_USAGE, "peers file '%s' line %lld is longer than %zu characters",
                          rt->peers_path, (long long)line, sizeof text - 2);
+            break;
+        }
+        if (r == LINE_NUL) {
+            rc = rt_fail(rt, RT_USAGE, "peers file '%s' line %lld holds a NUL byte", rt->peers_path, (long long)line);
             break;
         }
         char *p = text;

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -333,6 +334,22 @@ static int check_lines(struct rt *rt, const struct manifest *m, int same) {
     return rc;
 }
 
+/* One run `START+STEPxCOUNT` at r into v, each number decimal digits and nothing else (the
+   Python reader's rule: sscanf would take a sign or blanks before one), a value past
+   LLONG_MAX taken as LLONG_MAX; its length, or 0 when it is malformed. */
+static size_t run_at(const char *r, long long v[3]) {
+    const char *p = r;
+    for (int i = 0; i < 3; i++) {
+        size_t n = 0;
+        for (v[i] = 0; p[n] >= '0' && p[n] <= '9'; n++)
+            v[i] = v[i] > (LLONG_MAX - 9) / 10 ? LLONG_MAX : v[i] * 10 + (p[n] - '0');
+        if (n == 0) return 0;
+        p += n;
+        if (i < 2 && *p++ != "+x"[i]) return 0;
+    }
+    return (size_t)(p - r);
+}
+
 /* Count each position's fragments (saturating at 2): missing, duplicated, outside. Each
    run is bounded before it is walked (no position computed can overflow), and a run of
    step 0 is walked twice at most (its position is then duplicated anyway). */
@@ -344,12 +361,12 @@ static int coverage(struct rt *rt, const struct manifest *m, unsigned char *coun
         if (f->region != region) continue;
         int64_t seen = 0;
         for (const char *r = f->runs; *r && strcmp(r, "-");) {
-            long long s, st, c;
-            int used = 0;
-            if (sscanf(r, "%lld+%lldx%lld%n", &s, &st, &c, &used) != 3 || s < 0 || st < 0 || c < 0 ||
-                (r[used] && (r[used] != ',' || !r[used + 1])))
+            long long v[3];
+            size_t used = run_at(r, v);
+            if (!used || (r[used] && (r[used] != ',' || !r[used + 1])))
                 return rt_fail(rt, RT_CHECKPOINT_MANIFEST, "%s: malformed runs of owner %lld's fragment", m->path,
                                (long long)f->owner);
+            long long s = v[0], st = v[1], c = v[2];
             if (c > f->words - seen)
                 return rt_fail(rt, RT_CHECKPOINT_MANIFEST, "%s: owner %lld's fragment lists more positions than "
                                "its %lld words", m->path, (long long)f->owner, (long long)f->words);
@@ -388,10 +405,9 @@ static int parse_runs(const struct frag *f, struct runs *out) {
     out->r = malloc(sizeof *out->r * 3 * cap), out->n = 0;
     if (!out->r) return 0;
     for (const char *r = f->runs; *r && *r != '-' && (size_t)out->n < cap; out->n++) {
-        long long s, st, c;
-        int used = 0;
-        sscanf(r, "%lld+%lldx%lld%n", &s, &st, &c, &used); /* checked by coverage() */
-        out->r[3 * out->n] = s, out->r[3 * out->n + 1] = st, out->r[3 * out->n + 2] = c;
+        long long v[3];
+        size_t used = run_at(r, v); /* checked by coverage() */
+        out->r[3 * out->n] = v[0], out->r[3 * out->n + 1] = v[1], out->r[3 * out->n + 2] = v[2];
         r += used + (r[used] == ',');
     }
     return 1;

@@ -13,6 +13,7 @@
 #endif
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -329,6 +330,10 @@ int rt_hostfile_read(const char *path, struct rt_names *out, char *err, size_t s
 int rt_names_add(struct rt_names *out, const char *name, size_t len, char *err, size_t size);
 const char *rt_names_next(const char *name);
 void rt_names_free(struct rt_names *names);
+#define LINE_LONG (-1) /* rt_read_line: the line does not fit */
+#define LINE_NUL (-2)  /* rt_read_line: the line holds a NUL byte */
+int rt_read_line(FILE *f, char *buf, size_t size);
+FILE *rt_open_text(const char *path);
 int rt_engine_owner(struct rt *rt, int seen_owner);
 int rt_engine_sources(struct rt *rt);
 int rt_node_endpoints(struct rt *rt);

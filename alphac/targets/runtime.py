@@ -7,6 +7,10 @@ and the bytes of every source, under $ALPHAC_CACHE (default: $XDG_CACHE_HOME/alp
 The flags forbid what would let C change floating-point results (GNU C contracts a*b+c by
 default); the runtime performs no floating-point arithmetic at all, which a test checks by
 disassembly.
+
+A sanitized object (`sanitize`) adds AddressSanitizer and UBSan, aborting at the first
+report (SANITIZE): the test build `make test-sanitize` links it into the in-process library
+and into an executable; no shipped executable is built so.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from alphac.targets.target import Target, TargetError
 
 FLAGS = ("-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off", "-fno-fast-math",
          "-fno-builtin")
+# compiled and linked with these by `sanitize` (C compiler and linker alike)
+SANITIZE = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g")
 COMPILE_TIMEOUT_S = 300
 OBJECT = "alphac_rt.o"
 CPU_HEADER = "alphac_cpu.h"
@@ -121,19 +127,21 @@ def _run_all(commands: list[list[str]], cwd: str) -> None:
         raise failures[0]
 
 
-def runtime_object(target: Target, pic: bool = False) -> Path:
+def runtime_object(target: Target, pic: bool = False, sanitize: bool = False) -> Path:
     """The cached object of the runtime for `target` (position-independent code for a
-    shared library when `pic`), compiling it on a miss."""
+    shared library when `pic`, instrumented by SANITIZE when `sanitize`), compiling it on a
+    miss."""
     if not target.cc:
         raise TargetError("compiler-missing", f"target {target.name} names no C compiler (cc)")
     files = sources(target)
-    flags = (*FLAGS, *target.cflags, *(("-fPIC",) if pic else ()))
+    flags = (*FLAGS, *target.cflags, *(("-fPIC",) if pic else ()), *(SANITIZE if sanitize else ()))
     key = hashlib.sha256()
     for part in (target.name, "\0".join(target.cc), compiler_version(target.cc), "\0".join(flags)):
         key.update(part.encode() + b"\0")
     for name, data in files.items():
         key.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
-    out = cache_dir() / f"runtime-{target.name}{'-pic' if pic else ''}-{key.hexdigest()[:20]}.o"
+    kind = ("-pic" if pic else "") + ("-sanitize" if sanitize else "")
+    out = cache_dir() / f"runtime-{target.name}{kind}-{key.hexdigest()[:20]}.o"
     if out.is_file():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)

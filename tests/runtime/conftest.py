@@ -57,6 +57,11 @@ class Runtime:
                                                  ctypes.POINTER(ctypes.c_int)]),
             "rt_hostlist_text": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t,
                                                 ctypes.c_char_p, ctypes.c_size_t]),
+            "rt_tasks_per_node": (ctypes.c_int, [ctypes.c_char_p, p, i64, ctypes.POINTER(i64), ctypes.c_char_p,
+                                                 ctypes.c_size_t]),
+            "rt_hostfile_read": (ctypes.c_int, [ctypes.c_char_p, p, ctypes.c_char_p, ctypes.c_size_t]),
+            "rt_names_free": (None, [p]),
+            "rt_key_or_insecure": (ctypes.c_int, [p]),
             "rt_endpoint_text": (ctypes.c_int, [p, i64, ctypes.c_char_p, ctypes.c_size_t]),
             "rt_out_path": (ctypes.c_char_p, [p]),
             "rt_fnv": (u64, [p, i64, u64]),
@@ -98,8 +103,8 @@ class Runtime:
 
     @staticmethod
     def code(rc: int) -> str:
-        """The refusal code of a return value (0: ok)."""
-        return "ok" if rc == 0 else runtime_codes()[rc - 1]
+        """The refusal code of a return value (0: ok, -1: done, --help or --version printed)."""
+        return "ok" if rc == 0 else "done" if rc == -1 else runtime_codes()[rc - 1]
 
     def new(self):
         rt = self.lib.rt_new()
@@ -148,15 +153,22 @@ class Runtime:
         return (cls * count)()
 
 
-def _library(tmp_path_factory, spec: Path, name: str) -> Runtime:
+def _library(tmp_path_factory, spec: Path, name: str, sanitize: bool = False) -> Runtime:
     plan = driver.plan(driver.deployment(str(spec)))
     out = tmp_path_factory.mktemp(name)
-    return Runtime(driver.build(plan, ROLE, "x86_64", out, shared=True), plan)
+    return Runtime(driver.build(plan, ROLE, "x86_64", out, shared=True, sanitize=sanitize), plan)
 
 
 @pytest.fixture(scope="session")
 def rtlib(tmp_path_factory) -> Runtime:
     return _library(tmp_path_factory, SPEC, "rtlib")
+
+
+@pytest.fixture(scope="session")
+def sanlib(tmp_path_factory) -> Runtime:
+    """rtlib's library built with AddressSanitizer and UBSan (`make test-sanitize`, which
+    preloads their runtimes into Python)."""
+    return _library(tmp_path_factory, SPEC, "sanlib", sanitize=True)
 
 
 @pytest.fixture(scope="session")

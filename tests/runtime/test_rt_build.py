@@ -1,12 +1,15 @@
 """Compiling the C runtime: one cached object per target, compiler and sources; a missing
-or failing compiler is a one-line TOOLING error."""
+or failing compiler is a one-line TOOLING error. (The sanitized build is checked by
+tests/runtime/test_rt_fuzz.py under make test-sanitize.)"""
 
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
+from alphac import driver
 from alphac.targets import TargetError, load_target
 from alphac.targets.runtime import runtime_object, sources
 
@@ -46,3 +49,10 @@ def test_a_missing_compiler_and_a_failing_one_are_refused_by_code(tmp_path, monk
     assert err.value.code == "compile-failed"
     assert err.value.message.startswith("cc exited 1: ")
     assert list(tmp_path.iterdir()) == []  # nothing half-built is cached
+
+
+def test_a_sanitized_build_is_refused_for_a_target_that_does_not_run_natively(tmp_path):
+    plan = driver.plan(driver.deployment(str(Path(__file__).resolve().parents[2] / "specs" / "lsq_plain_star.alpha")))
+    with pytest.raises(TargetError) as err:
+        driver.build(plan, "worker", "aarch64", tmp_path, sanitize=True)
+    assert (err.value.code, err.value.message) == ("target-not-buildable", "aarch64: a sanitized build runs natively only")
