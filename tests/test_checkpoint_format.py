@@ -317,3 +317,39 @@ def test_a_plan_checkpoint_with_inner_owners_and_partitioned_words(tmp_path):
     words = logical_words(d)
     res = driver.oracle(driver.deployment(str(spec)), rounds=2)
     assert words["parameters"].tolist() == list(res.params) and words["state"].tolist() == list(res.state)
+
+
+def _resigned(text: str) -> str:
+    body = text[:text.rindex("sha256 ")]
+    return body + f"sha256 {hashlib.sha256(body.encode()).hexdigest()}\n"
+
+
+def test_a_number_of_more_than_18_digits_is_malformed_not_an_error_of_python(tmp_path):
+    """The restore reads at most 18 digits of a number; so does the Python reader (int() of
+    more than 4300 digits raised ValueError, a traceback in alphac inspect)."""
+    d = tmp_path / "ckpt-3"
+    write(d, children=None)
+    text = (d / "manifest.txt").read_text()
+    for digits in ("9" * 19, "9" * 5000):
+        with pytest.raises(CheckpointError) as info:
+            parse(_resigned(text.replace("version 3\n", f"version {digits}\n", 1)))
+        assert (info.value.code, info.value.line, info.value.message) == (
+            "checkpoint-manifest", 2, "malformed 'version' line")
+
+
+def test_a_shard_shorter_than_its_header_is_malformed(tmp_path):
+    """A shard holding no fragment, cut below its 48-byte header with the manifest's size
+    and sha256 made to agree: refused by name (struct.error, a traceback, before)."""
+    frags = fragments()
+    frags[0][0] = ("parameters", ((0, 3, 2),), PARAMS[[0, 3]])
+    frags[3] = []
+    d = tmp_path / "ckpt-3"
+    write(d, frags=frags, children=None)
+    short = (d / "shard-3.bin").read_bytes()[:10]
+    (d / "shard-3.bin").write_bytes(short)
+    text = (d / "manifest.txt").read_text()
+    line = next(ln for ln in text.splitlines() if ln.startswith("shard 3 "))
+    (d / "manifest.txt").write_text(_resigned(text.replace(
+        line, f"shard 3 shard-3.bin 10 {shard_digest(short, [])}")))
+    err = refusal(d)
+    assert (err.code, err.message) == ("checkpoint-manifest", f"{d / 'shard-3.bin'}: shorter than a shard's header")

@@ -163,13 +163,17 @@ _PATTERNS = {
     "auth": r"auth (none|hmac-sha256 " + _HEX64 + ")",
     "sha256": r"sha256 (" + _HEX64 + ")",
 }
+# a number is at most 18 digits, as the executables' restore reads it (int() of thousands
+# of digits would be a ValueError, and a 2^64 would be taken)
+_PATTERNS = {k: v.replace(r"[1-9]\d*", r"[1-9]\d{0,17}").replace(r"\d+", r"\d{1,18}") for k, v in _PATTERNS.items()}
 _ORDER = ("version", "identity", "learner", "inputs", "contract", "layout")
 
 
 def _runs(text: str) -> tuple[Run, ...]:
     if text == "-":
         return ()
-    return tuple(tuple(int(x) for x in re.fullmatch(r"(\d+)\+(\d+)x(\d+)", r).groups()) for r in text.split(","))
+    return tuple(tuple(int(x) for x in re.fullmatch(r"(\d{1,18})\+(\d{1,18})x(\d{1,18})", r).groups())
+                 for r in text.split(","))
 
 
 def parse(text: str, path: str = "manifest.txt") -> Manifest:
@@ -345,6 +349,9 @@ def _head_bytes(p: Path, s: ShardEntry, m: Manifest, frags: list[FragmentEntry])
     """The length of the shard's header and fragment table: the manifest lays the fragments'
     words one after another from there to the end of the file."""
     at = head = s.bytes - 8 * sum(f.words for f in frags)
+    if not frags and head < 48:
+        raise CheckpointError("checkpoint-manifest", f"{p}: shorter than a shard's header", m.path,
+                              m.line_of.get(f"shard {s.owner}", 0))
     for f in frags:
         if f.offset != at or head < 48:
             raise CheckpointError("checkpoint-manifest", f"{p}: owner {f.owner}'s {f.region} fragment lies "
