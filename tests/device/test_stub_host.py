@@ -140,6 +140,35 @@ def _bytes(share):
     return device_bytes(3, 8, 3, 4, share, False)  # replicated: every word held
 
 
+def test_a_ledger_another_user_could_write_or_a_link_is_refused(tmp_path, monkeypatch, stub_dir):
+    """The ledger is truncated and rewritten by every owner: a world-writable ledger
+    directory, or a link planted at the ledger's name, is refused before anything is
+    written through it; a planted ledger holding more than 2^64 bytes reads as full."""
+    dep, plan, exes = _setup(tmp_path)
+    exe = exes[("worker", "sm86")]
+    _env(monkeypatch, stub_dir, tmp_path)
+    ledger_dir = tmp_path / "ledger"
+    ledger_dir.mkdir(mode=0o700)
+    ledger_dir.chmod(0o777)
+    done = _single(exe, 4, tmp_path)
+    assert (done.returncode, done.stderr) == (1, f"refused: memory-admission: owner 4: the GPU ledger directory "
+                                              f"{ledger_dir} is not a directory of this user (uid {os.geteuid()}) "
+                                              "that no one else can write\n")
+    ledger_dir.chmod(0o700)
+    victim = tmp_path / "victim"
+    victim.write_text("kept\n")
+    (ledger_dir / "GPU-53545542-0000-0000-0000-000000000000").symlink_to(victim)
+    done = _single(exe, 4, tmp_path)
+    assert done.returncode == 1 and done.stderr.startswith("refused: memory-admission: owner 4: the GPU ledger "
+                                                           f"{ledger_dir}/GPU-"), done.stderr
+    assert victim.read_text() == "kept\n"
+    (ledger_dir / "GPU-53545542-0000-0000-0000-000000000000").unlink()
+    (ledger_dir / "GPU-53545542-0000-0000-0000-000000000000").write_text(
+        f"{os.getpid()} 18446744073709551615\n{os.getppid()} 18446744073709551615\n")
+    done = _single(exe, 4, tmp_path)
+    assert done.returncode == 1 and "18446744073709551615 held by other alphac owners" in done.stderr, done.stderr
+
+
 def test_admission_refuses_what_does_not_fit_also_across_processes(tmp_path, monkeypatch, stub_dir):
     dep, plan, exes = _setup(tmp_path)
     exe = exes[("worker", "sm86")]

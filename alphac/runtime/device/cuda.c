@@ -38,7 +38,7 @@ typedef void *CUcontext, *CUmodule, *CUfunction;
 #define F_INFO 3
 #define NONE UINT64_MAX
 #define DEVICE_MAGIC UINT64_C(0x3156454448504C41)
-#define DEFAULT_LEDGER "/tmp/alphac-gpu-ledger"
+#define DEFAULT_LEDGER "/tmp/alphac-gpu-ledger-" /* and the user's uid: each user's own */
 
 extern const uint64_t alphac_device[], alphac_cubin[], alphac_ptx[];
 
@@ -202,7 +202,7 @@ static uint64_t ledger_others(int fd, char keep[LEDGER_BYTES]) {
         if (sscanf(line, "%lld %llu", &pid, &bytes) != 2 || pid == getpid()) continue;
         if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) continue;
         if (used + 64 >= LEDGER_BYTES) break;
-        held += bytes;
+        held = bytes > UINT64_MAX - held ? UINT64_MAX : held + bytes; /* a sum past 2^64 is "all" */
         used += (size_t)snprintf(keep + used, LEDGER_BYTES - used, "%lld %llu\n", pid, bytes);
     }
     return held;
@@ -212,16 +212,31 @@ static void ledger_write(int fd, const char *text) {
     if (ftruncate(fd, 0) == 0 && pwrite(fd, text, strlen(text), 0) >= 0) fsync(fd);
 }
 
-/* Open and lock the ledger of the bound GPU (-1 and a refusal if it cannot be). */
+/* Open and lock the ledger of the bound GPU (-1 and a refusal if it cannot be). Its
+   directory must be a directory of this user that no one else can write, and the ledger a
+   regular file (never a link followed: an owner truncates and rewrites it). */
 static int ledger_lock(struct rt *rt, int *fd) {
+    char own[64];
     const char *dir = getenv("ALPHAC_GPU_LEDGER");
-    if (!dir || !*dir) dir = DEFAULT_LEDGER;
-    mkdir(dir, 0777);
+    if (!dir || !*dir) {
+        snprintf(own, sizeof own, DEFAULT_LEDGER "%lu", (unsigned long)geteuid());
+        dir = own;
+    }
+    mkdir(dir, 0700);
+    struct stat st;
+    *fd = -1;
+    if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 022))
+        return rt_fail(rt, RT_MEMORY_ADMISSION, "owner %lld: the GPU ledger directory %s is not a directory of "
+                       "this user (uid %lu) that no one else can write", (long long)rt->owner, dir,
+                       (unsigned long)geteuid());
     snprintf(dev.ledger, sizeof dev.ledger, "%s/%s", dir, dev.uuid);
-    *fd = open(dev.ledger, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-    if (*fd >= 0 && flock(*fd, LOCK_EX) == 0) return RT_OK;
+    *fd = open(dev.ledger, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+    const char *why = *fd < 0 ? strerror(errno) : NULL;
+    if (!why && (fstat(*fd, &st) != 0 || !S_ISREG(st.st_mode))) why = "not a regular file";
+    if (!why && flock(*fd, LOCK_EX) != 0) why = strerror(errno);
+    if (!why) return RT_OK;
     int rc = rt_fail(rt, RT_MEMORY_ADMISSION, "owner %lld: the GPU ledger %s: %s", (long long)rt->owner,
-                     dev.ledger, strerror(errno));
+                     dev.ledger, why);
     if (*fd >= 0) close(*fd);
     dev.ledger[0] = 0;
     return rc;
@@ -258,7 +273,7 @@ static int admit_and_allocate(struct rt *rt) {
     size_t free_b = 0, total_b = 0;
     CUresult r = dev.cu.cuMemGetInfo_v2(&free_b, &total_b);
     int rc = r ? cu_fail(rt, RT_CUDA_ERROR, "cuMemGetInfo_v2", r) : RT_OK;
-    if (!rc && (dev.bytes > free_b || dev.bytes + held > total_b))
+    if (!rc && (dev.bytes > free_b || dev.bytes > total_b || held > total_b - dev.bytes))
         rc = rt_fail(rt, RT_MEMORY_ADMISSION, "owner %lld: the plan needs %llu device bytes on %s: %zu are free, "
                      "%zu in all, %llu held by other alphac owners (ledger %s)", (long long)rt->owner,
                      (unsigned long long)dev.bytes, dev.uuid, free_b, total_b, (unsigned long long)held, dev.ledger);
