@@ -123,11 +123,17 @@ def test_an_unkeyed_restore_reads_tagged_and_untagged_checkpoints(exe, keys, tmp
     assert restore(exe, tagged(tmp_path / "ckpt-2", keys[0]), tmp_path).startswith("refused: connect-timeout: ")
 
 
-def test_a_root_manifest_without_its_auth_line_or_with_a_line_after_it_is_malformed(exe, tmp_path):
+def _fixture_copy(tmp_path) -> tuple[Path, Path, bytes]:
+    """A copy of the fixture: its directory, its root manifest and that manifest's bytes
+    before the sha256 trailer."""
     d = tmp_path / "ckpt-2"
     shutil.copytree(FIXTURE, d)
     m = d / "manifest.txt"
-    body = m.read_bytes().rsplit(b"sha256 ", 1)[0]
+    return d, m, m.read_bytes().rsplit(b"sha256 ", 1)[0]
+
+
+def test_a_root_manifest_without_its_auth_line_or_with_a_line_after_it_is_malformed(exe, tmp_path):
+    d, m, body = _fixture_copy(tmp_path)
     resign(m, body.replace(b"auth none\n", b""))
     assert restore(exe, d, tmp_path) == f"refused: checkpoint-manifest: {m} has no auth line"
     with pytest.raises(CheckpointError) as err:
@@ -142,10 +148,7 @@ def test_a_root_manifest_without_its_auth_line_or_with_a_line_after_it_is_malfor
 
 
 def test_a_format_2_manifest_is_refused_by_name(exe, tmp_path):
-    d = tmp_path / "ckpt-2"
-    shutil.copytree(FIXTURE, d)
-    m = d / "manifest.txt"
-    body = m.read_bytes().rsplit(b"sha256 ", 1)[0]
+    d, m, body = _fixture_copy(tmp_path)
     resign(m, body.replace(b"alphac-checkpoint 3\n", b"alphac-checkpoint 2\n"))
     assert restore(exe, d, tmp_path) == (
         f"refused: checkpoint-manifest: {m} line 1: format 2 is not read: it names neither the learner's inputs "
