@@ -64,6 +64,8 @@ FIXES = {
                  "or a float64 .npy of one or two dimensions.",
     "learner-too-large": "Give the learner at most 4194304 (2**22) parameter and state words "
                          "in all.",
+    "samples-too-large": "Load large sample sets from a word file (`load \"PATH\" shares [...]`), or "
+                         "shrink the repeats.",
     "length-mismatch": "Give exactly k initial parameter words (one row of k for a 2-D array).",
     "slot-count-mismatch": "Set the erased slot count to 2k+s (contribution) or 2k+m+1 (update).",
     "invalid-index": "Index with N, i, i+N or i-N, where i is a loop or sum variable and N a "
