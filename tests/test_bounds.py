@@ -472,6 +472,16 @@ def test_a_repeat_of_2_26_initial_words_is_refused_without_building_them(tmp_pat
     assert peak < PEAK_MIB, peak
 
 
+def test_a_spec_of_a_million_written_numbers_is_checked_in_about_350_bytes_a_number(tmp_path):
+    # 2**20 initial words written out (a 5 MiB spec): 1115 MiB at its peak, most of it the
+    # regular expression that read the list and a 150-byte span object per number; now 387
+    n = 1 << 20
+    codes, message, peak = checked_in_a_process(spec(tmp_path, INITIAL="[" + ", ".join(["0.5"] * n) + "]"))
+    assert codes == ["length-mismatch"]
+    assert message == f"dataParallelInitial has {n} words; the learner has k = 1 parameters"
+    assert peak < 45 + n * 400 // (1 << 20), peak
+
+
 def test_samples_repeated_past_2_26_words_are_refused_samples_too_large(tmp_path):
     from alphac.check.values import MAX_SAMPLE_WORDS
 
