@@ -95,7 +95,7 @@ CHECK = {
                          "(executables are named after their role)",
     "role-name-duplicate": "two roles of one deployment have the same name",
     "partition-block-words": "a partitioning's partitionBlockWords (coordinates per block) is "
-                             "below 1",
+                             "below 1 or above 2**22",
     "no-deployment": "a command needs exactly one deployment and the file has none or several",
     # resume declarations (Learning.Deployment.DeploymentResume)
     "resume-duplicate": "two resume declarations name the same deployment",

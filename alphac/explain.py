@@ -97,7 +97,8 @@ FIXES = {
     "role-coverage": "Give every owner exactly one role.",
     "role-name-invalid": "Name the role [a-z][a-z0-9_-]*, at most 64 characters.",
     "role-name-duplicate": "Give the roles distinct names.",
-    "partition-block-words": "Set partitionBlockWords to 1 or more.",
+    "partition-block-words": "Set partitionBlockWords to 1 to 4194304 (2**22); a block larger "
+                             "than k is one block.",
     "no-deployment": "Declare a deployment value, or name one with --deployment NAME when the "
                      "file has several.",
     "resume-duplicate": "Keep one resume declaration per deployment.",

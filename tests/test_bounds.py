@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -619,3 +620,31 @@ def test_independent_inputs_and_updates_have_the_data_parallel_caps(tmp_path):
     result, seconds = timed_check(path)
     assert [d.code for d in result.diagnostics] == ["updates-limit"] and seconds < LIMIT_S
     located(result, path, str(1 << 62))
+
+
+# ---------------------------------------------------------------- partition blocks
+
+
+def blocks_of(tmp_path: Path, words: int) -> Path:
+    """The partitioned Adam hierarchy (k = 2) in blocks of `words` coordinates."""
+    text = (ROOT / "specs" / "lsq_adam_partitioned_hierarchy.alpha").read_text()
+    shutil.copytree(ROOT / "specs" / "Gates", tmp_path / "Gates", dirs_exist_ok=True)
+    path = tmp_path / "b.alpha"
+    path.write_text(text.replace("partitionSharedState = [4, 5],",
+                                 f"partitionSharedState = [4, 5], partitionBlockWords = {words},"))
+    return path
+
+
+def test_a_block_of_more_than_2_22_coordinates_is_refused_at_its_size(tmp_path):
+    # 2**62 was an internal ValueError of the planner's layout (an array of 2**62 offsets);
+    # 10**8 took 1.6 GB and 15 s to plan two coordinates
+    for words in (1 << 62, 10**8, (1 << 22) + 1):
+        path = blocks_of(tmp_path, words)
+        result, seconds = timed_check(path)
+        assert seconds < LIMIT_S
+        assert [d.code for d in result.diagnostics] == ["partition-block-words"]
+        located(result, path, str(words))
+        assert result.diagnostics[0].message == (f"partitionBlockWords is {words}; a coordinate block "
+                                                 "holds at most 4194304 (2**22), the most words a learner holds")
+    result, _ = timed_check(blocks_of(tmp_path, 1 << 22))
+    assert result.ok, result.diagnostics

@@ -335,6 +335,11 @@ class Lowering:
                            ["block b (coordinates b*B .. b*B + B - 1) belongs to owner b mod n; "
                             "B = 1 gives coordinate i to owner i mod n"])
             return None
+        if blocks.n > MAX_LEARNER_WORDS:  # the planner lays a block out coordinate by coordinate
+            self.bag.error("partition-block-words", f"partitionBlockWords is {blocks.n}; a coordinate "
+                           f"block holds at most {MAX_LEARNER_WORDS} (2**22), the most words a learner "
+                           "holds", blocks.span, ["a block larger than k is one block: all of it at owner 0"])
+            return None
         if p.ctor == "DataParallelReplicated":
             return ir.Partitioning(span=p.span, block_words=blocks.n)
         return ir.Partitioning(f["partitionOptimizerState"].b, f["partitionParameters"].b,
