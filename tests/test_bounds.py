@@ -530,6 +530,9 @@ def test_repeated_samples_and_words_are_the_words_written_out(tmp_path):
     assert got.tolist() == np.array([[1.5, 2.5]] * 3 + [[0.5, 0.5]] * 2).view(np.uint64).tolist()
     assert driver.oracle(written).owners == driver.oracle(driver.deployment(str(spec(
         tmp_path, SAMPLES="[repeat 3 of [1.5, 2.5], repeat 2 of [0.5, 1.0]]")))).owners
+    # no samples, whatever the width of the sample repeated no times
+    none = driver.deployment(str(spec(tmp_path, SAMPLES="[[[1.5, 2.5]], repeat 0 of repeat 3 of 1.5]")))
+    assert none.learner.samples.shares == (1, 0) and none.learner.samples.words.shape == (1, 2)
     m = 5000  # state words kept as an array: a copy of its own, not the repeat's view of one word
     path = tmp_path / "m.alpha"
     path.write_text(spec(tmp_path).read_text().replace("dataParallelInitialState = []",

@@ -152,10 +152,10 @@ class Lowering:
                                    f"{_count(len(sample.data), 'word')}; the sample width s is {s}",
                                    sample.span)
                     ok = False
-            if ok and isinstance(items, Repeated):
-                blocks.append(np.broadcast_to(items.item.data, (len(items), s)))
-            elif ok and len(items):
-                blocks.append(np.array([x.data for x in items], dtype=np.uint64).reshape(len(items), s))
+            if not ok or not len(items):  # `repeat 0 of` a sample of any width holds no sample
+                continue
+            blocks.append(np.broadcast_to(items.item.data, (len(items), s)) if isinstance(items, Repeated)
+                          else np.array([x.data for x in items], dtype=np.uint64).reshape(len(items), s))
         if not ok:
             return None
         rows = np.concatenate(blocks) if blocks else np.zeros((0, s), dtype=np.uint64)

@@ -91,10 +91,12 @@ def _partitioning(obj: VObj, named: Named) -> dict:
     span = obj.span
     if named.independent:
         off, on = VBool(False, span), VBool(True, span)
+        r = _region_words(_field(obj, named, "Learner"))
         return {"partitionOptimizerState": off, "partitionParameters": on,
                 "partitionGradients": off, "partitionWordsPerCoordinate": VNat(0, span),
                 "partitionSharedState": VList((), span),
-                "partitionBlockWords": _region_words(_field(obj, named, "Learner"))}
+                # an r above the learner cap is refused once, at r, as learner-too-large
+                "partitionBlockWords": r if r is None or r.n <= MAX_LEARNER_WORDS else None}
     return _all_owned(span, _field(obj, named, "WordsPerCoordinate"),
                       _field(obj, named, "SharedState"), _field(obj, named, "BlockWords"))
 
