@@ -44,8 +44,11 @@ CHECK = {
     "load-file": "a word file is missing or unreadable, or is neither raw binary64 nor a 1-D "
                  "or 2-D row-major float64 .npy whose header agrees with the file's size",
     # learner and programs
-    "learner-too-large": "a learner's parameter and state words (k + m) exceed 2**22, the most "
-                         "the oracle evaluates within its memory bound (about 1.6 GiB)",
+    "learner-too-large": "a learner's parameter and state words (k + m; an independent-state "
+                         "learner's n regions of r words) exceed 2**22, the most the oracle "
+                         "evaluates within its memory bound (about 1.6 GiB)",
+    "samples-too-large": "a learner's samples written in the spec hold more than 2**26 words, or "
+                         "more than 2**26 samples, in all (as many as one word file loads)",
     "length-mismatch": "the initial parameters do not hold k words (a loaded 2-D array: one "
                        "row of k)",
     "slot-count-mismatch": "an erased slot count disagrees with 2k+s or 2k+m+1",
@@ -92,7 +95,7 @@ CHECK = {
                          "(executables are named after their role)",
     "role-name-duplicate": "two roles of one deployment have the same name",
     "partition-block-words": "a partitioning's partitionBlockWords (coordinates per block) is "
-                             "below 1",
+                             "below 1 or above 2**22",
     "no-deployment": "a command needs exactly one deployment and the file has none or several",
     # resume declarations (Learning.Deployment.DeploymentResume)
     "resume-duplicate": "two resume declarations name the same deployment",

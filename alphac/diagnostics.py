@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a spec's every number has one (56 bytes, not 150)
 class Span:
     """A source range; 1-based line and column. Never takes part in node equality."""
 

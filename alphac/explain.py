@@ -64,6 +64,8 @@ FIXES = {
                  "or a float64 .npy of one or two dimensions.",
     "learner-too-large": "Give the learner at most 4194304 (2**22) parameter and state words "
                          "in all.",
+    "samples-too-large": "Load large sample sets from a word file (`load \"PATH\" shares [...]`), or "
+                         "shrink the repeats.",
     "length-mismatch": "Give exactly k initial parameter words (one row of k for a 2-D array).",
     "slot-count-mismatch": "Set the erased slot count to 2k+s (contribution) or 2k+m+1 (update).",
     "invalid-index": "Index with N, i, i+N or i-N, where i is a loop or sum variable and N a "
@@ -95,7 +97,8 @@ FIXES = {
     "role-coverage": "Give every owner exactly one role.",
     "role-name-invalid": "Name the role [a-z][a-z0-9_-]*, at most 64 characters.",
     "role-name-duplicate": "Give the roles distinct names.",
-    "partition-block-words": "Set partitionBlockWords to 1 or more.",
+    "partition-block-words": "Set partitionBlockWords to 1 to 4194304 (2**22); a block larger "
+                             "than k is one block.",
     "no-deployment": "Declare a deployment value, or name one with --deployment NAME when the "
                      "file has several.",
     "resume-duplicate": "Keep one resume declaration per deployment.",

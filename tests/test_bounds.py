@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -429,3 +431,223 @@ def test_a_learner_above_2_22_words_is_refused_at_its_parameter_count(tmp_path):
     out = CliRunner().invoke(main, ["oracle", str(path)])
     assert out.exit_code == 1 and "error[learner-too-large]" in out.stderr
     assert "Traceback" not in out.output
+
+
+# ---------------------------------------------------------------- sizes measured before they are built
+
+PEAK = """import json, resource, sys
+from alphac import driver
+result = driver.check(sys.argv[1])
+codes = [d.code for d in result.diagnostics]
+print(json.dumps([codes, result.diagnostics[0].message if codes else "",
+                  resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024]))
+"""
+PEAK_MIB = 160  # a process that imports alphac and checks a small spec peaks at about 45 MiB
+
+
+def checked_in_a_process(path: Path) -> tuple[list[str], str, int]:
+    """The codes and first message of `path`'s check, and the checking process's peak
+    resident MiB (a process of its own, so that nothing else of the test run counts)."""
+    done = subprocess.run([sys.executable, "-c", PEAK, str(path)], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    codes, message, peak = json.loads(done.stdout)
+    return codes, message, peak
+
+
+def test_a_repeat_of_2_26_initial_words_is_refused_without_building_them(tmp_path):
+    # k = 2**26 as the initial words' repeat: the 512 MiB of words were built (565 MiB peak)
+    # before the learner's parameter count was refused
+    n = 1 << 26
+    path = tmp_path / "t.alpha"
+    path.write_text(spec(tmp_path, INITIAL=f"repeat {n} of 0.5").read_text()
+                    .replace("dataParallelParameterCount = 1", f"dataParallelParameterCount = {n}")
+                    .replace("DataParallelSystem 4 3", f"DataParallelSystem {2 * n + 2} {2 * n + 1}"))
+    codes, message, peak = checked_in_a_process(path)
+    assert codes == ["learner-too-large"] and message.startswith(f"k = {n} parameters;")
+    assert peak < PEAK_MIB, peak
+    # the same repeat for a learner of one parameter: one length-mismatch, nothing built
+    codes, message, peak = checked_in_a_process(spec(tmp_path, INITIAL=f"repeat {n} of 0.5"))
+    assert codes == ["length-mismatch"]
+    assert message == f"dataParallelInitial has {n} words; the learner has k = 1 parameters"
+    assert peak < PEAK_MIB, peak
+
+
+def test_a_spec_of_a_million_written_numbers_is_checked_in_about_350_bytes_a_number(tmp_path):
+    # 2**20 initial words written out (a 5 MiB spec): 1115 MiB at its peak, most of it the
+    # regular expression that read the list and a 150-byte span object per number; now 387
+    n = 1 << 20
+    codes, message, peak = checked_in_a_process(spec(tmp_path, INITIAL="[" + ", ".join(["0.5"] * n) + "]"))
+    assert codes == ["length-mismatch"]
+    assert message == f"dataParallelInitial has {n} words; the learner has k = 1 parameters"
+    assert peak < 45 + n * 400 // (1 << 20), peak
+
+
+def test_samples_repeated_past_2_26_words_are_refused_samples_too_large(tmp_path):
+    from alphac.check.values import MAX_SAMPLE_WORDS
+
+    assert MAX_SAMPLE_WORDS == 1 << 26
+    # 2**20 samples of 2**20 words: 8 TiB; the checker died of a MemoryError (an internal error)
+    s = 1 << 20
+    path = tmp_path / "t.alpha"
+    path.write_text(spec(tmp_path, SAMPLES=f"[repeat 1048576 of repeat {s} of 1.5, []]").read_text()
+                    .replace("dataParallelSampleWidth = 2", f"dataParallelSampleWidth = {s}")
+                    .replace("DataParallelSystem 4 3", f"DataParallelSystem {s + 2} 3")
+                    .replace("slot 3 :=", f"slot {s + 1} :="))
+    codes, message, peak = checked_in_a_process(path)
+    assert codes == ["samples-too-large"] and peak < PEAK_MIB, (codes, peak)
+    assert message == ("the learner's samples hold 1099511627776 words in 1048576 samples; at most "
+                       "67108864 (2**26) words and as many samples, as one word file loads")
+    result, seconds = timed_check(path)
+    assert seconds < LIMIT_S
+    located(result, path, "[repeat 1048576 of repeat")
+    # 2**26 + 1 samples of two words over 65 owners, and 65536 owners of 2**20 samples each
+    many = spec(tmp_path, OWNERS="65", SAMPLES="[" + ", ".join(["repeat 1048576 of [1.5, 2.5]"] * 64)
+                + ", [[1.5, 2.5]]]", WORKER="[1 .. 65]", PLACEMENT="repeat 65 of TargetX86_64")
+    result, seconds = timed_check(many)
+    assert [d.code for d in result.diagnostics] == ["samples-too-large"] and seconds < LIMIT_S
+    assert "hold 134217730 words in 67108865 samples" in result.diagnostics[0].message
+
+
+def test_a_repeated_sample_of_the_wrong_width_is_one_diagnostic(tmp_path):
+    # each of the 2**20 repeats of one sample was reported, 20 shown and 1048556 counted
+    path = spec(tmp_path, SAMPLES="[repeat 1048576 of repeat 3 of 1.5, []]")
+    result, seconds = timed_check(path)
+    assert seconds < LIMIT_S
+    assert [d.code for d in result.diagnostics] == ["sample-width"] and not result.suppressed
+    assert result.diagnostics[0].message == "owner 0's sample 0 has 3 words; the sample width s is 2"
+    located(result, path, "repeat 3 of 1.5")
+
+
+def test_repeated_samples_and_words_are_the_words_written_out(tmp_path):
+    written = driver.deployment(str(spec(tmp_path, SAMPLES="[[[1.5, 2.5], [1.5, 2.5], [1.5, 2.5]], "
+                                         "[[0.5, 1.0], [0.5, 1.0]]]")))
+    repeated = driver.deployment(str(spec(tmp_path, SAMPLES="[repeat 3 of [1.5, 2.5], "
+                                          "repeat 2 of repeat 2 of 0.5]")))
+    assert repeated.learner.samples.shares == written.learner.samples.shares == (3, 2)
+    got = repeated.learner.samples.words
+    assert got.dtype == np.uint64 and got.flags.c_contiguous and got.flags.owndata
+    assert got.tolist() == np.array([[1.5, 2.5]] * 3 + [[0.5, 0.5]] * 2).view(np.uint64).tolist()
+    assert driver.oracle(written).owners == driver.oracle(driver.deployment(str(spec(
+        tmp_path, SAMPLES="[repeat 3 of [1.5, 2.5], repeat 2 of [0.5, 1.0]]")))).owners
+    # no samples, whatever the width of the sample repeated no times
+    none = driver.deployment(str(spec(tmp_path, SAMPLES="[[[1.5, 2.5]], repeat 0 of repeat 3 of 1.5]")))
+    assert none.learner.samples.shares == (1, 0) and none.learner.samples.words.shape == (1, 2)
+    m = 5000  # state words kept as an array: a copy of its own, not the repeat's view of one word
+    path = tmp_path / "m.alpha"
+    path.write_text(spec(tmp_path).read_text().replace("dataParallelInitialState = []",
+                                                       f"dataParallelInitialState = repeat {m} of 0.5")
+                    .replace("DataParallelSystem 4 3", f"DataParallelSystem 4 {m + 3}"))
+    data = driver.deployment(str(path)).learner.initial_state.data
+    assert data.flags.c_contiguous and data.flags.owndata and data.tolist() == [0x3FE0000000000000] * m
+
+
+# ---------------------------------------------------------------- the independent-state learner
+
+INDEPENDENT = """import LocalCorrelation.System
+import Runtime.NativeIndependentState
+
+value rule : (family ScaledProductUpdate @SLOTS@) = ScaledProductUpdateOf {
+  scaledProductRegionWords = @R@,
+  scaledProductRule = [slot 0 := slot 0 + slot @SCALE@ * (slot @X@ * slot @Y@ - slot 0)],
+  scaledProductScale = 0.125,
+}
+
+value learner : (family LocalCorrelationSystem @SLOTS@) = LocalCorrelationSystemOf {
+  localCorrelationState = IndependentStateOf {
+    independentStateInitial = @INITIAL@,
+    independentStateInputs = @INPUTS@,
+  },
+  localCorrelationRule = rule,
+}
+
+value run : NativeIndependentState = NativeIndependentStateOf {
+  independentLearner = learner,
+  independentOwners = 2,
+  independentRoles = [RoleOf { roleName = "coordinator", roleOwners = [0] },
+                      RoleOf { roleName = "worker", roleOwners = [1] }],
+  independentPlacement = [TargetX86_64, TargetAArch64],
+  independentUpdates = @UPDATES@,
+}
+"""
+
+
+def independent(tmp_path: Path, r: int, initial: str, inputs: str = "[[[1.5, 2.5]], []]",
+                updates: int = 3) -> Path:
+    """Two owners of regions of r words (the rule moves word 0 of the region)."""
+    text = INDEPENDENT
+    for key, value in {"@SLOTS@": r + 3, "@SCALE@": r + 2, "@X@": r, "@Y@": r + 1, "@R@": r,
+                       "@INITIAL@": initial, "@INPUTS@": inputs, "@UPDATES@": updates}.items():
+        text = text.replace(key, str(value))
+    path = tmp_path / "i.alpha"
+    path.write_text(text)
+    return path
+
+
+def test_the_independent_base_spec_checks_and_evaluates(tmp_path):
+    result, _ = timed_check(independent(tmp_path, 1, "[[0.5], [0.25]]"))
+    assert result.ok, result.diagnostics
+
+
+def test_independent_regions_of_more_than_2_22_words_are_refused_at_r(tmp_path):
+    # two regions of 2**22 words checked clean as k = 2**23 (764 MiB to check, the oracle after)
+    r = 1 << 22
+    path = independent(tmp_path, r, f"[repeat {r} of 0.5, repeat {r} of 0.25]")
+    codes, message, peak = checked_in_a_process(path)
+    assert codes == ["learner-too-large"] and peak < PEAK_MIB, (codes, peak)
+    assert message == ("2 regions of r = 4194304 words, k = 8388608; a learner holds at most 4194304 "
+                       "(2**22) words, so that the oracle evaluates it in about 1.6 GiB")
+    result, seconds = timed_check(path)
+    assert seconds < LIMIT_S
+    located(result, path, str(r))
+    out = CliRunner().invoke(main, ["oracle", str(path)])
+    assert out.exit_code == 1 and "error[learner-too-large]" in out.stderr and "Traceback" not in out.output
+    # an r of 2**40 is refused by r alone, not by each region's length
+    result, _ = timed_check(independent(tmp_path, 1 << 40, "[[0.5], [0.25]]"))
+    assert [d.code for d in result.diagnostics] == ["learner-too-large"]
+
+
+def test_independent_regions_of_exactly_2_22_words_check(tmp_path):
+    r = 1 << 21
+    path = independent(tmp_path, r, f"[repeat {r} of 0.5, repeat {r} of 0.25]")
+    dep = driver.deployment(str(path))
+    assert dep.learner.k == 1 << 22 and isinstance(dep.learner.initial.data, np.ndarray)
+
+
+def test_independent_inputs_and_updates_have_the_data_parallel_caps(tmp_path):
+    path = independent(tmp_path, 1, "[[0.5], [0.25]]", "[repeat 1048576 of repeat 1048576 of 1.5, []]")
+    result, seconds = timed_check(path)
+    assert [d.code for d in result.diagnostics] == ["samples-too-large"] and seconds < LIMIT_S
+    located(result, path, "[repeat 1048576 of")
+    path = independent(tmp_path, 1, "[[0.5], [0.25]]", updates=1 << 62)
+    result, seconds = timed_check(path)
+    assert [d.code for d in result.diagnostics] == ["updates-limit"] and seconds < LIMIT_S
+    located(result, path, str(1 << 62))
+
+
+# ---------------------------------------------------------------- partition blocks
+
+
+def blocks_of(tmp_path: Path, words: int) -> Path:
+    """The partitioned Adam hierarchy (k = 2) in blocks of `words` coordinates."""
+    text = (ROOT / "specs" / "lsq_adam_partitioned_hierarchy.alpha").read_text()
+    shutil.copytree(ROOT / "specs" / "Gates", tmp_path / "Gates", dirs_exist_ok=True)
+    path = tmp_path / "b.alpha"
+    path.write_text(text.replace("partitionSharedState = [4, 5],",
+                                 f"partitionSharedState = [4, 5], partitionBlockWords = {words},"))
+    return path
+
+
+def test_a_block_of_more_than_2_22_coordinates_is_refused_at_its_size(tmp_path):
+    # 2**62 was an internal ValueError of the planner's layout (an array of 2**62 offsets);
+    # 10**8 took 1.6 GB and 15 s to plan two coordinates
+    for words in (1 << 62, 10**8, (1 << 22) + 1):
+        path = blocks_of(tmp_path, words)
+        result, seconds = timed_check(path)
+        assert seconds < LIMIT_S
+        assert [d.code for d in result.diagnostics] == ["partition-block-words"]
+        located(result, path, str(words))
+        assert result.diagnostics[0].message == (f"partitionBlockWords is {words}; a coordinate block "
+                                                 "holds at most 4194304 (2**22), the most words a learner holds")
+    result, _ = timed_check(blocks_of(tmp_path, 1 << 22))
+    assert result.ok, result.diagnostics

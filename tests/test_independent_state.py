@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 import struct
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -89,6 +90,32 @@ def test_an_owner_s_words_depend_on_nothing_of_another_owner():
 def test_the_scalar_and_vector_engines_agree():
     dep = load_deployment(TREE)
     assert evaluate(dep, engine="scalar").params == evaluate(dep, engine="vector").params
+
+
+def test_the_oracle_ticks_each_update_and_stops_when_a_tick_raises():
+    # the independent-state path never called tick: a launch's --timeout or interrupt, which
+    # end the oracle's thread through its tick, did not stop it
+    dep = load_deployment(TREE)
+    heard: list[int] = []
+    evaluate(dep, tick=heard.append)
+    assert heard == list(range(dep.updates))
+    heard.clear()
+    two = evaluate(dep, rounds=2)
+    evaluate(dep, start=(two.params, (), 2), tick=heard.append)
+    assert heard == list(range(2, dep.updates))
+
+    class Stop(Exception):
+        pass
+
+    def stop(u: int) -> None:
+        heard.append(u)
+        raise Stop
+
+    heard.clear()
+    start = time.process_time()
+    with pytest.raises(Stop):
+        evaluate(dep, rounds=10**7, tick=stop)
+    assert heard == [0] and time.process_time() - start < 1.0
 
 
 def test_resuming_from_the_words_of_update_2_continues_the_run():

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+import shutil
 import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -17,6 +23,8 @@ from alphac.oracle import evaluate
 from alphac.plan import plan
 
 from test_oracle_learners import GATE_ROWS, GATE_SHARES, GATE_W0, deployment, gate, lsq_learner
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -136,3 +144,50 @@ def test_json_protocol_follows_the_topology(spec):
         got.append(json.loads(out.output)["protocol"])
         assert got[-1] == plan(box["dep"]).protocol_hex
     assert got[0] != got[1]
+
+
+# ---------------------------------------------------------------- --timeout
+
+MUTANTS = sorted((Path(__file__).resolve().parent / "mutants").glob("*.alpha"))
+TIMED_OUT = re.compile(r"alphac: error\[launch-timeout\]: --timeout 2 s ran out while the oracle evaluated "
+                       r"updates to [0-9,]+\n")
+
+
+def _timed_oracle(path: Path, *args: str) -> tuple[subprocess.CompletedProcess, float]:
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "alphac", "oracle", str(path), "--timeout", "2", *args],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT, stdin=subprocess.DEVNULL)
+    return done, time.monotonic() - start
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=[p.stem for p in MUTANTS])
+def test_a_mutant_of_many_updates_ends_at_the_oracle_s_timeout(mutant, tmp_path):
+    # spec mutants of the fault pass (scripts/fault-pass) that check clean with 565536 or
+    # 10000000 updates: the oracle ran for 1 to 50 minutes and the pass called it a hang
+    shutil.copytree(ROOT / "specs" / "Gates", tmp_path / "Gates")
+    path = tmp_path / mutant.name
+    shutil.copy(mutant, path)
+    assert alphac.driver.check(str(path)).ok
+    done, seconds = _timed_oracle(path)
+    assert seconds < 30 and (done.returncode, done.stdout) == (1, ""), (seconds, done.stderr)
+    assert TIMED_OUT.fullmatch(done.stderr), done.stderr
+    done, _ = _timed_oracle(path, "--json")
+    assert done.returncode == 1 and [r["code"] for r in json.loads(done.stdout)["refusals"]] == ["launch-timeout"]
+
+
+def test_the_independent_state_oracle_times_out_between_updates(tmp_path):
+    # its updates did not reach the command's tick: the report said no update was done
+    shutil.copytree(ROOT / "specs" / "Gates", tmp_path / "Gates")
+    path = tmp_path / "star.alpha"
+    path.write_text((ROOT / "specs" / "local_correlation_star.alpha").read_text()
+                    .replace("independentUpdates = 5", "independentUpdates = 10000000"))
+    done, seconds = _timed_oracle(path)
+    assert seconds < 30 and done.returncode == 1
+    assert TIMED_OUT.fullmatch(done.stderr), done.stderr
+    assert int(done.stderr.rsplit(" ", 1)[1].replace(",", "")) > 0
+
+
+def test_an_oracle_within_its_timeout_prints_its_words():
+    done, _ = _timed_oracle(ROOT / "specs" / "lsq_plain_star.alpha", "--json")
+    assert done.returncode == 0 and done.stderr == ""
+    assert json.loads(done.stdout)["rounds"] == 5

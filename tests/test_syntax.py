@@ -144,6 +144,8 @@ READ_AHEAD_CASES = [
     "value a : X = [1.5] -- [2.5]\nvalue b : String = \"[1, 2]\"\nvalue c : X = [1..2]\n",
     "value a : X = [1.5e, 2]\n",
     "value a : X = [- 1.5, 2]\nvalue b : X = [1, 2] [3]\n",
+    "value a : X = [[[1]], [2, [3,]],\n [-4e1 ,0x1p-2],]\nvalue b : X = [[1, 2], [], [3]]\n",
+    "value a : X = [[1], [2] [3]]\nvalue b : X = F { xs = [[1, 2], [x]], ys = [[1],\n -- [2]\n [3]] }\n",
 ]
 
 
@@ -162,6 +164,19 @@ def test_number_lists_read_ahead_give_the_parsers_tree_and_spans(text, monkeypat
         return module, _spans(module, [])
 
     assert parse(True) == parse(False)
+
+
+def test_a_list_of_number_lists_is_read_ahead_as_one_token():
+    from alphac.syntax.numbers import read_ahead
+
+    # inline samples: each was a list of its own for the parser (one `[1, 2]` past the 999th
+    # was too short for its index and was parsed), their list a parse tree of 2**17 items
+    text = "value a : X = [" + ", ".join(["[1, 2]"] * 2000) + "]\n"
+    marked, lists = read_ahead("t.alpha", text)
+    assert list(lists) == [len("value a : X = ")] and "[" not in marked
+    assert len(marked) == len(text) and marked.count("\x01") == 1
+    (outer,) = lists.values()
+    assert len(outer.items) == 2000 and all(len(x.items) == 2 for x in outer.items)
 
 
 def test_the_parser_s_tables_are_cached_whole_and_a_bad_cache_is_replaced(tmp_path, monkeypatch):

@@ -17,8 +17,9 @@ import numpy as np
 from alphac.check import words as W
 from alphac.check.programs import Layout, ProgramLowering, Region
 from alphac.check.shapes import LOCAL_CORRELATION, independent_learner
-from alphac.check.values import (MAX_LEARNER_WORDS, MAX_OWNERS, MAX_UPDATES, Evaluator, NatRange, VList, VNat,
-                                 VObj, VProgram, VRows, VString, VWords, nats, whole)
+from alphac.check.values import (MAX_LEARNER_WORDS, MAX_OWNERS, MAX_SAMPLE_WORDS, MAX_UPDATES, Evaluator,
+                                 NatRange, Repeated, VList, VNat, VObj, VProgram, VRows, VString, VWords,
+                                 nats, whole, word_count)
 from alphac.ir import nodes as ir
 
 LEARNER = "Learning.DataParallel.DataParallelSystem"
@@ -131,23 +132,34 @@ class Lowering:
             return None
         if isinstance(v, VRows):
             return self._loaded_samples(v, s)
-        rows: list[np.ndarray] = []
-        shares = []
+        # measured before a sample is looked at: a repeat of repeats names more than is expanded
+        shares = tuple(len(per_owner.items) for per_owner in v.items)
+        words = word_count(v)
+        if max(sum(shares), words) > MAX_SAMPLE_WORDS:
+            self.bag.error("samples-too-large", f"the learner's samples hold {words} words in "
+                           f"{sum(shares)} samples; at most {MAX_SAMPLE_WORDS} (2**26) words and as many "
+                           "samples, as one word file loads", v.span)
+            return None
+        blocks: list[np.ndarray] = []
         ok = True
         for owner, per_owner in enumerate(v.items):
-            shares.append(len(per_owner.items))
-            for i, sample in enumerate(per_owner.items):
+            items = per_owner.items
+            # a repeated sample is one sample, looked at once and copied as the block it stands for
+            looked = (items.item,) if isinstance(items, Repeated) and len(items) else items
+            for i, sample in enumerate(looked):
                 if len(sample.data) != s:
                     self.bag.error("sample-width", f"owner {owner}'s sample {i} has "
                                    f"{_count(len(sample.data), 'word')}; the sample width s is {s}",
                                    sample.span)
                     ok = False
-                    continue
-                rows.append(sample.data)
+            if not ok or not len(items):  # `repeat 0 of` a sample of any width holds no sample
+                continue
+            blocks.append(np.broadcast_to(items.item.data, (len(items), s)) if isinstance(items, Repeated)
+                          else np.array([x.data for x in items], dtype=np.uint64).reshape(len(items), s))
         if not ok:
             return None
-        words = np.array(rows, dtype=np.uint64).reshape(len(rows), s)
-        return ir.Samples(s, tuple(shares), words)
+        rows = np.concatenate(blocks) if blocks else np.zeros((0, s), dtype=np.uint64)
+        return ir.Samples(s, shares, rows.astype(np.uint64, copy=False))
 
     def _loaded_samples(self, v: VRows, s: int) -> ir.Samples | None:
         try:
@@ -323,6 +335,11 @@ class Lowering:
                            ["block b (coordinates b*B .. b*B + B - 1) belongs to owner b mod n; "
                             "B = 1 gives coordinate i to owner i mod n"])
             return None
+        if blocks.n > MAX_LEARNER_WORDS:  # the planner lays a block out coordinate by coordinate
+            self.bag.error("partition-block-words", f"partitionBlockWords is {blocks.n}; a coordinate "
+                           f"block holds at most {MAX_LEARNER_WORDS} (2**22), the most words a learner "
+                           "holds", blocks.span, ["a block larger than k is one block: all of it at owner 0"])
+            return None
         if p.ctor == "DataParallelReplicated":
             return ir.Partitioning(span=p.span, block_words=blocks.n)
         return ir.Partitioning(f["partitionOptimizerState"].b, f["partitionParameters"].b,
@@ -456,5 +473,6 @@ def _count(n: int, word: str) -> str:
 
 
 def _small(data: np.ndarray):
-    """Short word vectors as tuples (cheap to hash and print), long ones as arrays."""
-    return tuple(int(w) for w in data) if len(data) <= 4096 else data
+    """Short word vectors as tuples (cheap to hash and print), long ones as arrays of their
+    own (a repeat's one-word view is copied here, once the learner has been measured)."""
+    return tuple(int(w) for w in data) if len(data) <= 4096 else np.ascontiguousarray(data)

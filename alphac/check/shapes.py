@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from alphac.check.programs import Layout, ProgramLowering, Region
-from alphac.check.values import VBool, VList, VNat, VObj, VProgram, VString, VWords, whole
+from alphac.check.values import MAX_LEARNER_WORDS, VBool, VList, VNat, VObj, VProgram, VString, VWords, whole
 from alphac.ir import nodes as ir
 
 DEPLOYMENT = "Learning.Deployment.Deployment"
@@ -63,6 +63,7 @@ INDEPENDENT = {
 NAMED_FAMILIES = {**OWNED, **INDEPENDENT}
 LOCAL_CORRELATION = "LocalCorrelation.System.LocalCorrelationSystem"
 PAIR = 2  # an input pair's words
+SMALL_WORDS = 4096  # initial words kept as a tuple, as lower._small keeps them
 
 
 def as_deployment(obj: VObj) -> VObj:
@@ -90,10 +91,12 @@ def _partitioning(obj: VObj, named: Named) -> dict:
     span = obj.span
     if named.independent:
         off, on = VBool(False, span), VBool(True, span)
+        r = _region_words(_field(obj, named, "Learner"))
         return {"partitionOptimizerState": off, "partitionParameters": on,
                 "partitionGradients": off, "partitionWordsPerCoordinate": VNat(0, span),
                 "partitionSharedState": VList((), span),
-                "partitionBlockWords": _region_words(_field(obj, named, "Learner"))}
+                # an r above the learner cap is refused once, at r, as learner-too-large
+                "partitionBlockWords": r if r is None or r.n <= MAX_LEARNER_WORDS else None}
     return _all_owned(span, _field(obj, named, "WordsPerCoordinate"),
                       _field(obj, named, "SharedState"), _field(obj, named, "BlockWords"))
 
@@ -320,8 +323,11 @@ def independent_learner(low, obj: VObj) -> ir.Learner | None:
     if r is not None and r.n < 1:
         low.bag.error("independent-state-region-length", "scaledProductRegionWords is 0; an "
                       "owner's region holds at least one word", r.span)
+    initial = state.fields.get("independentStateInitial")
+    if r is not None and _too_large(low, r, initial):
+        return None
     r = r.n if r is not None and r.n >= 1 else None
-    regions = _regions(low, state.fields.get("independentStateInitial"), r)
+    regions = _regions(low, initial, r)
     inputs = state.fields.get("independentStateInputs")
     samples = low._samples(inputs, PAIR) if inputs is not None else None
     if regions is not None and samples is not None and len(regions) != len(samples.shares):
@@ -334,11 +340,23 @@ def independent_learner(low, obj: VObj) -> ir.Learner | None:
             or None in (regions, samples, program, r)):
         return None
     words = np.concatenate(regions) if regions else np.zeros(0, dtype=np.uint64)
-    learner = ir.Learner(obj.name or "learner", len(regions) * r, PAIR, 0, program,
-                         ir.Program(0, ()), ir.Words(tuple(int(w) for w in words)), ir.Words(()),
+    learner = ir.Learner(obj.name or "learner", len(regions) * r, PAIR, 0, program, ir.Program(0, ()),
+                         ir.Words(tuple(int(w) for w in words) if len(words) <= SMALL_WORDS else words), ir.Words(()),
                          scale.w, samples, obj.span, shape=ir.INDEPENDENT, region=r)
     obj.cache["learner"] = learner
     return learner
+
+
+def _too_large(low, r: VNat, initial) -> bool:
+    """Whether the regions' k = n r words (n: the regions listed, measured without looking at
+    them) exceed the learner cap, as a data-parallel learner's k + m would; reported at r."""
+    n = len(initial.items) if isinstance(initial, VList) else 1
+    if n * r.n <= MAX_LEARNER_WORDS:
+        return False
+    shown = f"{n} regions of r = {r.n} words, k = {n * r.n}" if isinstance(initial, VList) else f"r = {r.n} words"
+    low.bag.error("learner-too-large", f"{shown}; a learner holds at most {MAX_LEARNER_WORDS} (2**22) words, "
+                  "so that the oracle evaluates it in about 1.6 GiB", r.span)
+    return True
 
 
 def _regions(low, v, r: int | None) -> list | None:

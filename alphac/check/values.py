@@ -33,6 +33,10 @@ MAX_UPDATES = 10**7
 # plain least-squares learner), so at the cap it needs at most about 1.6 GiB; 2**26 words
 # needed 27 GB and died with a MemoryError (docs/language.md).
 MAX_LEARNER_WORDS = 1 << 22
+# The most sample words a learner's samples written in the spec may hold in all, and the
+# most samples: as many as one word file loads (a repeat of repeats names more than that
+# without being expanded, and is refused by its counts).
+MAX_SAMPLE_WORDS = W.MAX_WORDS
 FEW_CHOICES = 8  # an unknown name lists its family's constructors when there are this few
 
 
@@ -144,6 +148,18 @@ class Repeated(Sequence):
 class VList:
     items: Sequence  # a tuple, a NatRange or a Repeated
     span: Span = NO_SPAN
+
+
+def word_count(v) -> int:
+    """How many words a list value holds, nested lists and repeats included, measured
+    without expanding a repeat (a repeated list is measured once)."""
+    if isinstance(v, VWords):
+        return len(v.data)
+    if not isinstance(v, VList) or isinstance(v.items, NatRange):
+        return 0
+    if isinstance(v.items, Repeated):
+        return v.items.count * word_count(v.items.item)
+    return sum(word_count(x) for x in v.items)
 
 
 def nats(v: VList) -> tuple[int, ...]:
@@ -577,7 +593,9 @@ class Evaluator:
                 w = self.word(info, e.item)
                 if w is None:
                     return None
-                return VWords(np.full(count, w, dtype=np.uint64), e.span)
+                # one word seen N times (read-only, no N words allocated): the learner that
+                # reads it measures it against its caps before anything copies it (lower.py)
+                return VWords(np.broadcast_to(np.uint64(w), (count,)), e.span)
             item = self.check(info, e.item, elem)
             return None if item is None else VList(Repeated(item, count), e.span)
         if isinstance(e, ast.Load):

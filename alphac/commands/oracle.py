@@ -1,11 +1,13 @@
 """`alphac oracle SPEC [--resume PATH [--key FILE]] [--new-contract] [--rounds N] [--mutant NAME]
-[--json]`: every owner's words after N updates. A resumed deployment (`--resume PATH`, or a
-resume declaration in SPEC) starts from the checkpoint's words at its version u and evaluates
+[--timeout S] [--json]`: every owner's words after N updates. A resumed deployment (`--resume PATH`,
+or a resume declaration in SPEC) starts from the checkpoint's words at its version u and evaluates
 updates u, u+1, ... (by default up to the deployment's update count, or N more); with `--key
 FILE` the checkpoint's tag is checked first (`checkpoint-auth`), and without it the output
 says that the tag was not checked. With
 `--mutant NAME`, the oracle's evaluation of that executed mutant instead of the declared
-program: what `alphac build --mutant NAME` executables must compute.
+program: what `alphac build --mutant NAME` executables must compute. With `--timeout S` the
+command stops after S seconds (between two updates, as a launch's oracle does) with
+error[launch-timeout] naming the last update done, exit 1.
 
 The table lists, per owner: owner, role, target, version, digest (its first 16 hex digits,
 as every command's table prints it; --json has all 64), then a summary of the
@@ -28,6 +30,7 @@ import click
 
 from alphac import driver
 from alphac.commands import report
+from alphac.commands.launch import MAX_TIMEOUT_S
 from alphac.commands.options import ROUNDS
 from alphac.commands.words import hex_word, lines
 from alphac.diagnostics import CompileError
@@ -52,15 +55,18 @@ from alphac.diagnostics import CompileError
 @click.option("--full", is_flag=True, help="Every word, in hex (default: a summary per owner).")
 @click.option("--quiet", is_flag=True, help="No progress on stderr (default: shown on a terminal).")
 @click.option("--progress", is_flag=True, help="Progress on stderr even when it is not a terminal.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True, max=MAX_TIMEOUT_S), default=None,
+              help="Seconds the command may take (default: no limit; 10000000 updates of a small learner "
+                   "take about an hour); when they run out, error[launch-timeout] names the last update done.")
 @click.option("--json", "as_json", is_flag=True, help="Per-owner words as JSON (keys in the README).")
 def command(spec: str, rounds: int | None, resume: str | None, new_contract: bool, key: str | None,
             mutant: str | None, deployment: str | None, full: bool, quiet: bool, progress: bool,
-            as_json: bool) -> None:
+            timeout: float | None, as_json: bool) -> None:
     """Evaluate SPEC's deployment with the independent binary64 oracle."""
     from alphac.launch.progress import Progress
 
     sys.exit(run(spec, rounds, as_json, resume, new_contract, mutant, deployment, full,
-                 Progress.for_stderr(quiet, progress), key))
+                 Progress.for_stderr(quiet, progress), key, timeout))
 
 
 def protocol_hex(dep, mutant: str | None = None) -> str | None:
@@ -131,13 +137,43 @@ def _untagged(path: str) -> bool:
 
 def run(spec: str, rounds: int | None, as_json_flag: bool, resume: str | None = None,
         new_contract: bool = False, mutant: str | None = None, deployment: str | None = None,
-        full: bool = False, progress=None, key: str | None = None) -> int:
-    return report.reported("oracle", as_json_flag, lambda: _run(
-        spec, rounds, resume, new_contract, mutant, deployment, full, progress, key))
+        full: bool = False, progress=None, key: str | None = None, timeout: float | None = None) -> int:
+    """The command's exit status; with `timeout`, the whole command runs under it
+    (`runner.bounded`, as launch and verify do)."""
+    go = (lambda: _run(spec, rounds, resume, new_contract, mutant, deployment, full, progress, key))
+    if timeout is None:
+        return report.reported("oracle", as_json_flag, go)
+    from alphac.launch.runner import bounded, doing, interruptible
+
+    def bounded_run() -> int:
+        try:
+            with bounded(timeout):
+                doing("loading and checking the spec")
+                return go()
+        except KeyboardInterrupt as exc:
+            return report.interrupted(exc)
+
+    with interruptible():
+        return report.reported("oracle", as_json_flag, bounded_run)
+
+
+class _Done:
+    """The last update the oracle finished, for the report of a --timeout that runs out."""
+
+    def __init__(self) -> None:
+        self.at: int | None = None
+
+    def tick(self, u: int) -> None:
+        self.at = u
+
+    def __call__(self) -> str:
+        return "the oracle evaluated " + ("no update yet" if self.at is None else f"updates to {self.at:,}")
 
 
 def _run(spec: str, rounds: int | None, resume: str | None, new_contract: bool,
          mutant: str | None, deployment: str | None, full: bool, progress, key: str | None = None) -> int:
+    from alphac.launch.runner import doing
+
     try:
         dep = driver.deployment(spec, deployment)
     except CompileError as err:
@@ -155,9 +191,11 @@ def _run(spec: str, rounds: int | None, resume: str | None, new_contract: bool,
         progress.say(f"evaluating deployment {dep.name} ({dep.owners} owners, "
                      f"{dep.updates if rounds is None else rounds} updates)")
     t0 = time.perf_counter()
+    done = _Done()
+    doing(done)
     try:
         secret = driver.read_key(key) if key is not None else None
-        result = driver.oracle(dep, rounds, mutant, key=secret)
+        result = driver.oracle(dep, rounds, mutant, key=secret, tick=done.tick)
     except driver.Refusal as r:
         report.refused(r.code, r.detail)
         return 1

@@ -316,7 +316,7 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
     else:
         params, state = floats(start_params), floats(start_state)
     if L.independent:  # no combine, no mean: each owner's rule on its own inputs
-        params = independent.evolve(dep, params, first, rounds, mutant)
+        params = independent.evolve(dep, params, first, rounds, mutant, tick)
         return _result(dep, rounds, bits_of(params), bits_of(state), first)
     rate = to_float(int(L.rate))
     samples = np.asarray(L.samples.words, dtype=np.uint64).reshape(

@@ -52,23 +52,29 @@ def check_mutant(dep: Deployment, mutant: str | None) -> None:
 
 
 def evolve(dep: Deployment, params: np.ndarray, first: int, rounds: int,
-           mutant: str | None) -> np.ndarray:
-    """The logical words after updates first .. first + rounds - 1, from `params`."""
+           mutant: str | None, tick=None) -> np.ndarray:
+    """The logical words after updates first .. first + rounds - 1, from `params`; `tick(u)`,
+    if given, hears each update u as it is done (and may end the evaluation by raising), as
+    in the data-parallel path."""
     L, n, r = dep.learner, dep.owners, dep.learner.region
     pairs = np.asarray(L.samples.words, dtype=np.uint64).reshape(-1, L.s).view(np.float64)
     starts = np.concatenate([[0], np.cumsum(L.samples.shares)]).astype(np.int64)
     scale = to_float(int(L.rate))
     regions = [params[o * r:(o + 1) * r].tolist() for o in range(n)]
+    # each owner's rows of `pairs`, made Python floats one pair at a time: no copy of the inputs
     inputs = []
     for o in range(n):
         source = (o + 1) % n if mutant == MUTANT else o
-        inputs.append(pairs[starts[source]:starts[source + 1]].tolist())
+        inputs.append((int(starts[source]), int(starts[source + 1])))
     for u in range(first, first + rounds):
         for o in range(n):
             region = regions[o]
-            for j, pair in enumerate(inputs[o]):
-                slots = region + pair + [scale]
+            a, b = inputs[o]
+            for j in range(b - a):
+                slots = region + pairs[a + j].tolist() + [scale]
                 scalar.run_program(L.contribution, slots, Site(u, "rule", owner=o, sample=j))
                 region = slots[:r]
             regions[o] = region
+        if tick is not None:
+            tick(u)
     return np.array([w for region in regions for w in region], dtype=np.float64)

@@ -74,7 +74,7 @@ TypeExpr = Union[TypeName, TypeUniverse, TypeNat, TypeApply]
 
 # ----------------------------------------------------------------------------- expressions
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class IntLit:
     """A decimal or hex integer as written: a Nat, or a binary64 where one is expected."""
 
@@ -83,7 +83,7 @@ class IntLit:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FloatLit:
     text: str  # decimal or hex float, as written
     span: Span = _span()
@@ -115,7 +115,7 @@ class NameRef:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Unary:
     op: str  # "neg", "sqrt", "f64"
     arg: "Expr"

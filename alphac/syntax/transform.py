@@ -21,11 +21,11 @@ def _int(token: Token) -> int:
 class ToAst(Transformer_NonRecursive):
     """Builds AST nodes with spans in `file`; `text` is the source, for target labels."""
 
-    def __init__(self, file: str, text: str, numbers_lists=()):
+    def __init__(self, file: str, text: str, numbers_lists=None):
         super().__init__(visit_tokens=False)
         self.file = file
         self.text = text
-        self.numbers_lists = numbers_lists  # lists read ahead by syntax/numbers.py
+        self.numbers_lists = numbers_lists or {}  # lists read ahead by syntax/numbers.py, by offset
 
     def _span(self, meta) -> Span:
         if getattr(meta, "empty", True):
@@ -219,7 +219,7 @@ class ToAst(Transformer_NonRecursive):
         return c[0]
 
     def numbers(self, meta, c):
-        return self.numbers_lists[int(str(c[0])[1:].rstrip(" \t\r\n\x02"))]
+        return self.numbers_lists[c[0].start_pos]
 
     def slot_assign(self, meta, c):
         text = self._slice(meta).split(":=", 1)[0].strip()
