@@ -457,6 +457,17 @@ def checked_in_a_process(path: Path) -> tuple[list[str], str, int]:
     return codes, message, peak
 
 
+def refused_lean(path: Path, code: str, message: str, where: str) -> None:
+    """`path` checked in a process of its own, whose peak stays below PEAK_MIB, and here,
+    within LIMIT_S: refused `code` alone, with `message`, located at the first `where`."""
+    codes, got, peak = checked_in_a_process(path)
+    assert codes == [code] and peak < PEAK_MIB, (codes, peak)
+    assert got == message
+    result, seconds = timed_check(path)
+    assert seconds < LIMIT_S
+    located(result, path, where)
+
+
 def test_a_repeat_of_2_26_initial_words_is_refused_without_building_them(tmp_path):
     # k = 2**26 as the initial words' repeat: the 512 MiB of words were built (565 MiB peak)
     # before the learner's parameter count was refused
@@ -496,13 +507,9 @@ def test_samples_repeated_past_2_26_words_are_refused_samples_too_large(tmp_path
                     .replace("dataParallelSampleWidth = 2", f"dataParallelSampleWidth = {s}")
                     .replace("DataParallelSystem 4 3", f"DataParallelSystem {s + 2} 3")
                     .replace("slot 3 :=", f"slot {s + 1} :="))
-    codes, message, peak = checked_in_a_process(path)
-    assert codes == ["samples-too-large"] and peak < PEAK_MIB, (codes, peak)
-    assert message == ("the learner's samples hold 1099511627776 words in 1048576 samples; at most "
-                       "67108864 (2**26) words and as many samples, as one word file loads")
-    result, seconds = timed_check(path)
-    assert seconds < LIMIT_S
-    located(result, path, "[repeat 1048576 of repeat")
+    refused_lean(path, "samples-too-large", "the learner's samples hold 1099511627776 words in 1048576 samples; "
+                 "at most 67108864 (2**26) words and as many samples, as one word file loads",
+                 "[repeat 1048576 of repeat")
     # 2**26 + 1 samples of two words over 65 owners, and 65536 owners of 2**20 samples each
     many = spec(tmp_path, OWNERS="65", SAMPLES="[" + ", ".join(["repeat 1048576 of [1.5, 2.5]"] * 64)
                 + ", [[1.5, 2.5]]]", WORKER="[1 .. 65]", PLACEMENT="repeat 65 of TargetX86_64")
@@ -595,13 +602,8 @@ def test_independent_regions_of_more_than_2_22_words_are_refused_at_r(tmp_path):
     # two regions of 2**22 words checked clean as k = 2**23 (764 MiB to check, the oracle after)
     r = 1 << 22
     path = independent(tmp_path, r, f"[repeat {r} of 0.5, repeat {r} of 0.25]")
-    codes, message, peak = checked_in_a_process(path)
-    assert codes == ["learner-too-large"] and peak < PEAK_MIB, (codes, peak)
-    assert message == ("2 regions of r = 4194304 words, k = 8388608; a learner holds at most 4194304 "
-                       "(2**22) words, so that the oracle evaluates it in about 1.6 GiB")
-    result, seconds = timed_check(path)
-    assert seconds < LIMIT_S
-    located(result, path, str(r))
+    refused_lean(path, "learner-too-large", "2 regions of r = 4194304 words, k = 8388608; a learner holds at "
+                 "most 4194304 (2**22) words, so that the oracle evaluates it in about 1.6 GiB", str(r))
     out = CliRunner().invoke(main, ["oracle", str(path)])
     assert out.exit_code == 1 and "error[learner-too-large]" in out.stderr and "Traceback" not in out.output
     # an r of 2**40 is refused by r alone, not by each region's length
