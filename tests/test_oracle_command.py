@@ -171,8 +171,9 @@ def test_a_mutant_of_many_updates_ends_at_the_oracle_s_timeout(mutant, tmp_path)
     done, seconds = _timed_oracle(path)
     assert seconds < 30 and (done.returncode, done.stdout) == (1, ""), (seconds, done.stderr)
     assert TIMED_OUT.fullmatch(done.stderr), done.stderr
-    done, _ = _timed_oracle(path, "--json")
-    assert done.returncode == 1 and [r["code"] for r in json.loads(done.stdout)["refusals"]] == ["launch-timeout"]
+    if mutant == MUTANTS[0]:  # the report's JSON form is one path for every mutant
+        done, _ = _timed_oracle(path, "--json")
+        assert done.returncode == 1 and [r["code"] for r in json.loads(done.stdout)["refusals"]] == ["launch-timeout"]
 
 
 def test_the_independent_state_oracle_times_out_between_updates(tmp_path):
