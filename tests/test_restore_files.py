@@ -122,3 +122,32 @@ def test_the_python_reader_refuses_a_fifo_or_a_link_without_waiting(tmp_path, ki
     code = "checkpoint-manifest" if name == "manifest.txt" else "checkpoint-shard-missing"
     assert done.returncode == 1 and code in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert ("symbolic link" if kind == "link" else "not a regular file") in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("item,old,new", [
+    ("layout", b"words-per-coordinate 0", b"words-per-coordinate 7"),
+    ("inputs", b" rate 3f", b" rate 3e"),
+])
+def test_a_child_manifest_whose_learner_lines_are_not_the_root_s_is_refused_by_both_readers(exe, tmp_path, item,
+                                                                                            old, new):
+    """A child manifest is named by its right sha256 from the root, but one of the lines the
+    identity stands for differs from the root's: the restore read only the child's version
+    and identity (the Python reader its format), so another layout or rate passed there."""
+    from alphac.checkpoint import CheckpointError, verify
+
+    d = copy(tmp_path)
+    root = body(d)
+    assert old in root
+    child = d / "manifest-1.txt"
+    resign(child, root.replace(old, new, 1))
+    line = f"manifest 1 manifest-1.txt {hashlib.sha256(child.read_bytes()).hexdigest()}\n".encode()
+    resign(d / "manifest.txt", root.replace(b"owners 0 1 2 3\n", b"owners 0 1 2 3\n" + line, 1))
+    assert restore(exe, d, tmp_path) == f"refused: checkpoint-manifest: {child}: its {item} line is not the root's"
+    with pytest.raises(CheckpointError) as err:
+        verify(d)
+    assert (err.value.code, err.value.message) == ("checkpoint-manifest", f"{child}: its {item} line is not the root's")
+    resign(child, root)  # the same lines: both read on
+    resign(d / "manifest.txt", root.replace(b"owners 0 1 2 3\n", b"owners 0 1 2 3\n" + (
+        f"manifest 1 manifest-1.txt {hashlib.sha256(child.read_bytes()).hexdigest()}\n".encode()), 1))
+    assert restore(exe, d, tmp_path).startswith("refused: connect-timeout: ")
+    verify(d)

@@ -166,6 +166,7 @@ _PATTERNS = {
 # a number is at most 18 digits, as the executables' restore reads it (int() of thousands
 # of digits would be a ValueError, and a 2^64 would be taken)
 _PATTERNS = {k: v.replace(r"[1-9]\d*", r"[1-9]\d{0,17}").replace(r"\d+", r"\d{1,18}") for k, v in _PATTERNS.items()}
+LEARNER_ITEMS = ("learner", "inputs", "contract", "layout")  # every manifest of a checkpoint, the root's
 _ORDER = ("version", "identity", "learner", "inputs", "contract", "layout")
 
 
@@ -437,6 +438,10 @@ def child_manifests(d: Path, root: Manifest) -> list[Manifest]:
             raise CheckpointError("checkpoint-version", f"{p} is version {child.version} of "
                                   f"{child.identity:016x}, the root's {root.version} of "
                                   f"{root.identity:016x}", *where)
+        for item in LEARNER_ITEMS:  # what the identity stands for, the same line for line
+            if getattr(child, item) != getattr(root, item):
+                raise CheckpointError("checkpoint-manifest", f"{p}: its {item} line is not the root's",
+                                      str(p), child.line_of.get(item, 0))
         out.append(child)
     for child in out:
         for owner, entry in sorted(child.manifests.items()):

@@ -633,6 +633,15 @@ static int check_child(struct rt *rt, const char *dir, const struct manifest *m,
         rc = rt_fail(rt, RT_CHECKPOINT_VERSION, "%s is version %llu of identity %016llx, %s version %llu of %016llx",
                      path, (unsigned long long)c.version, (unsigned long long)c.identity, m->path,
                      (unsigned long long)m->version, (unsigned long long)m->identity);
+    /* what the identity stands for, the root's line for line (as alphac.checkpoint reads it) */
+    static const char *const same[] = {"learner", "inputs", "contract", "layout"};
+    for (size_t i = 0; rc == RT_OK && i < sizeof same / sizeof same[0]; i++) {
+        char *mine = item(&c, same[i]), *root = item(m, same[i]);
+        if (!mine || !root || strcmp(mine, root) != 0)
+            rc = rt_fail(rt, RT_CHECKPOINT_MANIFEST, "%s: its %s line is not the root's", path, same[i]);
+        free(mine);
+        free(root);
+    }
     forget(&c);
     free(path);
     return rc;
