@@ -31,15 +31,21 @@ int rt_init(struct rt *rt, const uint64_t *image) {
     return RT_OK;
 }
 
-/* A non-negative decimal integer, the whole of `text` (digits only: strtoll would take a
-   sign and blanks before them). */
-static int parse_num(struct rt *rt, const char *text, const char *flag, int64_t *out) {
+/* Whether the whole of `text` is a non-negative decimal integer that fits in int64_t, into
+   *out: digits only (strtoll would take a sign and blanks before them). The command line's
+   numbers and the engines' variables are read by it. */
+int rt_decimal(const char *text, int64_t *out) {
     char *end = NULL;
     errno = 0;
     long long v = strtoll(text, &end, 10);
-    if (!isdigit((unsigned char)*text) || *end || errno || v < 0)
-        return rt_fail(rt, RT_USAGE, "%s needs a non-negative integer, got '%s' (try --help)", flag, text);
+    if (!isdigit((unsigned char)*text) || *end || errno || v < 0) return 0;
     *out = v;
+    return 1;
+}
+
+static int parse_num(struct rt *rt, const char *text, const char *flag, int64_t *out) {
+    if (!rt_decimal(text, out))
+        return rt_fail(rt, RT_USAGE, "%s needs a non-negative integer, got '%s' (try --help)", flag, text);
     return RT_OK;
 }
 

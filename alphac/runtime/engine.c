@@ -5,8 +5,6 @@
    expanded list, listening on --base-port plus its place among the owners of that host. */
 #include "rt.h"
 
-#include <ctype.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,14 +23,8 @@ _Static_assert(ENGINES == 2, "the messages below name two engines");
 static int env_number(struct rt *rt, const char *name, int64_t *out, int *present) {
     const char *v = getenv(name);
     *present = v != NULL;
-    if (!v) return RT_OK;
-    char *end = NULL;
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (!isdigit((unsigned char)*v) || *end || errno || x < 0)
-        return rt_fail(rt, RT_USAGE, "%s='%s' is not a non-negative integer", name, v);
-    *out = x;
-    return RT_OK;
+    if (!v || rt_decimal(v, out)) return RT_OK;
+    return rt_fail(rt, RT_USAGE, "%s='%s' is not a non-negative integer", name, v);
 }
 
 int rt_engine_owner(struct rt *rt, int seen_owner) {

@@ -318,6 +318,8 @@ int rt_check_cpu(struct rt *rt);
 
 /* -- cli.c ----------------------------------------------------------------------------- */
 int rt_init(struct rt *rt, const uint64_t *image);
+/* Whether the whole of `text` is a non-negative decimal integer (digits only), into *out. */
+int rt_decimal(const char *text, int64_t *out);
 int rt_parse_args(struct rt *rt, int argc, char **argv);
 int rt_key_or_insecure(struct rt *rt);
 int rt_select_owner(struct rt *rt);
