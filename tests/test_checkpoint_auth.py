@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from alphac import driver
 from alphac.checkpoint import CheckpointError, read_key, read_manifest, render, verify
-from alphac.checkpoint.manifest import checkpoint_key, manifest_tag
+from alphac.checkpoint.manifest import checkpoint_key, manifest_tag, with_trailer
 from alphac.commands import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,7 +56,7 @@ def tagged(d: Path, key: Path) -> Path:
 
 
 def resign(path: Path, body: bytes) -> None:
-    path.write_bytes(body + b"sha256 " + hashlib.sha256(body).hexdigest().encode() + b"\n")
+    path.write_bytes(with_trailer(body))
 
 
 def restore(exe: Path, ckpt: Path, tmp_path: Path, *keys: str) -> str:

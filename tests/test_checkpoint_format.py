@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from alphac.checkpoint import CheckpointError, logical_words, parse, read_manifest, render, verify
-from alphac.checkpoint.manifest import SHARD_MAGIC, identity_of, shard_digest
+from alphac.checkpoint.manifest import SHARD_MAGIC, identity_of, shard_digest, with_trailer
 from alphac.checkpoint.write import shard_file, write_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -320,8 +320,7 @@ def test_a_plan_checkpoint_with_inner_owners_and_partitioned_words(tmp_path):
 
 
 def _resigned(text: str) -> str:
-    body = text[:text.rindex("sha256 ")]
-    return body + f"sha256 {hashlib.sha256(body.encode()).hexdigest()}\n"
+    return with_trailer(text[:text.rindex("sha256 ")].encode()).decode()
 
 
 def test_a_number_of_more_than_18_digits_is_malformed_not_an_error_of_python(tmp_path):

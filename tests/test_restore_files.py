@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from alphac import driver
+from alphac.checkpoint.manifest import with_trailer
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "errors" / "checkpoints" / "lsq-star-v2"
@@ -45,7 +46,7 @@ def copy(tmp_path: Path) -> Path:
 
 
 def resign(path: Path, body: bytes) -> None:
-    path.write_bytes(body + b"sha256 " + hashlib.sha256(body).hexdigest().encode() + b"\n")
+    path.write_bytes(with_trailer(body))
 
 
 def body(d: Path) -> bytes:

@@ -141,8 +141,13 @@ def render(m: Manifest) -> str:
         lines.append(f"resumed-from {m.resumed[0]} {m.resumed[1]} {m.resumed[2]}")
     if m.auth is not None:
         lines.append(f"auth {m.auth}")
-    body = "".join(line + "\n" for line in lines)
-    return body + f"sha256 {hashlib.sha256(body.encode()).hexdigest()}\n"
+    return with_trailer("".join(line + "\n" for line in lines).encode()).decode()
+
+
+def with_trailer(body: bytes) -> bytes:
+    """A manifest's bytes `body` followed by its sha256 trailer, the hash of every byte
+    before it (the line every reader checks first)."""
+    return body + b"sha256 " + hashlib.sha256(body).hexdigest().encode() + b"\n"
 
 
 _HEX64 = r"[0-9a-f]{64}"

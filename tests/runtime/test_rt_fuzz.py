@@ -515,7 +515,9 @@ def restore_exe(tmp_path_factory) -> Path:
 
 
 def signed(body: bytes) -> bytes:
-    return body + b"sha256 " + hashlib.sha256(body).hexdigest().encode() + b"\n"
+    from alphac.checkpoint.manifest import with_trailer
+
+    return with_trailer(body)
 
 
 def tagged(body: bytes) -> bytes:
