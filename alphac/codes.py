@@ -131,6 +131,13 @@ PLAN = {
     "numerical-bound-below-evidence": "the declared bound in ulps is below the largest error the "
                                       "conformance evidence measured for a function the programs "
                                       "call (for any function it holds, when they call none)",
+    # binary32 storage (alphac/plan/storage.py)
+    "binary32-narrowing": "a binary32 learner's program stores a value that may not be a "
+                          "binary32 number (no explicit round32): narrowing is never inferred",
+    "binary32-inexact": "a binary32 learner's initial words, rate or samples hold a value "
+                        "binary32 cannot hold",
+    "binary32-unsupported": "binary32 storage is not built for the deployment (partitioned, "
+                            "independent-state, an SM86 owner, or more than 2^24 samples)",
     # partitioning (dataParallelSeparable) and selection assembly
     "data-parallel-not-separable": "a partitioned word of the update depends on another coordinate's words",
     "data-parallel-words-overclaimed": "words per coordinate and shared words claim more state than the learner has",

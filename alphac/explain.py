@@ -139,8 +139,14 @@ FIXES = {
     "coordinate-not-held": "Update each coordinate from its own words and accumulator only.",
     "combine-placement-unsupported": "Declare the placement through Learning.Deployment's "
                                      "CombinePlacement: CombineAtBranchOwners or CombineAtBlockOwners.",
-    "numerical-profile-mismatch": "Declare the profile that runs: binary64, nearest-even, "
-                                  "subnormals kept, finite-or-refuse.",
+    "numerical-profile-mismatch": "Declare a profile that runs: binary64 or binary32, "
+                                  "nearest-even, subnormals kept, finite-or-refuse.",
+    "binary32-narrowing": "Write round32(...) around the value stored (or store a slot, a "
+                          "binary32 constant, or min/max/abs/select of such values).",
+    "binary32-inexact": "Write binary32 values (the note names the nearest), or load float32 "
+                        "data; or keep the binary64 profile and narrow with round32.",
+    "binary32-unsupported": "Run the deployment under the binary64 profile (binary64Exact), "
+                            "with round32 where its values narrow: the mixed-precision form.",
     "numerical-order-mismatch": "Declare the order the deployment runs, or resume with "
                                 "--new-contract to start another one.",
     "numerical-relation-unverified": "Run `alphac conform` on the host and name the sha256 it "

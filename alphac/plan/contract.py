@@ -18,9 +18,11 @@ from alphac.plan.canon import canonical_json, program_lines, sha256_hex
 from alphac.plan.phases import branch_numbers, value_name
 from alphac.plan.sampletree import height
 
-# The one profile every target executes: binary64 words, round to nearest even, subnormals
-# kept (no flush to zero), and every arithmetic input and output finite or the update refuses.
+# The profile every target executes: binary64 words (or binary32 ones, alphac/plan/storage.py),
+# round to nearest even, subnormals kept (no flush to zero), and every arithmetic input and
+# output finite or the update refuses.
 NATIVE_PROFILE = ir.Profile()
+NATIVE_FORMATS = ("binary64", "binary32")
 PROFILE_FIELDS = ("format", "rounding", "subnormals", "exceptional")
 
 
@@ -105,7 +107,8 @@ def check_profile(contract: ir.Contract, fallback: Span, bag: DiagnosticBag,
     span = contract.profile.span if contract.profile.span.line > 0 else (
         contract.span if contract.span.line > 0 else fallback)
     diffs = [f"{f}: declared {getattr(contract.profile, f)!r}, executed {getattr(NATIVE_PROFILE, f)!r}"
-             for f in PROFILE_FIELDS if getattr(contract.profile, f) != getattr(NATIVE_PROFILE, f)]
+             for f in PROFILE_FIELDS if getattr(contract.profile, f) != getattr(NATIVE_PROFILE, f)
+             and not (f == "format" and contract.profile.format in NATIVE_FORMATS)]
     if diffs:
         bag.error("numerical-profile-mismatch",
                   "the contract's numeric profile is not the profile the executables run", span, diffs)

@@ -23,6 +23,7 @@ from functools import cached_property
 import numpy as np
 
 from alphac.ir import nodes as ir
+from alphac.plan.storage import word_counts
 
 Run = tuple[int, int, int]  # (start, step, count), as in the shard maps
 
@@ -50,8 +51,10 @@ class OwnerLayout:
 
     @classmethod
     def of(cls, dep: ir.Deployment) -> "OwnerLayout":
-        """The layout of a deployment."""
-        return cls.build(dep.learner.k, dep.learner.m, dep.owners, dep.partitioning)
+        """The layout of a deployment, in words (a binary32 learner's, which is never
+        partitioned, packs two values a word: alphac/plan/storage.py)."""
+        k, _, m = word_counts(dep)
+        return cls.build(k, m, dep.owners, dep.partitioning)
 
     @classmethod
     def build(cls, k: int, m: int, n: int,

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from alphac.ir import nodes as ir
 from alphac.plan.layout import OwnerLayout
 from alphac.plan.registers import RegisterSlots
+from alphac.plan.storage import word_counts
 
 WORD = 8
 # The categories an executable counts its learner buffers by (`EXE --stats`), in the order
@@ -62,7 +63,7 @@ def bytes_per_owner(dep: ir.Deployment, layout: OwnerLayout, slots: list[Registe
     parameter partitioning, its register pool (`slots`, with `leaf_tags` words after each
     register's data) and its contribution buffer. An independent-state learner's rule
     reads only its owner's region and runs in place: no read replica, no buffer."""
-    k = dep.learner.k
+    k, s, _ = word_counts(dep)
     independent = dep.learner.independent
     replica = k if layout.parameters and not independent else 0
     shares = dep.learner.samples.shares
@@ -73,5 +74,5 @@ def bytes_per_owner(dep: ir.Deployment, layout: OwnerLayout, slots: list[Registe
         out.append(OwnerBytes(WORD * layout.params_count(o), WORD * layout.state_count(o),
                               WORD * replica, WORD * slots[o].pool_words(leaf_tags),
                               WORD * ((k if share >= 2 and not independent else 0) + temps),
-                              WORD * dep.learner.s * share))
+                              WORD * s * share))
     return out

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from alphac.diagnostics import DiagnosticBag, Span
 from alphac.ir import nodes as ir
 from alphac.plan import protocol as proto
+from alphac.plan import storage
 from alphac.plan.contract import NumericalContract, check_profile, derive
 from alphac.plan.delivery import check_deliveries
 from alphac.plan.identity import protocol_identity
@@ -181,6 +182,7 @@ def _plan(dep: ir.Deployment, mutant: str | None) -> Plan:
         bag.error("combine-leaf-missing", "a deployment without owners has nothing to combine", dspan,
                   [f"owners: {n}"])
     check_profile(dep.contract, dspan, bag, dep.learner)
+    storage.check(dep, dspan, bag)
     check_combine_placement(dep, bag)
     check_independent_partitioning(dep, bag)
     resumed = _resumed(dep.resume, dspan, bag) if dep.resume is not None else None
@@ -220,9 +222,9 @@ def _plan(dep: ir.Deployment, mutant: str | None) -> Plan:
     if dep.learner.independent:
         protocols = proto.project_independent(root, n, nodes)
     else:
-        protocols = proto.project(root, n, part if part.any else None, dep.learner.k, nodes,
+        protocols = proto.project(root, n, part if part.any else None, layout.k, nodes,
                                   layout, mutated.targets, placed, dep.combine_placement)
-    slots = [register_slots(p, dep.learner.k) for p in protocols]
+    slots = [register_slots(p, layout.k) for p in protocols]
     sizes = bytes_per_owner(dep, layout, slots, proto.LEAF_TAG_WORDS if part.any else 0)
     role_of = {o: r.name for r in reversed(dep.roles) for o in r.owners}
     owners = []

@@ -7,6 +7,7 @@ from alphac.plan.contract import topology_name
 from alphac.plan.phases import branch_numbers, value_name
 from alphac.plan.protocol import BLOCK_OWNERS, REGION_PARAMETERS, REGION_STATE, Op
 from alphac.plan.registers import sent_words
+from alphac.plan.storage import word_counts
 
 JSON_FORMAT = "alphac-plan-2"  # the envelope of `alphac plan --json` (commands/report.py)
 
@@ -131,7 +132,7 @@ def plan_json(plan) -> dict:
             "bytes": {"parameters": o.bytes.parameters, "state": o.bytes.state,
                       "replica": o.bytes.replica, "registers": o.bytes.registers,
                       "scratch": o.bytes.scratch, "samples": o.bytes.samples},
-            "sent_words": sent_words(o.protocol, dep.learner.k),
+            "sent_words": sent_words(o.protocol, word_counts(dep)[0]),
             "update_ops": [op_data(op) for op in o.protocol.update_ops],
             "finish_ops": [op_data(op) for op in o.protocol.finish_ops],
         } for o in plan.owners],
@@ -203,7 +204,7 @@ def plan_text(plan) -> str:
         lines.append(f"  owner {o.owner} ({o.role or '-'}, {o.target or '-'}): persistent {o.persistent_bytes} B "
                      f"(parameters {b.parameters}, state {b.state}), peak {o.peak_bytes} B "
                      f"(replica {b.replica}, registers {b.registers}, scratch {b.scratch}); sends "
-                     f"{sent_words(o.protocol, dep.learner.k)} words per update")
+                     f"{sent_words(o.protocol, word_counts(dep)[0])} words per update")
         lines.append("    per update: " + "; ".join(op_text(op) for op in o.protocol.update_ops))
         if o.protocol.finish_ops:
             lines.append("    before publishing: " + "; ".join(op_text(op) for op in o.protocol.finish_ops))

@@ -19,6 +19,7 @@ import numpy as np
 from alphac.diagnostics import NO_SPAN, Diagnostic, Span
 from alphac.ir import nodes as ir
 from alphac.plan.layout import OwnerLayout
+from alphac.plan.storage import format_of
 from alphac.plan.tree import owner_list
 
 Run = tuple[int, int, int]  # (start, step, count): positions start, start+step, ...
@@ -29,7 +30,7 @@ class LogicalRegion:
     schema: str          # the learner
     field: str           # "parameters" or "state"
     domain: int          # word positions 0..domain-1
-    representation: str = "binary64"
+    representation: str = "binary64"  # or "binary32 pairs": two binary32 values a word
     version: int = 0
 
 
@@ -188,8 +189,9 @@ def learner_shard_maps(dep: ir.Deployment, authority: int = 0,
     the length of one update."""
     layout = OwnerLayout.of(dep) if layout is None else layout
     learner, n = dep.learner, dep.owners
-    k, m = learner.k, learner.m
-    params = LogicalRegion(learner.name, "parameters", k)
+    k, m = layout.k, layout.m  # words: a binary32 learner's pack two values each
+    rep = "binary64" if format_of(dep) == "binary64" else f"{format_of(dep)} pairs"
+    params = LogicalRegion(learner.name, "parameters", k, rep)
     frags: list[Fragment] = []
     if layout.parameters:
         for o in range(n):
@@ -203,7 +205,7 @@ def learner_shard_maps(dep: ir.Deployment, authority: int = 0,
     maps = [ShardMap(params, tuple(frags))]
     if m == 0:
         return tuple(maps)
-    state = LogicalRegion(learner.name, "state", m)
+    state = LogicalRegion(learner.name, "state", m, rep)
     if not layout.optimizer_state:
         maps.append(ShardMap(state, tuple(_replicated(dep, state, authority, ((0, 1, m),)))))
         return tuple(maps)
