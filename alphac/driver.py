@@ -347,10 +347,11 @@ def oracle(dep: "Deployment", rounds: int | None = None, mutant: str | None = No
         return evaluate(dep, rounds, mutant=mutant, tick=tick)
     from alphac.image.ckpt import inputs_line, learner_line
     from alphac.oracle import Refusal, start_of
+    from alphac.plan.storage import format_of
 
     start = start if start is not None else start_of(dep.resume.path, dep.learner, key)
     start.check_learner(dep.learner)
-    if start.learner != learner_line(dep.learner):
+    if start.learner != learner_line(dep.learner, format_of(dep)):
         raise Refusal("checkpoint-learner-mismatch", f"{dep.resume.path} holds the words of another "
                       f"learner (programs) than deployment {dep.name}'s: learner {start.learner}")
     if dep.resume.mode == "same" and start.inputs != inputs_line(dep.learner):

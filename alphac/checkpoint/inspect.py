@@ -18,9 +18,13 @@ def inputs_fields(line: str) -> dict:
 
 
 def learner_fields(line: str) -> dict:
+    """The learner line's fields; `storage` is binary64 unless the line names binary32."""
     f = line.split(" ")
+    storage = "binary64"
+    if f[4] == "storage":
+        storage, f = f[5], f[:4] + f[6:]
     return {"line": line, "contribution": f[1], "update": f[3], "k": int(f[5]), "m": int(f[7]),
-            "s": int(f[9])}
+            "s": int(f[9]), "storage": storage}
 
 
 def contract_fields(line: str) -> dict:

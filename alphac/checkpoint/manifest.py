@@ -154,7 +154,7 @@ _HEX64 = r"[0-9a-f]{64}"
 _PATTERNS = {
     "version": r"version (\d+)",
     "identity": r"identity ([0-9a-f]{16})",
-    "learner": r"learner (contribution " + _HEX64 + r" update " + _HEX64 + r" k \d+ m \d+ s \d+)",
+    "learner": r"learner (contribution " + _HEX64 + r" update " + _HEX64 + r"(?: storage binary32)? k \d+ m \d+ s \d+)",
     "inputs": r"inputs (samples " + _HEX64 + r" rate [0-9a-f]{16})",
     "contract": r"contract (\S+ \S+ \S+ \S+ \S+ " + _HEX64 + r" .+)",
     "layout": r"layout (owners \d+ parameters (?:replicated|partitioned) state (?:replicated|partitioned) "

@@ -17,14 +17,22 @@ these; every floating-point operation of an executable is emitted here or in pro
 "Bad": a non-finite operand or result. Element loops only OR a flag, so they vectorise;
 when it is set a second pass finds the first failing coordinate (the caller refuses, so
 what the first pass wrote is never used). No fast-math or `contract` flags anywhere.
+
+A binary32 learner's module (alphac/plan/storage.py) gets the same kernels over `float`
+elements, two to a word: the counts and bounds the runtime passes (k, lo, hi, n) are in
+words, the coordinates returned are elements, each add and quotient is binary32's own
+(rounded once to binary32), and the mean's divisor is the count converted to binary32,
+exact for the counts the planner admits (at most 2^24).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from llvmlite import ir
 
 from alphac import wire
-from alphac.codegen.types import F64, I1, I64, PTR
+from alphac.codegen.types import F32, F64, I1, I32, I64, PTR
 
 EXP = 0x7FF0000000000000
 
@@ -33,28 +41,57 @@ def _c(v: int) -> ir.Constant:
     return ir.Constant(I64, v)
 
 
+@dataclass(frozen=True)
+class Element:
+    """The element type of a module's kernels: its float and integer types, its exponent
+    and sign masks, and how many elements a word holds."""
+
+    float_type: ir.Type
+    int_type: ir.IntType
+    exp: int
+    per_word: int
+
+    @property
+    def bits(self) -> int:
+        return self.int_type.width
+
+    def const(self, v: int) -> ir.Constant:
+        return ir.Constant(self.int_type, v)
+
+
+BINARY64 = Element(F64, I64, EXP, 1)
+BINARY32 = Element(F32, I32, 0x7F800000, 2)
+ELEMENTS = {"binary64": BINARY64, "binary32": BINARY32}
+
+
 class _Fn:
     """One exported kernel under construction: its builder and counted loops."""
 
-    def __init__(self, module: ir.Module, name: str, args: tuple, names: tuple):
+    def __init__(self, module: ir.Module, name: str, args: tuple, names: tuple,
+                 el: Element = BINARY64):
         self.fn = ir.Function(module, ir.FunctionType(I64, args), name)
         self.fn.attributes.add("nounwind")
         for a, nm in zip(self.fn.args, names):
             a.name = nm
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
+        self.el = el
+
+    def elements(self, words: ir.Value) -> ir.Value:
+        """A count or bound in words, in elements."""
+        return words if self.el.per_word == 1 else self.b.mul(words, _c(self.el.per_word))
 
     def at(self, base: ir.Value, j: ir.Value) -> ir.Value:
-        return self.b.gep(base, [j], inbounds=True, source_etype=F64)
+        return self.b.gep(base, [j], inbounds=True, source_etype=self.el.float_type)
 
     def load(self, base: ir.Value, j: ir.Value) -> ir.Value:
-        return self.b.load(self.at(base, j), typ=F64)
+        return self.b.load(self.at(base, j), typ=self.el.float_type)
 
     def bad(self, *xs: ir.Value) -> ir.Value:
         """1 when any of xs is an infinity or a NaN (all exponent bits set)."""
-        b = self.b
+        b, el = self.b, self.el
         out = None
         for x in xs:
-            hit = b.icmp_unsigned("==", b.and_(b.bitcast(x, I64), _c(EXP)), _c(EXP))
+            hit = b.icmp_unsigned("==", b.and_(b.bitcast(x, el.int_type), el.const(el.exp)), el.const(el.exp))
             out = hit if out is None else b.or_(out, hit)
         return out
 
@@ -103,9 +140,10 @@ class _Fn:
             b.ret(_c(-1))
 
 
-def _add_range(module: ir.Module) -> None:
-    f = _Fn(module, "alphac_add_range", (PTR, PTR, PTR, I64, I64), ("dst", "a", "b", "lo", "hi"))
+def _add_range(module: ir.Module, el: Element) -> None:
+    f = _Fn(module, "alphac_add_range", (PTR, PTR, PTR, I64, I64), ("dst", "a", "b", "lo", "hi"), el)
     dst, a, bb, lo, hi = f.fn.args
+    lo, hi = f.elements(lo), f.elements(hi)
 
     def body(j, flag):
         x, y = f.load(a, j), f.load(bb, j)
@@ -181,7 +219,7 @@ def _blocks(f: _Fn, n: ir.Value, block) -> ir.Value:
     return f.loop(_c(0), count, one, ir.Constant(I1, 0))
 
 
-def _add_lanes(module: ir.Module) -> None:
+def _add_lanes(module: ir.Module, el: Element) -> None:
     """A received piece in one pass: block by block (PIECE_BLOCK words), the frame
     checksum's FNV-1a lanes over the received words h[j] (h is a or b), word j going to
     lane (phase + j) % LANES (phase: the piece's first payload index mod LANES) exactly as
@@ -189,7 +227,7 @@ def _add_lanes(module: ir.Module) -> None:
     (the add on arrival; the finite flag as alphac_add_range), j < n. The lanes come
     first, so dst may be h."""
     f = _Fn(module, "alphac_add_lanes", (PTR, PTR, PTR, PTR, I64, I64, PTR),
-            ("dst", "a", "b", "h", "n", "phase", "lanes"))
+            ("dst", "a", "b", "h", "n", "phase", "lanes"), el)
     dst, a, bb, h, n, phase, lanes = f.fn.args
     b = f.b
 
@@ -201,32 +239,35 @@ def _add_lanes(module: ir.Module) -> None:
 
     def block(lo, hi, flag):
         _fold_lanes(f, h, lanes, phase, lo, hi)
-        return f.loop(lo, hi, add, flag)
+        return f.loop(f.elements(lo), f.elements(hi), add, flag)
 
     b.ret(b.zext(_blocks(f, n, block), I64))
 
 
 def _divisor(f: _Fn, count: ir.Value):
-    """(double) count, whether it is a power of two, and its reciprocal (see _mean)."""
+    """(double) count (binary32: (float) count, exact below 2^24), whether it is a power of
+    two, and its reciprocal (see _mean)."""
     b = f.b
     c = b.uitofp(count, F64)
     cbits = b.bitcast(c, I64)
     pow2 = b.and_(b.icmp_unsigned("==", b.and_(cbits, _c((1 << 52) - 1)), _c(0)),
                   b.icmp_unsigned("!=", cbits, _c(0)))
-    return c, pow2, b.fdiv(ir.Constant(F64, 1.0), c)
+    if f.el.float_type is not F64:
+        c = b.fptrunc(c, f.el.float_type)
+    return c, pow2, b.fdiv(ir.Constant(f.el.float_type, 1.0), c)
 
 
 def _quotient(f: _Fn, op: str, x: ir.Value, c: ir.Value, inv: ir.Value) -> ir.Value:
     return f.b.fmul(x, inv) if op == "mul" else f.b.fdiv(x, c)
 
 
-def _mean_lanes(module: ir.Module) -> None:
+def _mean_lanes(module: ir.Module, el: Element) -> None:
     """A received total in one pass, when the update of it comes next: block by block, the
     lanes over src[j] (as alphac_add_lanes), then dst[j] = src[j] / (double) count with
     alphac_mean's words (x * (1 / c) when c is a power of two); 1 if an operand or quotient
     is non-finite. dst may be src."""
     f = _Fn(module, "alphac_mean_lanes", (PTR, PTR, I64, I64, PTR, I64),
-            ("dst", "src", "n", "phase", "lanes", "count"))
+            ("dst", "src", "n", "phase", "lanes", "count"), el)
     dst, src, n, phase, lanes, count = f.fn.args
     b = f.b
     c, pow2, inv = _divisor(f, count)
@@ -240,7 +281,7 @@ def _mean_lanes(module: ir.Module) -> None:
 
         def block(lo, hi, flag):
             _fold_lanes(f, src, lanes, phase, lo, hi)
-            return f.loop(lo, hi, one, flag)
+            return f.loop(f.elements(lo), f.elements(hi), one, flag)
         return _blocks(f, n, block)
 
     with b.if_else(pow2) as (exact, divide):
@@ -251,14 +292,14 @@ def _mean_lanes(module: ir.Module) -> None:
     b.unreachable()
 
 
-def _first_nonfinite(module: ir.Module) -> None:
-    f = _Fn(module, "alphac_first_nonfinite", (PTR, I64, I64), ("p", "lo", "hi"))
+def _first_nonfinite(module: ir.Module, el: Element) -> None:
+    f = _Fn(module, "alphac_first_nonfinite", (PTR, I64, I64), ("p", "lo", "hi"), el)
     p, lo, hi = f.fn.args
-    f.first(lo, hi, lambda j: f.bad(f.load(p, j)))
+    f.first(f.elements(lo), f.elements(hi), lambda j: f.bad(f.load(p, j)))
     f.b.ret(_c(-1))
 
 
-def _local_first(module: ir.Module) -> None:
+def _local_first(module: ir.Module, el: Element) -> None:
     """After the first sample's contribution was written straight into acc: acc = +0.0 + acc.
 
     +0.0 + c equals c bit for bit unless c is -0.0 (the sum is +0.0), and is finite exactly
@@ -266,32 +307,35 @@ def _local_first(module: ir.Module) -> None:
     and only then does a second pass return the first non-finite word or rewrite each word
     as +0.0 + x. Bit 63 of (bits & EXP) + 2^52 is set exactly for an all-ones exponent;
     with d = bits ^ -0.0, bit 63 of ~d & (d - 1) is set exactly for d = 0."""
-    f = _Fn(module, "alphac_local_first", (PTR, I64), ("acc", "k"))
+    f = _Fn(module, "alphac_local_first", (PTR, I64), ("acc", "k"), el)
     acc, k = f.fn.args
+    k = f.elements(k)
     b = f.b
+    top = el.bits - 1  # the sign bit; the mantissa's width is top - exponent bits
 
     def scan(j, special):
-        bits = b.bitcast(f.load(acc, j), I64)
-        nonfinite = b.add(b.and_(bits, _c(EXP)), _c(1 << 52))
-        d = b.xor(bits, _c(1 << 63))
-        negzero = b.and_(b.not_(d), b.sub(d, _c(1)))
+        bits = b.bitcast(f.load(acc, j), el.int_type)
+        nonfinite = b.add(b.and_(bits, el.const(el.exp)), el.const(el.exp & -el.exp))
+        d = b.xor(bits, el.const(1 << top))
+        negzero = b.and_(b.not_(d), b.sub(d, el.const(1)))
         return b.or_(special, b.or_(nonfinite, negzero))
 
-    special = f.loop(_c(0), k, scan, _c(0))
-    with b.if_then(b.icmp_signed("<", special, _c(0)), likely=False):
+    special = f.loop(_c(0), k, scan, el.const(0))
+    with b.if_then(b.icmp_signed("<", special, el.const(0)), likely=False):
         def fix(j, _):
             x = f.load(acc, j)
             with b.if_then(f.bad(x), likely=False):
                 b.ret(j)
-            b.store(b.fadd(ir.Constant(F64, 0.0), x), f.at(acc, j))
+            b.store(b.fadd(ir.Constant(el.float_type, 0.0), x), f.at(acc, j))
             return None
         f.loop(_c(0), k, fix)
     b.ret(_c(-1))
 
 
-def _local_add(module: ir.Module) -> None:
-    f = _Fn(module, "alphac_local_add", (PTR, PTR, I64), ("acc", "c", "k"))
+def _local_add(module: ir.Module, el: Element) -> None:
+    f = _Fn(module, "alphac_local_add", (PTR, PTR, I64), ("acc", "c", "k"), el)
     acc, c, k = f.fn.args
+    k = f.elements(k)
 
     def body(j):
         x, y = f.load(acc, j), f.load(c, j)
@@ -305,14 +349,15 @@ def _local_add(module: ir.Module) -> None:
     f.b.ret(_c(-1))
 
 
-def _mean(module: ir.Module) -> None:
+def _mean(module: ir.Module, el: Element) -> None:
     """g[j] = g[j] / (double) count in place. When (double) count is a power of two, x / c
     and x * (1 / c) are the same word for every x: 1 / c is exact, so both are the exact
     quotient rounded once (subnormals included; c >= 1 cannot overflow). A multiply is
     several times cheaper than a divide. count is a u64, so c is finite, and a non-finite
     x gives a non-finite quotient: the first failing j is the first non-finite word left."""
-    f = _Fn(module, "alphac_mean", (PTR, I64, I64), ("g", "count", "k"))
+    f = _Fn(module, "alphac_mean", (PTR, I64, I64), ("g", "count", "k"), el)
     g, count, k = f.fn.args
+    k = f.elements(k)
     b = f.b
     c, pow2, inv = _divisor(f, count)
 
@@ -332,7 +377,7 @@ def _mean(module: ir.Module) -> None:
     b.ret(_c(-1))
 
 
-def _mean_owned(module: ir.Module) -> None:
+def _mean_owned(module: ir.Module, el: Element) -> None:
     """mean[at + j] = x / (double) count for the cnt coordinates i = first + j*step of one
     run of an owner's coordinates (the run's first being the owner's at-th coordinate),
     x = src[at + j] (its slice, `sliced`) or src[i] (the full vector); the first coordinate
@@ -341,10 +386,10 @@ def _mean_owned(module: ir.Module) -> None:
     (The replicated mean's word: its x * (1/c) is used only when exact, so a division gives
     the same bits.)"""
     f = _Fn(module, "alphac_mean_owned", (PTR, PTR, I64, I64, I64, I64, I64, I64),
-            ("mean", "src", "count", "at", "first", "step", "cnt", "sliced"))
+            ("mean", "src", "count", "at", "first", "step", "cnt", "sliced"), el)
     mean, src, count, at, first, step, cnt, sliced = f.fn.args
     b = f.b
-    c = b.uitofp(count, F64)
+    c, _, _ = _divisor(f, count)
     whole = b.icmp_signed("==", sliced, _c(0))
 
     def body(j, _):
@@ -361,7 +406,8 @@ def _mean_owned(module: ir.Module) -> None:
     b.ret(_c(-1))
 
 
-def emit_arith(module: ir.Module) -> None:
-    """Add every kernel of this module's docstring to `module`."""
+def emit_arith(module: ir.Module, fmt: str = "binary64") -> None:
+    """Add every kernel of this module's docstring to `module`, over the elements of storage
+    format `fmt`."""
     for emit in (_add_range, _add_lanes, _mean_lanes, _first_nonfinite, _local_first, _local_add, _mean, _mean_owned):
-        emit(module)
+        emit(module, ELEMENTS[fmt])

@@ -34,16 +34,16 @@ def kernel_module(image, metadata: dict | None = None) -> ir.Module:
     module = ir.Module(name=f"{image.spec}-{image.role}-{image.target}")
     per_input = "rule" if image.region else "contribution"
     emit_program(module, image.contribution, CONTRIBUTION,
-                 program_regions(per_input, k, s, m, image.region))
+                 program_regions(per_input, k, s, m, image.region), image.fmt)
     if image.owned and not image.region:
         emit_owned_update(module, image.update, k, s, m, image.update_layout, image.n, image.partitioning,
                           UPDATE)
     else:
-        emit_program(module, image.update, UPDATE, program_regions("update", k, s, m))
+        emit_program(module, image.update, UPDATE, program_regions("update", k, s, m), image.fmt)
         # the runtime sets the owner of the next owned update; replicated kernels ignore it
         owner = ir.GlobalVariable(module, I64, f"{UPDATE}_owner")
         owner.initializer = ir.Constant(I64, 0)
-    emit_arith(module)
+    emit_arith(module, image.fmt)
     if metadata is not None:
         embed_metadata(module, metadata)
     return module

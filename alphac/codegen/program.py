@@ -35,7 +35,7 @@ from llvmlite import ir
 
 from alphac.diagnostics import NO_SPAN, CompileError, Diagnostic, Span
 from alphac.codegen import elementary
-from alphac.codegen.types import F64, I1, I64, I8, PTR
+from alphac.codegen.types import F32, F64, I1, I64, I8, PTR
 from alphac.ir import nodes as n
 
 
@@ -255,8 +255,11 @@ class _Flag:
 
 class _Emitter:
     def __init__(self, module: ir.Module, program: n.Program, name: str,
-                 regions: list[tuple[int, int]]):
+                 regions: list[tuple[int, int]], fmt: str = "binary64"):
         self.module = module
+        # the slots' element type: binary64, or binary32 values (widened on load, and
+        # narrowed on store, which is exact: the planner admits only binary32 values there)
+        self.elem = F32 if fmt == "binary32" else F64
         self.program = program
         self.name = name
         self.regions = [(int(a), int(b)) for a, b in regions]
@@ -296,17 +299,17 @@ class _Emitter:
             if j is None:
                 raise _unsupported(f"slot {index.base} lies in no region of {self.name}", span)
             off = ir.Constant(I64, index.base - self.regions[j][0])
-            return b.gep(self.fn.args[j], [off], inbounds=True, source_etype=F64)
+            return b.gep(self.fn.args[j], [off], inbounds=True, source_etype=self.elem)
         if index.var not in vars_:
             raise _unsupported(f"index variable {index.var!r} is not bound", span)
         var = vars_[index.var]
         if var.hi <= var.lo:  # never executed
-            return b.gep(self.fn.args[0], [ir.Constant(I64, 0)], source_etype=F64)
+            return b.gep(self.fn.args[0], [ir.Constant(I64, 0)], source_etype=self.elem)
         lo, hi = index.base + var.lo, index.base + var.hi
         j = self._region_of(lo, hi)
         if j is not None:
             off = b.add(var.value, ir.Constant(I64, index.base - self.regions[j][0]))
-            return b.gep(self.fn.args[j], [off], inbounds=True, source_etype=F64)
+            return b.gep(self.fn.args[j], [off], inbounds=True, source_etype=self.elem)
         # A view spanning several regions: pick the region at run time.
         return self._across(b.add(var.value, ir.Constant(I64, index.base)), lo, hi, span)
 
@@ -319,7 +322,7 @@ class _Emitter:
                 raise _unsupported(f"index variable {v!r} is not bound", span)
             ranges[v] = (vars_[v].lo, vars_[v].hi)
             if vars_[v].hi <= vars_[v].lo:  # never executed
-                return b.gep(self.fn.args[0], [ir.Constant(I64, 0)], source_etype=F64)
+                return b.gep(self.fn.args[0], [ir.Constant(I64, 0)], source_etype=self.elem)
         lo, hi = index.bounds(ranges)
         j = self._region_of(lo, hi)
         start = self.regions[j][0] if j is not None else 0
@@ -327,7 +330,7 @@ class _Emitter:
         for v, s in index.terms:
             slot = b.add(slot, b.mul(vars_[v].value, ir.Constant(I64, s)))
         if j is not None:
-            return b.gep(self.fn.args[j], [slot], inbounds=True, source_etype=F64)
+            return b.gep(self.fn.args[j], [slot], inbounds=True, source_etype=self.elem)
         return self._across(slot, lo, hi, span)
 
     def _across(self, slot: ir.Value, lo: int, hi: int, span: Span) -> ir.Value:
@@ -337,7 +340,7 @@ class _Emitter:
         for j, (start, length) in enumerate(self.regions):
             if length == 0 or start + length <= lo or hi <= start:
                 continue
-            here = b.gep(self.fn.args[j], [b.sub(slot, ir.Constant(I64, start))], source_etype=F64)
+            here = b.gep(self.fn.args[j], [b.sub(slot, ir.Constant(I64, start))], source_etype=self.elem)
             if ptr is None:
                 ptr = here
             else:
@@ -369,6 +372,16 @@ class _Emitter:
             off = b.add(vars_[v].value if s == 1 else b.mul(vars_[v].value, ir.Constant(I64, s)), off)
         return b.gep(storage, [off], inbounds=True, source_etype=F64)
 
+    def load_slot(self, ptr: ir.Value) -> ir.Value:
+        """A slot's value, as binary64 (widening a binary32 slot is exact)."""
+        value = self.b.load(ptr, typ=self.elem)
+        return value if self.elem is F64 else self.b.fpext(value, F64)
+
+    def store_slot(self, value: ir.Value, ptr: ir.Value) -> None:
+        """Store a binary64 value into a slot: a binary32 slot gets fptrunc's word, exact for
+        the binary32 values the planner admits into one (alphac/plan/storage.py)."""
+        self.b.store(value if self.elem is F64 else self.b.fptrunc(value, F32), ptr)
+
     # -- checks -----------------------------------------------------------------------------
 
     def nonfinite(self, value: ir.Value) -> ir.Value:
@@ -393,7 +406,7 @@ class _Emitter:
                 got = ctx.written[idx.base]
                 if got is not None:
                     return got
-            return b.load(self.address(idx, ctx.vars, e.span), typ=F64), False
+            return self.load_slot(self.address(idx, ctx.vars, e.span)), False
         if isinstance(e, n.Local):
             if e.name not in ctx.env:
                 raise _unsupported(f"temporary {e.name!r} is not bound here", e.span)
@@ -417,7 +430,7 @@ class _Emitter:
             elif e.op == "abs":
                 r = self.with_sign(a, None)
             elif e.op == "round32":  # to nearest binary32, then back: both IEEE conversions
-                r = b.fpext(b.fptrunc(a, ir.FloatType()), F64)
+                r = b.fpext(b.fptrunc(a, F32), F64)
             else:
                 raise _unsupported(f"unknown unary operation {e.op!r}", e.span)
             ctx.checks.result(r)
@@ -548,7 +561,7 @@ class _Emitter:
                 if ctx.written is not None:
                     self.fast_store(s, value, ok, ctx)
                 else:
-                    self.b.store(value, self.address(s.target, ctx.vars, s.span))
+                    self.store_slot(value, self.address(s.target, ctx.vars, s.span))
             elif isinstance(s, n.VectorLet):
                 self.b.store(value, self.vector_address(s.name, n.Index(0, s.var), ctx.vars, s.span))
             ordinal += 1
@@ -591,7 +604,7 @@ class _Emitter:
         bases = sorted({s.target.base for s in loop.body if isinstance(s, n.Assign)})
         saved = _reads_old(loop, bases)
         chunk = min(CHUNK, max(1, loop.hi - loop.lo))
-        scratch = {base: self.alloca_builder.alloca(F64, size=chunk, name=f"saved{base}")
+        scratch = {base: self.alloca_builder.alloca(self.elem, size=chunk, name=f"saved{base}")
                    for base in saved}
         hi = ir.Constant(I64, loop.hi)
         c0, chunk_head, close_chunk = self._loop(loop.var, ir.Constant(I64, loop.lo), hi, "chunk")
@@ -619,8 +632,8 @@ class _Emitter:
         b.position_at_end(body)
         off = b.sub(i, c0)
         for base in saved:
-            b.store(b.load(at(base, i), typ=F64),
-                    b.gep(scratch[base], [off], inbounds=True, source_etype=F64))
+            b.store(b.load(at(base, i), typ=self.elem),
+                    b.gep(scratch[base], [off], inbounds=True, source_etype=self.elem))
         vars_ = dict(ctx.vars)
         vars_[loop.var] = _Var(i, loop.lo, loop.hi)
         checks = _Flag(self, flag)
@@ -646,8 +659,8 @@ class _Emitter:
         if saved:
             j, _, close_restore = self._loop("j", ir.Constant(I64, 0), b.sub(c_end, c0), "restore")
             for base in saved:
-                src = b.gep(scratch[base], [j], inbounds=True, source_etype=F64)
-                b.store(b.load(src, typ=F64), at(base, b.add(c0, j)))
+                src = b.gep(scratch[base], [j], inbounds=True, source_etype=self.elem)
+                b.store(b.load(src, typ=self.elem), at(base, b.add(c0, j)))
             close_restore()
         self.scalar_loop(loop, ordinal, ctx, lo=c0, hi=c_end)
         b.branch(joined)
@@ -656,7 +669,7 @@ class _Emitter:
 
     def fast_store(self, s: n.Assign, value: ir.Value, ok: bool, ctx: "_Ctx") -> None:
         ctx.written[s.target.base] = (value, ok)
-        self.b.store(value, self.address(s.target, ctx.vars, s.span))
+        self.store_slot(value, self.address(s.target, ctx.vars, s.span))
 
     # -- function ---------------------------------------------------------------------------
 
@@ -721,9 +734,10 @@ class _Ctx:
 
 
 def emit_program(module: ir.Module, program: n.Program, name: str,
-                 regions: list[tuple[int, int]]) -> ir.Function:
-    """Add `i64 NAME(double* r0, ..., i64* fail_coord)` and `NAME_labels` to `module`."""
-    return _Emitter(module, program, name, regions).emit()
+                 regions: list[tuple[int, int]], fmt: str = "binary64") -> ir.Function:
+    """Add `i64 NAME(double* r0, ..., i64* fail_coord)` (`float*` regions for a binary32
+    learner) and `NAME_labels` to `module`."""
+    return _Emitter(module, program, name, regions, fmt).emit()
 
 
 def program_regions(kind: str, k: int, s: int, m: int, r: int = 0) -> list[tuple[int, int]]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from alphac.checkpoint.manifest import REGIONS, Run, identity_of
+from alphac.plan import storage
 from alphac.plan.canon import canonical_json, flat, sha256_hex
 from alphac.plan.protocol import report_edges
 
@@ -35,10 +36,13 @@ def program_sha(program) -> str:
     return sha256_hex(canonical_json(flat(program)))
 
 
-def learner_line(learner) -> str:
-    """The manifest's `learner` line (after "learner "): what a checkpoint holds words of."""
+def learner_line(learner, fmt: str = "binary64") -> str:
+    """The manifest's `learner` line (after "learner "): what a checkpoint holds words of;
+    a binary32 learner's names its storage (its words pack two values each), so neither
+    format's words are ever read as the other's."""
+    storage_ = "" if fmt == "binary64" else f"storage {fmt} "
     return (f"contribution {program_sha(learner.contribution)} update {program_sha(learner.update)} "
-            f"k {learner.k} m {learner.m} s {learner.s}")
+            f"{storage_}k {learner.k} m {learner.m} s {learner.s}")
 
 
 def samples_sha(samples) -> str:
@@ -63,7 +67,7 @@ def inputs_line(learner) -> str:
 def checkpoint_lines(plan) -> CheckpointLines:
     dep = plan.deployment
     learner, part, contract = dep.learner, dep.partitioning, plan.contract
-    learner_text = learner_line(learner)
+    learner_text = learner_line(learner, storage.format_of(dep))
     profile = contract.profile_data()
     contract_line = " ".join([profile["format"], profile["rounding"], profile["subnormals"],
                               profile["exceptional"], contract.relation, contract.order_digest,
@@ -76,7 +80,7 @@ def checkpoint_lines(plan) -> CheckpointLines:
         # appended only where not the default: a line without it is B = 1, so the lines
         # (and checkpoint identities) of deployments without coordinate blocks stay as they were
         layout_line += f" block-words {part.block_words}"
-    regions = {"parameters": learner.k, "state": learner.m}
+    regions = {"parameters": plan.layout.k, "state": plan.layout.m}  # words
     inputs = inputs_line(learner)
     return CheckpointLines(learner_text, inputs, contract_line, layout_line, regions,
                            identity_of(learner_text, inputs, contract_line, layout_line))

@@ -37,7 +37,7 @@ from alphac.checkpoint.write import owner_subtrees
 from alphac.image import format as fmt
 from alphac.image.ckpt import checkpoint_lines, owner_fragments
 from alphac.ir import nodes as ir
-from alphac.plan import separable
+from alphac.plan import separable, storage
 from alphac.plan.mutants import ZERO
 from alphac.plan.protocol import LEAF_TAG_WORDS, OP_CODE, OwnerProtocol, leaves, peers
 from alphac.plan.memory import temporaries
@@ -136,6 +136,13 @@ class RoleImage:
     usage: str
     version: str
     cpu: CpuNeeds = CpuNeeds()
+    fmt: str = "binary64"           # the storage format (alphac/plan/storage.py)
+
+    @property
+    def words(self) -> tuple[int, int, int]:
+        """(k, s, m) in words: what the runtime allocates, moves and writes (k, s and m
+        count values, as the kernels' slots do)."""
+        return tuple(storage.words(c, self.fmt) for c in (self.k, self.s, self.m))
 
     @property
     def owned(self) -> bool:
@@ -172,9 +179,10 @@ class RoleImage:
             text.extend(s.encode("utf-8") + b"\0")
             return at
 
+        k, s, m = self.words
         fields = {
             "magic": fmt.IMAGE_MAGIC, "format": fmt.IMAGE_FORMAT, "protocol": self.protocol_id,
-            "k": self.k, "m": self.m, "s": self.s, "n": self.n, "updates": self.updates,
+            "k": k, "m": m, "s": s, "n": self.n, "updates": self.updates,
             "rate": self.rate, "tag_words": self.tag_words,
             "output_format": wire.OUTPUT_OWNED if self.owned else wire.OUTPUT_REPLICATED,
             "part_parameters": int(part.parameters), "part_state": int(part.optimizer_state),
@@ -461,10 +469,12 @@ class InitialWords:
     alike: int
 
 
-def initial_words(layout, learner, role_owners) -> InitialWords:
+def initial_words(layout, learner, role_owners, fmt: str = "binary64") -> InitialWords:
     """The initial words of `role_owners` in their storage order (`OwnerLayout.params_held`,
-    `OwnerLayout.state_stored`): what every owner holds alike once, then each owner's own."""
-    p0, s0 = learner.initial.as_array(), learner.initial_state.as_array()
+    `OwnerLayout.state_stored`): what every owner holds alike once, then each owner's own;
+    in storage format `fmt`."""
+    p0 = storage.pack(learner.initial.as_array(), fmt)
+    s0 = storage.pack(learner.initial_state.as_array(), fmt)
     if layout.parameters:
         params, param_starts = _concatenated([p0[layout.params_held(o)] for o in role_owners])
     else:
@@ -535,7 +545,8 @@ def build_image(plan, role: str, target: str, cpu: CpuNeeds = CpuNeeds()) -> Rol
     prepared = {o: len(s) for o, s in below.items()}
     fragments = owner_fragments(plan)
     inner = {p.owner for p in protocols if any(op.kind == "ckpt-manifest" for op in p.checkpoint_ops)}
-    init = initial_words(layout, learner, role_v.owners)
+    fmt_ = storage.format_of(dep)
+    init = initial_words(layout, learner, role_v.owners, fmt_)
     # whose inputs each owner reads: its own, or (mutant foreign-inputs) another owner's
     inputs = mutated.inputs_from or tuple(range(n))
     owners, row = [], 0
@@ -545,12 +556,12 @@ def build_image(plan, role: str, target: str, cpu: CpuNeeds = CpuNeeds()) -> Rol
         owners.append(OwnerImage(o, ops, len(proto.update_ops), len(proto.finish_ops),
                                  len(proto.checkpoint_ops), peers(proto), row, shares[inputs[o]],
                                  mutated.leaf_counts[o], mutated.mean_from[o],
-                                 register_sizes(proto, k), slots.offsets(tags), slots.pool_words(tags),
+                                 register_sizes(proto, layout.k), slots.offsets(tags), slots.pool_words(tags),
                                  layout.params_count(o), layout.state_count(o),
                                  init.param_starts[j], init.state_starts[j]))
         row += shares[inputs[o]]
     rows = [learner.samples.owner_rows(inputs[o]) for o in role_v.owners]
-    samples = (np.concatenate([np.asarray(r, dtype=np.uint64).reshape(-1) for r in rows])
+    samples = (np.concatenate([storage.pack_rows(r, fmt_).reshape(-1) for r in rows])
                if rows else np.zeros(0, dtype=np.uint64))
     lines = checkpoint_lines(plan)
     spec = Path(dep.source_file or dep.name).stem
@@ -559,7 +570,7 @@ def build_image(plan, role: str, target: str, cpu: CpuNeeds = CpuNeeds()) -> Rol
                f"wire format {wire.WIRE_FORMAT}\n{mutant_note(plan)}")
     return RoleImage(
         spec=spec, deployment=dep.name, role=role, target=target, protocol_id=plan.protocol_id,
-        n=n, k=k, s=s, m=m, updates=dep.updates, rate=learner.rate,
+        n=n, k=k, s=s, m=m, updates=dep.updates, rate=int(storage.pack([int(learner.rate) & (2**64 - 1)], fmt_)[0]),
         contribution=learner.contribution, update=learner.update, partitioning=part,
         update_layout=separable.layout_of(learner, part) if part.any else None,
         owners=tuple(owners), runs=tuple(layout.coordinate_runs(o) for o in range(n)),
@@ -570,4 +581,4 @@ def build_image(plan, role: str, target: str, cpu: CpuNeeds = CpuNeeds()) -> Rol
         block_words=layout.block_words, region=learner.region,
         shared=tuple(int(j) for j in layout.replicated_state()) if layout.optimizer_state else (),
         state_alike=init.alike, samples=samples, initial=init.params, initial_state=init.state,
-        usage=usage_text(plan, role, target, role_v.owners), version=version, cpu=cpu)
+        usage=usage_text(plan, role, target, role_v.owners), version=version, cpu=cpu, fmt=fmt_)
