@@ -14,7 +14,7 @@
 
 A checkpoint's and an output's words are summarised (every word with --full); `--npy FILE`
 writes the parameter words (a checkpoint's logical parameters, or those an output holds)
-as a 1-D float64 .npy file.
+as a 1-D float64 .npy file (a binary32 checkpoint's: its k values, float32).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import click
 from alphac import driver
 from alphac.commands import report
 from alphac.commands.report import error, stage_error
-from alphac.commands.words import decimal, hex_word, lines
+from alphac.commands.words import decimal, decimal32, halves, hex_word, lines
 
 
 @click.command("inspect")
@@ -35,7 +35,8 @@ from alphac.commands.words import decimal, hex_word, lines
 @click.option("--json", "as_json", is_flag=True, help="As JSON.")
 @click.option("--full", is_flag=True, help="Every word of a checkpoint or output (default: a summary).")
 @click.option("--npy", "npy", default=None, metavar="FILE",
-              help="Write the parameter words of a checkpoint or output to FILE (.npy, float64).")
+              help="Write the parameter words of a checkpoint or output to FILE (.npy, float64; "
+                   "a binary32 checkpoint's values, float32).")
 @click.option("--key", "key", default=None, metavar="FILE",
               help="Check a checkpoint's tag under this key file (the run's --checkpoint-key, else its --key); "
                    "without it the tag is not checked, and the output says so.")
@@ -119,7 +120,9 @@ def render_checkpoint(c: dict) -> str:
         ("checkpoint", c["checkpoint"]),
         ("version", str(c["version"])),
         ("identity", c["identity"]),
-        ("learner", f"k {learner['k']} m {learner['m']} s {learner['s']}; contribution sha256 "
+        ("learner", f"k {learner['k']} m {learner['m']} s {learner['s']}"
+                    f"{'' if learner['storage'] == 'binary64' else ', stored as ' + learner['storage'] + ' pairs'}"
+                    "; contribution sha256 "
                     f"{learner['contribution'][:16]}, update sha256 {learner['update'][:16]}"),
         ("inputs", f"samples sha256 {c['inputs']['samples'][:16]}, rate {c['inputs']['rate']}"),
         ("contract", f"{contract['format']} {contract['rounding']} {contract['subnormals']} "
@@ -201,16 +204,20 @@ def describe_output(path: str) -> tuple[dict, dict]:
             "params": r.params, "state": r.state}
 
 
-def decoded(regions: dict) -> dict:
-    """Each region's words as 16-digit hex and as the binary64 values they are (null for a
-    word that is not a finite number, which JSON cannot write)."""
-    return {name: {"hex": [hex_word(w) for w in words], "values": [_value(w) for w in words]}
+def decoded(regions: dict, storage: str = "binary64") -> dict:
+    """Each region's words as 16-digit hex and as the binary64 values they are (a binary32
+    checkpoint's: the two binary32 values of each word, the low half first; null for a
+    value that is not a finite number, which JSON cannot write)."""
+    return {name: {"hex": [hex_word(w) for w in words], "values": _values(words, storage)}
             for name, words in regions.items()}
 
 
-def _value(w: int) -> float | None:
-    v = float(decimal(w))
-    return v if math.isfinite(v) else None
+def _values(words, storage: str) -> list[float | None]:
+    if storage == "binary32":
+        out = [float(decimal32(h)) for w in words for h in halves(w)]
+    else:
+        out = [float(decimal(w)) for w in words]
+    return [v if math.isfinite(v) else None for v in out]
 
 
 def render_output(o: dict) -> str:
@@ -248,17 +255,19 @@ def _run(path: str, full: bool, npy: str | None, key: str | None = None) -> int:
         return checkpoint_refused(exc)
     except driver.TargetError as exc:
         return stage_error(exc)
-    if npy is not None and not _export(words, npy):
+    learner = s.get("learner", {}) if kind == "checkpoint" else {}
+    storage = learner.get("storage", "binary64")
+    if npy is not None and not _export(words, npy, storage, learner.get("k", 0)):
         return 1
     if report.json_mode():
-        report.result(kind=kind, **s, **({} if words is None else {"words": decoded(words)}),
+        report.result(kind=kind, **s, **({} if words is None else {"words": decoded(words, storage)}),
                       **({} if npy is None else {"npy": npy}))
         return 0
     print(text(s))
     if kind == "checkpoint":
         print(f"logical words (version {s['version']}):")
     for name, region in (words or {}).items():
-        print("\n".join(lines(name, region, full)))
+        print("\n".join(lines(name, region, full, storage)))
     return 0
 
 
@@ -266,16 +275,18 @@ def _regions(words: dict) -> dict:
     return {"params": words.get("parameters", ()), "state": words.get("state", ())}
 
 
-def _export(words: dict | None, npy: str) -> bool:
-    """Write the parameter words to `npy` (float64, 1-D); False after reporting why not."""
+def _export(words: dict | None, npy: str, storage: str = "binary64", k: int = 0) -> bool:
+    """Write the parameter words to `npy` (float64, 1-D; a binary32 checkpoint's k values,
+    float32); False after reporting why not."""
     import numpy as np
 
     if words is None:
         error("usage", "--npy exports the words of a checkpoint or an owner's output file")
         return False
+    params = np.asarray(words["params"], dtype="<u8")
+    values = params.view(np.float64) if storage == "binary64" else params.view("<f4")[:k]
     try:
-        np.save(npy, np.asarray(words["params"], dtype=np.uint64).view(np.float64),
-                allow_pickle=False)
+        np.save(npy, values, allow_pickle=False)
     except OSError as exc:
         error("io-error", f"{npy}: {exc.strerror or exc}")
         return False

@@ -195,7 +195,8 @@ def words(result, full: bool = False) -> str:
     for digest, rows in groups.items():
         out.append(f"digest {digest[:DIGEST_DIGITS]}: owner{'s' if len(rows) > 1 else ''} "
                    f"{', '.join(str(r.owner) for r in rows)}")
-        out += lines("params", rows[0].params, full) + lines("state", rows[0].state, full)
+        out += (lines("params", rows[0].params, full, result.storage)
+                + lines("state", rows[0].state, full, result.storage))
     return "\n".join(out)
 
 

@@ -120,8 +120,8 @@ def as_table(spec: str, result, resume=None, mutant: str | None = None, full: bo
     for o in result.owners:
         rows.append(f"owner {o.owner}  role {o.role}  target {o.target}  "
                      f"version {o.version}  digest {o.digest[:DIGEST_DIGITS]}")
-        rows += lines("params", o.params, full)
-        rows += lines("state", o.state, full)
+        rows += lines("params", o.params, full, result.storage)
+        rows += lines("state", o.state, full, result.storage)
     return "\n".join(rows)
 
 

@@ -348,6 +348,7 @@ class LaunchReport:
     # a resumed run: {"path", "version", "contract"} as `alphac oracle --json` has it
     # (`rounds` then counts the updates after the checkpoint's version)
     resumed_from: dict | None = None
+    storage: str = "binary64"  # the words' format (alphac/plan/storage.py): binary32 packs pairs
 
     @property
     def refusals_agree(self) -> bool:
@@ -479,7 +480,7 @@ def compare(plan, run: PlanRun, oracle, rounds: int, spec: str = "",
     rows = [replace(r, connections=run.connections.get(r.owner)) for r in rows]
     return LaunchReport(spec or spec_stem(dep), dep.name, rounds, plan.protocol_hex,
                         tuple(rows), tuple(failures), stderr, None if result is None else result.seconds,
-                        run.run_dir, oracle_refusal)
+                        run.run_dir, oracle_refusal, storage=dep.contract.profile.format)
 
 
 def resume_start(path: str | Path, key_file: str | Path | None = None):

@@ -59,7 +59,7 @@ def store(key_: str, result) -> None:
     body = words.tobytes()
     head = {"format": HEAD, "sha256": hashlib.sha256(body).hexdigest(), "deployment": result.deployment,
             "rounds": result.rounds, "version": result.version, "start": result.start,
-            "params": len(result.params), "state": len(result.state),
+            "storage": result.storage, "params": len(result.params), "state": len(result.state),
             "owners": [{"owner": o.owner, "role": o.role, "target": o.target, "version": o.version,
                         "params": len(o.params), "state": len(o.state), "digest": o.digest}
                        for o in result.owners]}
@@ -93,6 +93,6 @@ def load(key_: str):
             return None
         os.utime(path)  # the newest used stays longest
         return OracleResult(head["deployment"], head["rounds"], params, state, tuple(owners),
-                            head["version"], head["start"])
+                            head["version"], head["start"], head.get("storage", "binary64"))
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -1,6 +1,9 @@
 """The declared combine: (Σ contribution, Σ samples) pairs added along the ordered tree,
 left operand first at every branch, then the mean Σg / Σn. Also the mutants the gates
 must tell apart from the declared program (their names: alphac.ir.mutants).
+
+`narrow` (a binary32 learner's: `words.narrow32`) rounds each sum and quotient to its
+storage format, so every add and the division are that format's own operations.
 """
 
 from __future__ import annotations
@@ -26,7 +29,11 @@ def _first_bad(values: np.ndarray) -> int:
     return int(np.argmin(np.isfinite(values)))
 
 
-def combine(root: TreeNode, leaves: dict[int, Mass], update: int) -> Mass:
+def _same(values: np.ndarray) -> np.ndarray:
+    return values
+
+
+def combine(root: TreeNode, leaves: dict[int, Mass], update: int, narrow=_same) -> Mass:
     """Walk the tree in post-order; a branch adds left.g + right.g (left first) and the counts."""
     stack: list[Mass] = []
     for node in postorder(root):
@@ -36,7 +43,7 @@ def combine(root: TreeNode, leaves: dict[int, Mass], update: int) -> Mass:
         right = stack.pop()
         left = stack.pop()
         with np.errstate(all="ignore"):
-            g = left.g + right.g
+            g = narrow(left.g + right.g)
         if not np.isfinite(g).all():
             j = _first_bad(g)
             raise non_finite(Site(update, "combine", owner=node.owner), "result of add",
@@ -46,7 +53,7 @@ def combine(root: TreeNode, leaves: dict[int, Mass], update: int) -> Mass:
     return total
 
 
-def mean(total: Mass, update: int) -> np.ndarray:
+def mean(total: Mass, update: int, narrow=_same) -> np.ndarray:
     """Σg / Σn, one correctly rounded division per coordinate; Σn = 0 refuses."""
     site = Site(update, "mean")
     if total.n <= 0:
@@ -54,7 +61,7 @@ def mean(total: Mass, update: int) -> np.ndarray:
                       f"{total.n}, so the mean Σg / Σn is not finite", site=site,
                       statement="mean")
     with np.errstate(all="ignore"):
-        m = total.g / np.float64(total.n)  # n < 2**53 converts exactly
+        m = narrow(total.g / np.float64(total.n))  # n < 2**53 converts exactly
     if not np.isfinite(m).all():
         raise non_finite(site, "result of div", statement="mean",
                          coordinate=f"coordinate {_first_bad(m)}")
@@ -73,7 +80,7 @@ def swap_branch(root: TreeNode) -> TreeNode:
 
 
 def mutate_leaves(leaves: dict[int, Mass], order: list[int], mutant: str,
-                  update: int) -> dict[int, Mass]:
+                  update: int, narrow=_same) -> dict[int, Mass]:
     """The leaf values a mutant combines instead of the declared (Σg, n) pairs."""
     if mutant == "unweighted-mean":
         out = {}
@@ -82,7 +89,7 @@ def mutate_leaves(leaves: dict[int, Mass], order: list[int], mutant: str,
                 out[o] = leaf
                 continue
             with np.errstate(all="ignore"):
-                g = leaf.g / np.float64(leaf.n)
+                g = narrow(leaf.g / np.float64(leaf.n))
             if not np.isfinite(g).all():
                 raise non_finite(Site(update, "mean", owner=o), "result of div",
                                  statement="owner mean", coordinate=f"coordinate {_first_bad(g)}")

@@ -23,13 +23,15 @@ import numpy as np
 from alphac.ir.mutants import check_name, foreign_accumulator
 from alphac.ir.nodes import Deployment, Learner, SampleTree, TreeBranch, TreeNode
 from alphac.oracle import independent, sampletree, scalar, vector
-from alphac.oracle.combine import Mass, combine, deliver_to_next, mean, mutate_leaves, swap_branch
+from alphac.oracle.combine import Mass, _same, combine, deliver_to_next, mean, mutate_leaves, swap_branch
 from alphac.oracle.layout import owned_coordinates, param_coordinates, state_offsets
 from alphac.oracle.refusal import Refusal, Site
 from alphac.oracle.tree import combine_tree, leaves as tree_leaves
-from alphac.oracle.words import bits_of, digest, floats, to_float
+from alphac.oracle.words import (bits_of, digest, floats, narrow32, storage_floats, storage_words,
+                                 to_float)
 
 ENGINES = ("auto", "scalar", "vector", "numba")
+FORMATS = ("binary64", "binary32")  # storage formats (docs/oracle.md, "binary32 learners")
 SCALAR_LIMIT = 50_000   # slot-words per update up to which `auto` walks with Python floats
 NUMBA_LIMIT = 50_000_000  # slot-words of all updates from which `auto` compiles with numba
 CHUNK_WORDS = 1 << 24   # slot-words per batch of samples on the vector engine
@@ -50,11 +52,12 @@ class OwnerResult:
 class OracleResult:
     deployment: str
     rounds: int  # the updates evaluated
-    params: tuple[int, ...]  # the logical parameter words (all k)
-    state: tuple[int, ...]  # the logical state words (all m)
+    params: tuple[int, ...]  # the logical parameter words (all k), as stored (binary32: packed)
+    state: tuple[int, ...]  # the logical state words (all m), as stored
     owners: tuple[OwnerResult, ...]
     version: int = 0  # the final version: the start's version + rounds
     start: int = 0  # the version evaluated from (a checkpoint's; 0 from the initial words)
+    storage: str = "binary64"  # the words' format: binary32 packs two values a word
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -62,12 +65,15 @@ class OracleResult:
 def _validate(dep: Deployment) -> None:
     L = dep.learner
     prof = dep.contract.profile
-    if (prof.format, prof.rounding, prof.exceptional) != (
-            "binary64", "nearest-even", "finite-or-refuse") or prof.subnormals != "preserve":
+    if (prof.rounding, prof.exceptional) != ("nearest-even", "finite-or-refuse") or (
+            prof.subnormals != "preserve" or prof.format not in FORMATS):
         raise Refusal("oracle-profile",
                       f"the contract's profile ({prof.format}, {prof.rounding}, subnormals "
-                      f"{prof.subnormals}, {prof.exceptional}) is not the binary64 "
+                      f"{prof.subnormals}, {prof.exceptional}) is not a binary64 or binary32 "
                       "nearest-even finite-or-refuse profile the oracle evaluates")
+    if prof.format == "binary32" and (L.independent or dep.partitioning.any):
+        raise Refusal("oracle-profile", "binary32 storage is evaluated for replicated "
+                      "data-parallel learners only (the planner refuses the others)")
     problems = []
     if len(L.samples.shares) != dep.owners:
         problems.append(f"samples are listed for {len(L.samples.shares)} owners, "
@@ -88,10 +94,13 @@ def _validate(dep: Deployment) -> None:
         raise Refusal("oracle-inconsistent", "; ".join(problems))
 
 
-def _choose(engine: str, L: Learner, rounds: int) -> str:
+def _choose(engine: str, L: Learner, rounds: int, fmt: str = "binary64") -> str:
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, not {engine!r}")
     elementary = uses_elementary(L)
+    if engine == "numba" and fmt != "binary64":
+        raise ValueError("the numba engine sums in binary64 only, not a binary32 learner's "
+                         "binary32 combine: use --engine vector or scalar")
     if engine == "numba" and elementary:
         # numba's math is libm's, not the real function rounded once
         raise ValueError("the numba engine has no elementary functions (exp, log, ...): "
@@ -101,7 +110,8 @@ def _choose(engine: str, L: Learner, rounds: int) -> str:
     work = (sum(L.samples.shares) + 1) * (2 * L.k + L.s + L.m + 1)
     if work <= SCALAR_LIMIT:
         return "scalar"
-    return "numba" if work * rounds >= NUMBA_LIMIT and not elementary else "vector"
+    numba_ok = not elementary and fmt == "binary64"
+    return "numba" if work * rounds >= NUMBA_LIMIT and numba_ok else "vector"
 
 
 def uses_elementary(L: Learner) -> bool:
@@ -134,17 +144,19 @@ def _scalar_contributions(L: Learner, params: np.ndarray, rows: np.ndarray, firs
 
 
 def _scalar_rows(L: Learner, params: np.ndarray, rows: np.ndarray, first: int,
-                 owner: np.ndarray, pos: np.ndarray, accs: dict[int, list[float]], u: int):
+                 owner: np.ndarray, pos: np.ndarray, accs: dict[int, list[float]], u: int,
+                 narrow=None):
     """Contributions of rows[i] (global row first+i), added to their owners' sums in order."""
+    one = None if narrow is None else (lambda x: float(narrow(x)))
     for site, contribution in _scalar_contributions(L, params, rows, first, owner, pos, u):
-        scalar.accumulate(accs[site.owner], contribution, site)
+        scalar.accumulate(accs[site.owner], contribution, site, one)
 
 
 def _contributions_scalar(L: Learner, params: np.ndarray, samples: np.ndarray,
-                          u: int) -> list[np.ndarray]:
+                          u: int, narrow=None) -> list[np.ndarray]:
     owner, pos = _owner_of_rows(L.samples.shares)
     accs = {o: [0.0] * L.k for o in range(len(L.samples.shares))}
-    _scalar_rows(L, params, samples, 0, owner, pos, accs, u)
+    _scalar_rows(L, params, samples, 0, owner, pos, accs, u, narrow)
     return [np.array(accs[o], dtype=np.float64) for o in sorted(accs)]
 
 
@@ -176,7 +188,7 @@ def _vector_contributions(L: Learner, params: np.ndarray, rows: np.ndarray) -> n
 
 
 def _contributions_vector(L: Learner, params: np.ndarray, samples: np.ndarray,
-                          u: int) -> list[np.ndarray]:
+                          u: int, narrow=None) -> list[np.ndarray]:
     k = L.k
     owner, pos = _owner_of_rows(L.samples.shares)
     accs = {o: np.zeros(k) for o in range(len(L.samples.shares))}
@@ -192,18 +204,21 @@ def _contributions_vector(L: Learner, params: np.ndarray, samples: np.ndarray,
                 for col in range(r1 - r0):  # sample order: one element-wise add per sample
                     o = int(owner[r0 + col])
                     acc = accs[o] + contrib[:, col]
+                    if narrow is not None:
+                        acc = narrow(acc)
                     if not np.isfinite(acc).all():
                         raise vector.Flagged()
                     accs[o] = acc
         except vector.Flagged:
             slow = {o: a.tolist() for o, a in before.items()}
-            _scalar_rows(L, params, rows, r0, owner, pos, slow, u)
+            _scalar_rows(L, params, rows, r0, owner, pos, slow, u, narrow)
             raise _unconfirmed(u, r0, r1) from None
     return [accs[o] for o in sorted(accs)]
 
 
 def _contributions_numba(L: Learner, params: np.ndarray, samples: np.ndarray,
-                         u: int) -> list[np.ndarray]:
+                         u: int, narrow=None) -> list[np.ndarray]:
+    assert narrow is None, "the numba engine is not chosen for a binary32 learner"
     from alphac.oracle import compiled
 
     owner, pos = _owner_of_rows(L.samples.shares)
@@ -235,9 +250,11 @@ def _sample_runs(L: Learner, params: np.ndarray, samples: np.ndarray, u: int, ki
             raise _unconfirmed(u, r0, r0 + len(rows)) from None
 
 
-def _sample_tree_mean(L: Learner, params: np.ndarray, samples: np.ndarray, u: int, kind: str):
+def _sample_tree_mean(L: Learner, params: np.ndarray, samples: np.ndarray, u: int, kind: str,
+                      narrow=_same):
     owner, _ = _owner_of_rows(L.samples.shares)
-    return mean(sampletree.total(_sample_runs(L, params, samples, u, kind), L.k, owner, u), u)
+    runs = _sample_runs(L, params, samples, u, kind)
+    return mean(sampletree.total(runs, L.k, owner, u, narrow), u, narrow)
 
 
 def _update_scalar(L: Learner, params, state, m_, rate: float, u: int):
@@ -283,20 +300,25 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
     if not by_samples:
         independent.check_mutant(dep, mutant)
     L = dep.learner
+    fmt = dep.contract.profile.format
     first = 0
     if start is not None:
         start_params, start_state, first = start
         first = int(first)
         if first < 0:
             raise ValueError(f"the start version must be >= 0, not {first}")
-        if len(start_params) != L.k or len(start_state) != L.m:
+        want = (len(storage_words(np.zeros(L.k, dtype=np.uint64), fmt)),
+                len(storage_words(np.zeros(L.m, dtype=np.uint64), fmt)))
+        if (len(start_params), len(start_state)) != want:
             raise Refusal("checkpoint-learner-mismatch",
                           f"the checkpoint holds {len(start_params)} parameter and {len(start_state)} "
-                          f"state words; the learner has k = {L.k} and m = {L.m}")
+                          f"state words; the learner has k = {L.k} and m = {L.m} in {fmt} "
+                          f"({want[0]} and {want[1]} words)")
     rounds = max(0, dep.updates - first) if rounds is None else rounds
     if rounds < 0:
         raise ValueError(f"rounds must be >= 0, not {rounds}")
-    kind = _choose(engine, L, rounds)
+    kind = _choose(engine, L, rounds, fmt)
+    narrow = narrow32 if fmt == "binary32" else None
     contributions, update = _ENGINES[kind]
     if by_samples and mutant is not None:
         raise Refusal("mutant-not-applicable", f"mutant {mutant} is defined on trees over owners, "
@@ -314,27 +336,30 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
         params = floats(L.initial.as_array())
         state = floats(L.initial_state.as_array())
     else:
-        params, state = floats(start_params), floats(start_state)
+        params = storage_floats(start_params, L.k, fmt)
+        state = storage_floats(start_state, L.m, fmt)
     if L.independent:  # no combine, no mean: each owner's rule on its own inputs
         params = independent.evolve(dep, params, first, rounds, mutant, tick)
         return _result(dep, rounds, bits_of(params), bits_of(state), first)
+    same = _same if narrow is None else narrow
     rate = to_float(int(L.rate))
     samples = np.asarray(L.samples.words, dtype=np.uint64).reshape(
         sum(L.samples.shares), L.s).view(np.float64)
     shares = L.samples.shares
     for u in range(first, first + rounds):
         if by_samples:
-            params, state = update(L, params, state, _sample_tree_mean(L, params, samples, u, kind), rate, u)
+            params, state = update(L, params, state, _sample_tree_mean(L, params, samples, u, kind, same),
+                                   rate, u)
             if tick is not None:
                 tick(u)
             continue
         if mutant == "stale-replica" and u > first:
             raise _stale(u, first)
-        sums = contributions(L, params, samples, u)
+        sums = contributions(L, params, samples, u, narrow)
         leaves = {o: Mass(sums[o], int(shares[o])) for o in range(dep.owners)}
         if mutant is not None:
-            leaves = mutate_leaves(leaves, order, mutant, u)
-        m_ = mean(combine(root, leaves, u), u)
+            leaves = mutate_leaves(leaves, order, mutant, u, same)
+        m_ = mean(combine(root, leaves, u, same), u, same)
         if mutant == "deliver-to-next":
             m_ = deliver_to_next(m_, [owned_coordinates(dep, o) for o in range(dep.owners)])
         params, state = update(L, params, state, m_, rate, u)
@@ -378,10 +403,17 @@ def _stale(u: int, first: int) -> Refusal:
 
 def _result(dep: Deployment, rounds: int, pw: np.ndarray, sw: np.ndarray,
             first: int = 0) -> OracleResult:
+    """The result, in the words the executables hold: a binary32 learner's (always
+    replicated) pack two values a word."""
+    fmt = dep.contract.profile.format
+    pw, sw = storage_words(pw, fmt), storage_words(sw, fmt)
     owners = []
     views: dict[tuple, tuple] = {}
     for o in range(dep.owners):
-        pc, so = param_coordinates(dep, o), state_offsets(dep, o)
+        if fmt == "binary64":
+            pc, so = param_coordinates(dep, o), state_offsets(dep, o)
+        else:
+            pc, so = np.arange(pw.size), np.arange(sw.size)
         key = (pc.tobytes(), so.tobytes())
         if key not in views:  # replicated owners share one view and one digest
             p, s = pw[pc], sw[so]
@@ -389,4 +421,4 @@ def _result(dep: Deployment, rounds: int, pw: np.ndarray, sw: np.ndarray,
         p, s, d = views[key]
         owners.append(OwnerResult(o, dep.role_of(o).name, dep.placement[o], first + rounds, p, s, d))
     return OracleResult(dep.name, rounds, tuple(pw.tolist()), tuple(sw.tolist()), tuple(owners),
-                        first + rounds, first)
+                        first + rounds, first, fmt)

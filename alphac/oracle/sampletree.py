@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from alphac.oracle.combine import Mass, _first_bad
+from alphac.oracle.combine import Mass, _first_bad, _same
 from alphac.oracle.refusal import Site, non_finite
 
 
@@ -25,13 +25,13 @@ class Level:
     def __init__(self, g: np.ndarray, count: np.ndarray, first: np.ndarray) -> None:
         self.g, self.count, self.first = g, count, first
 
-    def up(self, owner: np.ndarray, update: int) -> "Level":
+    def up(self, owner: np.ndarray, update: int, narrow=_same) -> "Level":
         """The next level: rows 2j + 2j+1 added, a last odd row unchanged. A non-finite sum
         refuses, naming the first such branch in the level's order and the owner holding
         its first sample."""
         pairs = len(self.count) // 2
         with np.errstate(all="ignore"):
-            g = self.g[0:2 * pairs:2] + self.g[1:2 * pairs:2]
+            g = narrow(self.g[0:2 * pairs:2] + self.g[1:2 * pairs:2])
         bad = ~np.isfinite(g).all(axis=1)
         if bad.any():
             i = int(np.argmax(bad))
@@ -45,14 +45,14 @@ class Level:
             count = np.concatenate([count, self.count[-1:]])
         return Level(g, count, self.first[0::2])
 
-    def root(self, owner: np.ndarray, update: int) -> "Level":
+    def root(self, owner: np.ndarray, update: int, narrow=_same) -> "Level":
         level = self
         while len(level.count) > 1:
-            level = level.up(owner, update)
+            level = level.up(owner, update, narrow)
         return level
 
 
-def total(runs, k: int, owner: np.ndarray, update: int) -> Mass:
+def total(runs, k: int, owner: np.ndarray, update: int, narrow=_same) -> Mass:
     """The root's (Σg, N): `runs` yields (r0, contributions) for consecutive aligned runs of
     P samples from sample r0 (rows of k floats; the last run may be shorter); `owner[i]` is
     sample i's owner. Without samples: (+0.0, 0)."""
@@ -60,11 +60,11 @@ def total(runs, k: int, owner: np.ndarray, update: int) -> Mass:
     for r0, contrib in runs:
         rows = contrib.shape[0]
         level = Level(contrib, np.ones(rows, dtype=np.int64), np.arange(r0, r0 + rows, dtype=np.int64))
-        roots.append(level.root(owner, update))
+        roots.append(level.root(owner, update, narrow))
     if not roots:
         return Mass(np.zeros(k), 0)
     top = Level(np.concatenate([r.g for r in roots]), np.concatenate([r.count for r in roots]),
-                np.concatenate([r.first for r in roots])).root(owner, update)
+                np.concatenate([r.first for r in roots])).root(owner, update, narrow)
     return Mass(top.g[0], int(top.count[0]))
 
 

@@ -201,12 +201,13 @@ def run_program(program: Program, slots: list[float], site: Site) -> list[float]
     return slots
 
 
-def accumulate(acc: list[float], contribution: list[float], site: Site) -> None:
-    """acc[j] = acc[j] + contribution[j], one binary64 add per coordinate, checked."""
+def accumulate(acc: list[float], contribution: list[float], site: Site, narrow=None) -> None:
+    """acc[j] = acc[j] + contribution[j], one binary64 add per coordinate (with `narrow`,
+    rounded to the storage format: a binary32 add), checked."""
     for j, c in enumerate(contribution):
         if not _isfinite(c):
             raise accumulate_refusal(site, "contribution word", j)
-        r = acc[j] + c
+        r = acc[j] + c if narrow is None else narrow(acc[j] + c)
         if not _isfinite(r):
             raise accumulate_refusal(site, "result of add", j)
         acc[j] = r
