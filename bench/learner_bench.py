@@ -70,7 +70,8 @@ class Rounds:
     timed round by round: alphac's owners at 1 and --updates updates, numpy's step, the torch
     + gloo peer, and each round's `extra(dep)` (what a benchmark adds)."""
 
-    def __init__(self, name: str, spec: Path, data: Path, model: str, args, extra=None):
+    def __init__(self, name: str, spec: Path, data: Path, model: str, args, extra=None,
+                 peers_too: bool = True):
         from alphac import driver
         from alphac.launch import session
 
@@ -83,13 +84,15 @@ class Rounds:
         numpy_s, torch_s = [], []
         rows = np.load(data)
         self.rows = rows
-        step = numpy_step(model, rows[:, :D], rows[:, D])
+        step = numpy_step(model, rows[:, :D], rows[:, D]) if peers_too else None
         for _ in range(args.repeat):
             for u in self.walls:
                 self.run = alphac_run(name, self.dep, exes, u)
                 self.walls[u].append(owners_seconds(self.run))
             if extra is not None:
                 extra(self.dep)
+            if not peers_too:
+                continue
             numpy_s.append(timed(step, 3))
             got = torch_gloo(args.peer_python, data, model, why)
             if isinstance(got, str):
@@ -97,7 +100,7 @@ class Rounds:
             else:
                 torch_s.append(got)
         self.per = per_update(self.walls)
-        self.numpy = statistics.median(numpy_s)
+        self.numpy = statistics.median(numpy_s) if numpy_s else None
         self.torch = statistics.median(torch_s) if torch_s else why
 
     def report(self, title: str, more=()) -> None:
