@@ -272,6 +272,8 @@ TOOLING = {
                              "swap-branch on fewer than three leaves, deliver-to-next on one "
                              "owner, duplicate-mass without samples, any mutant with checkpoints",
     "unknown-cpu-level": "the CPU level is none the target describes (baseline, its [levels], host)",
+    "numerical-evidence-stale": "a bounded contract's conformance evidence measured other "
+                                "kernels (another IR sha256) than the ones the build compiles",
     # launch
     "owner-failed": "an owner process exited non-zero or could not be started",
     "launch-timeout": "the command's --timeout ran out (owners still running were killed; "

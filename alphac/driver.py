@@ -266,6 +266,7 @@ def build(plan: "Plan", role: str, target: str, out_dir: "str | os.PathLike",
     the_target = levels.at_level(load_target(target), cpu)
     if sanitize and (the_target.runner or the_target.host):
         raise TargetError("target-not-buildable", f"{target}: a sanitized build runs natively only")
+    _check_evidence(plan)
     the_image = image(plan, role, target, cpu)
     meta = metadata_for(plan, role, target, the_target.triple, levels.record(the_target))
     obj = compile_object(kernel_module(the_image, meta), the_target)
@@ -292,6 +293,30 @@ def build(plan: "Plan", role: str, target: str, out_dir: "str | os.PathLike",
     finally:
         _remove_staging(staging)
     return exe
+
+
+def _check_evidence(plan: "Plan") -> None:
+    """A bounded contract's evidence must have measured the kernels this tree builds (the
+    sha256 of their IR): a record of other kernels says nothing of these. ImageError
+    (numerical-evidence-stale)."""
+    contract, dep = plan.deployment.contract, plan.deployment
+    if contract.relation == "exact":
+        return
+    from alphac.codegen.elementary import ir_sha256
+    from alphac.image import ImageError
+    from alphac.plan.evidence import EvidenceError, measured_kernels
+
+    declared_in = contract.span.file if contract.span.line > 0 else dep.span.file
+    try:
+        measured = measured_kernels(contract.relation, declared_in)
+    except (EvidenceError, OSError) as exc:
+        raise ImageError("numerical-evidence-corrupt", f"the contract's evidence changed since "
+                         f"it was checked: {getattr(exc, 'message', exc)}") from None
+    if measured is not None and measured != ir_sha256():
+        raise ImageError("numerical-evidence-stale",
+                         f"the contract's conformance evidence measured kernels of IR sha256 "
+                         f"{measured[:16]}..., these executables' are {ir_sha256()[:16]}...: run "
+                         "`alphac conform` with this alphac and name the record it prints")
 
 
 def _device_objects(plan: "Plan", the_image: "RoleImage", target, directory: Path) -> list[Path]:

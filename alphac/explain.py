@@ -235,6 +235,8 @@ FIXES = {
     "unknown-cpu-level": "Use a level the target describes: baseline, x86-64-v2, x86-64-v3, "
                          "x86-64-v4 or host.",
     "unknown-target": "Use one of the targets listed (alphac/targets/*.toml).",
+    "numerical-evidence-stale": "Run `alphac conform` with the alphac that builds, and name the "
+                                "sha256 it prints in numericalEvidence.",
     "target-not-buildable": "Use a buildable target (x86_64, aarch64).",
     "bad-target-file": "Fix the target description: the message names the key.",
     "unknown-role": "Use one of the roles listed (`alphac plan SPEC` shows them).",

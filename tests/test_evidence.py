@@ -191,3 +191,24 @@ def test_check_reports_it_through_the_command_line(beside):
     out = CliRunner().invoke(__import__("alphac.commands", fromlist=["main"]).main, ["check", path])
     assert out.exit_code == 1 and "error[numerical-bound-below-evidence]" in out.stderr
     assert "Traceback" not in out.output
+
+
+def test_a_build_refuses_evidence_of_other_kernels(beside, tmp_path):
+    """The fixture measured kernels of another IR (an older tree's): a bound it supports is
+    accepted by the planner, but no executable is built on it; a record naming these
+    kernels' IR sha256 builds."""
+    from alphac.codegen.elementary import ir_sha256
+    from alphac.image import ImageError
+
+    record = evidence.read(RECORD, NAME)
+    assert record["kernels"]["ir_sha256"] != ir_sha256()
+    plan = driver.plan(driver.deployment(spec(beside, 2, f"evidence/{NAME}.json")))
+    with pytest.raises(ImageError) as refused:
+        driver.build(plan, "coordinator", "x86_64", tmp_path / "out")
+    assert refused.value.code == "numerical-evidence-stale"
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+    record["kernels"]["ir_sha256"] = ir_sha256()
+    name, _ = evidence.write(record, beside / "evidence")
+    plan = driver.plan(driver.deployment(spec(beside, 2, f"evidence/{name}.json", name="now.alpha")))
+    assert driver.build(plan, "coordinator", "x86_64", tmp_path / "out").is_file()

@@ -38,6 +38,7 @@ program's finite-or-refuse check then refuses.
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
 import struct
 from dataclasses import dataclass
@@ -893,6 +894,14 @@ def _host_engine(cpu: str = "baseline"):
     engine = llvm.create_mcjit_compiler(mod, tm)
     engine.finalize_object()
     return engine, mod
+
+
+@functools.cache
+def ir_sha256() -> str:
+    """The sha256 of the kernels' LLVM IR (vector_module's text): what an evidence record
+    of `alphac conform` measured, and what a bounded contract's evidence must name for the
+    executables built from this tree (alphac.driver.build)."""
+    return hashlib.sha256(str(vector_module()).encode()).hexdigest()
 
 
 def host(name: str, cpu: str = "baseline"):

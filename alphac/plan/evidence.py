@@ -200,6 +200,19 @@ def used_functions(learner: ir.Learner | None) -> tuple[str, ...]:
     return tuple(f for f in FUNCTIONS if f in found)
 
 
+def measured_kernels(relation: str, declared_in: str) -> str | None:
+    """The IR sha256 of the kernels a bounded relation's evidence measured (its record's
+    `kernels.ir_sha256`); None for another relation, or a record without one. The planner
+    has verified the record (`check`); EvidenceError or OSError if it changed since."""
+    bounded = parse_relation(relation)
+    if bounded is None or not bounded.evidence:
+        return None
+    name, places = locate(bounded.evidence, declared_in)
+    path = next((p for p in places if p.is_file()), places[0])
+    kernels = read(path, name).get("kernels")
+    return kernels.get("ir_sha256") if isinstance(kernels, dict) else None
+
+
 def check(relation: str, learner: ir.Learner | None, span: Span, bag: DiagnosticBag) -> None:
     """A bounded relation is accepted with evidence that bounds it (module docstring);
     numerical-relation-unverified, numerical-evidence-corrupt or

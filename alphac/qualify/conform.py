@@ -399,7 +399,7 @@ def kernels_for(target: str | None = None, cpu: str = "baseline") -> tuple[Calla
     (qemu-aarch64 for AArch64 elsewhere)."""
     from alphac.codegen import elementary
 
-    identity = {"source": "alphac.codegen.elementary", "ir_sha256": kernels_ir_sha256()}
+    identity = {"source": "alphac.codegen.elementary", "ir_sha256": elementary.ir_sha256()}
     if target is None:
         return (lambda name: elementary.host(name, cpu)), {
             **identity, "target": "host", "cpu": cpu}
@@ -475,16 +475,6 @@ def parse_table(text: str) -> dict[str, dict]:
         name, level, err, n = cells
         rows[name] = {"level": level, "max_ulps": err, "arguments": int(n)}
     return rows
-
-
-def kernels_ir_sha256() -> str:
-    """The sha256 of the kernels' LLVM IR (alphac.codegen.elementary.vector_module's text):
-    what an evidence record measured."""
-    import hashlib
-
-    from alphac.codegen import elementary
-
-    return hashlib.sha256(str(elementary.vector_module()).encode()).hexdigest()
 
 
 def on_target(target_name: str):
