@@ -40,7 +40,8 @@ every (role, target) of specs/demo.alpha, and executable sizes.
 
     python bench/bench_combine.py [--owners 2,4,8] [--k 100000,1000000] [--sweep]
         [--transport tcp,shm] [--updates N] [--repeat 3] [--peers gloo,mpi-shm,mpi-tcp]
-        [--peer-python PY] [--baseline REV]
+        [--peer-python PY] [--baseline REV] [--trees star,hierarchy,sample-tree,block-owners]
+    python bench/bench_combine.py --scale    # 2 to 64 owners at k = 1e4: ms per update by owners
 """
 
 from __future__ import annotations
@@ -113,12 +114,19 @@ def solo(k: int) -> N.Deployment:
                         source_file="bench/combine_solo.alpha")
 
 
-def _deployments(k: int, owners: int, sample_tree: bool = True):
-    """The timed deployments (a baseline revision builds them without the sample tree and
-    the star at the block owners, which older trees do not have)."""
-    trees = (N.Star(), N.Hierarchy(2)) + ((N.SampleTree(),) if sample_tree else ())
-    blocks = (deployment(k, owners, N.Star(), blocks=True),) if sample_tree else ()
-    return tuple(deployment(k, owners, t) for t in trees) + blocks
+TREES = ("star", "hierarchy", "sample-tree", "block-owners")  # what --trees may name
+
+
+def _deployments(k: int, owners: int, sample_tree: bool = True, trees=TREES):
+    """The timed deployments of `trees` (a baseline revision builds them without the sample
+    tree and the star at the block owners, which older trees do not have)."""
+    if not sample_tree:
+        trees = [t for t in trees if t in ("star", "hierarchy")]
+    made = {"star": lambda: deployment(k, owners, N.Star()),
+            "hierarchy": lambda: deployment(k, owners, N.Hierarchy(2)),
+            "sample-tree": lambda: deployment(k, owners, N.SampleTree()),
+            "block-owners": lambda: deployment(k, owners, N.Star(), blocks=True)}
+    return tuple(made[t]() for t in TREES if t in trees)
 
 
 def topology_name(dep) -> str:
@@ -232,7 +240,8 @@ def _as_published(run, dep, updates) -> None:
     run.resolution = Resolution(CommitRecord(0, updates, dep.owners, {}))
 
 
-def cases_for(k: int, owners: int, transports: list[str], updates: int, baseline: dict) -> list[Case]:
+def cases_for(k: int, owners: int, transports: list[str], updates: int, baseline: dict,
+              trees=TREES) -> list[Case]:
     """The variants timed at (owners, k): each tree over each transport, without and with a
     key, and the baseline revision's executables of each tree over TCP; at 1
     owner, the solo deployment."""
@@ -243,7 +252,7 @@ def cases_for(k: int, owners: int, transports: list[str], updates: int, baseline
         exes = session.built(f"{dep.name}-k{k}", dep)
         return [Case("solo", f"{dep.name}-k{k}", dep, exes, updates, build_s=time.monotonic() - t0)]
     out = []
-    for dep in _deployments(k, owners):
+    for dep in _deployments(k, owners, trees=trees):
         key, tree = f"{dep.name}-k{k}", topology_name(dep)
         t0 = time.monotonic()
         exes = session.built(key, dep)
@@ -320,7 +329,8 @@ def updates_for(k: int, updates: int | None) -> int:
 
 
 def bench_combine(owners: list[int], words: list[int], transports: list[str], updates: int | None,
-                  repeat: int, chosen: list[Peer], python: str, baseline: str | None) -> None:
+                  repeat: int, chosen: list[Peer], python: str, baseline: str | None,
+                  trees=TREES, table: bool = False) -> None:
     print(f"== combine: {', '.join(map(str, owners))} owners on one host over "
           f"{' and '.join(transports)}, contributions of {', '.join(map(str, words))} words; "
           f"{repeat} interleaved rounds")
@@ -330,7 +340,7 @@ def bench_combine(owners: list[int], words: list[int], transports: list[str], up
         for n in [*owners, 1]:
             for k in words:
                 old = baseline_executables(baseline, k, n, Path(work)) if baseline and n > 1 else {}
-                cases[(n, k)] = cases_for(k, n, transports, updates_for(k, updates), old)
+                cases[(n, k)] = cases_for(k, n, transports, updates_for(k, updates), old, trees)
         peer_s: dict[tuple[str, int, int], list] = {}
         for _ in range(repeat):  # interleaved: each round runs every variant and every peer
             for n in [*owners, 1]:
@@ -346,6 +356,26 @@ def bench_combine(owners: list[int], words: list[int], transports: list[str], up
                         peer_s.setdefault((p.name, n, k), []).append(got if isinstance(got, str) else got[k])
         for (n, k), group in cases.items():
             report(n, k, group, repeat, chosen, missing, peer_s)
+        if table:
+            scale_table(owners, words, cases, chosen, missing, peer_s)
+
+
+def scale_table(owners: list[int], words: list[int], cases: dict, chosen: list[Peer], missing: dict,
+                peer_s: dict) -> None:
+    """ms per update against owner count: one column per alphac variant and per peer."""
+    for k in words:
+        labels = [c.label for c in cases[(owners[0], k)]]
+        ready = [p for p in chosen if not missing[p.name]]
+        print(f"== scale: ms per update (wall) against owners, {k} words")
+        print("  owners  " + "  ".join(f"{label:>22}" for label in labels)
+              + "".join(f"  {p.name:>10}" for p in ready))
+        for n in owners:
+            walls = [c.per_update()[0] * 1e3 for c in cases[(n, k)]]
+            row = [f"{w:22.2f}" for w in walls]
+            for p in ready:
+                got = [g for g in peer_s.get((p.name, n, k), []) if not isinstance(g, str)]
+                row.append(f"{statistics.median(got) * 1e3:10.2f}" if got else f"{'failed':>10}")
+            print(f"  {n:>6}  " + "  ".join(row))
 
 
 def report(n: int, k: int, group: list[Case], repeat: int, chosen: list[Peer],
@@ -477,22 +507,33 @@ def main() -> None:
     peers.add_option(ap)
     ap.add_argument("--baseline", metavar="REV",
                     help="also build and time the executables of git revision REV, in the same run")
+    ap.add_argument("--trees", default=",".join(TREES), help=f"of {', '.join(TREES)}, comma-separated")
+    ap.add_argument("--scale", action="store_true",
+                    help="the scale sweep: 2 to 64 owners, k = 1e4, the hierarchy over tcp and shm, "
+                         "201 updates a run, gloo beside it, a table of ms per update against owners (replaces "
+                         "--owners, --k, --trees and --peers; skips the kernel timings and the build)")
     args = ap.parse_args()
     if args.sweep:
         args.owners, args.k = "2,4,8", "100000,1000000,10000000"
+    if args.scale:
+        args.owners, args.k, args.trees, args.peers, args.spec = "2,4,8,16,32,64", "10000", "hierarchy", "gloo", ""
+        args.updates = args.updates or 201  # a 1e4-word update is well under a millisecond
+    trees = [t for t in args.trees.split(",") if t]
     owners = [int(x) for x in args.owners.split(",")]
     words = [int(float(x)) for x in args.k.split(",")]
     transports = args.transport.split(",")
     unknown = [p for p in args.peers.split(",") if p and p not in PEERS]
     unknown += [t for t in transports if t not in TRANSPORTS]
+    unknown += [t for t in trees if t not in TREES]
     if unknown or min(owners) < 2 or (args.updates is not None and args.updates < 2):
         ap.error(f"unknown peers or transports {unknown}" if unknown
                  else "owners must be >= 2 and updates >= 2")
     chosen = [PEERS[p] for p in args.peers.split(",") if p]
-    bench_checksum(max(words))
-    bench_arrival(min(max(words), 1_000_000))
+    if not args.scale:
+        bench_checksum(max(words))
+        bench_arrival(min(max(words), 1_000_000))
     bench_combine(owners, words, transports, args.updates, args.repeat, chosen, args.peer_python,
-                  args.baseline)
+                  args.baseline, trees, table=args.scale)
     bench_build(args.spec)
 
 
