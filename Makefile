@@ -15,7 +15,8 @@ ARM64_PACKAGES := libssl-dev:arm64
 # itself stays in $(VENV)): torch's gloo, and Open MPI through mpi4py.
 BENCH_VENV := bench/.venv
 BENCH_APT_PACKAGES := openmpi-bin libopenmpi-dev
-# torch from its CPU wheel index: PyPI's Linux wheel pulls in the CUDA libraries as well.
+# torch: the CPU wheel where pip finds one (a local wheel directory), else from its CPU wheel
+# index: PyPI's Linux wheel pulls in the CUDA libraries as well.
 BENCH_TORCH := torch==2.13.0
 BENCH_TORCH_INDEX := https://download.pytorch.org/whl/cpu
 BENCH_PIP_PACKAGES := mpi4py numpy
@@ -87,7 +88,8 @@ bench-peers:
 	@$(call apt_install,$(BENCH_APT_PACKAGES))
 	@$(BENCH_VENV)/bin/python -c "import torch, mpi4py.MPI, numpy; assert torch.__version__.startswith('2.13.0')" 2>/dev/null \
 	  || ($(PYTHON) -m venv $(BENCH_VENV) \
-	      && $(BENCH_VENV)/bin/pip install -q --index-url $(BENCH_TORCH_INDEX) $(BENCH_TORCH) \
+	      && ($(BENCH_VENV)/bin/pip install -q $(BENCH_TORCH) $(BENCH_PIP_PACKAGES) \
+	          || $(BENCH_VENV)/bin/pip install -q --index-url $(BENCH_TORCH_INDEX) $(BENCH_TORCH)) \
 	      && $(BENCH_VENV)/bin/pip install -q $(BENCH_PIP_PACKAGES))
 
 # The benchmarks run from $(PY); they start the peers from $(BENCH_VENV) themselves.

@@ -18,11 +18,16 @@ def iterations(words: int) -> int:
     return max(2, min(50, 10_000_000 // max(1, words)))
 
 
-def arguments(description: str, owners: bool = False) -> argparse.Namespace:
-    """--words W,W,... and --reps R (and --owners N for a peer that starts its own ranks)."""
+def arguments(description: str, owners: bool = False, rank: bool = False) -> argparse.Namespace:
+    """--words W,W,... and --reps R (and --owners N for a peer that starts its own ranks;
+    with `rank`, --rank R, --master HOST:PORT and --ifname IF for one rank of them)."""
     ap = argparse.ArgumentParser(description=description)
     if owners:
         ap.add_argument("--owners", type=int, required=True)
+    if rank:
+        ap.add_argument("--rank", type=int, help="be this rank only")
+        ap.add_argument("--master", default="127.0.0.1:29500", help="rank 0's HOST:PORT (with --rank)")
+        ap.add_argument("--ifname", default="lo", help="the interface gloo uses (with --rank)")
     ap.add_argument("--words", required=True, help="comma-separated sizes in float64 words")
     ap.add_argument("--reps", type=int, default=3)
     args = ap.parse_args()
