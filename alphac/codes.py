@@ -136,8 +136,9 @@ PLAN = {
                           "binary32 number (no explicit round32): narrowing is never inferred",
     "binary32-inexact": "a binary32 learner's initial words, rate or samples hold a value "
                         "binary32 cannot hold",
-    "binary32-unsupported": "binary32 storage is not built for the deployment (partitioned, "
-                            "independent-state, an SM86 owner, or more than 2^24 samples)",
+    "binary32-unsupported": "binary32 storage is not built for the deployment (independent-state, "
+                            "an SM86 owner, more than 2^24 samples, or a partitioning that would "
+                            "put two owners' values in one word)",
     # partitioning (dataParallelSeparable) and selection assembly
     "data-parallel-not-separable": "a partitioned word of the update depends on another coordinate's words",
     "data-parallel-words-overclaimed": "words per coordinate and shared words claim more state than the learner has",

@@ -145,8 +145,9 @@ FIXES = {
                           "binary32 constant, or min/max/abs/select of such values).",
     "binary32-inexact": "Write binary32 values (the note names the nearest), or load float32 "
                         "data; or keep the binary64 profile and narrow with round32.",
-    "binary32-unsupported": "Run the deployment under the binary64 profile (binary64Exact), "
-                            "with round32 where its values narrow: the mixed-precision form.",
+    "binary32-unsupported": "Partition in blocks of an even number of coordinates (and, with "
+                            "partitioned state, an even k and shared values in pairs); otherwise "
+                            "run under the binary64 profile, with round32 where values narrow.",
     "numerical-order-mismatch": "Declare the order the deployment runs, or resume with "
                                 "--new-contract to start another one.",
     "numerical-relation-unverified": "Run `alphac conform` on the host and name the sha256 it "

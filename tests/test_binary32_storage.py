@@ -1,8 +1,8 @@
 """binary32 storage (alphac/plan/storage.py, docs/language.md "binary32 storage"): a learner
 under the binary32 profile holds, sends and checkpoints two binary32 values a word; its
-combine adds and divides in binary32; it launches on mixed x86-64 and AArch64 owners equal
-to the oracle, resumes on the other instruction set and on one owner, and never reads a
-binary64 checkpoint of the same learner (nor the reverse)."""
+combine adds and divides in binary32; replicated and partitioned, it launches on mixed
+x86-64 and AArch64 owners equal to the oracle, resumes on the other instruction set and on
+one owner, and never reads a binary64 checkpoint of the same learner (nor the reverse)."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from shape_gates import needs_qemu, resume_across_instruction_sets
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "specs" / "logistic_regression_storage32.alpha"
 MIXED = ROOT / "specs" / "logistic_regression_binary32.alpha"  # the same model, binary64 words
+ADAM = ROOT / "specs" / "adam_storage32.alpha"
 
 
 def binary64_twin(dep):
@@ -85,18 +86,59 @@ def test_the_oracle_combines_in_binary32():
 
 
 @needs_qemu
-def test_the_gate_launches_equal_to_the_oracle(tmp_path):
-    out = CliRunner().invoke(main, ["launch", str(SPEC), "-o", str(tmp_path / "out"), "--json"])
+@pytest.mark.parametrize("deployment, words", [("run", [5] * 4), ("partitioned", [2, 1, 1, 1])])
+def test_the_gate_launches_equal_to_the_oracle(tmp_path, deployment, words):
+    """Replicated, every owner holds the 5 words of 9 values; partitioned in blocks of 2
+    coordinates, owner 0 holds coordinates 0, 1 and 8 (2 words), the others 2 each."""
+    out = CliRunner().invoke(main, ["launch", str(SPEC), "--deployment", deployment,
+                                    "-o", str(tmp_path / "out"), "--json"])
     assert out.exit_code == 0, out.output
     got = json.loads(out.stdout)
     assert [o["match"] for o in got["owners"]] == [True] * 4
-    assert [len(o["params"]) for o in got["owners"]] == [5] * 4
-    assert [o["target"] for o in got["owners"]] == ["x86_64", "aarch64", "x86_64", "aarch64"]
+    assert [len(o["params"]) for o in got["owners"]] == words
+    assert {o["target"] for o in got["owners"]} == {"x86_64", "aarch64"}
 
 
 @needs_qemu
-def test_a_checkpoint_resumes_on_the_other_instruction_set(tmp_path):
-    resume_across_instruction_sets(tmp_path, "storage32", driver.deployment(str(SPEC), "run"), 4)
+@pytest.mark.parametrize("deployment", ["run", "partitioned"])
+def test_a_checkpoint_resumes_on_the_other_instruction_set(tmp_path, deployment):
+    resume_across_instruction_sets(tmp_path, f"storage32-{deployment}",
+                                   driver.deployment(str(SPEC), deployment), 4)
+
+
+@needs_qemu
+@pytest.mark.parametrize("deployment", ["run", "partitioned"])
+def test_adam_with_partitioned_moments_launches_and_resumes(tmp_path, deployment):
+    """Adam stored in binary32: each owner's moments are whole words of its coordinates, the
+    two shared bias corrections one word; it launches equal to the oracle and resumes on
+    the other instruction set and on one owner."""
+    resume_across_instruction_sets(tmp_path, f"adam32-{deployment}",
+                                   driver.deployment(str(ADAM), deployment), 3)
+
+
+def test_partitioning_changes_no_bit():
+    """The partitioned Adam's words are the replicated one's (the oracle's full vectors), and
+    its owners hold 1 parameter word and 2 moment words of their 2 coordinates, and the
+    shared word."""
+    run, part = (driver.deployment(str(ADAM), d) for d in ("run", "partitioned"))
+    a, b = evaluate(run), evaluate(part)
+    assert (a.params, a.state) == (b.params, b.state)
+    assert len(a.params) == 2 and len(a.state) == 5
+    assert [(len(o.params), len(o.state)) for o in b.owners] == [(1, 3), (1, 3)]
+    assert b.owners[0].state[-1] == b.owners[1].state[-1] == a.state[4]  # the shared word, last
+
+
+def test_partitioned_words_are_held_by_the_owner_of_both_values():
+    """Blocks of 2 coordinates are blocks of one word; the oracle's owners hold the words of
+    their coordinates; the plan's layout is the same one over words."""
+    dep = driver.deployment(str(SPEC), "partitioned")
+    plan = driver.plan(dep)
+    assert plan.layout.k == 5 and plan.layout.block_words == 1
+    assert [plan.layout.params_count(o) for o in range(4)] == [2, 1, 1, 1]
+    result = evaluate(dep)
+    full = np.asarray(result.params, dtype=np.uint64)
+    assert [list(o.params) for o in result.owners] == [
+        [int(full[0]), int(full[4])], [int(full[1])], [int(full[2])], [int(full[3])]]
 
 
 def test_a_binary32_checkpoint_is_never_read_as_binary64_nor_the_reverse(tmp_path):
@@ -135,7 +177,7 @@ def test_the_rules_refuse_by_code():
         "binary32-inexact": dataclasses.replace(dep, learner=dataclasses.replace(
             L, rate=int(np.float64(0.0002).view(np.uint64)))),
         "binary32-unsupported": dataclasses.replace(dep, partitioning=n.Partitioning(
-            parameters=True, optimizer_state=True, gradients=True)),
+            parameters=True, optimizer_state=True, gradients=True)),  # blocks of 1 coordinate
     }
     for code, bad in cases.items():
         with pytest.raises(CompileError) as refused:

@@ -381,7 +381,8 @@ def _mean_owned(module: ir.Module, el: Element) -> None:
     """mean[at + j] = x / (double) count for the cnt coordinates i = first + j*step of one
     run of an owner's coordinates (the run's first being the owner's at-th coordinate),
     x = src[at + j] (its slice, `sliced`) or src[i] (the full vector); the first coordinate
-    whose operand or quotient is non-finite is returned. mean may be src: each word is read
+    whose operand or quotient is non-finite is returned. (binary32: the run counts words,
+    each holding two coordinates of the owner's.) mean may be src: each word is read
     before any word at or above its position is written (coordinates ascend, so i >= at + j).
     (The replicated mean's word: its x * (1/c) is used only when exact, so a division gives
     the same bits.)"""
@@ -393,13 +394,15 @@ def _mean_owned(module: ir.Module, el: Element) -> None:
     whole = b.icmp_signed("==", sliced, _c(0))
 
     def body(j, _):
-        i = b.add(first, b.mul(j, step))
-        here = b.add(at, j)
-        x = f.load(src, b.select(whole, i, here))
-        r = b.fdiv(x, c)
-        with b.if_then(f.bad(x, r), likely=False):
-            b.ret(i)
-        b.store(r, f.at(mean, here))
+        word = b.add(first, b.mul(j, step))
+        for e in range(el.per_word):  # a binary32 word's two coordinates, in order
+            i = b.add(f.elements(word), _c(e))
+            here = b.add(f.elements(b.add(at, j)), _c(e))
+            x = f.load(src, b.select(whole, i, here))
+            r = b.fdiv(x, c)
+            with b.if_then(f.bad(x, r), likely=False):
+                b.ret(i)
+            b.store(r, f.at(mean, here))
         return None
 
     f.loop(_c(0), cnt, body)

@@ -37,7 +37,7 @@ def kernel_module(image, metadata: dict | None = None) -> ir.Module:
                  program_regions(per_input, k, s, m, image.region), image.fmt)
     if image.owned and not image.region:
         emit_owned_update(module, image.update, k, s, m, image.update_layout, image.n, image.partitioning,
-                          UPDATE)
+                          UPDATE, image.fmt)
     else:
         emit_program(module, image.update, UPDATE, program_regions("update", k, s, m), image.fmt)
         # the runtime sets the owner of the next owned update; replicated kernels ignore it

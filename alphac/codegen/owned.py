@@ -33,7 +33,7 @@ import numpy as np
 from llvmlite import ir
 
 from alphac.codegen.program import _Ctx, _Checks, _count, _Emitter, _Var, program_regions
-from alphac.codegen.types import F64, I64
+from alphac.codegen.types import I64
 from alphac.diagnostics import CompileError, Diagnostic
 from alphac.ir import nodes as n
 from alphac.plan import separable
@@ -55,8 +55,9 @@ def _unsupported(message: str, span) -> CompileError:
 
 class _OwnedEmitter(_Emitter):
     def __init__(self, module: ir.Module, update: n.Program, k: int, s: int, m: int,
-                 layout: separable.Layout, owners: int, part: n.Partitioning, name: str):
-        super().__init__(module, update, name, program_regions("update", k, s, m))
+                 layout: separable.Layout, owners: int, part: n.Partitioning, name: str,
+                 fmt: str = "binary64"):
+        super().__init__(module, update, name, program_regions("update", k, s, m), fmt)
         self.k, self.m, self.n, self.B = k, m, owners, part.block_words
         self.layout = layout
         self.compact = (part.parameters, part.optimizer_state, True, False)  # by region
@@ -110,7 +111,7 @@ class _OwnedEmitter(_Emitter):
         return self.b.add(self._c(len(self.shared)), self.b.mul(self._c(block), self.kc))
 
     def _at(self, region: int, offset: ir.Value) -> ir.Value:
-        return self.b.gep(self.fn.args[region], [offset], inbounds=True, source_etype=F64)
+        return self.b.gep(self.fn.args[region], [offset], inbounds=True, source_etype=self.elem)
 
     def _fixed(self, slot: int, span) -> ir.Value:
         region = self._region_of(slot, slot + 1)
@@ -248,10 +249,12 @@ class _OwnedEmitter(_Emitter):
 
 def emit_owned_update(module: ir.Module, update: n.Program, k: int, s: int, m: int,
                       layout: separable.Layout, owners: int, part: n.Partitioning,
-                      name: str) -> tuple[ir.Function, ir.GlobalVariable]:
+                      name: str, fmt: str = "binary64") -> tuple[ir.Function, ir.GlobalVariable]:
     """Add the owned update kernel `NAME` (with `NAME_labels`) and its owner global; `layout`
     is the separability analysis of the update (`alphac.plan.separable.layout_of`), `part`
-    the partitioning (which regions are compact, the block words)."""
-    em = _OwnedEmitter(module, update, k, s, m, layout, owners, part, name)
+    the partitioning (which regions are compact, the block words). A binary32 learner's
+    compact regions are `float`s at the same positions: its blocks hold an even number of
+    coordinates (alphac/plan/storage.py), so a word never holds two owners' values."""
+    em = _OwnedEmitter(module, update, k, s, m, layout, owners, part, name, fmt)
     return em.emit(), em.owner_g
 

@@ -71,9 +71,9 @@ def _validate(dep: Deployment) -> None:
                       f"the contract's profile ({prof.format}, {prof.rounding}, subnormals "
                       f"{prof.subnormals}, {prof.exceptional}) is not a binary64 or binary32 "
                       "nearest-even finite-or-refuse profile the oracle evaluates")
-    if prof.format == "binary32" and (L.independent or dep.partitioning.any):
-        raise Refusal("oracle-profile", "binary32 storage is evaluated for replicated "
-                      "data-parallel learners only (the planner refuses the others)")
+    if prof.format == "binary32" and L.independent:
+        raise Refusal("oracle-profile", "binary32 storage is evaluated for data-parallel "
+                      "learners only (the planner refuses the others)")
     problems = []
     if len(L.samples.shares) != dep.owners:
         problems.append(f"samples are listed for {len(L.samples.shares)} owners, "
@@ -403,17 +403,17 @@ def _stale(u: int, first: int) -> Refusal:
 
 def _result(dep: Deployment, rounds: int, pw: np.ndarray, sw: np.ndarray,
             first: int = 0) -> OracleResult:
-    """The result, in the words the executables hold: a binary32 learner's (always
-    replicated) pack two values a word."""
+    """The result, in the words the executables hold: a binary32 learner's pack two values a
+    word, so an owner holds the words of its coordinates and state offsets (their two values
+    are always one owner's)."""
     fmt = dep.contract.profile.format
     pw, sw = storage_words(pw, fmt), storage_words(sw, fmt)
     owners = []
     views: dict[tuple, tuple] = {}
     for o in range(dep.owners):
-        if fmt == "binary64":
-            pc, so = param_coordinates(dep, o), state_offsets(dep, o)
-        else:
-            pc, so = np.arange(pw.size), np.arange(sw.size)
+        pc, so = param_coordinates(dep, o), state_offsets(dep, o)
+        if fmt == "binary32":
+            pc, so = np.unique(pc // 2), np.unique(so // 2)
         key = (pc.tobytes(), so.tobytes())
         if key not in views:  # replicated owners share one view and one digest
             p, s = pw[pc], sw[so]

@@ -23,7 +23,7 @@ from functools import cached_property
 import numpy as np
 
 from alphac.ir import nodes as ir
-from alphac.plan.storage import word_counts
+from alphac.plan.storage import word_counts, word_partitioning
 
 Run = tuple[int, int, int]  # (start, step, count), as in the shard maps
 
@@ -54,7 +54,7 @@ class OwnerLayout:
         """The layout of a deployment, in words (a binary32 learner's, which is never
         partitioned, packs two values a word: alphac/plan/storage.py)."""
         k, _, m = word_counts(dep)
-        return cls.build(k, m, dep.owners, dep.partitioning)
+        return cls.build(k, m, dep.owners, word_partitioning(dep))
 
     @classmethod
     def build(cls, k: int, m: int, n: int,

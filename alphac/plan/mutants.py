@@ -92,6 +92,8 @@ def check_applies(dep: ir.Deployment, root: ir.TreeNode, name: str | None) -> No
 def _inapplicable(dep: ir.Deployment, root: ir.TreeNode, name: str) -> str:
     if isinstance(dep.topology, ir.SampleTree):
         return "the mutants are defined on trees over owners, not on the sample tree"
+    if dep.contract.profile.format != "binary64":
+        return "the mutants are built for binary64 storage only"
     if name == "foreign-accumulator":
         return ""  # mutant_deployment decided
     if dep.learner.independent and name != "foreign-inputs":

@@ -11,6 +11,10 @@ binary32 value already (`round32(e)`, a slot read, or an exact selection of such
 narrowing is written where it happens, never inferred (`binary32-narrowing`). The combine
 adds in binary32 (each sum rounded once to binary32) and the mean divides in binary32.
 
+Partitioned, a word's two values must belong to one owner: blocks of an even number of
+coordinates, and (partitioned state) an even k and shared state values in pairs; the
+layout is then the declared one over words (`word_partitioning`).
+
 `check` holds a deployment to those rules and refuses what binary32 storage does not build
 yet (`binary32-unsupported`); `pack` and `unpack` move between binary64 words of binary32
 values and packed words. Nothing here runs at binary64 precision on behalf of a kernel:
@@ -18,6 +22,8 @@ packing is a change of representation, exact by the checks.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
@@ -86,6 +92,38 @@ def word_counts(dep: ir.Deployment) -> tuple[int, int, int]:
     """(k, s, m) in words: what the learner's parameters, one sample and its state occupy."""
     L, fmt = dep.learner, format_of(dep)
     return words(L.k, fmt), words(L.s, fmt), words(L.m, fmt)
+
+
+def word_partitioning(dep: ir.Deployment) -> ir.Partitioning:
+    """The partitioning over words: a binary32 learner's blocks of B coordinates are blocks
+    of B / 2 words, and its shared state values the words that hold them (`check` has made
+    sure each word's two values are one owner's, and both shared or neither)."""
+    part = dep.partitioning
+    per = FORMATS[format_of(dep)]
+    if per == 1 or not part.any:
+        return part
+    # (an odd B is refused by `check`; the layout of its plan, never built, rounds it up)
+    return dataclasses.replace(part, block_words=max(1, part.block_words // per),
+                               shared_state=tuple(sorted({s // per for s in part.shared_state})))
+
+
+def _partition_problems(dep: ir.Deployment) -> list[str]:
+    """Why a binary32 learner's partitioning would put two owners' values in one word."""
+    part, L = dep.partitioning, dep.learner
+    out = []
+    if part.block_words % 2:
+        out.append(f"partitionBlockWords = {part.block_words}: a binary32 word holds two "
+                   "coordinates, so a block must hold an even number of them (declare "
+                   f"partitionBlockWords = {2 * part.block_words})")
+    if part.optimizer_state and L.m and L.k % 2:
+        out.append(f"k = {L.k}: partitioned optimizer state packs each block of k state values "
+                   "into words, which needs an even k")
+    shared = set(part.shared_state)
+    odd = sorted(s for s in shared if (s ^ 1) not in shared and (s ^ 1) < L.m)
+    if part.optimizer_state and odd:
+        out.append(f"shared state value {odd[0]} shares its word with value {odd[0] ^ 1}, which "
+                   "is not shared: list shared values in pairs 2j, 2j + 1")
+    return out
 
 
 # ----------------------------------------------------------------------------- checks
@@ -159,8 +197,7 @@ def check(dep: ir.Deployment, span, bag: DiagnosticBag) -> None:
     if L.independent:
         unsupported.append("an independent-state learner (its regions are binary64 words)")
     if dep.partitioning.any:
-        unsupported.append("partitioned parameters, state or gradients (coordinates would "
-                           "share words across owners)")
+        unsupported += _partition_problems(dep)
     if "sm86" in dep.placement:
         unsupported.append("an SM86 owner (the device kernels load binary64 words)")
     total = sum(L.samples.shares)
