@@ -116,6 +116,30 @@ def test_adam_with_partitioned_moments_launches_and_resumes(tmp_path, deployment
                                    driver.deployment(str(ADAM), deployment), 3)
 
 
+@needs_qemu
+@pytest.mark.parametrize("case", ["sample-tree", "hierarchy-3", "block-owners", "adam-block-owners"])
+def test_the_other_trees_and_the_block_placement(case):
+    """The sample tree (binary32 adds level by level), another hierarchy, and the block
+    placement's ordered reduce-scatter over binary32 words, each equal to the oracle."""
+    from alphac.launch import session
+    from alphac.launch.launcher import compare
+
+    never = n.Checkpoint()
+    base = driver.deployment(str(SPEC), "run")
+    dep = {
+        "sample-tree": lambda: dataclasses.replace(base, topology=n.SampleTree(), checkpoint=never),
+        "hierarchy-3": lambda: dataclasses.replace(base, topology=n.Hierarchy(3), checkpoint=never),
+        "block-owners": lambda: dataclasses.replace(driver.deployment(str(SPEC), "partitioned"),
+                                                    combine_placement="block-owners", checkpoint=never),
+        "adam-block-owners": lambda: dataclasses.replace(driver.deployment(str(ADAM), "partitioned"),
+                                                         combine_placement="block-owners", checkpoint=never),
+    }[case]()
+    dep = dataclasses.replace(dep, name=f"storage32_{case.replace('-', '_')}")
+    run = session.run(dep.name, dep)
+    report = compare(session.plan(dep.name, dep), run, evaluate(dep), dep.updates)
+    assert report.match, report.failures
+
+
 def test_partitioning_changes_no_bit():
     """The partitioned Adam's words are the replicated one's (the oracle's full vectors), and
     its owners hold 1 parameter word and 2 moment words of their 2 coordinates, and the
