@@ -99,15 +99,18 @@ def test_the_gate_launches_equal_to_the_oracle(tmp_path, deployment, words):
     assert {o["target"] for o in got["owners"]} == {"x86_64", "aarch64"}
 
 
+EXHAUSTIVE = pytest.mark.exhaustive  # make test-exhaustive; make test runs the rest
+
+
 @needs_qemu
-@pytest.mark.parametrize("deployment", ["run", "partitioned"])
+@pytest.mark.parametrize("deployment", ["run", pytest.param("partitioned", marks=EXHAUSTIVE)])
 def test_a_checkpoint_resumes_on_the_other_instruction_set(tmp_path, deployment):
     resume_across_instruction_sets(tmp_path, f"storage32-{deployment}",
                                    driver.deployment(str(SPEC), deployment), 4)
 
 
 @needs_qemu
-@pytest.mark.parametrize("deployment", ["run", "partitioned"])
+@pytest.mark.parametrize("deployment", [pytest.param("run", marks=EXHAUSTIVE), "partitioned"])
 def test_adam_with_partitioned_moments_launches_and_resumes(tmp_path, deployment):
     """Adam stored in binary32: each owner's moments are whole words of its coordinates, the
     two shared bias corrections one word; it launches equal to the oracle and resumes on
@@ -117,7 +120,8 @@ def test_adam_with_partitioned_moments_launches_and_resumes(tmp_path, deployment
 
 
 @needs_qemu
-@pytest.mark.parametrize("case", ["sample-tree", "hierarchy-3", "block-owners", "adam-block-owners"])
+@pytest.mark.parametrize("case", ["sample-tree", pytest.param("hierarchy-3", marks=EXHAUSTIVE),
+                                  pytest.param("block-owners", marks=EXHAUSTIVE), "adam-block-owners"])
 def test_the_other_trees_and_the_block_placement(case):
     """The sample tree (binary32 adds level by level), another hierarchy, and the block
     placement's ordered reduce-scatter over binary32 words, each equal to the oracle."""
