@@ -24,7 +24,9 @@ Arithmetic carries no fast-math or `contract` flags; sqrt is llvm.sqrt.f64. `abs
 operands are finite), `min`, `max` and `select` are `select` instructions over them: no
 intrinsic a target could lower to a library call, the same bits on every target. The
 elementary functions are calls of alphac/codegen/elementary.py's own functions, defined in
-the same module (no libm).
+the same module (no libm): the whole function in the scalar lowering, its branch-free fast
+phase in the fast one (NaN where its rounding test cannot decide, which marks the
+coordinate, so the scalar rerun gives the whole function's word).
 """
 
 from __future__ import annotations
@@ -204,6 +206,10 @@ class _Checks:
     def root(self, value: ir.Value, arithmetic: bool) -> None:
         pass  # every value of the statement has been checked already
 
+    def function(self, op: str) -> ir.Function:
+        """What an elementary function's call calls: the whole function."""
+        return elementary.define(self.em.module, op)
+
     def flush(self, ordinal: int, coord: ir.Value) -> None:
         if not self.pending:
             return
@@ -225,9 +231,10 @@ class _Flag:
     copysign non-finite too, so it reaches the statement's root; only an absorbing operand
     can stop it: a divisor (x / inf = 0), the sign of a copysign, either operand of min,
     max or a comparison, the values a select chooses from, and the operand of an
-    elementary function (exp(-inf) = 0). Testing each arithmetic
-    root and each absorbing operand therefore covers every check, and each of these tests
-    is itself one of the checks, so the flag is set exactly when a check fails."""
+    elementary function (exp(-inf) = 0). Testing each arithmetic root and each absorbing
+    operand therefore covers every check, and each of these tests is itself one of the
+    checks, so the flag is set exactly when a check fails, or where an elementary
+    function's fast phase could not decide (`function`)."""
 
     def __init__(self, em: "_Emitter", start: ir.Value):
         self.em = em
@@ -250,6 +257,14 @@ class _Flag:
     def root(self, value: ir.Value, arithmetic: bool) -> None:
         if arithmetic:
             self.add(self.em.nonfinite(value))
+
+    def function(self, op: str) -> ir.Function:
+        """What an elementary function's call calls here: its branch-free fast phase, the
+        whole function's word where its rounding test decides and NaN where it does not
+        (or outside its domain). That NaN reaches the flag as a non-finite result would,
+        so the coordinate is rerun by the scalar lowering, which calls the whole function:
+        the words are the same, and an undecided call is no refusal."""
+        return elementary.define_fast(self.em.module, op)
 
     def flush(self, ordinal: int, coord: ir.Value) -> None:
         pass
@@ -407,7 +422,7 @@ class _Emitter:
             if e.op in n.ELEMENTARY_OPS:
                 # exp(-inf) is 0, tanh(inf) 1: these absorb a non-finite operand
                 ctx.checks.absorbed(a, a_ok)
-                r = b.call(elementary.define(self.module, e.op), [a])
+                r = b.call(ctx.checks.function(e.op), [a])
                 ctx.checks.result(r)
                 return r, True
             if not a_ok:
