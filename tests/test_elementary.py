@@ -394,3 +394,14 @@ def test_the_chunked_loop_calls_the_fast_phases_and_nothing_outside(tmp_path):
                    if ln[:1] in "0123456789abcdef" and len(ln.split()) >= 3}
         assert {s for s in symbols if not s.startswith(".") and not s.startswith("alphac_")
                 and not s.startswith("kern")} == set(), (cpu, symbols)
+
+
+def test_expm1s_fast_phase_decides_below_minus_38(tmp_path):
+    """Below -38 expm1 is -1 (its special case): the fast phase says so too, rather than
+    leave it to the second pass, and so tanh's fast phase decides every |x| > 19 (its
+    min(|x|, 20) gives expm1 arguments down to -40)."""
+    xs = np.array([-38.0 - 2.0 ** -47, -39.0, -40.0, -745.5, -1e308])
+    assert words(_fast_phase(tmp_path, "expm1")(xs)) == words([-1.0] * 5) == words(el.host("expm1")(xs))
+    big = np.array([19.0 + 2.0 ** -40, -19.5, 20.0, -20.0, 33.0, 1e308])
+    got = _fast_phase(tmp_path, "tanh")(big)
+    assert words(got) == words(el.host("tanh")(big)) == words([ref.evaluate("tanh", float(x)) for x in big])
