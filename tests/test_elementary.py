@@ -405,3 +405,19 @@ def test_expm1s_fast_phase_decides_below_minus_38(tmp_path):
     big = np.array([19.0 + 2.0 ** -40, -19.5, 20.0, -20.0, 33.0, 1e308])
     got = _fast_phase(tmp_path, "tanh")(big)
     assert words(got) == words(el.host("tanh")(big)) == words([ref.evaluate("tanh", float(x)) for x in big])
+
+
+@pytest.mark.parametrize("op", ["exp", "tanh"])
+def test_an_undecided_coordinate_of_an_in_place_update_is_rerun_from_its_old_word(tmp_path, op):
+    """x[i] := op(x[i]) writes the view it reads: an undecided coordinate gets its old word
+    back before its rerun, so the rerun computes op of the argument, not of the NaN."""
+    from alphac.codegen import program as prog
+    from test_codegen_program import Kernel
+
+    p = n.Program(CHUNKED, (n.Loop("i", 0, CHUNKED, (assign(0, n.Unary(op, S(0, "i")), "i", "x[i]"),)),))
+    assert prog.fast_loop_ok(p.body[0]) and prog._reads_old(p.body[0], [0]) == [0]
+    xs = np.random.default_rng(6).uniform(-4.0, 4.0, CHUNKED)
+    xs[[5, 6, 600, 1099]] = _undecided(tmp_path, op, 4)
+    status, coord, out = Kernel(tmp_path, p, [(0, CHUNKED)], f"inplace_{op}")(xs)
+    assert (status, coord) == (0, -7)
+    assert words(out) == words([ref.evaluate(op, float(x)) for x in xs])
