@@ -271,3 +271,153 @@ def test_the_level_is_part_of_the_protocol_identity():
 
     assert expr_text(n.Unary("exp", S(0))) == "exp.correctly-rounded(slot 0)"
     assert expr_text(n.Unary("tanh", S(0))) == "tanh.declared-1(slot 0)"
+
+
+# ----------------------------------------------------------------------------- in the chunked loop
+
+CHUNKED = 1100  # coordinates: x at [0, 1100), results at [1100, 2200), over three chunks
+
+
+def _fast_phase(tmp_path, name: str):
+    """`alphac_NAME_fast` over an array (NaN where its rounding test cannot decide)."""
+    import ctypes
+
+    module = ir.Module("probe")
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ir.PointerType()] * 2 + [ir.IntType(64)]),
+                     "probe")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    xs, ys, count = fn.args
+
+    def one(i):
+        x = b.load(b.gep(xs, [i], source_etype=ir.DoubleType()), typ=ir.DoubleType())
+        b.store(b.call(el.define_fast(module, name), [x]), b.gep(ys, [i], source_etype=ir.DoubleType()))
+
+    el._counted_loop(fn, b, count, one)
+    b.ret_void()
+    obj = tmp_path / f"probe_{name}.o"
+    obj.write_bytes(compile_object(module, "x86_64"))
+    subprocess.run(["cc", "-shared", "-o", str(obj.with_suffix(".so")), str(obj)], check=True)
+    cfn = ctypes.CDLL(str(obj.with_suffix(".so"))).probe
+
+    def run(x):
+        x = np.ascontiguousarray(x, dtype=np.float64)
+        y = np.empty_like(x)
+        cfn(ctypes.c_void_p(x.ctypes.data), ctypes.c_void_p(y.ctypes.data), ctypes.c_int64(x.size))
+        return y
+
+    return run
+
+
+def _undecided(tmp_path, name: str, count: int) -> np.ndarray:
+    """`count` arguments inside the fast phase's domain where its rounding test fails."""
+    rng = np.random.default_rng(3)
+    xs = rng.uniform(0.01, 4.0, 200_000) if name in ("log", "log1p") else rng.uniform(-4.0, 4.0, 200_000)
+    got = xs[np.isnan(_fast_phase(tmp_path, name)(xs))]
+    assert got.size >= count, (name, got.size)
+    return got[:count]
+
+
+def chunked(op: str, wrap=None) -> n.Program:
+    value = n.Unary(op, S(0, "i"))
+    return n.Program(2 * CHUNKED, (n.Loop("i", 0, CHUNKED, (
+        assign(CHUNKED, wrap(value) if wrap else value, "i", "r[i]"),)),))
+
+
+@pytest.mark.parametrize("op", el.FUNCTIONS)
+def test_an_undecided_fast_phase_in_a_chunk_gives_the_whole_functions_word(tmp_path, op):
+    """The chunked loop calls the branch-free fast phase; where its rounding test cannot
+    decide (NaN), the coordinate is rerun with the whole function: the oracle's word, no
+    refusal. Also where the NaN meets an operation that would absorb it (min and max pass
+    on their other operand for one sign of NaN each)."""
+    from alphac.codegen import program as prog
+    from test_codegen_program import C, Kernel
+
+    hard = _undecided(tmp_path, op, 12)
+    rng = np.random.default_rng(4)
+    xs = rng.uniform(0.01, 4.0, CHUNKED) if op in ("log", "log1p") else rng.uniform(-4.0, 4.0, CHUNKED)
+    where = [0, 1, 2, 511, 512, 700, 701, 1023, 1024, 1097, 1098, 1099]
+    xs[where] = hard
+    slots = np.concatenate([xs, np.zeros(CHUNKED)])
+    want = [ref.evaluate(op, float(x)) for x in xs]
+    for t, wrap in enumerate([None, lambda v: n.Binary("max", v, C(-1e300)),
+                              lambda v: n.Binary("min", v, C(1e300))]):
+        p = chunked(op, wrap)
+        assert prog.fast_loop_ok(p.body[0])
+        kern = Kernel(tmp_path, p, [(0, CHUNKED), (CHUNKED, CHUNKED)], f"hard_{op}_{t}")
+        status, coord, out = kern(slots)
+        assert (status, coord) == (0, -7)
+        assert words(out[CHUNKED:]) == words(want)
+
+
+@pytest.mark.parametrize("op,bad", [("exp", 710.0), ("log", -1.0), ("log1p", -1.0), ("exp", -math.inf),
+                                    ("tanh", math.nan)])
+def test_a_refusal_among_undecided_coordinates_names_its_own(tmp_path, op, bad):
+    """Undecided coordinates before and after a genuinely non-finite one in the same chunk:
+    the refusal names the non-finite one's coordinate (the undecided ones are no refusal),
+    also when it lies in a later chunk than some of them."""
+    from test_codegen_program import Kernel
+
+    hard = _undecided(tmp_path, op, 4)
+    kern = Kernel(tmp_path, chunked(op), [(0, CHUNKED), (CHUNKED, CHUNKED)], f"mixed_{op}")
+    for at in (600, 1099):
+        xs = np.full(CHUNKED, 0.5)
+        xs[[3, 590, 599, 1060]] = hard
+        xs[at] = bad
+        status, coord, _ = kern(np.concatenate([xs, np.zeros(CHUNKED)]))
+        assert (status, coord) == (1, at)
+
+
+def test_the_chunked_loop_calls_the_fast_phases_and_nothing_outside(tmp_path):
+    """The chunked loop's calls are the fast phases (the scalar lowering's the whole
+    functions), and its vectorised object refers to no symbol outside the module, at the
+    baseline and at a level with wide vectors."""
+    from dataclasses import replace
+
+    from alphac.codegen.program import emit_program
+
+    module = ir.Module("chunked")
+    body = tuple(assign(CHUNKED, n.Unary(op, S(0, "i")), "i", f"r{j}[i]") for j, op in enumerate(el.FUNCTIONS))
+    emit_program(module, n.Program(2 * CHUNKED, (n.Loop("i", 0, CHUNKED, body),)), "kern",
+                 [(0, CHUNKED), (CHUNKED, CHUNKED)])
+    text = str(module)
+    for op in el.FUNCTIONS:
+        assert f'call double @"alphac_{op}_fast"(' in text and f'call double @"alphac_{op}"(' in text
+    if shutil.which("objdump") is None:
+        pytest.skip("objdump not installed")
+    for cpu in (None, "skylake-avx512"):
+        t = load_target("x86_64")
+        obj = tmp_path / f"chunked_{cpu}.o"
+        obj.write_bytes(compile_object(module, replace(t, cpu=cpu) if cpu else t))
+        relocs = subprocess.run(["objdump", "-r", str(obj)], capture_output=True, text=True,
+                                check=True).stdout
+        symbols = {ln.split()[2].split("+")[0].split("-")[0] for ln in relocs.splitlines()
+                   if ln[:1] in "0123456789abcdef" and len(ln.split()) >= 3}
+        assert {s for s in symbols if not s.startswith(".") and not s.startswith("alphac_")
+                and not s.startswith("kern")} == set(), (cpu, symbols)
+
+
+def test_expm1s_fast_phase_decides_below_minus_38(tmp_path):
+    """Below -38 expm1 is -1 (its special case): the fast phase says so too, rather than
+    leave it to the second pass, and so tanh's fast phase decides every |x| > 19 (its
+    min(|x|, 20) gives expm1 arguments down to -40)."""
+    xs = np.array([-38.0 - 2.0 ** -47, -39.0, -40.0, -745.5, -1e308])
+    assert words(_fast_phase(tmp_path, "expm1")(xs)) == words([-1.0] * 5) == words(el.host("expm1")(xs))
+    big = np.array([19.0 + 2.0 ** -40, -19.5, 20.0, -20.0, 33.0, 1e308])
+    got = _fast_phase(tmp_path, "tanh")(big)
+    assert words(got) == words(el.host("tanh")(big)) == words([ref.evaluate("tanh", float(x)) for x in big])
+
+
+@pytest.mark.parametrize("op", ["exp", "tanh"])
+def test_an_undecided_coordinate_of_an_in_place_update_is_rerun_from_its_old_word(tmp_path, op):
+    """x[i] := op(x[i]) writes the view it reads: an undecided coordinate gets its old word
+    back before its rerun, so the rerun computes op of the argument, not of the NaN."""
+    from alphac.codegen import program as prog
+    from test_codegen_program import Kernel
+
+    p = n.Program(CHUNKED, (n.Loop("i", 0, CHUNKED, (assign(0, n.Unary(op, S(0, "i")), "i", "x[i]"),)),))
+    assert prog.fast_loop_ok(p.body[0]) and prog._reads_old(p.body[0], [0]) == [0]
+    xs = np.random.default_rng(6).uniform(-4.0, 4.0, CHUNKED)
+    xs[[5, 6, 600, 1099]] = _undecided(tmp_path, op, 4)
+    status, coord, out = Kernel(tmp_path, p, [(0, CHUNKED)], f"inplace_{op}")(xs)
+    assert (status, coord) == (0, -7)
+    assert words(out) == words([ref.evaluate(op, float(x)) for x in xs])

@@ -764,7 +764,9 @@ def define(module: ir.Module, name: str) -> ir.Function:
 # that a loop of it vectorises: the correctly rounded result where the rounding test
 # passes, NaN elsewhere (outside the fast phase's domain, or undecided), which a second,
 # rare pass replaces by the whole function's result. An argument outside the domain is
-# replaced by a harmless one before any conversion, so no instruction sees it.
+# replaced by a harmless one before any conversion, so no instruction sees it. expm1 below
+# -38 is -1 here as in the whole function (its special case): tanh's min(|x|, 20) gives
+# expm1 arguments down to -40, so every |x| > 19 would otherwise take the second pass.
 
 def _guarded(c: "_Cases", x, inside, harmless: float, fast):
     b = c.b
@@ -782,8 +784,9 @@ def _not_tiny(c: "_Cases", x):
 
 _FAST = {
     "exp": lambda c, x: _guarded(c, x, _within(c.b, x, -707.0, 709.0), 0.0, _exp_fast),
-    "expm1": lambda c, x: _guarded(c, x, c.b.and_(_within(c.b, x, -38.0, 709.0), _not_tiny(c, x)),
-                                   0.5, _expm1_fast),
+    "expm1": lambda c, x: c.b.select(
+        _below(-38.0)(c, x), _f64(-1.0),
+        _guarded(c, x, c.b.and_(_within(c.b, x, -38.0, 709.0), _not_tiny(c, x)), 0.5, _expm1_fast)),
     "log": lambda c, x: _guarded(c, x, _within(c.b, x, 5e-324, 1.7976931348623157e308), 1.5,
                                  _log_fast),
     "log1p": lambda c, x: _guarded(c, x, c.b.and_(_within(c.b, x, -1.0 + 2.0 ** -53,

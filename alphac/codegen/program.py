@@ -10,19 +10,23 @@ coordinate (or -1) into *fail_coord. `NAME_labels[ordinal-1]` names that stateme
 Two lowerings of a loop share one expression emitter:
   * scalar: statement by statement, in place, branching out at the first failing check;
   * fast (a flat loop whose body only writes views at the loop index, reads them nowhere
-    else, and reads a vector temporary it writes only at the loop index): per chunk of CHUNK coordinates, compute every statement straight into
-    its destination while OR-ing one "any non-finite" flag (no branches, so the loop
-    vectorises); a view whose old value the body reads (`w[i] := w[i] - ...`) first has
-    that old value saved in stack scratch. When the flag is set, the saved words are put
-    back and the chunk is rerun through the scalar lowering, which finds the first failing
-    statement and coordinate in sequential order. Both lowerings perform the same IEEE
-    operations on the same operands, so they produce the same words.
+    else, and reads a vector temporary it writes only at the loop index): per chunk of
+    CHUNK coordinates, compute every statement straight into its destination while OR-ing
+    an "any non-finite" mark per coordinate (no branches, so the loop vectorises); a view
+    whose old value the body reads (`w[i] := w[i] - ...`) first has that old value saved
+    in stack scratch. When a coordinate of the chunk is marked, each marked coordinate, in
+    order, has its saved words put back and is rerun through the scalar lowering, which
+    finds the first failing statement and coordinate in sequential order: the iterations
+    of such a loop are independent, so the unmarked ones need no rerun. Both lowerings
+    perform the same IEEE operations on the same operands, so they produce the same words.
 Arithmetic carries no fast-math or `contract` flags; sqrt is llvm.sqrt.f64. `abs` and
 `copysign` are integer operations on the word's sign bit, comparisons `fcmp` (ordered: the
 operands are finite), `min`, `max` and `select` are `select` instructions over them: no
 intrinsic a target could lower to a library call, the same bits on every target. The
 elementary functions are calls of alphac/codegen/elementary.py's own functions, defined in
-the same module (no libm).
+the same module (no libm): the whole function in the scalar lowering, its branch-free fast
+phase in the fast one (NaN where its rounding test cannot decide, which marks the
+coordinate, so the scalar rerun gives the whole function's word).
 """
 
 from __future__ import annotations
@@ -202,6 +206,10 @@ class _Checks:
     def root(self, value: ir.Value, arithmetic: bool) -> None:
         pass  # every value of the statement has been checked already
 
+    def function(self, op: str) -> ir.Function:
+        """What an elementary function's call calls: the whole function."""
+        return elementary.define(self.em.module, op)
+
     def flush(self, ordinal: int, coord: ir.Value) -> None:
         if not self.pending:
             return
@@ -223,9 +231,10 @@ class _Flag:
     copysign non-finite too, so it reaches the statement's root; only an absorbing operand
     can stop it: a divisor (x / inf = 0), the sign of a copysign, either operand of min,
     max or a comparison, the values a select chooses from, and the operand of an
-    elementary function (exp(-inf) = 0). Testing each arithmetic
-    root and each absorbing operand therefore covers every check, and each of these tests
-    is itself one of the checks, so the flag is set exactly when a check fails."""
+    elementary function (exp(-inf) = 0). Testing each arithmetic root and each absorbing
+    operand therefore covers every check, and each of these tests is itself one of the
+    checks, so the flag is set exactly when a check fails, or where an elementary
+    function's fast phase could not decide (`function`)."""
 
     def __init__(self, em: "_Emitter", start: ir.Value):
         self.em = em
@@ -248,6 +257,14 @@ class _Flag:
     def root(self, value: ir.Value, arithmetic: bool) -> None:
         if arithmetic:
             self.add(self.em.nonfinite(value))
+
+    def function(self, op: str) -> ir.Function:
+        """What an elementary function's call calls here: its branch-free fast phase, the
+        whole function's word where its rounding test decides and NaN where it does not
+        (or outside its domain). That NaN reaches the flag as a non-finite result would,
+        so the coordinate is rerun by the scalar lowering, which calls the whole function:
+        the words are the same, and an undecided call is no refusal."""
+        return elementary.define_fast(self.em.module, op)
 
     def flush(self, ordinal: int, coord: ir.Value) -> None:
         pass
@@ -418,7 +435,7 @@ class _Emitter:
             if e.op in n.ELEMENTARY_OPS:
                 # exp(-inf) is 0, tanh(inf) 1: these absorb a non-finite operand
                 ctx.checks.absorbed(a, a_ok)
-                r = b.call(elementary.define(self.module, e.op), [a])
+                r = b.call(ctx.checks.function(e.op), [a])
                 ctx.checks.result(r)
                 return r, True
             if not a_ok:
@@ -589,10 +606,9 @@ class _Emitter:
 
         return i, head, close
 
-    def scalar_loop(self, loop: n.Loop, ordinal: int, ctx: "_Ctx", lo=None, hi=None) -> None:
-        lo_v = ir.Constant(I64, loop.lo) if lo is None else lo
-        hi_v = ir.Constant(I64, loop.hi) if hi is None else hi
-        i, _, close = self._loop(loop.var, lo_v, hi_v, "loop")
+    def scalar_loop(self, loop: n.Loop, ordinal: int, ctx: "_Ctx") -> None:
+        i, _, close = self._loop(loop.var, ir.Constant(I64, loop.lo), ir.Constant(I64, loop.hi),
+                                 "loop")
         vars_ = dict(ctx.vars)
         vars_[loop.var] = _Var(i, loop.lo, loop.hi)
         inner = _Ctx(vars=vars_, env=dict(ctx.env), checks=_Checks(self), coord=i)
@@ -606,6 +622,7 @@ class _Emitter:
         chunk = min(CHUNK, max(1, loop.hi - loop.lo))
         scratch = {base: self.alloca_builder.alloca(self.elem, size=chunk, name=f"saved{base}")
                    for base in saved}
+        marks = self.alloca_builder.alloca(I8, size=chunk, name="marks")
         hi = ir.Constant(I64, loop.hi)
         c0, chunk_head, close_chunk = self._loop(loop.var, ir.Constant(I64, loop.lo), hi, "chunk")
         c_end = b.add(c0, ir.Constant(I64, chunk))
@@ -616,7 +633,7 @@ class _Emitter:
                                 NO_SPAN)
 
         # Fast pass: save the old words the body reads, compute straight into place, OR the
-        # checks, no branches.
+        # checks of each coordinate into its mark and the chunk's flag, no branches.
         pre = b.block
         self.uid += 1
         head = b.append_basic_block(f"fast{self.uid}.head")
@@ -636,13 +653,14 @@ class _Emitter:
                     b.gep(scratch[base], [off], inbounds=True, source_etype=self.elem))
         vars_ = dict(ctx.vars)
         vars_[loop.var] = _Var(i, loop.lo, loop.hi)
-        checks = _Flag(self, flag)
+        checks = _Flag(self, ir.Constant(I1, 0))
         written: dict = {base: None for base in bases}
         fctx = _Ctx(vars=vars_, env=dict(ctx.env), checks=checks, coord=i, written=written,
                     loop_var=loop.var)
         self.stmts(loop.body, ordinal, fctx)
+        b.store(b.zext(checks.value, I8), b.gep(marks, [off], inbounds=True, source_etype=I8))
         i.add_incoming(b.add(i, ir.Constant(I64, 1)), b.block)
-        flag.add_incoming(checks.value, b.block)
+        flag.add_incoming(b.or_(flag, checks.value), b.block)
         b.branch(head)
         b.position_at_end(done)
 
@@ -650,19 +668,31 @@ class _Emitter:
         joined = b.append_basic_block(f"fast{self.uid}.next")
         b.cbranch(flag, slow, joined)
 
-        # Slow pass (rare): put the saved old words back, so the chunk reads as it did
-        # before the fast pass, and rerun it in place with branching checks. It returns
-        # from the function at the first failure, in sequential order. Views whose old
-        # value is never read need nothing put back: every read of them in the body comes
-        # after the statement that rewrites them.
+        # Slow pass (rare): each marked coordinate, in order, has its saved old words put
+        # back and is rerun in place with branching checks, which return from the function
+        # at the first failure. The body's iterations are independent (`fast_loop_ok`): an
+        # unmarked coordinate's words are final, and rerunning only the marked ones gives
+        # the words and the first failure of the sequential order. Views whose old value
+        # is never read need nothing put back: every read of them in the body comes after
+        # the statement that rewrites them.
         b.position_at_end(slow)
-        if saved:
-            j, _, close_restore = self._loop("j", ir.Constant(I64, 0), b.sub(c_end, c0), "restore")
-            for base in saved:
-                src = b.gep(scratch[base], [j], inbounds=True, source_etype=self.elem)
-                b.store(b.load(src, typ=self.elem), at(base, b.add(c0, j)))
-            close_restore()
-        self.scalar_loop(loop, ordinal, ctx, lo=c0, hi=c_end)
+        j, _, close_redo = self._loop("j", ir.Constant(I64, 0), b.sub(c_end, c0), "redo")
+        redo = b.append_basic_block(f"fast{self.uid}.redo")
+        kept = b.append_basic_block(f"fast{self.uid}.kept")
+        mark = b.load(b.gep(marks, [j], inbounds=True, source_etype=I8), typ=I8)
+        b.cbranch(b.icmp_unsigned("!=", mark, ir.Constant(I8, 0)), redo, kept)
+        b.position_at_end(redo)
+        coord = b.add(c0, j)
+        for base in saved:
+            src = b.gep(scratch[base], [j], inbounds=True, source_etype=self.elem)
+            b.store(b.load(src, typ=self.elem), at(base, coord))
+        vars_ = dict(ctx.vars)
+        vars_[loop.var] = _Var(coord, loop.lo, loop.hi)
+        self.stmts(loop.body, ordinal, _Ctx(vars=vars_, env=dict(ctx.env), checks=_Checks(self),
+                                            coord=coord))
+        b.branch(kept)
+        b.position_at_end(kept)
+        close_redo()
         b.branch(joined)
         b.position_at_end(joined)
         close_chunk(ir.Constant(I64, chunk))
