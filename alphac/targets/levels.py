@@ -40,7 +40,14 @@ def at_level(target: Target, name: str) -> Target:
         return replace(target, cpu=lv.cpu, features=lv.features, level=name, requires=lv.requires)
     cpu, features, have = host_cpu()
     requires = tuple(check for check, feature in target.cpu_checks if feature in have)
-    return replace(target, cpu=cpu, features=features, level=name, requires=requires)
+    return replace(target, cpu=cpu, features=host_features(features, have), level=name, requires=requires)
+
+
+def host_features(features: str, have: frozenset[str]) -> str:
+    """The host level's features: the CPU's, and where it has AVX-512, its 512-bit vectors
+    used (LLVM tunes such CPUs to prefer 256-bit ones). The vector width changes no result
+    (nothing is reassociated or contracted), only how many lanes a loop runs at once."""
+    return f"{features},-prefer-256-bit" if "avx512f" in have else features
 
 
 def level_for(target: Target, requested: str) -> str:
