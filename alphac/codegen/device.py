@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from alphac.codegen.arith import _Fn
+from alphac.codegen.arith import BINARY64, _Fn
 from alphac.codegen.owned import _OwnedEmitter
 from alphac.codegen.program import _Emitter, _Var, _Checks, _Ctx, _count, \
     fast_loop_ok, program_regions, _unsupported
@@ -158,6 +158,7 @@ class _Kernel(_Fn):
         for a, nm in zip(self.fn.args, names):
             a.name = nm
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
+        self.el = BINARY64  # SM86 owners hold binary64 words (binary32 storage refuses them)
         self.index = index
         self.fail = self.b.alloca(I64)
 
