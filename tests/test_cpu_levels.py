@@ -5,7 +5,6 @@ refuses `cpu-unsupported` by name on a CPU lacking the level's features."""
 
 from __future__ import annotations
 
-import glob
 import re
 import shutil
 import subprocess
@@ -22,6 +21,7 @@ from alphac.launch.launcher import ensure_built, new_run_dir, run_plan
 from alphac.targets import compile_object, levels, llvm, load_target
 from alphac.targets.llvm import host_cpu
 from alphac.targets.target import TargetError, parse_target
+from spec_sweep import every_deployment, spec_files
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = ROOT / "specs"
@@ -93,14 +93,7 @@ def test_bad_level_tables_are_bad_target_files(text):
 # ----------------------------------------------------------------------------- bits and objects
 
 def _spec_plans():
-    out = []
-    for path in sorted(glob.glob(str(SPECS / "*.alpha"))):
-        try:
-            dep = driver.deployment(path)
-        except driver.CompileError:  # seed_dataparallel declares no deployment
-            continue
-        out.append((Path(path).stem, driver.plan(dep)))
-    return out
+    return [(name.replace(":", "-"), driver.plan(dep)) for name, dep in every_deployment()]
 
 
 def _mnemonics(obj: Path) -> list[str]:
@@ -147,8 +140,8 @@ def test_no_fma_in_the_kernel_objects_of_each_kind_at_any_level(tmp_path, level)
 @pytest.mark.parametrize("level", LEVELS)
 def test_no_fma_in_any_kernel_object_at_any_level(tmp_path, level):
     plans = _spec_plans()
-    # every spec but the one that declares no deployment
-    assert len(plans) == len(glob.glob(str(SPECS / "*.alpha"))) - 1
+    # every deployment of every spec but the one that declares none
+    assert len({name.split("-")[0] for name, _ in plans}) == spec_files() - 1
     _assert_no_fma(tmp_path, level, plans)
 
 

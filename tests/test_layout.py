@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from alphac.diagnostics import CompileError
 from alphac.ir.nodes import (Checkpoint, Contract, Deployment, ExplicitTree, Hierarchy, Learner,
                              Partitioning, Program, Role, Samples, Star, TreeBranch, TreeLeaf, Words)
 from alphac.oracle import layout as oracle_layout
@@ -20,6 +19,7 @@ from alphac.oracle import tree as oracle_tree
 from alphac.plan import plan
 from alphac.plan import protocol as plan_protocol
 from alphac.plan.layout import OwnerLayout, layout_of_deployment
+from spec_sweep import every_deployment
 from test_plan_support import adam_partitioning, deployment
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,29 +86,26 @@ def assert_agrees(layout: OwnerLayout, dep: Deployment, owners=None) -> None:
 
 # ----------------------------------------------------------------------------- (a) layouts
 
-def spec_deployments():
-    from alphac.check import load_deployment
-
-    out = []
-    for path in sorted((ROOT / "specs").glob("*.alpha")):
-        try:
-            out.append((path.name, load_deployment(str(path))))
-        except CompileError:
-            continue  # no deployment (a library of families)
-    return out
-
-
 def test_every_spec_plans_the_oracles_layout():
-    deps = spec_deployments()
+    deps = every_deployment()
     assert len(deps) >= 10
     partitioned = 0
     for name, dep in deps:
         p = plan(dep)
         assert p.layout == OwnerLayout.of(dep) == layout_of_deployment(dep), name
-        # an independent-state learner's block is its region
-        assert p.layout.block_words == (dep.learner.region if dep.learner.independent else 1)
-        assert_agrees(p.layout, dep)
         partitioned += dep.partitioning.optimizer_state or dep.partitioning.parameters
+        if dep.contract.profile.format == "binary32":
+            # the layout is over words of two values, each the words of the oracle's values
+            for o in range(dep.owners):
+                assert p.layout.params_held(o).tolist() == np.unique(
+                    oracle_layout.param_coordinates(dep, o) // 2).tolist(), (name, o)
+                assert p.layout.state_held(o).tolist() == np.unique(
+                    oracle_layout.state_offsets(dep, o) // 2).tolist(), (name, o)
+            continue
+        # an independent-state learner's block is its region
+        assert p.layout.block_words == (dep.learner.region if dep.learner.independent
+                                        else dep.partitioning.block_words), name
+        assert_agrees(p.layout, dep)
     assert partitioned >= 2
 
 

@@ -18,26 +18,14 @@ from alphac.oracle import Refusal, evaluate
 from alphac.oracle import compiled
 from alphac.oracle.driver import NUMBA_LIMIT, SCALAR_LIMIT, _choose
 
+from spec_sweep import every_deployment
 from test_oracle_learners import C, S, add, deployment, lsq_learner, mul
 
 SPECS = Path(__file__).resolve().parents[1] / "specs"
 INF, NAN, HUGE = 0x7FF0000000000000, 0x7FF8000000000000, 0x7FE0000000000000  # HUGE: 2**1023
 
 
-def _specs():
-    """(name, deployment) for every deployment of every spec: `stem`, or `stem:name` where
-    a file declares several."""
-    from alphac.check import load_spec
-
-    out = []
-    for path in sorted(glob.glob(str(SPECS / "*.alpha"))):
-        deps = load_spec(path).deployments  # seed_dataparallel declares none
-        for dep in deps:
-            out.append((Path(path).stem if len(deps) == 1 else f"{Path(path).stem}:{dep.name}", dep))
-    return out
-
-
-SPEC_DEPS = _specs()
+SPEC_DEPS = every_deployment()
 
 
 def _outcome(dep, engine: str):
