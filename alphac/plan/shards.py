@@ -207,8 +207,9 @@ def learner_shard_maps(dep: ir.Deployment, authority: int = 0,
     is the authority of its block of ceil(W / n) consecutive words (docs/checkpoints.md),
     so each owner writes and hashes about 1/n of a checkpoint, and mirrors the rest; the
     replicas hold the same words because the tree's root compares their digest before
-    publishing. The few shared words of a partitioned state have one authority
-    (`authority`, the tree's root), every other owner a mirror. Partitioned regions give
+    publishing. The few shared words of a partitioned state (an optimizer's powers) have
+    one authority (`authority`, the tree's root), every other owner a mirror: split, they
+    would cost fragments and save nothing. Partitioned regions give
     each owner the words the owner layout (`layout`, else the deployment's) says it holds;
     under parameter partitioning every owner also holds a read replica of the whole
     parameter vector for the length of one update."""
