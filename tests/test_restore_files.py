@@ -67,6 +67,23 @@ def test_a_nul_byte_before_a_matching_sha256_line_is_a_malformed_manifest(exe, t
     assert restore(exe, d, tmp_path) == f"refused: checkpoint-manifest: {d / 'manifest.txt'} line 19: holds a NUL byte"
 
 
+@pytest.mark.parametrize("item", ["version", "identity", "learner", "inputs", "contract", "layout", "owners"])
+def test_an_item_given_twice_is_refused_by_restore_and_inspect(exe, tmp_path, item):
+    """Re-signed, a manifest with one of its items twice: the restore took the last version
+    line (and the first learner line), the Python reader refused it; both refuse it now."""
+    from alphac.checkpoint import CheckpointError, verify
+
+    d = copy(tmp_path)
+    lines = body(d).decode().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if line.startswith(item + " "))
+    resign(d / "manifest.txt", "".join(lines[:at + 1] + lines[at:]).encode())
+    assert restore(exe, d, tmp_path) == \
+        f"refused: checkpoint-manifest: {d / 'manifest.txt'} line {at + 2}: an item given twice"
+    with pytest.raises(CheckpointError) as info:
+        verify(d)
+    assert (info.value.code, info.value.line) == ("checkpoint-manifest", at + 2)
+
+
 def test_a_fifo_as_a_shard_or_manifest_is_refused_not_waited_on(exe, tmp_path):
     d = copy(tmp_path)
     (d / "shard-0.bin").unlink()
