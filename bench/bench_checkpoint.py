@@ -6,7 +6,8 @@ The learner is Adam in the indexed form (the update of specs/lsq_adam_partitione
 shared bias-correction powers), one sample of one word per owner (g[i] = w[i] * x), zero
 moments and a linspace initial vector. Four owners on 127.0.0.1 under a hierarchy of fan-out
 2 (or a star), in two layouts: everything partitioned (each owner writes the quarter it
-holds) and replicated (owner 0 writes every word). Every shard byte is hashed (sha256) and
+holds) and replicated (each owner holds every word and writes a quarter of each region, its
+block of consecutive words). Every shard byte is hashed (sha256) and
 every shard, manifest and directory fsynced by the executables; a restore verifies every
 hash before any owner selects its words.
 
@@ -454,7 +455,7 @@ def bench(args) -> None:
         w = med(t["ck"]) - med(t["no"])
         rs = med(t["res"]) - med(t["zero"])
         label = ("alphac, partitioned, 4 owners write" if layout == "partitioned"
-                 else "alphac, replicated, owner 0 writes")
+                 else "alphac, replicated, 4 owners write")
         rows.append((label, rate(sizes[layout], w), rate(sizes[layout], rs), sizes[layout]))
         print(f"   {layout}: T(1, ckpt) {med(t['ck']):.3f} s, T(1, none) {med(t['no']):.3f} s -> write "
               f"{w:.3f} s; T(resume, no update) {med(t['res']):.3f} s, T(0) {med(t['zero']):.3f} s -> "

@@ -141,10 +141,10 @@ def test_a_root_manifest_without_its_auth_line_or_with_a_line_after_it_is_malfor
     assert (err.value.code, err.value.message) == (
         "checkpoint-manifest", "no 'auth' line (the root manifest says whether it is tagged)")
     resign(m, body + b"owners 0\n")
-    assert restore(exe, d, tmp_path) == f"refused: checkpoint-manifest: {m} line 18: a line after the auth line"
+    assert restore(exe, d, tmp_path) == f"refused: checkpoint-manifest: {m} line 20: a line after the auth line"
     with pytest.raises(CheckpointError) as err:
         verify(d)
-    assert (err.value.code, err.value.line) == ("checkpoint-manifest", 18)
+    assert (err.value.code, err.value.line) == ("checkpoint-manifest", 20)
 
 
 def test_a_format_2_manifest_is_refused_by_name(exe, tmp_path):
@@ -167,7 +167,7 @@ def test_verify_checks_the_tag_given_a_key(keys, tmp_path):
         with pytest.raises(CheckpointError) as err:
             verify(ckpt, read_key(key))
         assert err.value.code == "checkpoint-auth" and says in err.value.message
-        assert err.value.line == 17
+        assert err.value.line == 19
 
 
 def test_a_key_file_is_checked_as_the_executables_check_theirs(tmp_path):
@@ -200,7 +200,7 @@ def test_inspect_checks_the_tag_given_the_key_and_says_when_it_did_not(keys, tmp
         "tagged": True, "checked": False}
     wrong = run.invoke(main, ["inspect", str(d), "--key", str(keys[1])])
     assert wrong.exit_code == 1 and wrong.stderr == (
-        f"alphac: error[checkpoint-auth]: {d}/manifest.txt:17: {d}/manifest.txt's tag is not the one this key "
+        f"alphac: error[checkpoint-auth]: {d}/manifest.txt:19: {d}/manifest.txt's tag is not the one this key "
         "makes (another key's checkpoint, or a forged one)\n")
     none = run.invoke(main, ["inspect", str(FIXTURE)])
     assert "tag           none: the checkpoint is not tagged (written by an unkeyed run)" in none.stdout.splitlines()

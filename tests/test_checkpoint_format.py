@@ -301,6 +301,23 @@ def test_a_fixture_holds_the_oracle_words_at_its_version():
     assert words["state"].tolist() == list(res.state)
 
 
+def test_a_fixture_of_the_one_writer_replicated_layout_still_reads():
+    """tests/errors/checkpoints/lsq-star-v2-one-writer is the fixture as it was written
+    before the owners of a replicated region each wrote a block of it: owner 0's shard holds
+    every word, the other shards a header alone. The same lines and identity, the same
+    words: readers go by the fragment table, whoever wrote what."""
+    spec, version, directory, _ = make_checkpoint.FIXTURES[0]
+    old, new = ROOT / "tests/errors/checkpoints/lsq-star-v2-one-writer", ROOT / directory
+    m = verify(old)
+    assert m.version == version and {f.owner for f in m.fragments} == {0}
+    assert {f.owner for f in verify(new).fragments} == {0, 1}
+    now = read_manifest(new)
+    assert (m.identity, m.learner, m.inputs, m.contract, m.layout) == (
+        now.identity, now.learner, now.inputs, now.contract, now.layout)
+    a, b = logical_words(old), logical_words(new)
+    assert a["parameters"].tolist() == b["parameters"].tolist() and a["state"].tolist() == b["state"].tolist()
+
+
 def test_a_plan_checkpoint_with_inner_owners_and_partitioned_words(tmp_path):
     """Written as the owners of a partitioned deployment on a hierarchy would: every owner's
     own fragments, the inner owners' manifests; the words assemble to the oracle's."""

@@ -159,6 +159,31 @@ def test_a_resume_equals_the_uninterrupted_run_across_partitionings(written, tmp
     assert again == written[dst][1]
 
 
+@pytest.mark.parametrize("dst", ["replicated", "all"])
+def test_a_checkpoint_whose_root_wrote_every_replicated_word_still_resumes(written, tmp_path, dst):
+    """Before each owner wrote a block of a replicated region, the root wrote all of it and
+    every other shard was a header alone. The fragment table says who wrote what, so such a
+    checkpoint (the same lines, one writer) resumes like any other, with the uninterrupted
+    run's output files byte for byte."""
+    from alphac.checkpoint.write import write_checkpoint
+    from alphac.image.ckpt import checkpoint_lines, tree_children
+
+    plan = session.plan("ckpt7-replicated", DEPS["replicated"])
+    params, state = oracle_words(ADAM7, 2)
+    fragments = {o: [] for o in range(ADAM7.owners)}
+    fragments[0] = [("parameters", ((0, 1, len(params)),), params), ("state", ((0, 1, len(state)),), state)]
+    lines, key = checkpoint_lines(plan), read_key(checkpoint_key_file())
+    ckpt = tmp_path / "one-writer" / "ckpt-2"
+    write_checkpoint(ckpt, version=2, learner=lines.learner, inputs=lines.inputs, contract=lines.contract,
+                     layout=lines.layout, regions=lines.regions, fragments=fragments,
+                     children=tree_children(plan), key=key)
+    assert {f.owner for f in verify(ckpt, key).fragments} == {0}
+    # as the owners write it now: k = 5 and m = 12 words in blocks of 1 and 2 over 7 owners
+    assert {f.owner for f in read_manifest(written["replicated"][0] / "ckpt-2").fragments} == set(range(6))
+    again = outputs(run(f"ckpt7-{dst}", DEPS[dst], tmp_path / "c", resume=ckpt))
+    assert again == written[dst][1]
+
+
 def test_a_resume_on_the_other_instruction_set_equals_the_uninterrupted_run(written, tmp_path):
     if shutil.which("qemu-aarch64") is None:
         pytest.skip("qemu-aarch64 is not installed")

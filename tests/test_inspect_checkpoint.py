@@ -41,13 +41,14 @@ def test_the_fixture_as_json():
     assert got["regions"] == {"parameters": 2, "state": 2}
     assert [m["file"] for m in got["manifests"]] == ["manifest.txt"]
     assert got["manifests"][0]["owner"] is None and got["manifests"][0]["owners"] == [0, 1, 2, 3]
+    # replicated: each owner writes its block of ceil(2 / 4) = 1 word of each region
     assert [(s["owner"], s["file"], len(s["fragments"])) for s in got["shards"]] == [
-        (0, "shard-0.bin", 2), (1, "shard-1.bin", 0), (2, "shard-2.bin", 0), (3, "shard-3.bin", 0)]
-    assert got["shards"][0]["fragments"][0] == {
-        "region": "parameters", "offset": 144, "words": 2, "runs": "0+1x2",
-        "sha256": manifest[11].split()[-1]}
+        (0, "shard-0.bin", 2), (1, "shard-1.bin", 2), (2, "shard-2.bin", 0), (3, "shard-3.bin", 0)]
+    assert got["shards"][1]["fragments"][0] == {
+        "region": "parameters", "offset": 144, "words": 1, "runs": "1+1x1",
+        "sha256": manifest[14].split()[-1]}
     assert got["resumed_from"] is None
-    assert got["verified"] == {"ok": True, "manifests": 1, "shards": 4, "fragments": 2, "hashes": 7}
+    assert got["verified"] == {"ok": True, "manifests": 1, "shards": 4, "fragments": 4, "hashes": 9}
     assert (got.pop("format"), got.pop("ok"), got.pop("kind")) == ("alphac-inspect-1", True, "checkpoint")
     assert {k: got.pop(k) for k in ("diagnostics", "refusals", "suppressed", "suppressed_codes")} == {
         "diagnostics": [], "refusals": [], "suppressed": 0, "suppressed_codes": {}}
@@ -67,12 +68,12 @@ def test_the_fixture_as_text():
     lines = out.stdout.splitlines()
     assert lines[0] == f"checkpoint    {FIXTURE}"
     assert lines[1] == "version       2"
-    assert any(x.startswith("verified      ok: 7 sha256 hashes (1 manifest, 4 shards, 2 fragments)")
+    assert any(x.startswith("verified      ok: 9 sha256 hashes (1 manifest, 4 shards, 4 fragments)")
                for x in lines)
     assert "resumed-from  -" in lines
     assert "  manifest.txt  root: owners 0 1 2 3; child manifests -; sha256 " + \
         (FIXTURE / "manifest.txt").read_text().splitlines()[-1].split()[1][:16] in lines
-    assert any(x.startswith("    parameters offset 144 words 2 runs 0+1x2 sha256 ") for x in lines)
+    assert any(x.startswith("    parameters offset 144 words 1 runs 1+1x1 sha256 ") for x in lines)
 
 
 def test_a_tree_of_manifests_and_a_resumed_from_line(tmp_path):

@@ -70,7 +70,7 @@ def test_shard_maps_registers_and_bytes_follow_the_blocks(B, n):
         for o in range(n):
             coords = mine(k, n, B, o)
             assert p.layout.coordinates(o).tolist() == coords
-            # replicated: owner 0 the authority, every other owner a mirror of all k
+            # replicated: every owner holds all k, the authority of its block, a mirror of the rest
             assert held(params_map, o) == (coords if par else list(range(k)))
             state = [b * k + i for b in range(2) for i in coords] + shared if opt else list(range(2 * k + 2))
             assert held(state_map, o) == sorted(state)

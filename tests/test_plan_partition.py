@@ -241,6 +241,33 @@ def test_planned_maps_decode_to_the_initial_state():
             assert check_shard_map(m, PSPAN, logical, fragment_contents(m, logical)) == []
 
 
+@pytest.mark.parametrize("n", [1, 3, 4, 7])
+def test_every_owner_writes_a_contiguous_block_of_a_replicated_region(n):
+    """A replicated region is held whole by every owner; owner o is the authority of the
+    words [o c, (o + 1) c), c = ceil(W / n), the words its checkpoint shard holds, and mirrors
+    the rest. The shared words of a partitioned state keep one authority, owner 0."""
+    k = 7
+    for opt in (False, True):  # everything replicated; the state partitioned, the parameters not
+        p = plan(deployment(n, k=k, kind="adam", form="loop",
+                            partitioning=adam_partitioning(k, optimizer_state=True, parameters=False,
+                                                           gradients=False) if opt else None))
+        maps = {m.region.field: m for m in p.shard_maps}
+        for field in ("parameters",) if opt else ("parameters", "state"):
+            m = maps[field]
+            words, c = m.region.domain, -(-m.region.domain // n)
+            for o in range(n):
+                block = list(range(min(o * c, words), min((o + 1) * c, words)))
+                assert [x for f in m.of(o) if f.mutable for x in f.positions().tolist()] == block
+                mirrored = [x for f in m.of(o) if not f.mutable for x in f.positions().tolist()]
+                assert sorted(block + mirrored) == list(range(words)), (field, o)
+                assert all(f.mirrors == m.region.version and f.lifetime == "persistent"
+                           for f in m.of(o) if not f.mutable)
+            assert check_shard_map(m) == []
+        if opt:
+            shared = [f for f in maps["state"].fragments if f.mutable and 2 * k in f.positions()]
+            assert [f.owner for f in shared] == [0]
+
+
 # ----------------------------------------------------------------------------- selection assembly
 
 def test_selection_assembly_is_exact_and_refuses_overlap_and_gaps():

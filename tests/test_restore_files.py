@@ -1,6 +1,7 @@
 """The executables' restore of damaged checkpoint files (docs/checkpoints.md, "Restoring"):
 owner 0 of the fixture's deployment restoring a copy of tests/errors/checkpoints/lsq-star-v2
-(owner 0 holds every word; shards 1 to 3 are headers only). A restore that passes goes on
+(owner 0 holds every word: it reads shards 0 and 1, which hold them, and checks shards 2 and
+3, headers only, without reading fragments). A restore that passes goes on
 to connect and is refused connect-timeout; every damaged copy is refused by its code first,
 within a subprocess timeout (a hang or a crash fails)."""
 
@@ -53,14 +54,34 @@ def body(d: Path) -> bytes:
     return (d / "manifest.txt").read_bytes().rsplit(b"sha256 ", 1)[0]
 
 
-def test_the_fixture_restores(exe, tmp_path):
-    assert restore(exe, copy(tmp_path), tmp_path).startswith("refused: connect-timeout: ")
+@pytest.mark.parametrize("fixture", ["lsq-star-v2", "lsq-star-v2-one-writer"])
+def test_the_fixture_restores(exe, tmp_path, fixture):
+    d = tmp_path / "ck" / "ckpt-2"
+    shutil.copytree(FIXTURE.parent / fixture, d)
+    assert restore(exe, d, tmp_path).startswith("refused: connect-timeout: ")
 
 
 def test_a_nul_byte_before_a_matching_sha256_line_is_a_malformed_manifest(exe, tmp_path):
     d = copy(tmp_path)
     resign(d / "manifest.txt", body(d)[:-1] + b"\0\n")
-    assert restore(exe, d, tmp_path) == f"refused: checkpoint-manifest: {d / 'manifest.txt'} line 17: holds a NUL byte"
+    assert restore(exe, d, tmp_path) == f"refused: checkpoint-manifest: {d / 'manifest.txt'} line 19: holds a NUL byte"
+
+
+@pytest.mark.parametrize("item", ["version", "identity", "learner", "inputs", "contract", "layout", "owners"])
+def test_an_item_given_twice_is_refused_by_restore_and_inspect(exe, tmp_path, item):
+    """Re-signed, a manifest with one of its items twice: the restore took the last version
+    line (and the first learner line), the Python reader refused it; both refuse it now."""
+    from alphac.checkpoint import CheckpointError, verify
+
+    d = copy(tmp_path)
+    lines = body(d).decode().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if line.startswith(item + " "))
+    resign(d / "manifest.txt", "".join(lines[:at + 1] + lines[at:]).encode())
+    assert restore(exe, d, tmp_path) == \
+        f"refused: checkpoint-manifest: {d / 'manifest.txt'} line {at + 2}: an item given twice"
+    with pytest.raises(CheckpointError) as info:
+        verify(d)
+    assert (info.value.code, info.value.line) == ("checkpoint-manifest", at + 2)
 
 
 def test_a_fifo_as_a_shard_or_manifest_is_refused_not_waited_on(exe, tmp_path):

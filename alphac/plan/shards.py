@@ -167,14 +167,35 @@ def _space(dep: ir.Deployment, owner: int) -> str:
     return "device" if owner < len(dep.placement) and dep.placement[owner] == "sm86" else "host"
 
 
-def _replicated(dep: ir.Deployment, region: LogicalRegion, authority: int, runs) -> list[Fragment]:
-    """One authority; every other owner a persistent read-only mirror of the same version."""
+def _slice(runs, lo: int, hi: int) -> tuple[Run, ...]:
+    """The runs of the lo-th to the (hi-1)-th positions of `runs`, in their order (no arrays:
+    a region of 10**7 words split among 10,000 owners stays a few runs each)."""
+    out, at = [], 0
+    for start, step, count in runs:
+        a, b = max(lo - at, 0), min(hi - at, count)
+        if a < b:
+            out.append((start + a * step, step, b - a))
+        at += count
+    return tuple(out)
+
+
+def _replicated(dep: ir.Deployment, region: LogicalRegion, runs, writers) -> list[Fragment]:
+    """Every owner holds all of `runs`' positions; the owners in `writers` split them into
+    contiguous blocks of ceil(W / len(writers)) positions in the runs' order, the j-th writer
+    the authority of the j-th block (the words its checkpoint shard holds) and every owner a
+    persistent read-only mirror, of the same version, of the positions it does not write."""
+    total = sum(c for _, _, c in runs)
+    block = -(-total // len(writers))
     out = []
     for o in range(dep.owners):
-        if o == authority:
-            out.append(Fragment(o, _space(dep, o), runs))
-        else:
-            out.append(Fragment(o, _space(dep, o), runs, "persistent", False, region.version))
+        lo = hi = 0
+        if o in writers:
+            j = writers.index(o)
+            lo, hi = min(j * block, total), min((j + 1) * block, total)
+            out.append(Fragment(o, _space(dep, o), _slice(runs, lo, hi)))
+        if o not in writers or hi - lo < total:
+            out.append(Fragment(o, _space(dep, o), _slice(runs, 0, lo) + _slice(runs, hi, total),
+                                "persistent", False, region.version))
     return out
 
 
@@ -182,11 +203,16 @@ def learner_shard_maps(dep: ir.Deployment, authority: int = 0,
                        layout: OwnerLayout | None = None) -> tuple[ShardMap, ...]:
     """The parameters' and the optimizer state's shard maps under the deployment's partitioning.
 
-    Replicated regions have one authority (the tree's root, which compares the replicas
-    before publishing) and read-only mirrors. Partitioned regions give each owner the words
-    the owner layout (`layout`, else the deployment's) says it holds; under parameter
-    partitioning every owner also holds a read replica of the whole parameter vector for
-    the length of one update."""
+    A replicated region is held whole by every owner, and written by all of them: owner o
+    is the authority of its block of ceil(W / n) consecutive words (docs/checkpoints.md),
+    so each owner writes and hashes about 1/n of a checkpoint, and mirrors the rest; the
+    replicas hold the same words because the tree's root compares their digest before
+    publishing. The few shared words of a partitioned state (an optimizer's powers) have
+    one authority (`authority`, the tree's root), every other owner a mirror: split, they
+    would cost fragments and save nothing. Partitioned regions give
+    each owner the words the owner layout (`layout`, else the deployment's) says it holds;
+    under parameter partitioning every owner also holds a read replica of the whole
+    parameter vector for the length of one update."""
     layout = OwnerLayout.of(dep) if layout is None else layout
     learner, n = dep.learner, dep.owners
     k, m = layout.k, layout.m  # words: a binary32 learner's pack two values each
@@ -201,13 +227,13 @@ def learner_shard_maps(dep: ir.Deployment, authority: int = 0,
             frags.append(Fragment(o, _space(dep, o), ((0, 1, k),) if k else (), "update", False,
                                   params.version))
     else:
-        frags = _replicated(dep, params, authority, ((0, 1, k),) if k else ())
+        frags = _replicated(dep, params, ((0, 1, k),) if k else (), range(n))
     maps = [ShardMap(params, tuple(frags))]
     if m == 0:
         return tuple(maps)
     state = LogicalRegion(learner.name, "state", m, rep)
     if not layout.optimizer_state:
-        maps.append(ShardMap(state, tuple(_replicated(dep, state, authority, ((0, 1, m),)))))
+        maps.append(ShardMap(state, tuple(_replicated(dep, state, ((0, 1, m),), range(n)))))
         return tuple(maps)
     frags = []
     for o in range(n):
@@ -216,6 +242,6 @@ def learner_shard_maps(dep: ir.Deployment, authority: int = 0,
     if layout.shared_state:
         # the shared words as listed: a word listed twice is held twice
         shared_runs = runs_of(list(layout.shared_state))
-        frags.extend(_replicated(dep, state, authority, shared_runs))
+        frags.extend(_replicated(dep, state, shared_runs, (authority,)))
     maps.append(ShardMap(state, tuple(frags)))
     return tuple(maps)

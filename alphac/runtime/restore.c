@@ -185,18 +185,30 @@ static int grow(void **arr, int64_t n, int64_t *cap, size_t size) {
     return 1;
 }
 
-/* One item line (NUL-terminated, without its LF) into m; 0 when it is malformed. */
+/* The items a manifest has at most one of, each a bit of `have` (version and identity first:
+   a manifest must have both). */
+static const char *const ONCE[] = {"version", "identity", "learner", "inputs", "contract", "layout", "owners",
+                                   "resumed-from"};
+
+/* One item line (NUL-terminated, without its LF) into m: 1; 0 when it is malformed; -1 when
+   it is an item given twice, refused as the Python reader refuses it (of two version lines
+   the restore kept the last, where `alphac inspect` refused the manifest). */
 static int parse_item(struct manifest *m, const char *p, int64_t *have, int64_t cap[3]) {
     struct fields f = {p, 1};
     size_t n;
     const char *key = field(&f, &n);
 #define IS(k) (n == strlen(k) && !strncmp(key, k, n))
+    for (int64_t j = 0; j < (int64_t)(sizeof ONCE / sizeof ONCE[0]); j++)
+        if (IS(ONCE[j])) {
+            if (*have & (INT64_C(1) << j)) return -1;
+            *have |= INT64_C(1) << j;
+        }
     if (IS("version")) {
-        m->version = (uint64_t)number(&f), *have |= 1;
+        m->version = (uint64_t)number(&f);
     } else if (IS("identity")) {
         const char *s = field(&f, &n);
         if (n != 16 || !hex(s, n)) return 0;
-        m->identity = strtoull(s, NULL, 16), *have |= 2;
+        m->identity = strtoull(s, NULL, 16);
     } else if (IS("shard")) {
         if (!grow((void **)&m->shards, m->nshards, &cap[0], sizeof *m->shards)) return 0;
         struct shard *s = &m->shards[m->nshards];
@@ -274,13 +286,15 @@ static int parse(struct rt *rt, struct manifest *m) {
         const char *end = memchr(p, '\n', (size_t)(trailer - p)); /* found: trailer[-1] is an LF */
         char *text = strndup(p, (size_t)(end - p));
         if (!text) return rt_fail(rt, RT_IO_ERROR, "out of memory");
-        int auth = m->auth, ok = !auth && parse_item(m, text, &have, cap); /* only the trailer follows auth */
-        if (ok && m->auth && !auth) m->auth_at = (size_t)(p - m->text);
+        int auth = m->auth, ok = auth ? 0 : parse_item(m, text, &have, cap); /* only the trailer follows auth */
+        if (ok > 0 && m->auth && !auth) m->auth_at = (size_t)(p - m->text);
         free(text);
-        if (!ok) return bad(rt, m, line + 1, auth ? "a line after the auth line" : "unknown or malformed item");
+        if (ok <= 0)
+            return bad(rt, m, line + 1, auth ? "a line after the auth line" : ok ? "an item given twice"
+                                                                              : "unknown or malformed item");
         p = end + 1;
     }
-    if (have != 3) return bad(rt, m, line, "no version or identity line");
+    if ((have & 3) != 3) return bad(rt, m, line, "no version or identity line");
     return RT_OK;
 }
 
