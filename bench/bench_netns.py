@@ -161,7 +161,10 @@ def main() -> None:
     peers.add_option(ap)
     args = ap.parse_args()
     if os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("tc"):
-        sys.exit("bench_netns: needs root and iproute2 (ip, tc)")
+        # said, not failed: `make bench` runs every benchmark, and this one needs what
+        # another user may not have
+        print("bench_netns: not run: it needs root and iproute2 (ip, tc)")
+        return
     owners = [int(x) for x in args.owners.split(",")]
     words = [int(float(x)) for x in args.k.split(",")]
     delay = args.delay or None
