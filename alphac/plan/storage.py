@@ -16,8 +16,8 @@ coordinates, and (partitioned state) an even k and shared state values in pairs;
 layout is then the declared one over words (`word_partitioning`).
 
 `check` holds a deployment to those rules and refuses what binary32 storage does not build
-yet (`binary32-unsupported`); `pack` and `unpack` move between binary64 words of binary32
-values and packed words. Nothing here runs at binary64 precision on behalf of a kernel:
+yet (`binary32-unsupported`); `pack` turns binary64 words of binary32 values into packed
+words (the oracle unpacks them on its own, alphac/oracle/words.py). Nothing here runs at binary64 precision on behalf of a kernel:
 packing is a change of representation, exact by the checks.
 """
 
@@ -39,10 +39,6 @@ def format_of(dep: ir.Deployment) -> str:
     return dep.contract.profile.format
 
 
-def values_per_word(fmt: str) -> int:
-    return FORMATS[fmt]
-
-
 def words(count: int, fmt: str) -> int:
     """Words holding `count` values of format `fmt`."""
     per = FORMATS[fmt]
@@ -58,18 +54,12 @@ def binary32_exact(words) -> np.ndarray:
 
 def pack(values, fmt: str) -> np.ndarray:
     """The packed words (uint64) of `values`, binary64 words of values of format `fmt`."""
-    a = np.ascontiguousarray(np.asarray(values, dtype=np.uint64).reshape(-1))
-    if fmt == "binary64":
-        return a
-    narrow = a.view(np.float64).astype(np.float32)
-    if narrow.size % 2:
-        narrow = np.concatenate([narrow, np.zeros(1, dtype=np.float32)])
-    return np.ascontiguousarray(narrow).view("<u8").astype(np.uint64)
+    return pack_rows(np.asarray(values, dtype=np.uint64).reshape(1, -1), fmt).reshape(-1)
 
 
 def pack_rows(rows, fmt: str) -> np.ndarray:
-    """An (N, s) matrix of binary64 words packed row by row: (N, words(s)) words, each row
-    padded as `pack` pads."""
+    """An (N, s) matrix of binary64 words packed row by row: (N, words(s)) words, a row of
+    odd length padded with +0.0."""
     a = np.asarray(rows, dtype=np.uint64)
     if fmt == "binary64":
         return a
@@ -77,15 +67,6 @@ def pack_rows(rows, fmt: str) -> np.ndarray:
     if narrow.shape[1] % 2:
         narrow = np.concatenate([narrow, np.zeros((narrow.shape[0], 1), dtype=np.float32)], axis=1)
     return np.ascontiguousarray(narrow).view("<u8").astype(np.uint64)
-
-
-def unpack(packed, count: int, fmt: str) -> np.ndarray:
-    """The binary64 words (uint64) of the first `count` values held in `packed`."""
-    a = np.ascontiguousarray(np.asarray(packed, dtype=np.uint64).reshape(-1))
-    if fmt == "binary64":
-        return a[:count].copy()
-    wide = a.astype("<u8").view(np.float32)[:count].astype(np.float64)
-    return wide.view(np.uint64).copy()
 
 
 def word_counts(dep: ir.Deployment) -> tuple[int, int, int]:
