@@ -27,8 +27,8 @@ from alphac.oracle.combine import Mass, _same, combine, deliver_to_next, mean, m
 from alphac.oracle.layout import owned_coordinates, param_coordinates, state_offsets
 from alphac.oracle.refusal import Refusal, Site
 from alphac.oracle.tree import combine_tree, leaves as tree_leaves
-from alphac.oracle.words import (bits_of, digest, floats, narrow32, storage_floats, storage_words,
-                                 to_float)
+from alphac.oracle.words import (bits_of, digest, floats, narrow32, storage_count, storage_floats,
+                                 storage_words, to_float)
 
 ENGINES = ("auto", "scalar", "vector", "numba")
 FORMATS = ("binary64", "binary32")  # storage formats (docs/oracle.md, "binary32 learners")
@@ -307,8 +307,7 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
         first = int(first)
         if first < 0:
             raise ValueError(f"the start version must be >= 0, not {first}")
-        want = (len(storage_words(np.zeros(L.k, dtype=np.uint64), fmt)),
-                len(storage_words(np.zeros(L.m, dtype=np.uint64), fmt)))
+        want = (storage_count(L.k, fmt), storage_count(L.m, fmt))
         if (len(start_params), len(start_state)) != want:
             raise Refusal("checkpoint-learner-mismatch",
                           f"the checkpoint holds {len(start_params)} parameter and {len(start_state)} "

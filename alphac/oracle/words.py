@@ -34,6 +34,11 @@ def narrow32(values) -> np.ndarray:
         return np.asarray(values, dtype=np.float64).astype(np.float32).astype(np.float64)
 
 
+def storage_count(values: int, fmt: str) -> int:
+    """How many words hold `values` values: each its own (binary64), two a word (binary32)."""
+    return values if fmt == "binary64" else (values + 1) // 2
+
+
 def storage_words(bits: np.ndarray, fmt: str) -> np.ndarray:
     """The words the executables hold for the values whose binary64 words are `bits`: the
     same words (binary64), or their float32 bytes two to a word, the odd last one padded
@@ -41,7 +46,7 @@ def storage_words(bits: np.ndarray, fmt: str) -> np.ndarray:
     bits = np.ascontiguousarray(bits, dtype=np.uint64).reshape(-1)
     if fmt == "binary64":
         return bits
-    halves = np.zeros(2 * ((bits.size + 1) // 2), dtype="<f4")
+    halves = np.zeros(2 * storage_count(bits.size, fmt), dtype="<f4")
     halves[:bits.size] = bits.view(np.float64)
     return halves.view("<u8").astype(np.uint64)
 
