@@ -44,7 +44,7 @@ setup:
 	@$(call apt_install,$(ARM64_PACKAGES))
 	@[ -x $(PY) ] || (echo "setup: creating $(VENV)" && $(PYTHON) -m venv $(VENV))
 	@# the editable install must point at this tree (a clone elsewhere must not run another copy)
-	@cd / && $(abspath $(PY)) -c "import lark, click, llvmlite, elftools, numba, mpmath, gmpy2, cryptography, pytest, hypothesis, numpy, wheel, jsonschema" 2>/dev/null \
+	@cd / && $(abspath $(PY)) -c "import lark, click, llvmlite, elftools, numba, mpmath, gmpy2, cryptography, pytest, hypothesis, numpy, wheel, jsonschema, xdist" 2>/dev/null \
 	  && $(abspath $(PY)) -m pip show nvidia-cuda-nvdisasm >/dev/null 2>&1 \
 	  && $(abspath $(PY)) -m pip show alphac 2>/dev/null | grep -qx "Editable project location: $(CURDIR)" \
 	  || (cd $(CURDIR) && $(PY) -m pip install -q -e '.[test]')
@@ -52,14 +52,18 @@ setup:
 demo: setup
 	$(PY) -m alphac.demo $(DEMO_SPEC)
 
+# `make test` runs the suite in TEST_JOBS processes (pytest-xdist): most tests wait on owner
+# processes, sockets and compilers, so two share a core well. This machine's cores, at
+# least 2 and at most 4 unless given (TEST_JOBS=1 runs one process).
+TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -lt 2 ] && n=2; [ $$n -gt 4 ] && n=4; echo $$n)
 test: setup
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_JOBS)
 
 # The sweeps marked `exhaustive` (every spec x partitioning x tree, every spec at every CPU
 # level, every explicit tree over 3 and 4 owners); `make test` runs a representative subset of
 # each. About 13.5 minutes on 2 cores.
 test-exhaustive: setup
-	$(PY) -m pytest -q -p no:cacheprovider -m exhaustive
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_JOBS) -m exhaustive
 
 # Tests marked `gpu` need an NVIDIA GPU and libcuda.so.1 (scripts/gpu-gates; skipped without).
 test-gpu: setup

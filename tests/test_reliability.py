@@ -126,7 +126,7 @@ def _value(count=2) -> fr.Frame:
 
 # -- injection -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("peer_key", [os.urandom(32), None])
+@pytest.mark.parametrize("peer_key", [os.urandom(32), None], ids=["another-key", "no-key"])
 def test_a_peer_without_the_key_cannot_get_a_contribution_accepted(peer_key):
     """The peer knows the protocol identity (it is public) but not the run's key."""
     run = Owners("nokey", owners=[0, 2, 3])
