@@ -261,7 +261,7 @@ def build(plan: "Plan", role: str, target: str, out_dir: "str | os.PathLike",
     from alphac.codegen.module import kernel_module
     from alphac.image.metadata import metadata_for
     from alphac.targets import TargetError, compile_object, levels, link_bytes, load_target, runtime_object
-    from alphac.targets.runtime import SANITIZE, data_object
+    from alphac.targets.runtime import SANITIZE, data_object, libraries_object
 
     the_target = levels.at_level(load_target(target), cpu)
     if sanitize and (the_target.runner or the_target.host):
@@ -271,6 +271,7 @@ def build(plan: "Plan", role: str, target: str, out_dir: "str | os.PathLike",
     meta = metadata_for(plan, role, target, the_target.triple, levels.record(the_target))
     obj = compile_object(kernel_module(the_image, meta), the_target)
     runtime = runtime_object(target, pic=shared, sanitize=sanitize)
+    libraries = libraries_object(the_target, runtime)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     name = executable_name(plan, role, target, cpu)
@@ -288,7 +289,7 @@ def build(plan: "Plan", role: str, target: str, out_dir: "str | os.PathLike",
         data.mkdir()
         blob = data_object(the_target, "alphac_image", the_image.encode(), data)
         device = _device_objects(plan, the_image, the_target, data) if the_target.host else []
-        link_bytes(obj, the_target, partial, extra=(runtime, blob, *device))
+        link_bytes(obj, the_target, partial, extra=(runtime, blob, *device, *filter(None, [libraries])))
         os.replace(partial, exe)
     finally:
         _remove_staging(staging)

@@ -41,6 +41,16 @@ def cache_dir() -> Path:
     return Path(base) / "alphac"
 
 
+def file_identity(path: str | os.PathLike | None) -> str:
+    """A file as a cache key names it: its path, size, modification time and inode (a
+    library or tool upgraded in place is another file), or its path and "absent"."""
+    try:
+        st = os.stat(path) if path else None
+    except OSError:
+        st = None
+    return f"{path}:{st.st_size}:{st.st_mtime_ns}:{st.st_ino}" if st else f"{path}:absent"
+
+
 def store_kept(path: Path, data: bytes, kept: int) -> None:
     """Write `data` at `path` whole (staged beside it, then renamed), then keep the newest
     `kept` files of its directory with its suffix. Best effort: a cache that cannot be

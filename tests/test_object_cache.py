@@ -67,3 +67,47 @@ def test_beyond_the_cap_the_oldest_objects_are_removed(tmp_path, monkeypatch):
     llvm.compile_object(_module(), X86)
     names = [p.name for p in _objects(tmp_path)]
     assert len(names) == 2 and "old.o" in names and "older.o" not in names
+
+
+# -- the executable store (alphac.targets.native.stored_link) ------------------------------
+
+def _main_object(tmp_path: Path, value: int) -> Path:
+    import subprocess
+
+    src = tmp_path / f"m{value}.c"
+    src.write_text(f"int main(void) {{ return {value}; }}\n")
+    subprocess.run(["cc", "-c", str(src), "-o", str(tmp_path / f"m{value}.o")], check=True)
+    return tmp_path / f"m{value}.o"
+
+
+def test_a_link_is_stored_once_and_copied_after_with_the_same_bytes(tmp_path, monkeypatch):
+    import subprocess
+
+    from alphac.targets import native
+
+    monkeypatch.setenv("ALPHAC_CACHE", str(tmp_path / "cache"))
+    backend = native.NativeBackend(X86)
+    obj = _main_object(tmp_path, 7)
+    first = native.stored_link(backend, [obj], tmp_path / "first")
+    [kept] = sorted(native.store_dir().glob("*.exe"))
+    calls = []
+    monkeypatch.setattr(native.NativeBackend, "link", lambda self, o, e: (calls.append(e), e.write_bytes(b"linked")))
+    second = native.stored_link(backend, [obj], tmp_path / "second")
+    assert calls == [] and second.read_bytes() == first.read_bytes() == kept.read_bytes()
+    assert os.access(second, os.X_OK) and subprocess.run([str(second)]).returncode == 7
+    # other object bytes: another key, linked (here: the stand-in records the call)
+    native.stored_link(backend, [_main_object(tmp_path, 8)], tmp_path / "third")
+    assert calls == [tmp_path / "third"]
+
+
+def test_an_unwritable_store_links_every_time(tmp_path, monkeypatch):
+    import subprocess
+
+    from alphac.targets import native
+
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    monkeypatch.setenv("ALPHAC_CACHE", str(blocked))
+    backend = native.NativeBackend(X86)
+    exe = native.stored_link(backend, [_main_object(tmp_path, 3)], tmp_path / "exe")
+    assert subprocess.run([str(exe)]).returncode == 3 and blocked.read_text() == "not a directory"

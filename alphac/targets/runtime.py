@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 from alphac.image.cheader import HEADER_NAME, runtime_header
-from alphac.resources import cache_dir, data_path
+from alphac.resources import cache_dir, data_path, file_identity
 from alphac.targets.target import Target, TargetError
 
 FLAGS = ("-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off", "-fno-fast-math",
@@ -166,6 +166,48 @@ def runtime_object(target: Target, pic: bool = False, sanitize: bool = False) ->
     return out
 
 
+def libraries_object(target: Target, runtime: Path) -> Path | None:
+    """The members of the target's libraries (`libs`) that the runtime object `runtime`
+    uses, linked once into one relocatable object and cached beside it; None for a target
+    without libraries. An executable's link then finds every symbol the runtime needs
+    defined instead of searching the archive again (the link still names the libraries)."""
+    if not target.libs:
+        return None
+    for lib in target.libs:
+        if not os.path.isfile(lib):
+            raise TargetError("library-missing", f"{lib}: not found (needed to link for {target.name})")
+    key = hashlib.sha256(runtime.name.encode())
+    for part in (*target.cc, *map(file_identity, target.libs)):
+        key.update(b"\0" + part.encode())
+    out = runtime.with_name(f"{runtime.stem}-libs-{key.hexdigest()[:20]}.o")
+    if out.is_file():
+        return out
+    wanted = [f"-Wl,-u,{name}" for name in _undefined(runtime)]
+    with tempfile.TemporaryDirectory(prefix="alphac-libs-") as tmp:
+        _run([*target.cc, "-r", "-nostdlib", "-o", "libs.o", *wanted, *target.libs], tmp)
+        fd, staged_name = tempfile.mkstemp(prefix=out.name, dir=out.parent)
+        os.close(fd)
+        try:
+            shutil.copyfile(Path(tmp, "libs.o"), staged_name)
+            os.replace(staged_name, out)
+        except BaseException:
+            Path(staged_name).unlink(missing_ok=True)
+            raise
+    return out
+
+
+def _undefined(obj: Path) -> list[str]:
+    """The symbols `obj` needs and does not define (not those it refers to weakly), sorted."""
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import SymbolTableSection
+
+    with obj.open("rb") as f:
+        names = {sym.name for sec in ELFFile(f).iter_sections() if isinstance(sec, SymbolTableSection)
+                 for sym in sec.iter_symbols()
+                 if sym.name and sym["st_shndx"] == "SHN_UNDEF" and sym["st_info"]["bind"] == "STB_GLOBAL"}
+    return sorted(names)
+
+
 # The role image goes in as data assembled by the target's C compiler: `.incbin` copies the
 # bytes, however many, where an LLVM constant of them would be text many times their size.
 _IMAGE_ASM = """\
@@ -191,7 +233,8 @@ def data_object(target: Target, symbol: str, data: bytes, directory: str | os.Pa
     d = Path(directory)
     (d / f"{symbol}.bin").write_bytes(data)
     flags = "" if section == ".rodata" else ',"a",%progbits'
-    (d / f"{symbol}.S").write_text(_IMAGE_ASM.format(symbol=symbol, file=f"{symbol}.bin",
+    # `.s`, not `.S`: the assembler alone, no preprocessor pass
+    (d / f"{symbol}.s").write_text(_IMAGE_ASM.format(symbol=symbol, file=f"{symbol}.bin",
                                                      section=section + flags))
-    _run([*target.cc, "-c", f"{symbol}.S", "-o", f"{symbol}.o"], str(d))
+    _run([*target.cc, "-c", f"{symbol}.s", "-o", f"{symbol}.o"], str(d))
     return d / f"{symbol}.o"
