@@ -260,8 +260,9 @@ def build(plan: "Plan", role: str, target: str, out_dir: "str | os.PathLike",
 
     from alphac.codegen.module import kernel_module
     from alphac.image.metadata import metadata_for
-    from alphac.targets import TargetError, compile_object, levels, link_bytes, load_target, runtime_object
-    from alphac.targets.runtime import SANITIZE, data_object, libraries_object
+    from alphac.targets import (TargetError, compile_object, levels, libraries_object, link_bytes, load_target,
+                                runtime_object)
+    from alphac.targets.runtime import SANITIZE, data_object
 
     the_target = levels.at_level(load_target(target), cpu)
     if sanitize and (the_target.runner or the_target.host):

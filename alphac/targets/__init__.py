@@ -3,6 +3,7 @@
     compile_object(module, target) -> bytes       target: a Target or its name
     link(objects, target, exe_path) -> Path
     runtime_object(target) -> Path                 the C role runtime, compiled and cached
+    libraries_object(target, runtime) -> Path|None  the members of the libraries it uses
 """
 
 from __future__ import annotations
@@ -47,5 +48,13 @@ def runtime_object(target: "Target | str", pic: bool = False, sanitize: bool = F
     return build(target if isinstance(target, Target) else load_target(target), pic, sanitize)
 
 
-__all__ = ["Target", "TargetError", "compile_object", "link", "link_bytes", "load_target",
-           "runtime_object", "target_names"]
+def libraries_object(target: Target, runtime: Path) -> "Path | None":
+    """The members of `target`'s libraries the runtime object uses, linked once (cached;
+    see alphac.targets.runtime); None for a target without libraries."""
+    from alphac.targets.runtime import libraries_object as build
+
+    return build(target, runtime)
+
+
+__all__ = ["Target", "TargetError", "compile_object", "libraries_object", "link", "link_bytes",
+           "load_target", "runtime_object", "target_names"]
