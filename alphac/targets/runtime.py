@@ -153,17 +153,22 @@ def runtime_object(target: Target, pic: bool = False, sanitize: bool = False) ->
         # one compiler per unit, several at once (device/x.c becomes device/x.o beside it)
         _run_all([[*target.cc, *flags, "-c", unit, "-o", unit[:-2] + ".o"] for unit in units], tmp)
         _run([*target.cc, "-r", "-nostdlib", "-o", OBJECT, *(u[:-2] + ".o" for u in units)], tmp)
-        # another build may finish the same object meanwhile: both have the same bytes
-        fd, staged_name = tempfile.mkstemp(prefix=out.name, dir=out.parent)
-        os.close(fd)
-        staged = Path(staged_name)
-        try:
-            shutil.copyfile(Path(tmp, OBJECT), staged)
-            os.replace(staged, out)
-        except BaseException:  # also an interrupt: no stray copy is left in the cache
-            staged.unlink(missing_ok=True)
-            raise
+        _install(Path(tmp, OBJECT), out)
     return out
+
+
+def _install(built: Path, out: Path) -> None:
+    """`built` copied to the cache's `out` whole (staged beside it, then renamed): another
+    build may finish the same object meanwhile, and both have the same bytes."""
+    fd, staged_name = tempfile.mkstemp(prefix=out.name, dir=out.parent)
+    os.close(fd)
+    staged = Path(staged_name)
+    try:
+        shutil.copyfile(built, staged)
+        os.replace(staged, out)
+    except BaseException:  # also an interrupt: no stray copy is left in the cache
+        staged.unlink(missing_ok=True)
+        raise
 
 
 def libraries_object(target: Target, runtime: Path) -> Path | None:
@@ -185,14 +190,7 @@ def libraries_object(target: Target, runtime: Path) -> Path | None:
     wanted = [f"-Wl,-u,{name}" for name in _undefined(runtime)]
     with tempfile.TemporaryDirectory(prefix="alphac-libs-") as tmp:
         _run([*target.cc, "-r", "-nostdlib", "-o", "libs.o", *wanted, *target.libs], tmp)
-        fd, staged_name = tempfile.mkstemp(prefix=out.name, dir=out.parent)
-        os.close(fd)
-        try:
-            shutil.copyfile(Path(tmp, "libs.o"), staged_name)
-            os.replace(staged_name, out)
-        except BaseException:
-            Path(staged_name).unlink(missing_ok=True)
-            raise
+        _install(Path(tmp, "libs.o"), out)
     return out
 
 
