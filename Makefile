@@ -54,14 +54,15 @@ demo: setup
 
 # `make test` runs the suite in TEST_JOBS processes (pytest-xdist): most tests wait on owner
 # processes, sockets and compilers, so two share a core well. This machine's cores, at
-# least 2 and at most 4 unless given (TEST_JOBS=1 runs one process).
+# least 2 and at most 4 unless given (TEST_JOBS=1: one worker process).
 TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -lt 2 ] && n=2; [ $$n -gt 4 ] && n=4; echo $$n)
 test: setup
 	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_JOBS)
 
 # The sweeps marked `exhaustive` (every spec x partitioning x tree, every spec at every CPU
 # level, every explicit tree over 3 and 4 owners); `make test` runs a representative subset of
-# each. About 13.5 minutes on 2 cores.
+# each. About 13.5 minutes on 2 cores in one process (measured before the sweeps ran in
+# TEST_JOBS processes; not measured since).
 test-exhaustive: setup
 	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_JOBS) -m exhaustive
 
