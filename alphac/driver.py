@@ -290,7 +290,7 @@ def build(plan: "Plan", role: str, target: str, out_dir: "str | os.PathLike",
         data.mkdir()
         blob = data_object(the_target, "alphac_image", the_image.encode(), data)
         device = _device_objects(plan, the_image, the_target, data) if the_target.host else []
-        link_bytes(obj, the_target, partial, extra=(runtime, blob, *device, *filter(None, [libraries])))
+        link_bytes(obj, the_target, partial, extra=(runtime, blob, *device, *libraries))
         os.replace(partial, exe)
     finally:
         _remove_staging(staging)

@@ -3,7 +3,7 @@
     compile_object(module, target) -> bytes       target: a Target or its name
     link(objects, target, exe_path) -> Path
     runtime_object(target) -> Path                 the C role runtime, compiled and cached
-    libraries_object(target, runtime) -> Path|None  the members of the libraries it uses
+    libraries_object(target, runtime) -> (Path,)   the members of the libraries it uses
 """
 
 from __future__ import annotations
@@ -48,9 +48,9 @@ def runtime_object(target: "Target | str", pic: bool = False, sanitize: bool = F
     return build(target if isinstance(target, Target) else load_target(target), pic, sanitize)
 
 
-def libraries_object(target: Target, runtime: Path) -> "Path | None":
+def libraries_object(target: Target, runtime: Path) -> "tuple[Path, ...]":
     """The members of `target`'s libraries the runtime object uses, linked once (cached;
-    see alphac.targets.runtime); None for a target without libraries."""
+    see alphac.targets.runtime): that object, or none for a target without libraries."""
     from alphac.targets.runtime import libraries_object as build
 
     return build(target, runtime)

@@ -2,6 +2,7 @@
 
     describe(path) -> {metadata, machine, elf_type, static, size, device}     TargetError
     read_metadata(path) -> dict                                       TargetError
+    global_symbols(path) -> (defined, undefined)     of an object or executable
 
 The section holds the plan, contract and target of one (role, target) executable as sorted
 UTF-8 JSON (alphac.image.metadata), a record of format FORMAT. Errors:
@@ -64,3 +65,20 @@ def describe(path: "str | os.PathLike") -> dict:
 def read_metadata(path: "str | os.PathLike") -> dict:
     """The embedded JSON record of an executable."""
     return describe(path)["metadata"]
+
+
+def global_symbols(path: "str | os.PathLike") -> tuple[set[str], set[str]]:
+    """The names of the global symbols an ELF file defines, and of those it uses without
+    defining (weak references are neither)."""
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import SymbolTableSection
+
+    defined: set[str] = set()
+    undefined: set[str] = set()
+    with Path(path).open("rb") as f:
+        for sec in ELFFile(f).iter_sections():
+            if isinstance(sec, SymbolTableSection):
+                for sym in sec.iter_symbols():
+                    if sym.name and sym["st_info"]["bind"] == "STB_GLOBAL":
+                        (undefined if sym["st_shndx"] == "SHN_UNDEF" else defined).add(sym.name)
+    return defined, undefined

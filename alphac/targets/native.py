@@ -63,9 +63,7 @@ class NativeBackend:
         if not self.linker_available():
             raise TargetError("linker-missing",
                               f"{self.target.linker[0]}: not found (needed to link for {self.name})")
-        for lib in self.target.libs:
-            if not os.path.isfile(lib):
-                raise TargetError("library-missing", f"{lib}: not found (needed to link for {self.name})")
+        self.target.check_libraries()
         command = self.target.link_command(objects, exe)
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=LINK_TIMEOUT_S)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from alphac.image.cheader import HEADER_NAME, runtime_header
 from alphac.resources import cache_dir, data_path, file_identity
+from alphac.targets.elf import global_symbols
 from alphac.targets.target import Target, TargetError
 
 FLAGS = ("-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off", "-fno-fast-math",
@@ -171,39 +172,25 @@ def _install(built: Path, out: Path) -> None:
         raise
 
 
-def libraries_object(target: Target, runtime: Path) -> Path | None:
+def libraries_object(target: Target, runtime: Path) -> tuple[Path, ...]:
     """The members of the target's libraries (`libs`) that the runtime object `runtime`
-    uses, linked once into one relocatable object and cached beside it; None for a target
-    without libraries. An executable's link then finds every symbol the runtime needs
+    uses, linked once into one relocatable object and cached beside it: that object, or
+    none for a target without libraries. An executable's link then finds every symbol the runtime needs
     defined instead of searching the archive again (the link still names the libraries)."""
     if not target.libs:
-        return None
-    for lib in target.libs:
-        if not os.path.isfile(lib):
-            raise TargetError("library-missing", f"{lib}: not found (needed to link for {target.name})")
+        return ()
+    target.check_libraries()
     key = hashlib.sha256(runtime.name.encode())
     for part in (*target.cc, *map(file_identity, target.libs)):
         key.update(b"\0" + part.encode())
     out = runtime.with_name(f"{runtime.stem}-libs-{key.hexdigest()[:20]}.o")
     if out.is_file():
-        return out
-    wanted = [f"-Wl,-u,{name}" for name in _undefined(runtime)]
+        return (out,)
+    wanted = [f"-Wl,-u,{name}" for name in sorted(global_symbols(runtime)[1])]
     with tempfile.TemporaryDirectory(prefix="alphac-libs-") as tmp:
         _run([*target.cc, "-r", "-nostdlib", "-o", "libs.o", *wanted, *target.libs], tmp)
         _install(Path(tmp, "libs.o"), out)
-    return out
-
-
-def _undefined(obj: Path) -> list[str]:
-    """The symbols `obj` needs and does not define (not those it refers to weakly), sorted."""
-    from elftools.elf.elffile import ELFFile
-    from elftools.elf.sections import SymbolTableSection
-
-    with obj.open("rb") as f:
-        names = {sym.name for sec in ELFFile(f).iter_sections() if isinstance(sec, SymbolTableSection)
-                 for sym in sec.iter_symbols()
-                 if sym.name and sym["st_shndx"] == "SHN_UNDEF" and sym["st_info"]["bind"] == "STB_GLOBAL"}
-    return sorted(names)
+    return (out,)
 
 
 # The role image goes in as data assembled by the target's C compiler: `.incbin` copies the

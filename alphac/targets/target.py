@@ -74,6 +74,12 @@ class Target:
     def static(self) -> bool:
         return "-static" in self.linker
 
+    def check_libraries(self) -> None:
+        """TargetError `library-missing` for the first of `libs` that is not installed."""
+        for lib in self.libs:
+            if not os.path.isfile(lib):
+                raise TargetError("library-missing", f"{lib}: not found (needed to link for {self.name})")
+
     def link_command(self, objs, exe: str | os.PathLike) -> list[str]:
         """The linker's argument list for `objs` (one path or several, in order)."""
         objs = [objs] if isinstance(objs, (str, os.PathLike)) else list(objs)

@@ -11,6 +11,7 @@ import pytest
 
 from alphac import driver
 from alphac.targets import TargetError, load_target
+from alphac.targets.elf import global_symbols
 from alphac.targets.runtime import runtime_object, sources
 
 
@@ -58,34 +59,19 @@ def test_a_sanitized_build_is_refused_for_a_target_that_does_not_run_natively(tm
     assert (err.value.code, err.value.message) == ("target-not-buildable", "aarch64: a sanitized build runs natively only")
 
 
-def _symbols(obj: Path) -> tuple[set[str], set[str]]:
-    """(defined, undefined) global symbols of an object."""
-    from elftools.elf.elffile import ELFFile
-    from elftools.elf.sections import SymbolTableSection
-
-    defined, undefined = set(), set()
-    with obj.open("rb") as f:
-        for sec in ELFFile(f).iter_sections():
-            if isinstance(sec, SymbolTableSection):
-                for sym in sec.iter_symbols():
-                    if sym.name and sym["st_info"]["bind"] == "STB_GLOBAL":
-                        (undefined if sym["st_shndx"] == "SHN_UNDEF" else defined).add(sym.name)
-    return defined, undefined
-
-
 @pytest.mark.parametrize("name", ["x86_64", "aarch64"])
 def test_the_libraries_object_defines_what_the_runtime_takes_from_them_once(name):
     from alphac.targets.runtime import libraries_object
 
     t = load_target(name)
     runtime = runtime_object(t)
-    libs = libraries_object(t, runtime)
-    defined, _ = _symbols(libs)
-    _, wanted = _symbols(runtime)
+    (libs,) = libraries_object(t, runtime)
+    defined, _ = global_symbols(libs)
+    _, wanted = global_symbols(runtime)
     assert {"EVP_DigestInit_ex2", "EVP_DigestUpdate", "EVP_MD_CTX_new"} <= wanted & defined
-    assert not defined & _symbols(runtime)[0]  # the runtime's own code is not in it
+    assert not defined & global_symbols(runtime)[0]  # the runtime's own code is not in it
     stamp = libs.stat().st_mtime_ns
-    assert libraries_object(t, runtime) == libs and libs.stat().st_mtime_ns == stamp
+    assert libraries_object(t, runtime) == (libs,) and libs.stat().st_mtime_ns == stamp
 
 
 def test_a_missing_library_refuses_before_the_libraries_object(tmp_path):
