@@ -258,7 +258,9 @@ def build(plan: "Plan", role: str, target: str, out_dir: "str | os.PathLike",
     linked with AddressSanitizer and UBSan (alphac.targets.runtime.SANITIZE)."""
     from dataclasses import replace
 
-    from alphac.codegen.module import kernel_module
+    from alphac.codegen.module import IMAGE, METADATA, kernel_module
+    from alphac.image.metadata import SECTION as METADATA_SECTION
+    from alphac.image.metadata import encode as encode_metadata
     from alphac.image.metadata import metadata_for
     from alphac.targets import (TargetError, compile_object, levels, libraries_object, link_bytes, load_target,
                                 runtime_object)
@@ -270,7 +272,7 @@ def build(plan: "Plan", role: str, target: str, out_dir: "str | os.PathLike",
     _check_evidence(plan)
     the_image = image(plan, role, target, cpu)
     meta = metadata_for(plan, role, target, the_target.triple, levels.record(the_target))
-    obj = compile_object(kernel_module(the_image, meta), the_target)
+    obj = compile_object(kernel_module(the_image), the_target)
     runtime = runtime_object(target, pic=shared, sanitize=sanitize)
     libraries = libraries_object(the_target, runtime)
     out = Path(out_dir)
@@ -288,9 +290,11 @@ def build(plan: "Plan", role: str, target: str, out_dir: "str | os.PathLike",
         partial = staging / exe.name
         data = staging / "image"
         data.mkdir()
-        blob = data_object(the_target, "alphac_image", the_image.encode(), data)
-        device = _device_objects(plan, the_image, the_target, data) if the_target.host else []
-        link_bytes(obj, the_target, partial, extra=(runtime, blob, *device, *libraries))
+        parts = {IMAGE: (the_image.encode(), ".rodata"), METADATA: (encode_metadata(meta), METADATA_SECTION)}
+        if the_target.host:
+            parts.update(_device_parts(plan, the_image, the_target))
+        blob = data_object(the_target, parts, data)
+        link_bytes(obj, the_target, partial, extra=(runtime, blob, *libraries))
         os.replace(partial, exe)
     finally:
         _remove_staging(staging)
@@ -321,17 +325,17 @@ def _check_evidence(plan: "Plan") -> None:
                          "`alphac conform` with this alphac and name the record it prints")
 
 
-def _device_objects(plan: "Plan", the_image: "RoleImage", target, directory: Path) -> list[Path]:
-    """A device target's kernels as PTX, its cubin, and the device table, as data objects."""
+def _device_parts(plan: "Plan", the_image: "RoleImage", target) -> "dict[str, tuple[bytes, str]]":
+    """A device target's kernels as PTX, its cubin, and the device table, as data parts."""
     from alphac.codegen.device import check_supported, device_module, device_table
     from alphac.targets.llvm import compile_assembly
-    from alphac.targets.sm86 import assemble, device_objects
+    from alphac.targets.sm86 import assemble, device_parts
 
     check_supported(the_image)
     module, segs = device_module(the_image)
     ptx = compile_assembly(module, target)
     table = device_table(the_image, segs, plan.deployment.placement)
-    return device_objects(ptx, assemble(ptx, target), table, directory)
+    return device_parts(ptx, assemble(ptx, target), table)
 
 
 def _remove_staging(staging: Path) -> None:

@@ -16,7 +16,6 @@ from click.testing import CliRunner
 from alphac import driver
 from alphac.commands import main
 from alphac.codegen.module import kernel_module
-from alphac.image.metadata import metadata_for
 from alphac.launch.launcher import ensure_built, new_run_dir, run_plan
 from alphac.targets import compile_object, levels, llvm, load_target
 from alphac.targets.llvm import host_cpu
@@ -109,8 +108,7 @@ def _assert_no_fma(tmp_path: Path, level: str, plans: list) -> None:
             if "x86_64" not in {plan.deployment.placement[o] for o in
                                 next(r for r in plan.deployment.roles if r.name == role).owners}:
                 continue
-            module = kernel_module(driver.image(plan, role, "x86_64", level),
-                                   metadata_for(plan, role, "x86_64", target.triple, levels.record(target)))
+            module = kernel_module(driver.image(plan, role, "x86_64", level))
             obj = tmp_path / f"{stem}-{role}.o"
             obj.write_bytes(compile_object(module, target))
             found = _mnemonics(obj)

@@ -12,12 +12,14 @@ from click.testing import CliRunner
 from llvmlite import ir
 
 from alphac.commands import main
-from alphac.codegen.metadata import embed_metadata, encode
+from alphac.image.metadata import encode
 from alphac.targets.elf import SECTION, describe, read_metadata
 from alphac.ir import nodes as n
-from alphac.targets import compile_object, link_bytes
+from alphac.targets import compile_object, link_bytes, load_target
+from alphac.targets.runtime import data_object
 from alphac.targets.target import TargetError
 
+X86 = load_target("x86_64")
 HAVE_AARCH64 = shutil.which("aarch64-linux-gnu-gcc") is not None
 
 
@@ -108,31 +110,19 @@ def test_inspect_text_of_an_aarch64_executable(built):
 
 
 def _exe_with_section(tmp_path, payload: bytes | None):
+    """An executable of an empty `main`, with `payload` as its `.alphac` section (linked in
+    as data, as a build does), or without the section."""
     m = ir.Module("t")
     i32 = ir.IntType(32)
     f = ir.Function(m, ir.FunctionType(i32, []), "main")
     ir.IRBuilder(f.append_basic_block()).ret(ir.Constant(i32, 0))
-    if payload is not None:
-        arr = ir.ArrayType(ir.IntType(8), len(payload))
-        g = ir.GlobalVariable(m, arr, "alphac_metadata")
-        g.global_constant = True
-        g.section = SECTION
-        g.initializer = ir.Constant(arr, bytearray(payload))
-        used = ir.GlobalVariable(m, ir.ArrayType(ir.IntType(8).as_pointer(), 1), "llvm.used")
-        used.linkage = "appending"
-        used.section = "llvm.metadata"
-        used.initializer = ir.Constant(used.value_type, [g.bitcast(ir.IntType(8).as_pointer())])
-    return link_bytes(compile_object(m, "x86_64"), "x86_64", tmp_path / "exe")
+    extra = () if payload is None else (data_object(X86, {"alphac_metadata": (payload, SECTION)}, tmp_path),)
+    return link_bytes(compile_object(m, "x86_64"), "x86_64", tmp_path / "exe", extra)
 
 
 def test_embedded_dict_round_trips_byte_for_byte(tmp_path):
     meta = {"format": 1, "role": "wörker", "b": [1, 2], "a": {"z": 1, "y": None}}
-    m = ir.Module("t")
-    i32 = ir.IntType(32)
-    f = ir.Function(m, ir.FunctionType(i32, []), "main")
-    ir.IRBuilder(f.append_basic_block()).ret(ir.Constant(i32, 0))
-    embed_metadata(m, meta)
-    exe = link_bytes(compile_object(m, "x86_64"), "x86_64", tmp_path / "exe")
+    exe = _exe_with_section(tmp_path, encode(meta))
     assert read_metadata(exe) == meta
     assert encode(meta) == b'{"a":{"y":null,"z":1},"b":[1,2],"format":1,"role":"w\xc3\xb6rker"}'
     assert exe.read_bytes().count(encode(meta)) == 1

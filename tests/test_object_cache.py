@@ -9,8 +9,8 @@ from pathlib import Path
 
 from alphac import driver
 from alphac.codegen.module import kernel_module
-from alphac.image.metadata import metadata_for
 from alphac.targets import levels, llvm, load_target
+from alphac.targets.elf import describe
 
 SPEC = Path(__file__).resolve().parents[1] / "specs" / "lsq_plain_star.alpha"
 X86 = load_target("x86_64")
@@ -18,12 +18,25 @@ X86 = load_target("x86_64")
 
 def _module(target=X86):
     plan = driver.plan(driver.deployment(str(SPEC)))
-    return kernel_module(driver.image(plan, "worker", "x86_64", "baseline"),
-                         metadata_for(plan, "worker", "x86_64", target.triple, levels.record(target)))
+    return kernel_module(driver.image(plan, "worker", "x86_64", "baseline"))
 
 
 def _objects(cache: Path) -> list[Path]:
     return sorted((cache / "objects").glob("*.o"))
+
+
+def test_roles_with_the_same_kernels_compile_once(tmp_path, monkeypatch):
+    """The kernel module holds nothing of the role: the demo's coordinator and worker (the
+    same learner) build from one object, while their executables differ (image, record)."""
+    monkeypatch.setenv("ALPHAC_CACHE", str(tmp_path / "cache"))
+    plan = driver.plan(driver.deployment(str(SPEC.with_name("demo.alpha"))))
+    texts = {role: str(kernel_module(driver.image(plan, role, "x86_64", "baseline")))
+             for role in ("coordinator", "worker")}
+    assert texts["coordinator"] == texts["worker"]
+    exes = [driver.build(plan, role, "x86_64", tmp_path / "out") for role in ("coordinator", "worker")]
+    assert len(_objects(tmp_path / "cache")) == 1
+    assert exes[0].read_bytes() != exes[1].read_bytes()
+    assert [describe(e)["metadata"]["role"] for e in exes] == ["coordinator", "worker"]
 
 
 def test_an_object_is_emitted_once_and_read_back(tmp_path, monkeypatch):

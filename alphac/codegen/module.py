@@ -1,9 +1,10 @@
 """One role executable's llvmlite module, from its role image: the two program kernels
-(the owned update kernel for a partitioned learner), the arithmetic between them
-(arith.py), and the `.alphac` metadata section. (The image's own bytes are linked in as
-data: alphac.targets.runtime.data_object.)
+(the owned update kernel for a partitioned learner) and the arithmetic between them
+(arith.py). The image's own bytes and the `.alphac` metadata record are linked in as data
+(alphac.targets.runtime.data_object, symbols IMAGE and METADATA), so the module holds
+nothing of the role: roles with the same kernels compile to one cached object.
 
-    kernel_module(image, metadata) -> ir.Module
+    kernel_module(image) -> ir.Module
 
 Symbols the runtime links against: alphac_contribution, alphac_update (and their
 `_labels`), alphac_update_owner (partitioned learners), the arith kernels. For an
@@ -24,14 +25,14 @@ from alphac.codegen.types import I64
 CONTRIBUTION = "alphac_contribution"
 UPDATE = "alphac_update"
 IMAGE = "alphac_image"
+METADATA = "alphac_metadata"
 
 
-def kernel_module(image, metadata: dict | None = None) -> ir.Module:
-    """Everything of the executable that llvmlite emits (not yet stamped with a triple)."""
-    from alphac.codegen.metadata import embed_metadata
-
+def kernel_module(image) -> ir.Module:
+    """Everything of the executable that llvmlite emits (not yet stamped with a triple); its
+    name is fixed, so that its text is its kernels' alone."""
     k, s, m = image.k, image.s, image.m
-    module = ir.Module(name=f"{image.spec}-{image.role}-{image.target}")
+    module = ir.Module(name="alphac_kernels")
     per_input = "rule" if image.region else "contribution"
     emit_program(module, image.contribution, CONTRIBUTION,
                  program_regions(per_input, k, s, m, image.region), image.fmt)
@@ -44,6 +45,4 @@ def kernel_module(image, metadata: dict | None = None) -> ir.Module:
         owner = ir.GlobalVariable(module, I64, f"{UPDATE}_owner")
         owner.initializer = ir.Constant(I64, 0)
     emit_arith(module, image.fmt)
-    if metadata is not None:
-        embed_metadata(module, metadata)
     return module

@@ -1,6 +1,6 @@
 """The `.alphac` record of an executable: its plan, contract and target as sorted UTF-8 JSON
-(format FORMAT, in the ELF section SECTION). Built here from the plan; embedded by
-alphac.codegen.metadata, read back by alphac.targets.elf."""
+(format FORMAT, in the ELF section SECTION). Built here from the plan; linked in as
+data by the build (alphac.targets.runtime.data_object), read back by alphac.targets.elf."""
 
 from __future__ import annotations
 

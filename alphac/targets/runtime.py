@@ -195,7 +195,7 @@ def libraries_object(target: Target, runtime: Path) -> tuple[Path, ...]:
 
 # The role image goes in as data assembled by the target's C compiler: `.incbin` copies the
 # bytes, however many, where an LLVM constant of them would be text many times their size.
-_IMAGE_ASM = """\
+_DATA_ASM = """\
     .section {section}
     .balign 16
     .globl {symbol}
@@ -203,23 +203,27 @@ _IMAGE_ASM = """\
 {symbol}:
     .incbin "{file}"
     .size {symbol}, . - {symbol}
-    .section .note.GNU-stack,"",%progbits
 """
+_NO_EXEC_STACK = '    .section .note.GNU-stack,"",%progbits\n'
 
 
-def data_object(target: Target, symbol: str, data: bytes, directory: str | os.PathLike,
-                section: str = ".rodata") -> Path:
-    """An object defining the read-only, 16-byte aligned symbol `symbol` holding `data`,
-    written in `directory` (under fixed names, so builds stay reproducible), in `section`
-    (another name than .rodata: a section of its own, which `alphac inspect` reads back)."""
+def data_object(target: Target, parts: "dict[str, tuple[bytes, str]]", directory: str | os.PathLike,
+                name: str = "data") -> Path:
+    """One object defining, for each `symbol: (data, section)` of `parts`, the read-only,
+    16-byte aligned symbol holding `data` in `section` (.rodata, or a section of its own,
+    which `alphac inspect` reads back), assembled by one run of the target's C compiler;
+    written in `directory` under fixed names (`name`.s, `name`.o, SYMBOL.bin), so builds stay
+    reproducible."""
     if not target.cc:
         raise TargetError("compiler-missing", f"target {target.name} names no C compiler (cc)")
     compiler_version(target.cc)  # compiler-missing if it is not installed
     d = Path(directory)
-    (d / f"{symbol}.bin").write_bytes(data)
-    flags = "" if section == ".rodata" else ',"a",%progbits'
+    text = []
+    for symbol, (data, section) in parts.items():
+        (d / f"{symbol}.bin").write_bytes(data)
+        flags = "" if section == ".rodata" else ',"a",%progbits'
+        text.append(_DATA_ASM.format(symbol=symbol, file=f"{symbol}.bin", section=section + flags))
     # `.s`, not `.S`: the assembler alone, no preprocessor pass
-    (d / f"{symbol}.s").write_text(_IMAGE_ASM.format(symbol=symbol, file=f"{symbol}.bin",
-                                                     section=section + flags))
-    _run([*target.cc, "-c", f"{symbol}.s", "-o", f"{symbol}.o"], str(d))
-    return d / f"{symbol}.o"
+    (d / f"{name}.s").write_text("".join(text) + _NO_EXEC_STACK)
+    _run([*target.cc, "-c", f"{name}.s", "-o", f"{name}.o"], str(d))
+    return d / f"{name}.o"

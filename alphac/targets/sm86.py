@@ -5,7 +5,7 @@ also holds the CUDA driver side (alphac/runtime/device/).
 
     backend() -> DeviceBackend           compiles host objects and links like the host target
     assemble(ptx, target) -> bytes        the cubin; assembler-missing, assemble-failed
-    device_objects(ptx, cubin, table, directory) -> paths   the embedded data objects
+    device_parts(ptx, cubin, table) -> parts    the embedded blobs, for the data object
     nvdisasm() -> str | None              the SASS disassembler of the nvidia-cuda-nvdisasm package
 """
 
@@ -72,13 +72,11 @@ def blob(data: bytes) -> bytes:
     return struct.pack("<Q", len(data)) + data
 
 
-def device_objects(ptx: str, cubin: bytes, table: bytes, directory: str | os.PathLike) -> list[Path]:
-    """The data objects of the PTX, the cubin and the device table, each in its own section."""
-    from alphac.targets.runtime import data_object
-
-    host = load_target(load_target(NAME).host)
+def device_parts(ptx: str, cubin: bytes, table: bytes) -> "dict[str, tuple[bytes, str]]":
+    """The PTX, the cubin and the device table as data parts (symbol: (bytes, section)), each
+    in its own section, for the host executable's data object."""
     parts = {PTX: blob(ptx.encode() + b"\0"), CUBIN: blob(cubin), TABLE: table}
-    return [data_object(host, symbol, data, directory, SECTIONS[symbol]) for symbol, data in parts.items()]
+    return {symbol: (data, SECTIONS[symbol]) for symbol, data in parts.items()}
 
 
 def nvdisasm() -> str | None:
