@@ -198,3 +198,20 @@ def test_the_parser_s_tables_are_cached_whole_and_a_bad_cache_is_replaced(tmp_pa
         assert sorted(p.name for p in (tmp_path / "grammar").iterdir()) == [cached.name]
     finally:
         P.parser.cache_clear()
+
+
+def test_a_text_is_parsed_once_per_path_and_its_errors_every_time(monkeypatch):
+    from alphac.syntax import parse as module
+
+    calls = []
+    real = module._parse_text
+    monkeypatch.setattr(module, "_parse_text", lambda p, t: calls.append(p) or real(p, t))
+    text = "module Once\nvalue k : Nat = 3\n"
+    first = parse_text("once.alpha", text)
+    assert parse_text("once.alpha", text) is first and calls == ["once.alpha"]
+    other = parse_text("elsewhere.alpha", text)  # spans name the path: another AST
+    assert other is not first and other.span.file == "elsewhere.alpha"
+    assert parse_text("once.alpha", text + "\n") is not first and len(calls) == 3
+    for _ in range(2):
+        assert codes_of("module Broken\nvalue k : Nat =\n") == ["syntax-error"]
+    assert calls.count("t.alpha") == 2

@@ -232,8 +232,30 @@ def _translate(path: str, exc, text: str) -> CompileError:
     return _error("syntax-error", str(exc).splitlines()[0], Span(path, 1, 1))
 
 
+# Modules parsed in this process, by (path, text): the AST is immutable (frozen dataclasses
+# of tuples), so the std modules every spec imports are parsed once. A text that does not
+# parse is not kept (its error is raised afresh), nor one over PARSED_MAX_BYTES characters.
+_PARSED: "dict[tuple[str, str], ast.Module]" = {}
+PARSED_KEPT = 256
+PARSED_MAX_BYTES = 256 * 1024
+
+
 def parse_text(path: str, text: str) -> ast.Module:
-    """Parse `text` (named `path` in diagnostics) into an AST, or raise CompileError."""
+    """Parse `text` (named `path` in diagnostics) into an AST, or raise CompileError; the
+    same path and text give the same (kept) AST."""
+    if len(text) > PARSED_MAX_BYTES:
+        return _parse_text(path, text)
+    key = (path, text)
+    tree = _PARSED.pop(key, None)
+    if tree is None:
+        tree = _parse_text(path, text)
+        if len(_PARSED) >= PARSED_KEPT:
+            del _PARSED[next(iter(_PARSED))]  # the least recently used
+    _PARSED[key] = tree
+    return tree
+
+
+def _parse_text(path: str, text: str) -> ast.Module:
     from lark.exceptions import LarkError
 
     from alphac.syntax.transform import ToAst
