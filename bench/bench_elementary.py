@@ -1,5 +1,5 @@
 """Elementary-function benchmark: the kernels' exp, log, log1p, expm1, tanh and sigmoid
-(alphac/codegen/elementary.py: correctly rounded, or the declared algorithms, no libm) over
+(alphac/codegen/elementary/: correctly rounded, or the declared algorithms, no libm) over
 1e7 binary64 arguments, next to numpy's ufuncs (glibc's libm, or numpy's own SIMD loops
 where the CPU has them) on the same arguments, measured in the same run, interleaved
 round by round; nanoseconds per element, the medians of --repeat rounds.

@@ -17,6 +17,7 @@ import pytest
 from llvmlite import ir
 
 from alphac.codegen import elementary as el
+from alphac.codegen.elementary.vector import _counted_loop as counted_loop
 from alphac.oracle import elementary as ref
 from alphac.targets import compile_object, load_target
 
@@ -292,7 +293,7 @@ def _fast_phase(tmp_path, name: str):
         x = b.load(b.gep(xs, [i], source_etype=ir.DoubleType()), typ=ir.DoubleType())
         b.store(b.call(el.define_fast(module, name), [x]), b.gep(ys, [i], source_etype=ir.DoubleType()))
 
-    el._counted_loop(fn, b, count, one)
+    counted_loop(fn, b, count, one)
     b.ret_void()
     obj = tmp_path / f"probe_{name}.o"
     obj.write_bytes(compile_object(module, "x86_64"))

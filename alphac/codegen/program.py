@@ -23,7 +23,7 @@ Arithmetic carries no fast-math or `contract` flags; sqrt is llvm.sqrt.f64. `abs
 `copysign` are integer operations on the word's sign bit, comparisons `fcmp` (ordered: the
 operands are finite), `min`, `max` and `select` are `select` instructions over them: no
 intrinsic a target could lower to a library call, the same bits on every target. The
-elementary functions are calls of alphac/codegen/elementary.py's own functions, defined in
+elementary functions are calls of alphac/codegen/elementary's own functions, defined in
 the same module (no libm): the whole function in the scalar lowering, its branch-free fast
 phase in the fast one (NaN where its rounding test cannot decide, which marks the
 coordinate, so the scalar rerun gives the whole function's word).

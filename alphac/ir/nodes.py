@@ -163,7 +163,7 @@ class Local:
 
 
 UNARY_OPS = ("neg", "sqrt", "abs", "round32", "exp", "log", "log1p", "expm1", "sigmoid", "tanh")
-# The elementary functions (alphac/codegen/elementary.py, alphac/oracle/elementary.py): exp,
+# The elementary functions (alphac/codegen/elementary/, alphac/oracle/elementary.py): exp,
 # log, log1p and expm1 correctly rounded, sigmoid and tanh a declared algorithm of them.
 ELEMENTARY_OPS = ("exp", "log", "log1p", "expm1", "sigmoid", "tanh")
 BINARY_OPS = ("add", "sub", "mul", "div", "min", "max", "copysign")

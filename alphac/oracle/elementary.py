@@ -13,7 +13,7 @@ The values are transcendental except at the exact points exp(0) = 1, log(1) = 0,
 log1p(+-0) = +-0 and expm1(+-0) = +-0, which are returned exactly, so the loop ends.
 
 This module knows nothing of any kernel's algorithm: it is the reference the kernels
-(alphac/codegen/elementary.py) are compared with.
+(alphac/codegen/elementary/) are compared with.
 
 sigmoid and tanh are *declared algorithms*, exactly these binary64 steps, in this order
 (exp and expm1 the correctly rounded ones, every other operation an IEEE basic operation):

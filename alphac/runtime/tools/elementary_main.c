@@ -1,4 +1,4 @@
-/* A driver of the elementary-function kernels (alphac/codegen/elementary.py): reads
+/* A driver of the elementary-function kernels (alphac/codegen/elementary/): reads
  * binary64 words from stdin, applies the function named by argv[1] with the emitted
  * alphac_vNAME, writes the result words to stdout. It moves words only: every
  * floating-point operation is the kernel's. Used by `alphac conform --target` and the
