@@ -40,8 +40,8 @@ from llvmlite import ir
 
 from alphac.codegen.arith import BINARY64, _Fn
 from alphac.codegen.owned import _OwnedEmitter
-from alphac.codegen.program import _Emitter, _Var, _Checks, _Ctx, _count, \
-    fast_loop_ok, program_regions, _unsupported
+from alphac.codegen.expr import _Checks, _Ctx, _unsupported, _Var
+from alphac.codegen.program import _count, _Emitter, fast_loop_ok, program_regions
 from alphac.codegen.types import F64, I32, I64, PTR, VOID
 from alphac.image.image import ImageError
 from alphac.ir import nodes as n

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from alphac.codegen.program import _Ctx, _Checks, _count, _Emitter, _Var, program_regions
+from alphac.codegen.expr import _Checks, _Ctx, _Var
+from alphac.codegen.program import _count, _Emitter, program_regions
 from alphac.codegen.types import I64
 from alphac.diagnostics import CompileError, Diagnostic
 from alphac.ir import nodes as n
