@@ -1,0 +1,91 @@
+"""The code's size against its budgets: lines per concern and per source file.
+
+    python3 scripts/size.py [ROOT]
+
+Counts the lines (`wc -l`) of every Python and C source under ROOT/alphac (ROOT defaults
+to the checkout this script lies in) and prints, per concern, its lines against its budget,
+then every file over FILE_LIMIT. It exits 1 when a concern is over its ceiling or a file
+over its own: the ceiling is the budget, or, while the code is being brought under a
+budget, its size today, which may only come down: a ceiling above today's size is an error
+too (lower it to the size printed; remove it once under the budget), so that lines taken
+out stay out. Exit 0 otherwise. Uses nothing but the standard library, so it runs before
+`make setup`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+SUFFIXES = (".py", ".c", ".h")
+FILE_LIMIT = 500
+
+# concern -> (directory under the root, budget in lines)
+BUDGETS = {
+    "C runtime": ("alphac/runtime", 4600),
+    "code generator": ("alphac/codegen", 3000),
+}
+
+# Over the budget today: the ceiling each may not pass on the way down.
+CEILINGS = {
+    "C runtime": 5886,
+}
+FILE_CEILINGS = {
+    "alphac/check/programs.py": 826,
+    "alphac/launch/launcher.py": 808,
+    "alphac/runtime/restore.c": 730,
+    "alphac/check/values.py": 712,
+    "alphac/plan/protocol.py": 691,
+    "alphac/runtime/ops.c": 664,
+    "alphac/ir/nodes.py": 627,
+    "alphac/image/image.py": 584,
+    "alphac/launch/runner.py": 531,
+    "alphac/qualify/conform.py": 526,
+}
+
+
+def lines(path: Path) -> int:
+    with path.open("rb") as fh:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 16), b""))
+
+
+def sources(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.rglob("*") if p.suffix in SUFFIXES and p.is_file())
+
+
+def main(argv: list[str]) -> int:
+    root = Path(argv[1]) if len(argv) > 1 else Path(__file__).resolve().parents[1]
+    failed = []
+    print(f"{'concern':<16} {'lines':>6} {'budget':>7}")
+    for concern, (folder, budget) in BUDGETS.items():
+        total = sum(lines(p) for p in sources(root / folder))
+        ceiling = CEILINGS.get(concern, budget)
+        mark = "" if total <= budget else f"  over by {total - budget} (ceiling {ceiling})"
+        print(f"{concern:<16} {total:>6} {budget:>7}{mark}")
+        if total > ceiling:
+            failed.append(f"{concern}: {total} lines, above its ceiling of {ceiling}")
+        elif concern in CEILINGS and total < ceiling:
+            failed.append(f"{concern}: {total} lines; lower its ceiling ({ceiling}) to "
+                          f"{max(total, budget)}" + (" (the budget: remove it)" if total <= budget else ""))
+    over = [(lines(p), p.relative_to(root).as_posix()) for p in sources(root / "alphac")]
+    over = sorted((n, name) for n, name in over if n > FILE_LIMIT)
+    print(f"files over {FILE_LIMIT} lines: {len(over)}")
+    for n, name in reversed(over):
+        ceiling = FILE_CEILINGS.get(name, FILE_LIMIT)
+        print(f"  {n:>5}  {name}" + (f"  (ceiling {ceiling})" if name in FILE_CEILINGS else "  (new)"))
+        if n > ceiling:
+            failed.append(f"{name}: {n} lines, above its ceiling of {ceiling}")
+        elif n < ceiling:
+            failed.append(f"{name}: {n} lines; lower its ceiling ({ceiling}) to {n}")
+    for name in FILE_CEILINGS:
+        path = root / name
+        if not path.is_file() or lines(path) <= FILE_LIMIT:
+            now = "is gone" if not path.is_file() else f"has {lines(path)} lines"
+            failed.append(f"{name} {now}: remove its ceiling")
+    for message in failed:
+        print(f"size: error: {message}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
