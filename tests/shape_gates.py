@@ -37,7 +37,7 @@ def resume_across_instruction_sets(tmp_path, name: str, dep, version: int):
     it ends with the uninterrupted run's words; resumed on one owner holding every sample (a
     new contract) it equals the oracle of that schedule from the checkpoint's state.
     Returns the uninterrupted and the resumed comparisons."""
-    from alphac.launch import session
+    from alphac.testing import session
     from alphac.launch.launcher import compare, run_arguments
     from alphac.oracle import evaluate, start_of
 

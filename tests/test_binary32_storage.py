@@ -124,7 +124,7 @@ def test_adam_with_partitioned_moments_launches_and_resumes(tmp_path, deployment
 def test_the_other_trees_and_the_block_placement(case):
     """The sample tree (binary32 adds level by level), another hierarchy, and the block
     placement's ordered reduce-scatter over binary32 words, each equal to the oracle."""
-    from alphac.launch import session
+    from alphac.testing import session
     from alphac.launch.launcher import compare
 
     never = n.Checkpoint()

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from alphac.ir import nodes as N
-from alphac.launch import session
+from alphac.testing import session
 
 K = 10**6
 MIB = 2**20

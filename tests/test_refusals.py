@@ -13,13 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from alphac.launch import frames, session
 from alphac.image.image import run_id_of
 from alphac.launch.commit import resolve
-from alphac.launch.frames import Frame
 from alphac.launch.launcher import new_run_dir
-from alphac.launch.roles import owner_exes, runner_for
+from alphac.launch.roles import runner_for
 from alphac.launch.runner import default_transport, free_ports, owner_argv, run_owners, write_peers, OwnerCommand
+from alphac.testing import frames, session
+from alphac.testing.frames import Frame
+from alphac.testing.outputs import refusal_code
+from alphac.testing.session import owner_exes
 
 SPECS = Path(__file__).resolve().parents[1] / "specs"
 
@@ -32,7 +34,7 @@ def _assert_nothing_published(run):
 
 
 def _codes(run):
-    return [oc.refusal_code() for oc in run.result.outcomes]
+    return [refusal_code(oc.stderr) for oc in run.result.outcomes]
 
 
 def test_star_owner_refuses_hierarchy_peers():
@@ -119,7 +121,7 @@ def test_bad_checksum_frame_refused():
         time.sleep(0.5)
 
     oc = _play("bad-checksum", act)
-    assert oc.refusal_code() == "frame-checksum", oc.stderr
+    assert refusal_code(oc.stderr) == "frame-checksum", oc.stderr
 
 
 def test_oversized_frame_refused_before_its_payload():
@@ -129,7 +131,7 @@ def test_oversized_frame_refused_before_its_payload():
         time.sleep(0.5)
 
     oc = _play("oversized", act)
-    assert oc.refusal_code() == "frame-oversized", oc.stderr
+    assert refusal_code(oc.stderr) == "frame-oversized", oc.stderr
 
 
 def test_stale_version_frame_refused():
@@ -141,7 +143,7 @@ def test_stale_version_frame_refused():
         time.sleep(0.5)
 
     oc = _play("stale-version", act)
-    assert oc.refusal_code() == "frame-version", oc.stderr
+    assert refusal_code(oc.stderr) == "frame-version", oc.stderr
 
 
 def test_update_overflow_refused_as_non_finite_on_every_owner():
@@ -212,7 +214,7 @@ def test_each_wrong_header_field_refused_by_its_code(code, mutate):
         time.sleep(0.5)
 
     oc = _play(code, act)
-    assert oc.refusal_code() == code, oc.stderr
+    assert refusal_code(oc.stderr) == code, oc.stderr
 
 
 def test_launch_reports_that_the_oracle_refuses_the_same_way(tmp_path):

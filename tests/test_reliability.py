@@ -23,14 +23,15 @@ import pytest
 
 from alphac import wire
 from alphac.image.image import run_id_of
-from alphac.launch import frames as fr
-from alphac.launch import session
 from alphac.launch.commit import resolve, staged_path
 from alphac.launch.launcher import compare, new_run_dir, write_key
-from alphac.launch.roles import owner_exes, runner_for
+from alphac.launch.roles import runner_for
 from alphac.launch.runner import (SHM_DIR, default_transport, free_ports, owner_argv, remove_segments,
                                   write_peers)
 from alphac.plan.protocol import OP_CODE
+from alphac.testing import frames as fr
+from alphac.testing import session
+from alphac.testing.session import owner_exes
 
 SPECS = Path(__file__).resolve().parents[1] / "specs"
 SPEC = f"{SPECS}/lsq_plain_star.alpha"

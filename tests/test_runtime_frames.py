@@ -1,4 +1,4 @@
-"""Refusals executed by real owners: a Python peer (alphac.launch.frames) sends frames with
+"""Refusals executed by real owners: a Python peer (alphac.testing.frames) sends frames with
 one defect each; a peer built for the other topology; a killed, silent or absent peer.
 Every refusing owner exits 1 with its code and publishes nothing."""
 
@@ -12,7 +12,7 @@ import pytest
 
 from alphac import wire
 from alphac.image.image import run_id_of
-from alphac.launch import frames as fr
+from alphac.testing import frames as fr
 from alphac.ir import nodes as n
 from test_runtime_support import HAVE_AARCH64, Run, build, deployment, plan_of, refusal_code, run_dir, word
 

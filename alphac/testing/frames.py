@@ -1,7 +1,7 @@
 """The wire format of the executables' frames, in Python: encode, decode, checksum.
 
-Used by tests that play a misbehaving peer against a real owner, and by tools that read
-frames off a socket. The constants are the wire table `alphac.wire`, which the C runtime's
+Used by tests that play a misbehaving peer against a real owner (the executables speak
+the format in C). The constants are the wire table `alphac.wire`, which the C runtime's
 generated header is made from. The layout is the executable contract (docs/runtime.md): all words
 are u64 little-endian; 8 header words, the payload, then one checksum word: the payload
 hashed in LANES independent FNV-1a lanes, the lanes folded into one word, then the 8
