@@ -6,19 +6,15 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
-import struct
 
 import pytest
+from alphac.ir.words import to_float as f64
 
 SWAP = {"x86_64": "aarch64", "aarch64": "x86_64"}  # the other instruction set
 
 needs_qemu = pytest.mark.skipif(shutil.which("qemu-aarch64") is None
                                 or shutil.which("aarch64-linux-gnu-gcc") is None,
                                 reason="qemu-aarch64 / aarch64-linux-gnu-gcc not installed")
-
-
-def f64(bits: int) -> float:
-    return struct.unpack("<d", struct.pack("<Q", bits))[0]
 
 
 def one_owner(dep):

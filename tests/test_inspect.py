@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import struct
 
 import numpy as np
 import pytest
@@ -17,12 +16,9 @@ from alphac.targets.elf import SECTION, describe, read_metadata
 from alphac.ir import nodes as n
 from alphac.targets import compile_object, link_bytes
 from alphac.targets.target import TargetError
+from alphac.ir.words import to_bits as word
 
 HAVE_AARCH64 = shutil.which("aarch64-linux-gnu-gcc") is not None
-
-
-def word(x: float) -> int:
-    return struct.unpack("<Q", struct.pack("<d", x))[0]
 
 
 def small_deployment(topology=None, placement=("x86_64", "aarch64", "x86_64", "aarch64"),

@@ -10,7 +10,6 @@ independent numpy learner."""
 
 from __future__ import annotations
 
-import struct
 import subprocess
 from pathlib import Path
 
@@ -56,6 +55,7 @@ def network_spec(samples=SAMPLES, initial=INITIAL, updates=3) -> str:
                       for o in samples)
     return f"""module Net
 import Learning.Deployment
+from alphac.ir.words import to_bits as word
 
 value h : Nat = {H}
 value d : Nat = {D}
@@ -138,10 +138,6 @@ def deployment(tmp_path, **kw) -> n.Deployment:
     path = tmp_path / "net.alpha"
     path.write_text(network_spec(**kw))
     return load_deployment(str(path))
-
-
-def word(x: float) -> int:
-    return struct.unpack("<Q", struct.pack("<d", x))[0]
 
 
 # ----------------------------------------------------------------------------- a reference

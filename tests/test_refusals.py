@@ -6,7 +6,6 @@ import dataclasses
 import os
 import signal
 import socket
-import struct
 import subprocess
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ from alphac.testing import frames, session
 from alphac.testing.frames import Frame
 from alphac.testing.outputs import refusal_code
 from alphac.testing.session import owner_exes
+from alphac.ir.words import to_bits
 
 SPECS = Path(__file__).resolve().parents[1] / "specs"
 
@@ -148,7 +148,7 @@ def test_stale_version_frame_refused():
 
 def test_update_overflow_refused_as_non_finite_on_every_owner():
     dep = session.deployment(SPEC)
-    huge = struct.unpack("<Q", struct.pack("<d", 1e308))[0]
+    huge = to_bits(1e308)
     bad = dataclasses.replace(dep, learner=dataclasses.replace(dep.learner, rate=huge))
     run = session.run("overflow", bad, timeout_ms=5000, deadline_s=30)
     assert not run.result.timed_out
@@ -224,7 +224,7 @@ def test_launch_reports_that_the_oracle_refuses_the_same_way(tmp_path):
     from alphac.launch.launcher import launch
 
     dep = session.deployment(SPEC)
-    huge = struct.unpack("<Q", struct.pack("<d", 1e308))[0]
+    huge = to_bits(1e308)
     bad = dataclasses.replace(dep, learner=dataclasses.replace(dep.learner, rate=huge))
     report = launch(bad, out_dir=tmp_path, deadline_s=30, timeout_ms=5000)
     assert not report.match

@@ -30,10 +30,11 @@ APART = {("oracle", "plan"), ("targets", "codegen")}
 # out; each applies only to the importing modules named. (None at present.)
 KNOWN: dict[tuple[str, str], tuple[str, ...]] = {}
 
-# What a command may import: the driver, diagnostics, the plan's renderers, launch (which
-# runs the owners and itself builds through the driver) and qualify (which launches).
+# What a command may import: the driver, diagnostics, the plan's renderers, the one
+# word <-> float conversion (to show words), launch (which runs the owners and itself builds
+# through the driver) and qualify (which launches).
 COMMAND_IMPORTS = ("alphac", "alphac.commands", "alphac.driver", "alphac.diagnostics",
-                   "alphac.plan.render", "alphac.launch", "alphac.qualify")
+                   "alphac.plan.render", "alphac.ir.words", "alphac.launch", "alphac.qualify")
 
 
 def module_name(path: Path) -> str:

@@ -32,7 +32,6 @@ coordinate, so the scalar rerun gives the whole function's word).
 from __future__ import annotations
 
 import os
-import struct
 from dataclasses import dataclass
 
 from llvmlite import ir
@@ -41,6 +40,7 @@ from alphac.diagnostics import NO_SPAN, CompileError, Diagnostic, Span
 from alphac.codegen import elementary
 from alphac.codegen.types import F32, F64, I1, I64, I8, PTR
 from alphac.ir import nodes as n
+from alphac.ir.words import to_bits, to_float
 
 
 EXP_MASK = 0x7FF0000000000000
@@ -52,7 +52,7 @@ CHUNK = 512
 
 
 def f64_const(bits: int) -> ir.Constant:
-    return ir.Constant(F64, struct.unpack("<d", struct.pack("<Q", bits))[0])
+    return ir.Constant(F64, to_float(bits))
 
 
 def is_finite_bits(bits: int) -> bool:
@@ -403,7 +403,7 @@ class _Emitter:
 
     def nonfinite(self, value: ir.Value) -> ir.Value:
         if isinstance(value, ir.Constant):
-            bits = struct.unpack("<Q", struct.pack("<d", value.constant))[0]
+            bits = to_bits(value.constant)
             return ir.Constant(I1, 0 if is_finite_bits(bits) else 1)
         b = self.b
         word = b.bitcast(value, I64)
