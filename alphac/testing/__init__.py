@@ -3,7 +3,7 @@ a peer that speaks the frame wire format, builds cached per process, owner outpu
 written from Python, and reading an owner's refusal. It may import any stage; no stage
 imports it (tests/test_structure.py).
 
-    frames    the frame wire format in Python (a test acts as a misbehaving peer)
+    frames    the frame wire format in Python, and connecting to a real owner (a test plays a peer)
     session   builds cached per process, and one executable per owner
     outputs   an owner's output file as an executable writes it; its refusal code
 """
