@@ -8,6 +8,7 @@ import dataclasses
 import shutil
 
 import pytest
+
 from alphac.ir.words import to_float as f64
 
 SWAP = {"x86_64": "aarch64", "aarch64": "x86_64"}  # the other instruction set

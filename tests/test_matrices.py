@@ -20,6 +20,7 @@ from llvmlite import ir
 from alphac.check import check_file, load_deployment
 from alphac.codegen.program import emit_program, fast_loop_ok, program_regions, statement_labels
 from alphac.ir import nodes as n
+from alphac.ir.words import to_bits as word
 from alphac.oracle import Refusal, evaluate
 from alphac.oracle.refusal import Site
 from alphac.oracle.scalar import run_program
@@ -55,7 +56,6 @@ def network_spec(samples=SAMPLES, initial=INITIAL, updates=3) -> str:
                       for o in samples)
     return f"""module Net
 import Learning.Deployment
-from alphac.ir.words import to_bits as word
 
 value h : Nat = {H}
 value d : Nat = {D}
