@@ -1,7 +1,8 @@
 """The data shipped inside the package: the grammar (`alphac/syntax/alpha.lark`), the std
 library (`alphac/std/`) and the target descriptions (`alphac/targets/*.toml`); where
 alphac caches what it compiles (`cache_dir`, `store_kept`); and how a file someone else may
-have placed (a run's outputs, a checkpoint's files) is opened (`open_regular`).
+have placed (a run's outputs, a checkpoint's files) is opened (`open_regular`) and hashed
+(`sha256_file`).
 
 They are found with `importlib.resources`, never relative to a source tree, so a regular
 (non-editable) install works from any directory.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import errno
+import hashlib
 import os
 import stat
 import tempfile
@@ -106,3 +108,13 @@ def open_regular(path: str | Path, follow_links: bool = True):
         os.close(fd)
         raise
     return os.fdopen(fd, "rb")
+
+
+def sha256_file(path: str | Path) -> str:
+    """The sha256 of a regular file's bytes, in hex, read a MiB at a time (NotRegular, as
+    open_regular, for anything else)."""
+    h = hashlib.sha256()
+    with open_regular(path) as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

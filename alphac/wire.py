@@ -1,7 +1,7 @@
 """The executables' wire vocabulary, written once: frame magic and header words, frame kinds,
 the checksum's constants, output-file magic, and the order in which a receiver checks a
 frame. The C runtime gets it as a generated header (`alphac.image.cheader`); the Python
-codec (`alphac.launch.frames`) and the planner's identity read it here, so they cannot drift.
+codec (`alphac.testing.frames`) and the planner's identity read it here, so they cannot drift.
 
 docs/runtime.md is the contract these words implement.
 """

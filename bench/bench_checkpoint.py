@@ -40,7 +40,6 @@ import json
 import os
 import shutil
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -54,10 +53,6 @@ GB = 1e9
 
 # ----------------------------------------------------------------------------- the learner
 
-def _bits(x: float) -> int:
-    return struct.unpack("<Q", struct.pack("<d", x))[0]
-
-
 def learner(k: int):
     """Adam over k coordinates, m = 2k + 2; contribution g[i] = w[i] * x (sample width 1).
 
@@ -66,32 +61,23 @@ def learner(k: int):
     import numpy as np
 
     from alphac.ir import nodes as N
-
-    def c(x):
-        return N.Const(_bits(x))
-
-    def s(base, var=None):
-        return N.SlotRef(N.Index(base, var))
-
-    def b(op, lhs, rhs):
-        return N.Binary(op, lhs, rhs)
+    from alphac.ir.builders import C, S, add, assign, bits, div, mul, sqrt, sub
 
     contribution = N.Program(2 * k + 1, (N.Loop("i", 0, k, (
-        N.Assign(N.Index(k + 1, "i"), b("mul", s(0, "i"), s(k)), label="g[i]"),)),))
+        assign(k + 1, mul(S(0, "i"), S(k)), "i", "g[i]"),)),))
     w, m1, v, p1, p2, mean, rate = 0, k, 2 * k, 3 * k, 3 * k + 1, 3 * k + 2, 4 * k + 2
-    new_m1 = b("add", b("mul", c(0.9), s(m1, "i")), b("mul", c(0.1), s(mean, "i")))
-    new_v = b("add", b("mul", c(0.999), s(v, "i")),
-              b("mul", c(0.001), b("mul", s(mean, "i"), s(mean, "i"))))
-    m_hat = b("div", s(m1, "i"), b("sub", c(1.0), s(p1)))
-    v_hat = b("div", s(v, "i"), b("sub", c(1.0), s(p2)))
-    step = b("div", b("mul", s(rate), m_hat), b("add", N.Unary("sqrt", v_hat), c(1e-8)))
+    new_m1 = add(mul(C(0.9), S(m1, "i")), mul(C(0.1), S(mean, "i")))
+    new_v = add(mul(C(0.999), S(v, "i")), mul(C(0.001), mul(S(mean, "i"), S(mean, "i"))))
+    m_hat = div(S(m1, "i"), sub(C(1.0), S(p1)))
+    v_hat = div(S(v, "i"), sub(C(1.0), S(p2)))
+    step = div(mul(S(rate), m_hat), add(sqrt(v_hat), C(1e-8)))
     update = N.Program(4 * k + 3, (
-        N.Assign(N.Index(p1), b("mul", s(p1), c(0.9)), label="p1"),
-        N.Assign(N.Index(p2), b("mul", s(p2), c(0.999)), label="p2"),
+        assign(p1, mul(S(p1), C(0.9)), label="p1"),
+        assign(p2, mul(S(p2), C(0.999)), label="p2"),
         N.Loop("i", 0, k, (
-            N.Assign(N.Index(m1, "i"), new_m1, label="m1[i]"),
-            N.Assign(N.Index(v, "i"), new_v, label="v[i]"),
-            N.Assign(N.Index(w, "i"), b("sub", s(w, "i"), step), label="w[i]"),
+            assign(m1, new_m1, "i", "m1[i]"),
+            assign(v, new_v, "i", "v[i]"),
+            assign(w, sub(S(w, "i"), step), "i", "w[i]"),
         )),
     ))
     w0 = np.linspace(-1.0, 1.0, k).view(np.uint64)
@@ -99,7 +85,7 @@ def learner(k: int):
     state0[2 * k:] = 1.0  # the bias-correction powers start at 1
     rows = np.array([[x] for x in (0.5, 0.25, 1.0, 2.0)]).view(np.uint64)
     return N.Learner("checkpoint_bench", k, 1, 2 * k + 2, contribution, update, N.Words(w0),
-                     N.Words(state0.view(np.uint64)), _bits(0.001),
+                     N.Words(state0.view(np.uint64)), bits(0.001),
                      N.Samples(1, (1,) * OWNERS, rows))
 
 
@@ -124,10 +110,11 @@ def deployment(lrn, layout: str, checkpoint: bool, topology: str):
 def run_owners_once(dep, exes, work: Path, updates: int, extra: tuple[str, ...]) -> float:
     """Every owner of `dep` once: the slowest owner's wall seconds. The owners' output files
     are checked committed but not read back into Python (they hold every word)."""
-    from alphac.launch import session
     from alphac.launch.commit import resolve
-    from alphac.launch.roles import owner_exes, runner_for
+    from alphac.launch.roles import runner_for
     from alphac.launch.runner import OwnerCommand, free_ports, owner_argv, run_owners, write_peers
+    from alphac.testing import session
+    from alphac.testing.session import owner_exes
 
     run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=work))
     try:
@@ -376,7 +363,7 @@ def rate(size: float, seconds: float) -> float:
 
 def bench(args) -> None:
     from alphac.checkpoint import verify
-    from alphac.launch import session
+    from alphac.testing import session
 
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="alphac-ckbench-"))
     base.mkdir(parents=True, exist_ok=True)

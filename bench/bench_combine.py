@@ -51,7 +51,6 @@ import json
 import os
 import resource
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -74,25 +73,20 @@ import peers  # noqa: E402
 TRANSPORTS = ("tcp", "shm")
 
 from alphac.ir import nodes as N  # noqa: E402
-
-def _bits(x: float) -> int:
-    return struct.unpack("<Q", struct.pack("<d", x))[0]
+from alphac.ir.builders import S, assign, bits, mul, sub  # noqa: E402
 
 
 def learner(k: int, owners: int) -> N.Learner:
     """One sample per owner: x = 0.5, 0.25, 1.0, 2.0, 0.5, ..."""
-    i = N.Index(0, "i")
-    mul = N.Binary("mul", N.SlotRef(i), N.SlotRef(N.Index(k)))
     contribution = N.Program(2 * k + 1, (N.Loop("i", 0, k, (
-        N.Assign(N.Index(k + 1, "i"), mul, label="c[i]"),)),))
-    step = N.Binary("sub", N.SlotRef(i), N.Binary("mul", N.SlotRef(N.Index(2 * k)),
-                                                  N.SlotRef(N.Index(k, "i"))))
-    update = N.Program(2 * k + 1, (N.Loop("i", 0, k, (N.Assign(i, step, label="w[i]"),)),))
+        assign(k + 1, mul(S(0, "i"), S(k)), "i", "c[i]"),)),))
+    step = sub(S(0, "i"), mul(S(2 * k), S(k, "i")))
+    update = N.Program(2 * k + 1, (N.Loop("i", 0, k, (assign(0, step, "i", "w[i]"),)),))
     w0 = np.linspace(-1.0, 1.0, k).view(np.uint64)
     xs = [(0.5, 0.25, 1.0, 2.0)[o % 4] for o in range(owners)]
     rows = np.array([[x] for x in xs]).view(np.uint64)
     return N.Learner("combine_bench", k, 1, 0, contribution, update, N.Words(w0), N.Words(()),
-                     _bits(0.01), N.Samples(1, (1,) * owners, rows))
+                     bits(0.01), N.Samples(1, (1,) * owners, rows))
 
 
 def deployment(k: int, owners: int, topology, blocks: bool = False) -> N.Deployment:
@@ -201,7 +195,7 @@ class Case:
     last: object = None
 
     def time(self, updates: int) -> None:
-        from alphac.launch import session
+        from alphac.testing import session
 
         r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         run = session.run(self.key, self.dep, exes=self.exes, updates=updates,
@@ -245,7 +239,7 @@ def cases_for(k: int, owners: int, transports: list[str], updates: int, baseline
     """The variants timed at (owners, k): each tree over each transport, without and with a
     key, and the baseline revision's executables of each tree over TCP; at 1
     owner, the solo deployment."""
-    from alphac.launch import session
+    from alphac.testing import session
 
     if owners == 1:
         dep, t0 = solo(k), time.monotonic()
@@ -271,7 +265,7 @@ _EXPECTED: dict[tuple[str, int], object] = {}  # the oracle's result per (deploy
 
 
 def verdict(case: Case) -> str:
-    from alphac.launch import session
+    from alphac.testing import session
     from alphac.launch.launcher import compare
     from alphac.oracle import evaluate
 

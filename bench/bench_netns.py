@@ -115,7 +115,7 @@ def alphac_seconds(dep, exes, updates: int) -> tuple[float, object]:
     from alphac.launch.launcher import KEY_NAME, PlanRun, run_outputs, settled, write_key
     from alphac.launch.roles import role_table
     from alphac.launch.runner import OwnerCommand, owner_argv, run_owners
-    from alphac.launch.session import new_run_dir, root
+    from alphac.testing.session import new_run_dir, root
 
     run_dir = new_run_dir(root(), f"{dep.name}-netns")
     peers_file = run_dir / "netns.peers"
@@ -173,7 +173,7 @@ def main() -> None:
               f"without the {delay} delay")
         delay = None
     why = peers.missing(args.peer_python, "torch.distributed")
-    from alphac.launch import session
+    from alphac.testing import session
     from alphac.launch.launcher import compare
     from alphac.ir import nodes as N
     from alphac.oracle import evaluate

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -23,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from alphac.ir.nodes import (
-    Assign, Binary, Checkpoint, Const, Contract, Deployment, Index, Learner, Let, Local, Loop,
-    Partitioning, Program, Role, Samples, SlotRef, Star, Sum, Unary, Words)
+from alphac.ir.builders import C, S, add, assign, bits, div, mul, sqrt, sub
+from alphac.ir.nodes import (Checkpoint, Contract, Deployment, Learner, Let, Local, Loop, Partitioning, Program,
+                             Role, Samples, Star, Sum, Words)
 from alphac.oracle import evaluate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,54 +42,36 @@ print(time.perf_counter() - t0, t0 - t)
 """
 
 
-def word(x: float) -> int:
-    return struct.unpack("<Q", struct.pack("<d", x))[0]
-
-
-def c(x: float) -> Const:
-    return Const(word(x))
-
-
-def s(base: int, var: str | None = None) -> SlotRef:
-    return SlotRef(Index(base, var))
-
-
-def b(op: str, lhs, rhs) -> Binary:
-    return Binary(op, lhs, rhs)
-
-
 def contribution(k: int) -> Program:
     # r = (Σ_j w[j] * x[j]) - y ; c[i] = r * x[i]
-    r = b("sub", Sum("j", 0, k, b("mul", s(0, "j"), s(k, "j"))), s(2 * k))
+    r = sub(Sum("j", 0, k, mul(S(0, "j"), S(k, "j"))), S(2 * k))
     return Program(3 * k + 1, (Let("r", r), Loop("i", 0, k, (
-        Assign(Index(2 * k + 1, "i"), b("mul", Local("r"), s(k, "i")), label="c[i]"),)),))
+        assign(2 * k + 1, mul(Local("r"), S(k, "i")), "i", "c[i]"),)),))
 
 
 def update(kind: str, k: int) -> tuple[Program, int]:
     if kind == "plain":
         rate = 2 * k
-        return Program(2 * k + 1, (Loop("i", 0, k, (Assign(
-            Index(0, "i"), b("sub", s(0, "i"), b("mul", s(rate), s(k, "i"))), label="w[i]"),)),)), 0
+        return Program(2 * k + 1, (Loop("i", 0, k, (
+            assign(0, sub(S(0, "i"), mul(S(rate), S(k, "i"))), "i", "w[i]"),)),)), 0
     if kind == "momentum":
         rate = 3 * k
         return Program(3 * k + 1, (Loop("i", 0, k, (
-            Assign(Index(k, "i"), b("add", b("mul", c(0.9), s(k, "i")), s(2 * k, "i")), label="v[i]"),
-            Assign(Index(0, "i"), b("sub", s(0, "i"), b("mul", s(rate), s(k, "i"))), label="w[i]"),
+            assign(k, add(mul(C(0.9), S(k, "i")), S(2 * k, "i")), "i", "v[i]"),
+            assign(0, sub(S(0, "i"), mul(S(rate), S(k, "i"))), "i", "w[i]"),
         )),)), k
     m1, m2, p1, p2, g, rate = k, 2 * k, 3 * k, 3 * k + 1, 3 * k + 2, 4 * k + 2
     body = (
-        Assign(Index(m1, "i"), b("add", b("mul", c(0.9), s(m1, "i")),
-                                 b("mul", b("sub", c(1.0), c(0.9)), s(g, "i"))), label="m1[i]"),
-        Assign(Index(m2, "i"), b("add", b("mul", c(0.999), s(m2, "i")), b("mul", b(
-            "mul", b("sub", c(1.0), c(0.999)), s(g, "i")), s(g, "i"))), label="m2[i]"),
-        Let("mh", b("div", s(m1, "i"), b("sub", c(1.0), s(p1)))),
-        Let("vh", b("div", s(m2, "i"), b("sub", c(1.0), s(p2)))),
-        Assign(Index(0, "i"), b("sub", s(0, "i"), b("div", b("mul", s(rate), Local("mh")), b(
-            "add", Unary("sqrt", Local("vh")), c(1e-8)))), label="w[i]"),
+        assign(m1, add(mul(C(0.9), S(m1, "i")), mul(sub(C(1.0), C(0.9)), S(g, "i"))), "i", "m1[i]"),
+        assign(m2, add(mul(C(0.999), S(m2, "i")), mul(mul(sub(C(1.0), C(0.999)), S(g, "i")), S(g, "i"))),
+               "i", "m2[i]"),
+        Let("mh", div(S(m1, "i"), sub(C(1.0), S(p1)))),
+        Let("vh", div(S(m2, "i"), sub(C(1.0), S(p2)))),
+        assign(0, sub(S(0, "i"), div(mul(S(rate), Local("mh")), add(sqrt(Local("vh")), C(1e-8)))), "i", "w[i]"),
     )
     return Program(4 * k + 3, (
-        Assign(Index(p1), b("mul", s(p1), c(0.9)), label="p1"),
-        Assign(Index(p2), b("mul", s(p2), c(0.999)), label="p2"),
+        assign(p1, mul(S(p1), C(0.9)), label="p1"),
+        assign(p2, mul(S(p2), C(0.999)), label="p2"),
         Loop("i", 0, k, body))), 2 * k + 2
 
 
@@ -103,7 +84,7 @@ def deployment(kind: str, k: int, samples: np.ndarray, shares) -> Deployment:
     L = Learner(
         name=f"bench_{kind}", k=k, s=k + 1, m=m, contribution=contribution(k), update=prog,
         initial=Words((rng.standard_normal(k) * 1e-3).view(np.uint64)),
-        initial_state=Words(state.view(np.uint64)), rate=word(1e-3),
+        initial_state=Words(state.view(np.uint64)), rate=bits(1e-3),
         samples=Samples(k + 1, tuple(shares), samples))
     n = len(shares)
     return Deployment(

@@ -7,35 +7,28 @@ left-deep tree), replicated and with optimizer-state partitioning; prints one ro
 from __future__ import annotations
 
 import argparse
-import struct
 import sys
 import time
 
 import numpy as np
 
-from alphac.ir.nodes import (Assign, Binary, Checkpoint, Contract, Deployment, ExplicitTree, Hierarchy,
-                             Index, Learner, Loop, Partitioning, Program, Role, Samples, SlotRef, Star,
-                             TreeBranch, TreeLeaf, Words)
+from alphac.ir.builders import S, add, assign, bits, mul, sub
+from alphac.ir.nodes import (Checkpoint, Contract, Deployment, ExplicitTree, Hierarchy, Learner, Loop, Partitioning,
+                             Program, Role, Samples, Star, TreeBranch, TreeLeaf, Words)
 from alphac.plan import plan
-
-
-def _bits(x: float) -> int:
-    return struct.unpack("<Q", struct.pack("<d", x))[0]
 
 
 def _learner(n: int, k: int) -> Learner:
     """Momentum least squares in the indexed form, one sample per owner."""
     s = k + 1
-    S = lambda b, v=None: SlotRef(Index(b, v))  # noqa: E731
-    contribution = Program(2 * k + s, (Loop("i", 0, k, (
-        Assign(Index(k + s, "i"), Binary("mul", S(2 * k), S(k, "i"))),)),))
+    contribution = Program(2 * k + s, (Loop("i", 0, k, (assign(k + s, mul(S(2 * k), S(k, "i")), "i"),)),))
     m, mean, rate = k, 2 * k, 3 * k
     update = Program(3 * k + 1, (Loop("i", 0, k, (
-        Assign(Index(k, "i"), Binary("add", S(k, "i"), S(mean, "i"))),
-        Assign(Index(0, "i"), Binary("sub", S(0, "i"), Binary("mul", S(rate), S(k, "i")))))),))
+        assign(k, add(S(k, "i"), S(mean, "i")), "i"),
+        assign(0, sub(S(0, "i"), mul(S(rate), S(k, "i"))), "i"))),))
     words = np.zeros((n, s), dtype=np.uint64)
     return Learner("bench", k, s, m, contribution, update, Words((0,) * k), Words((0,) * m),
-                   _bits(0.01), Samples(s, (1,) * n, words))
+                   bits(0.01), Samples(s, (1,) * n, words))
 
 
 def _chain(n: int) -> ExplicitTree:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -41,7 +40,7 @@ import peers  # noqa: E402
 from alphac import driver  # noqa: E402
 from alphac.diagnostics import Span  # noqa: E402
 from alphac.ir import nodes as n  # noqa: E402
-from alphac.ir.builders import C, S  # noqa: E402
+from alphac.ir.builders import C, S, assign, bits, mul  # noqa: E402
 from alphac.targets import compile_object, levels, load_target  # noqa: E402
 
 KERNEL_WORDS = 7  # per parameter: reads w, m, v, mean; writes w, m, v
@@ -74,13 +73,10 @@ def adam_update(k: int, b1=0.9, b2=0.999, eps=1e-8) -> n.Program:
 
 def deployment(k: int) -> n.Deployment:
     """One owner with one sample (c[i] = w[i] * x) and the Adam update."""
-    i = n.Index(0, "i")
-    contribution = n.Program(2 * k + 1, (n.Loop("i", 0, k, (
-        n.Assign(n.Index(k + 1, "i"), n.Binary("mul", n.SlotRef(i), n.SlotRef(n.Index(k))),
-                 label="c[i]"),)),))
+    contribution = n.Program(2 * k + 1, (n.Loop("i", 0, k, (assign(k + 1, mul(S(0, "i"), S(k)), "i", "c[i]"),)),))
     state = np.zeros(2 * k + 2)
     state[-2:] = 1.0
-    rate = struct.unpack("<Q", struct.pack("<d", 1e-3))[0]
+    rate = bits(1e-3)
     learner = n.Learner("update_bench", k, 1, 2 * k + 2, contribution, adam_update(k),
                         n.Words(np.zeros(k, dtype=np.uint64)), n.Words(state.view(np.uint64)),
                         rate, n.Samples(1, (1,), np.array([[0.5]]).view(np.uint64)))

@@ -73,7 +73,7 @@ class Rounds:
     def __init__(self, name: str, spec: Path, data: Path, model: str, args, extra=None,
                  peers_too: bool = True):
         from alphac import driver
-        from alphac.launch import session
+        from alphac.testing import session
 
         make_data(data, model)
         self.name, self.args = name, args
@@ -121,7 +121,7 @@ class Rounds:
 
 
 def alphac_run(name: str, dep, exes, updates: int):
-    from alphac.launch import session
+    from alphac.testing import session
 
     run = session.run(name, dep, exes=exes, updates=updates, timeout_ms=600000, deadline_s=1800)
     if not run.result.ok:
@@ -157,7 +157,7 @@ def timed(step, updates: int) -> float:
 
 def verify(name: str, dep, run, updates: int) -> None:
     """The run's words against the oracle's, word for word."""
-    from alphac.launch import session
+    from alphac.testing import session
     from alphac.launch.launcher import compare
     from alphac.oracle import evaluate
 

@@ -32,14 +32,14 @@ CEILINGS = {
 }
 FILE_CEILINGS = {
     "alphac/check/programs.py": 826,
-    "alphac/launch/launcher.py": 808,
+    "alphac/launch/launcher.py": 807,
     "alphac/runtime/restore.c": 730,
     "alphac/check/values.py": 712,
     "alphac/plan/protocol.py": 691,
     "alphac/runtime/ops.c": 664,
     "alphac/ir/nodes.py": 627,
-    "alphac/image/image.py": 584,
-    "alphac/launch/runner.py": 531,
+    "alphac/image/image.py": 569,
+    "alphac/launch/runner.py": 525,
 }
 
 

@@ -6,19 +6,16 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
-import struct
 
 import pytest
+
+from alphac.ir.words import to_float as f64
 
 SWAP = {"x86_64": "aarch64", "aarch64": "x86_64"}  # the other instruction set
 
 needs_qemu = pytest.mark.skipif(shutil.which("qemu-aarch64") is None
                                 or shutil.which("aarch64-linux-gnu-gcc") is None,
                                 reason="qemu-aarch64 / aarch64-linux-gnu-gcc not installed")
-
-
-def f64(bits: int) -> float:
-    return struct.unpack("<d", struct.pack("<Q", bits))[0]
 
 
 def one_owner(dep):
@@ -37,7 +34,7 @@ def resume_across_instruction_sets(tmp_path, name: str, dep, version: int):
     it ends with the uninterrupted run's words; resumed on one owner holding every sample (a
     new contract) it equals the oracle of that schedule from the checkpoint's state.
     Returns the uninterrupted and the resumed comparisons."""
-    from alphac.launch import session
+    from alphac.testing import session
     from alphac.launch.launcher import compare, run_arguments
     from alphac.oracle import evaluate, start_of
 

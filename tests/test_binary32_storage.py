@@ -20,6 +20,7 @@ from llvmlite import ir as llir
 from alphac import driver
 from alphac.commands import main
 from alphac.ir import nodes as n
+from alphac.ir.words import to_bits
 from alphac.oracle import evaluate
 from alphac.oracle.words import storage_floats, storage_words
 from alphac.plan import storage
@@ -124,7 +125,7 @@ def test_adam_with_partitioned_moments_launches_and_resumes(tmp_path, deployment
 def test_the_other_trees_and_the_block_placement(case):
     """The sample tree (binary32 adds level by level), another hierarchy, and the block
     placement's ordered reduce-scatter over binary32 words, each equal to the oracle."""
-    from alphac.launch import session
+    from alphac.testing import session
     from alphac.launch.launcher import compare
 
     never = n.Checkpoint()
@@ -202,7 +203,7 @@ def test_the_rules_refuse_by_code():
     cases = {
         "binary32-narrowing": dataclasses.replace(dep, learner=dataclasses.replace(L, contribution=bare)),
         "binary32-inexact": dataclasses.replace(dep, learner=dataclasses.replace(
-            L, rate=int(np.float64(0.0002).view(np.uint64)))),
+            L, rate=to_bits(0.0002))),
         "binary32-unsupported": dataclasses.replace(dep, partitioning=n.Partitioning(
             parameters=True, optimizer_state=True, gradients=True)),  # blocks of 1 coordinate
     }

@@ -16,15 +16,16 @@ from pathlib import Path
 import pytest
 
 from alphac.driver import build as build_executable
-from alphac.launch import session
 from alphac.launch.launcher import compare, new_run_dir, run_plan
-from alphac.launch.roles import owner_exes
 from alphac.oracle import evaluate
 from alphac.plan import plan
 from alphac.plan.identity import identity_document
 from alphac.plan.protocol import BLOCK_OWNERS, BRANCH_OWNERS, OP_CODE
 from alphac.plan.render import op_text, plan_json
 from alphac.ir import nodes as ir
+from alphac.testing import session
+from alphac.testing.outputs import refusal_code
+from alphac.testing.session import owner_exes
 from shape_gates import needs_qemu
 from test_plan_support import deployment
 
@@ -107,7 +108,7 @@ def test_an_owner_of_one_placement_refuses_the_owners_of_the_other():
     exes = owner_exes(block, session.built(_key("lsq_adam_star", BLOCK_OWNERS, {}), block))
     exes[0] = owner_exes(branch, session.built(_key("lsq_adam_star", BRANCH_OWNERS, {}), branch))[0]
     run = session.run("block-mixed-placement", block, exes=exes, timeout_ms=1500, deadline_s=30)
-    codes = [oc.refusal_code() for oc in run.result.outcomes]
+    codes = [refusal_code(oc.stderr) for oc in run.result.outcomes]
     assert "frame-protocol" in codes, [oc.stderr for oc in run.result.outcomes]
     assert all(oc.returncode == 1 for oc in run.result.outcomes), codes
     assert not run.result.timed_out

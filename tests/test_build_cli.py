@@ -13,7 +13,8 @@ from alphac.targets import native
 from alphac.commands import main
 from alphac.targets.elf import read_metadata
 from alphac.ir import nodes as n
-from alphac.commands.build import needed_pairs, select_pairs
+from alphac.commands.build import select_pairs
+from alphac.launch.launcher import needed
 from alphac.targets.target import TargetError
 from test_inspect import small_deployment
 
@@ -38,7 +39,7 @@ def build(*args: str):
 
 def test_pairs_the_placement_needs():
     dep = small_deployment()
-    assert needed_pairs(dep) == [("coordinator", "x86_64"), ("worker", "aarch64"), ("worker", "x86_64")]
+    assert needed(dep) == [("coordinator", "x86_64"), ("worker", "aarch64"), ("worker", "x86_64")]
     assert select_pairs(dep, "worker", None, False) == [("worker", "aarch64"), ("worker", "x86_64")]
     assert select_pairs(dep, None, "x86_64", False) == [("coordinator", "x86_64"), ("worker", "x86_64")]
     assert select_pairs(dep, "coordinator", "aarch64", False) == [("coordinator", "aarch64")]

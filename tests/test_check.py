@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import struct
 from pathlib import Path
 
 import numpy as np
@@ -14,13 +13,10 @@ from alphac.check import check_file, load_deployment, load_spec
 from alphac.commands import main
 from alphac.diagnostics import CompileError
 from alphac.ir import nodes as ir
+from alphac.ir.words import to_bits as bits
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = ROOT / "specs"
-
-
-def bits(x: float) -> int:
-    return struct.unpack("<Q", struct.pack("<d", x))[0]
 
 
 def codes(path) -> list[str]:
@@ -330,7 +326,6 @@ def test_a_flat_sample_array_is_still_cut_into_rows_of_s(tmp_path):
     np.save(tmp_path / "s.npy", rows.reshape(-1))
     learners = load_spec(str(_sample_spec(tmp_path, "s.npy"))).learners
     assert learners[0].samples.words.tolist() == rows.view("<u8").tolist()
-
 
 
 def test_a_fortran_order_array_is_refused_not_transposed(tmp_path):

@@ -104,7 +104,7 @@ def test_owners_restore_a_checkpoint_taken_under_another_block_size(tmp_path):
     """Owners of the one-word layout (which the executables run) resume from a checkpoint
     whose fragments are blocks of 3: each selects its coordinates' words from the fragments
     that hold them, and the run ends equal to the uninterrupted one."""
-    from alphac.launch import session
+    from alphac.testing import session
     from alphac.checkpoint.manifest import read_key
     from alphac.launch.launcher import checkpoint_key_file, compare, run_arguments
 

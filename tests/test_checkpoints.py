@@ -17,10 +17,11 @@ import pytest
 from alphac.checkpoint import CheckpointError, logical_words, read_key, read_manifest, render, verify
 from alphac.checkpoint.manifest import manifest_tag
 from alphac.ir import nodes as n
-from alphac.launch import session
 from alphac.launch.launcher import checkpoint_arguments, checkpoint_key_file, compare, run_arguments
-from alphac.launch.roles import owner_exes
 from alphac.oracle import evaluate
+from alphac.testing.outputs import refusal_code
+from alphac.testing.session import owner_exes
+from alphac.testing import session
 
 SPECS = Path(__file__).resolve().parents[1] / "specs"
 ADAM7 = session.deployment(f"{SPECS}/lsq_adam_partitioned_hierarchy7.alpha")
@@ -471,7 +472,7 @@ def test_another_tree_without_a_new_contract_refuses_the_order(written, tmp_path
     dep = reshaped(ADAM7, 7, n.Star(), True)
     r = run("reshaped-7-Star-True", dep, tmp_path / "c", resume=written["all"][0] / "ckpt-2")
     assert not r.committed
-    assert all(oc.refusal_code() == "numerical-order-mismatch" for oc in r.result.outcomes), \
+    assert all(refusal_code(oc.stderr) == "numerical-order-mismatch" for oc in r.result.outcomes), \
         [oc.stderr for oc in r.result.outcomes]
 
 

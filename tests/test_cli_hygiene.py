@@ -137,7 +137,7 @@ def test_only_the_newest_runs_are_kept(tmp_path):
 
 
 def test_clean_removes_runs_and_what_alphac_built_only(tmp_path):
-    from alphac.launch import session
+    from alphac.testing import session
 
     dep = session.deployment(str(SPECS / "lsq_plain_star.alpha"))
     exe = next(iter(session.built("lsq_plain_star", dep).values()))

@@ -7,7 +7,6 @@ import ctypes
 import math
 import os
 import shutil
-import struct
 import subprocess
 from dataclasses import replace
 
@@ -19,29 +18,15 @@ from alphac.codegen import program as prog
 from alphac.codegen.program import emit_program, program_regions, statement_labels
 from alphac.diagnostics import CompileError, Span
 from alphac.ir import nodes as n
+from alphac.ir.builders import C, S, add, div, mul, neg, sqrt, sub
 from alphac.targets import compile_object, load_target
+from alphac.ir.words import to_bits as _bits, to_float as _word
 
 # ----------------------------------------------------------------------------- IR helpers
 
 
-def C(x: float) -> n.Const:
-    return n.Const(struct.unpack("<Q", struct.pack("<d", x))[0])
-
-
-def S(base: int, var: str | None = None) -> n.SlotRef:
-    return n.SlotRef(n.Index(base, var))
-
-
 def L(name: str) -> n.Local:
     return n.Local(name)
-
-
-def add(a, b): return n.Binary("add", a, b)
-def sub(a, b): return n.Binary("sub", a, b)
-def mul(a, b): return n.Binary("mul", a, b)
-def div(a, b): return n.Binary("div", a, b)
-def sqrt(a): return n.Unary("sqrt", a)
-def neg(a): return n.Unary("neg", a)
 
 
 def at(base, var=None, label="", line=1):
@@ -100,14 +85,6 @@ def _finite(x: float) -> bool:
     return math.isfinite(x)
 
 
-def _bits(x: float) -> int:
-    return struct.unpack("<Q", struct.pack("<d", x))[0]
-
-
-def _word(w: int) -> float:
-    return struct.unpack("<d", struct.pack("<Q", w))[0]
-
-
 CMP = list(n.COMPARE_OPS)
 
 
@@ -130,7 +107,7 @@ def reference(program: n.Program, slots: list[float]) -> list[float]:
 
     def ev(e, env, vars_, where):
         if isinstance(e, n.Const):
-            return struct.unpack("<d", struct.pack("<Q", e.bits))[0]
+            return _word(e.bits)
         if isinstance(e, n.SlotRef):
             return slots[e.index.base + (vars_[e.index.var] if e.index.var else 0)]
         if isinstance(e, n.Local):

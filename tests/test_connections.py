@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from alphac.launch import session
+from alphac.testing import session
 from alphac.plan.protocol import Op, OwnerProtocol, hierarchy_children, peers
 
 SPECS = Path(__file__).resolve().parents[1] / "specs"

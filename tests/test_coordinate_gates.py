@@ -15,7 +15,7 @@ import pytest
 
 from alphac import driver
 from alphac.ir import nodes as ir
-from alphac.launch import session
+from alphac.testing import session
 from alphac.oracle import Refusal, evaluate
 from alphac.plan.mutants import MutantError
 

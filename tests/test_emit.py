@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from alphac.launch import session
+from alphac.testing import session
 from alphac.launch.emit import emit, host_slots
 from alphac.launch.launcher import LaunchError
 from alphac.launch.roles import owner_ranges, role_table

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from alphac.launch import session
+from alphac.testing import session
 from alphac.launch.emit import emit
 from alphac.launch.runner import die_with_parent, free_ports
 from alphac.launch.verify import verify

@@ -13,8 +13,8 @@ import pytest
 from alphac.checkpoint import logical_words, read_key, verify
 from alphac.diagnostics import DiagnosticBag, Span
 from alphac.image.ckpt import write_plan_checkpoint
-from alphac.image.image import prepared_owners, subtrees
-from alphac.launch import session
+from alphac.plan.publication import prepared_owners, subtrees
+from alphac.testing import session
 from alphac.launch.launcher import checkpoint_key_file, compare, run_arguments
 from alphac.oracle import evaluate
 from alphac.plan.protocol import check_report_tree, report_edges, Transfer

@@ -1,6 +1,6 @@
 """End-to-end gates: native owners over TCP on 127.0.0.1 finish bit-identical to the oracle.
 
-Each (spec variant, role, target) is built once per test session (alphac.launch.session);
+Each (spec variant, role, target) is built once per test session (alphac.testing.session);
 AArch64 owners are statically linked and run under qemu-aarch64.
 """
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from alphac.launch import session
+from alphac.testing import session
 from alphac.launch.launcher import compare
 
 SPECS = Path(__file__).resolve().parents[1] / "specs"

@@ -12,7 +12,7 @@ import pytest
 
 from alphac import driver
 from alphac.ir import nodes as n
-from alphac.launch import session
+from alphac.testing import session
 
 SPECS = Path(__file__).resolve().parents[1] / "specs"
 # distinctive words: no code or other data of an executable holds these bit patterns

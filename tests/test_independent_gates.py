@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from alphac import driver
 from alphac.checkpoint import logical_words
 from alphac.commands import main
-from alphac.launch import session
+from alphac.testing import session
 from alphac.launch.launcher import compare, run_arguments
 from alphac.ir import nodes as ir
 from alphac.oracle import Refusal, evaluate, start_of

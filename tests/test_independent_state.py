@@ -6,7 +6,6 @@ learner)."""
 from __future__ import annotations
 
 import shutil
-import struct
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -21,18 +20,11 @@ from alphac.ir.mutants import NAMES
 from alphac.oracle import Refusal, evaluate
 from alphac.plan import plan
 from alphac.plan.mutants import MutantError
+from alphac.ir.words import to_bits as b64, to_float as f64
 
 ROOT = Path(__file__).resolve().parents[1]
 STAR = str(ROOT / "specs" / "local_correlation_star.alpha")
 TREE = str(ROOT / "specs" / "local_correlation_hierarchy.alpha")
-
-
-def f64(bits: int) -> float:
-    return struct.unpack("<d", struct.pack("<Q", bits))[0]
-
-
-def b64(x: float) -> int:
-    return struct.unpack("<Q", struct.pack("<d", x))[0]
 
 
 def test_the_star_lowers_to_one_region_per_owner():

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import struct
 
 import numpy as np
 import pytest
@@ -18,13 +17,10 @@ from alphac.ir import nodes as n
 from alphac.targets import compile_object, link_bytes, load_target
 from alphac.targets.runtime import data_object
 from alphac.targets.target import TargetError
+from alphac.ir.words import to_bits as word
 
 X86 = load_target("x86_64")
 HAVE_AARCH64 = shutil.which("aarch64-linux-gnu-gcc") is not None
-
-
-def word(x: float) -> int:
-    return struct.unpack("<Q", struct.pack("<d", x))[0]
 
 
 def small_deployment(topology=None, placement=("x86_64", "aarch64", "x86_64", "aarch64"),

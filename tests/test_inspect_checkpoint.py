@@ -12,7 +12,8 @@ from click.testing import CliRunner
 from alphac import driver
 from alphac.checkpoint.write import write_checkpoint
 from alphac.commands import main
-from alphac.launch.results import OwnerResult, encode_result
+from alphac.launch.results import OwnerResult
+from alphac.testing.outputs import encode_result
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "errors" / "checkpoints" / "lsq-star-v2"
@@ -188,7 +189,7 @@ def test_the_logical_words_of_a_checkpoint_exported(tmp_path):
 
 
 def test_npy_of_an_executable_is_refused(tmp_path):
-    from alphac.launch import session
+    from alphac.testing import session
 
     spec = str(Path(__file__).resolve().parents[1] / "specs" / "lsq_plain_star.alpha")
     exe = session.built("lsq_plain_star", session.deployment(spec))[("coordinator", "x86_64")]

@@ -5,7 +5,7 @@ import shutil
 import time
 from pathlib import Path
 
-from alphac.launch import session
+from alphac.testing import session
 from alphac.launch.cache import (compiler_digest, cpu_wanted, deps_path, inputs, record_inputs,
                                  stale_reason)
 from alphac.targets.elf import read_metadata

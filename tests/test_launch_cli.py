@@ -95,7 +95,7 @@ def test_ctrl_c_on_launch_leaves_no_owner_behind(tmp_path):
     import signal
     import time
 
-    from alphac.launch import session
+    from alphac.testing import session
 
     # executables built beforehand, with their records of inputs, so the launch starts owners
     # at once

@@ -35,7 +35,8 @@ def _script(path, body):
     path.write_text(f"""#!{sys.executable}
 import argparse, sys, struct, time
 sys.path.insert(0, {str(ROOT)!r})
-from alphac.launch.results import OwnerResult, encode_result
+from alphac.launch.results import OwnerResult
+from alphac.testing.outputs import encode_result
 ap = argparse.ArgumentParser()
 ap.add_argument('--owner', type=int); ap.add_argument('--peers'); ap.add_argument('--out')
 ap.add_argument('--updates', type=int, default=5); ap.add_argument('--timeout-ms', type=int)

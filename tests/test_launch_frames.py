@@ -5,8 +5,8 @@ import struct
 
 import pytest
 
-from alphac.launch import frames
-from alphac.launch.frames import Frame, FrameError, decode, fnv1a_words, frame_checksum, payload_hash
+from alphac.testing import frames
+from alphac.testing.frames import Frame, FrameError, decode, fnv1a_words, frame_checksum, payload_hash
 
 M64 = 2**64
 OFF, PRIME = 0xCBF29CE484222325, 0x100000001B3

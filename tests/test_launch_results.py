@@ -4,8 +4,8 @@ import struct
 
 import pytest
 
-from alphac.launch.results import (OUT_MAGIC, OwnerResult, ResultError, encode_result,
-                                   parse_result, read_result)
+from alphac.launch.results import OUT_MAGIC, OwnerResult, ResultError, parse_result, read_result
+from alphac.testing.outputs import encode_result
 
 
 def test_magic_spells_alhaout1():

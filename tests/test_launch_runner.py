@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from alphac.launch import runner
+from alphac.testing.outputs import refusal_code
 from alphac.launch.runner import (OwnerCommand, free_ports, owner_argv, remove_segments, run_owners,
                                   write_peers)
 
@@ -84,7 +85,7 @@ def test_all_exit_codes_and_stderr_collected(tmp_path):
     assert not r.timed_out and not r.ok
     assert [o.returncode for o in r.outcomes] == [0, 1]
     assert r.outcomes[1].refusal() == "refused: frame-checksum: x"
-    assert r.outcomes[1].refusal_code() == "frame-checksum"
+    assert refusal_code(r.outcomes[1].stderr) == "frame-checksum"
     assert r.outcomes[0].refusal() is None
 
 

@@ -191,7 +191,7 @@ def test_a_signal_while_owners_run_leaves_no_owner(tmp_path, x86_spec, x86_exes,
 @pytest.mark.skipif(not AARCH64, reason="qemu-aarch64 or the AArch64 cross compiler missing")
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=lambda s: signal.Signals(s).name)
 def test_aarch64_owners_under_qemu_die_with_the_launcher(tmp_path, sig):
-    from alphac.launch import session
+    from alphac.testing import session
 
     exes = session.built("lsq_plain_hierarchy", session.deployment(str(SPEC)))
     out = _out_with(tmp_path, exes)

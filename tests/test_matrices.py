@@ -10,7 +10,6 @@ independent numpy learner."""
 
 from __future__ import annotations
 
-import struct
 import subprocess
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from llvmlite import ir
 from alphac.check import check_file, load_deployment
 from alphac.codegen.program import emit_program, fast_loop_ok, program_regions, statement_labels
 from alphac.ir import nodes as n
+from alphac.ir.words import to_bits as word
 from alphac.oracle import Refusal, evaluate
 from alphac.oracle.refusal import Site
 from alphac.oracle.scalar import run_program
@@ -138,10 +138,6 @@ def deployment(tmp_path, **kw) -> n.Deployment:
     path = tmp_path / "net.alpha"
     path.write_text(network_spec(**kw))
     return load_deployment(str(path))
-
-
-def word(x: float) -> int:
-    return struct.unpack("<Q", struct.pack("<d", x))[0]
 
 
 # ----------------------------------------------------------------------------- a reference

@@ -15,7 +15,7 @@ import pytest
 
 from alphac.diagnostics import CompileError
 from alphac.ir import nodes as n
-from alphac.launch import session
+from alphac.testing import session
 from alphac.launch.stats import StatsError, parse_stats, read_stats
 from alphac.plan.memory import CATEGORIES
 from spec_sweep import every_deployment

@@ -10,20 +10,16 @@ gather and of the slices (docs/plan.md, "Bytes per owner")."""
 
 from __future__ import annotations
 
-import struct
 
 import numpy as np
 import pytest
 
 from alphac.ir import nodes as N
-from alphac.launch import session
+from alphac.testing import session
+from alphac.ir.words import to_bits as _bits
 
 K = 10**6
 MIB = 2**20
-
-
-def _bits(x: float) -> int:
-    return struct.unpack("<Q", struct.pack("<d", x))[0]
 
 
 def learner(k: int) -> N.Learner:

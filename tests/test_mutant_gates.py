@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 from alphac import driver
 from alphac.commands import main
-from alphac.launch import session
+from alphac.testing import session
 from alphac.launch.launcher import launch
 from alphac.oracle import MUTANTS, evaluate
 from alphac.targets.elf import read_metadata

@@ -3,7 +3,7 @@ hold only their own words, and the words they hold, assembled, are the replicate
 logical state bit for bit; each owner's output holds exactly the oracle's words for its
 layout.
 
-Each (deployment variant, role, target) is built once per session (alphac.launch.session).
+Each (deployment variant, role, target) is built once per session (alphac.testing.session).
 """
 
 import dataclasses
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from alphac.ir import nodes as n
-from alphac.launch import session
+from alphac.testing import session
 from alphac.launch.launcher import compare
 
 SPECS = Path(__file__).resolve().parents[1] / "specs"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from alphac.launch import session
+from alphac.testing import session
 from test_partitioned import _assemble, _launch, _replicated, _replicated_words, needs_qemu
 
 SPECS = Path(__file__).resolve().parents[1] / "specs"

@@ -19,7 +19,7 @@ from llvmlite import ir
 from alphac.codegen.owned import emit_owned_update
 from alphac.codegen.program import emit_program, program_regions
 from alphac.codegen.types import I64, VOID
-from alphac.launch import session
+from alphac.testing import session
 from alphac.plan.layout import OwnerLayout
 from alphac.plan.separable import SHARED, layout_of
 from alphac.targets import compile_object

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from alphac.driver import build as build_executable
-from alphac.launch import session
+from alphac.testing import session
 from alphac.launch.launcher import new_run_dir, run_plan
-from alphac.launch.results import OwnerResult, ResultError, encode_result, parse_result
+from alphac.launch.results import OwnerResult, ResultError, parse_result
+from alphac.testing.outputs import encode_result
 from alphac.plan.protocol import Op
 
 SPECS = Path(__file__).resolve().parents[1] / "specs"

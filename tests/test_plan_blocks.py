@@ -194,7 +194,7 @@ def test_check_and_plan_accept_either_placement_with_other_protocols(tmp_path):
 # ----------------------------------------------------------------------------- build
 
 def test_a_spec_of_partitioned_blocks_builds_and_every_owner_equals_the_oracle(tmp_path):
-    from alphac.launch import session
+    from alphac.testing import session
     from alphac.launch.launcher import compare
 
     spec = gate_spec(tmp_path, " partitionBlockWords = 2,")
@@ -220,7 +220,7 @@ def test_replicated_blocks_build_the_same_op_tables():
 
 
 def test_replicated_blocks_run_and_equal_the_oracle(tmp_path):
-    from alphac.launch import session
+    from alphac.testing import session
     from alphac.launch.launcher import compare
 
     dep = dataclasses.replace(deployment(3, ir.Star(), k=5, kind="adam", placement=["x86_64"] * 3),

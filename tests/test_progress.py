@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from alphac.commands import main
 from alphac.commands.words import decimal, lines, summary
-from alphac.launch import session
+from alphac.testing import session
 from alphac.launch.progress import Progress, StatusChannel, counts
 
 SPEC = str(Path(__file__).resolve().parents[1] / "specs" / "lsq_plain_star.alpha")

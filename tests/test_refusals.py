@@ -6,20 +6,22 @@ import dataclasses
 import os
 import signal
 import socket
-import struct
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from alphac.launch import frames, session
 from alphac.image.image import run_id_of
 from alphac.launch.commit import resolve
-from alphac.launch.frames import Frame
 from alphac.launch.launcher import new_run_dir
-from alphac.launch.roles import owner_exes, runner_for
+from alphac.launch.roles import runner_for
 from alphac.launch.runner import default_transport, free_ports, owner_argv, run_owners, write_peers, OwnerCommand
+from alphac.testing import frames, session
+from alphac.testing.frames import Frame
+from alphac.testing.outputs import refusal_code
+from alphac.testing.session import owner_exes
+from alphac.ir.words import to_bits
 
 SPECS = Path(__file__).resolve().parents[1] / "specs"
 
@@ -32,7 +34,7 @@ def _assert_nothing_published(run):
 
 
 def _codes(run):
-    return [oc.refusal_code() for oc in run.result.outcomes]
+    return [refusal_code(oc.stderr) for oc in run.result.outcomes]
 
 
 def test_star_owner_refuses_hierarchy_peers():
@@ -119,7 +121,7 @@ def test_bad_checksum_frame_refused():
         time.sleep(0.5)
 
     oc = _play("bad-checksum", act)
-    assert oc.refusal_code() == "frame-checksum", oc.stderr
+    assert refusal_code(oc.stderr) == "frame-checksum", oc.stderr
 
 
 def test_oversized_frame_refused_before_its_payload():
@@ -129,7 +131,7 @@ def test_oversized_frame_refused_before_its_payload():
         time.sleep(0.5)
 
     oc = _play("oversized", act)
-    assert oc.refusal_code() == "frame-oversized", oc.stderr
+    assert refusal_code(oc.stderr) == "frame-oversized", oc.stderr
 
 
 def test_stale_version_frame_refused():
@@ -141,12 +143,12 @@ def test_stale_version_frame_refused():
         time.sleep(0.5)
 
     oc = _play("stale-version", act)
-    assert oc.refusal_code() == "frame-version", oc.stderr
+    assert refusal_code(oc.stderr) == "frame-version", oc.stderr
 
 
 def test_update_overflow_refused_as_non_finite_on_every_owner():
     dep = session.deployment(SPEC)
-    huge = struct.unpack("<Q", struct.pack("<d", 1e308))[0]
+    huge = to_bits(1e308)
     bad = dataclasses.replace(dep, learner=dataclasses.replace(dep.learner, rate=huge))
     run = session.run("overflow", bad, timeout_ms=5000, deadline_s=30)
     assert not run.result.timed_out
@@ -187,7 +189,7 @@ def test_killed_owner_makes_the_others_refuse_within_their_deadline():
     assert waited < 3.0 * 2 + 1.0
     for o in rcs:
         text = (run_dir / f"owner-{o}.stderr").read_text()
-        code = text.split("refused: ", 1)[1].split(":", 1)[0] if "refused: " in text else text
+        code = refusal_code(text) or text
         assert code in ("peer-closed", "peer-timeout"), (o, text)
     # the killed owner could not remove its staged output: settling the run does
     assert sorted(p.name for p in run_dir.glob("owner-*.out*")) == ["owner-2.out.tmp"]
@@ -212,7 +214,7 @@ def test_each_wrong_header_field_refused_by_its_code(code, mutate):
         time.sleep(0.5)
 
     oc = _play(code, act)
-    assert oc.refusal_code() == code, oc.stderr
+    assert refusal_code(oc.stderr) == code, oc.stderr
 
 
 def test_launch_reports_that_the_oracle_refuses_the_same_way(tmp_path):
@@ -222,7 +224,7 @@ def test_launch_reports_that_the_oracle_refuses_the_same_way(tmp_path):
     from alphac.launch.launcher import launch
 
     dep = session.deployment(SPEC)
-    huge = struct.unpack("<Q", struct.pack("<d", 1e308))[0]
+    huge = to_bits(1e308)
     bad = dataclasses.replace(dep, learner=dataclasses.replace(dep.learner, rate=huge))
     report = launch(bad, out_dir=tmp_path, deadline_s=30, timeout_ms=5000)
     assert not report.match

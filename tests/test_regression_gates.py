@@ -11,7 +11,7 @@ from pathlib import Path
 
 from alphac import driver
 from alphac.ir import nodes as ir
-from alphac.launch import session
+from alphac.testing import session
 from alphac.oracle import evaluate
 
 from shape_gates import (assert_launch_matches_and_mutant_refused, assert_sm86_family_builds, f64,

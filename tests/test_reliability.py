@@ -23,14 +23,16 @@ import pytest
 
 from alphac import wire
 from alphac.image.image import run_id_of
-from alphac.launch import frames as fr
-from alphac.launch import session
 from alphac.launch.commit import resolve, staged_path
 from alphac.launch.launcher import compare, new_run_dir, write_key
-from alphac.launch.roles import owner_exes, runner_for
+from alphac.launch.roles import runner_for
 from alphac.launch.runner import (SHM_DIR, default_transport, free_ports, owner_argv, remove_segments,
                                   write_peers)
 from alphac.plan.protocol import OP_CODE
+from alphac.testing import frames as fr
+from alphac.testing import session
+from alphac.testing.outputs import refusal_code
+from alphac.testing.session import owner_exes
 
 SPECS = Path(__file__).resolve().parents[1] / "specs"
 SPEC = f"{SPECS}/lsq_plain_star.alpha"
@@ -99,20 +101,7 @@ class Owners:
 
 
 def _code(err: str) -> str:
-    return err.split("refused: ", 1)[1].split(":", 1)[0] if "refused: " in err else err
-
-
-def _connect(port: int) -> socket.socket:
-    end = time.monotonic() + 10
-    while True:
-        try:
-            s = socket.create_connection(("127.0.0.1", port), timeout=5)
-            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            return s
-        except OSError:
-            if time.monotonic() > end:
-                raise
-            time.sleep(0.01)
+    return refusal_code(err) or err
 
 
 PID = session.plan(KEY, DEP).protocol_id
@@ -130,7 +119,7 @@ def _value(count=2) -> fr.Frame:
 def test_a_peer_without_the_key_cannot_get_a_contribution_accepted(peer_key):
     """The peer knows the protocol identity (it is public) but not the run's key."""
     run = Owners("nokey", owners=[0, 2, 3])
-    sock = _connect(run.ports[0])
+    sock = fr.connect(run.ports[0])
     try:
         sock.sendall(fr.hello(PID, 1, 0, DEP.updates, (1, 2)).encode(key=peer_key))
         try:
@@ -169,7 +158,7 @@ def _recorded_owner_1(run_id):
     """Owner 1 played honestly in a run under `run_id` (the others real): the key and the
     bytes it sent (its hello and its first contribution)."""
     run = Owners(f"record-{run_id:x}", owners=[0, 2, 3], run_id=run_id)
-    sock = Recording(_connect(run.ports[0]))
+    sock = Recording(fr.connect(run.ports[0]))
     try:
         conn = fr.Connection(sock, PID, 1, 0, DEP.updates, key=run.key.read_bytes(), run_id=run_id,
                              nonce=(0x0123456789abcdef, 0xfedcba9876543210))
@@ -188,7 +177,7 @@ def test_a_hello_recorded_in_an_earlier_run_is_refused_under_the_same_key(same_r
     session key, so the recorded contribution's tag does not verify."""
     key, recorded = _recorded_owner_1(0x1111)
     run = Owners("replay", owners=[0, 2, 3], key_bytes=key, run_id=0x1111 if same_run_id else 0x2222)
-    sock = _connect(run.ports[0])
+    sock = fr.connect(run.ports[0])
     try:
         try:
             sock.sendall(recorded)
@@ -224,7 +213,7 @@ def test_a_worker_built_from_other_samples_refuses_at_hello():
 @pytest.mark.parametrize("count", [2**64 - 1, 10**6, 0])
 def test_a_count_other_than_the_declared_share_is_refused(count):
     run = Owners(f"count-{count}", owners=[0, 2, 3])
-    sock = _connect(run.ports[0])
+    sock = fr.connect(run.ports[0])
     try:
         conn = fr.Connection(sock, PID, 1, 0, DEP.updates, key=run.key.read_bytes(), run_id=RUN_ID)
         conn.send(_value(count))
@@ -322,7 +311,7 @@ def test_an_unusable_output_directory_is_refused_before_the_first_update(tmp_pat
 
 def test_a_trickling_peer_is_refused_within_the_deadline():
     run = Owners("trickle", owners=[0, 2, 3], timeout_ms=300, key=False)
-    sock = _connect(run.ports[0])
+    sock = fr.connect(run.ports[0])
     try:
         fr.Connection(sock, PID, 1, 0, DEP.updates, run_id=RUN_ID)
         data = _value().encode()

@@ -1,10 +1,9 @@
-"""Refusals executed by real owners: a Python peer (alphac.launch.frames) sends frames with
+"""Refusals executed by real owners: a Python peer (alphac.testing.frames) sends frames with
 one defect each; a peer built for the other topology; a killed, silent or absent peer.
 Every refusing owner exits 1 with its code and publishes nothing."""
 
 from __future__ import annotations
 
-import socket
 import struct
 import time
 
@@ -12,7 +11,7 @@ import pytest
 
 from alphac import wire
 from alphac.image.image import run_id_of
-from alphac.launch import frames as fr
+from alphac.testing import frames as fr
 from alphac.ir import nodes as n
 from test_runtime_support import HAVE_AARCH64, Run, build, deployment, plan_of, refusal_code, run_dir, word
 
@@ -26,19 +25,6 @@ HIER = deployment(kind="plain", topology=n.Hierarchy(2), stem="rt_frames_hier")
 @pytest.fixture(scope="module")
 def work(tmp_path_factory):
     return tmp_path_factory.mktemp("frames")
-
-
-def _connect(port: int, deadline_s: float = 10.0) -> socket.socket:
-    end = time.monotonic() + deadline_s
-    while True:
-        try:
-            s = socket.create_connection(("127.0.0.1", port), timeout=5)
-            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            return s
-        except OSError:
-            if time.monotonic() > end:
-                raise
-            time.sleep(0.01)
 
 
 def _hub(work, name, *extra):
@@ -88,7 +74,7 @@ def _play_update(conn, version):
 ])
 def test_defective_combine_frame_refuses_by_code(work, defect, code):
     hub = _hub(work, f"defect_{code}")
-    sock = _connect(hub.ports[0])
+    sock = fr.connect(hub.ports[0])
     try:
         _join(sock).send(_value(**defect))
         res = hub.finish(10)
@@ -102,7 +88,7 @@ def test_defective_combine_frame_refuses_by_code(work, defect, code):
 
 def test_oversized_frame_refuses_before_its_payload_arrives(work):
     hub = _hub(work, "oversized")
-    sock = _connect(hub.ports[0])
+    sock = fr.connect(hub.ports[0])
     try:
         conn = _join(sock)
         # a header claiming 2**40 words, and no payload at all: the owner must not wait for it
@@ -119,7 +105,7 @@ def test_oversized_frame_refuses_before_its_payload_arrives(work):
 
 def test_stale_version_refuses(work):
     hub = _hub(work, "stale")
-    sock = _connect(hub.ports[0])
+    sock = fr.connect(hub.ports[0])
     try:
         conn = _join(sock)
         _play_update(conn, 0)
@@ -133,7 +119,7 @@ def test_stale_version_refuses(work):
 
 def test_wrong_hello_protocol_refuses(work):
     hub = _hub(work, "hello")
-    sock = _connect(hub.ports[0])
+    sock = fr.connect(hub.ports[0])
     try:
         sock.sendall(fr.hello(PID ^ 0xFF, 1, 0, UPDATES).encode())
         res = hub.finish(10)
@@ -148,7 +134,7 @@ def test_wrong_hello_protocol_refuses(work):
 
 def test_hello_with_bad_magic_names_the_claimed_sender(work):
     hub = _hub(work, "hello_magic")
-    sock = _connect(hub.ports[0])
+    sock = fr.connect(hub.ports[0])
     try:
         sock.sendall(fr.Frame(PID, 1, 0, 0, 0, fr.HELLO, (UPDATES, 0, 0), magic=0x55).encode())
         res = hub.finish(10)
@@ -160,7 +146,7 @@ def test_hello_with_bad_magic_names_the_claimed_sender(work):
 
 def test_diverging_replica_refuses_and_publishes_nothing(work):
     hub = _hub(work, "diverge")
-    sock = _connect(hub.ports[0])
+    sock = fr.connect(hub.ports[0])
     try:
         conn = _join(sock)
         _play_update(conn, 0)
@@ -180,7 +166,7 @@ def test_matching_digest_publishes(work):
     """The same Python peer with the right digest: owner 0 publishes, so the refusals above
     are caused by their defects alone."""
     hub = _hub(work, "agree")
-    sock = _connect(hub.ports[0])
+    sock = fr.connect(hub.ports[0])
     try:
         conn = _join(sock)
         _play_update(conn, 0)
@@ -262,7 +248,7 @@ def test_silent_peer_times_out(work, target):
     exes = build(dep, work / "bin")
     hub = Run(dep, exes, run_dir(work, f"silent_{target}"), owners=[0],
               extra=("--timeout-ms", "500", "--updates", "2"))
-    sock = _connect(hub.ports[0])
+    sock = fr.connect(hub.ports[0])
     try:
         fr.Connection(sock, plan_of(dep).protocol_id, 1, 0, UPDATES, run_id=run_id_of(plan_of(dep)))
         t0 = time.monotonic()
@@ -287,7 +273,7 @@ def test_absent_peers_time_out_connecting(work):
 
 def test_hello_from_an_owner_that_does_not_connect_here_refuses(work):
     hub = _hub(work, "hello_sender")
-    sock = _connect(hub.ports[0])
+    sock = fr.connect(hub.ports[0])
     try:
         sock.sendall(fr.hello(PID, 0, 0, UPDATES).encode())  # owner 0 is the hub itself
         res = hub.finish(10)
@@ -312,7 +298,7 @@ def _nan_value(**changes) -> fr.Frame:
 ])
 def test_added_on_arrival_refuses_in_the_order_of_receive_then_combine(work, corrupt, message):
     hub = _hub(work, f"nan_{corrupt}")
-    sock = _connect(hub.ports[0])
+    sock = fr.connect(hub.ports[0])
     try:
         conn = _join(sock)
         f = _nan_value()

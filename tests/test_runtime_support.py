@@ -17,18 +17,12 @@ from alphac.driver import build as build_executable
 from alphac.launch.runner import default_transport
 from alphac.ir import nodes as n
 from alphac.plan.protocol import build_tree, postorder
+from alphac.testing.outputs import refusal_code  # noqa: F401 (the tests import it from here)
+from alphac.ir.words import to_bits as word, to_float as value
 
 HAVE_AARCH64 = shutil.which("qemu-aarch64") is not None and shutil.which("aarch64-linux-gnu-gcc") is not None
 RUNNER = {"x86_64": (), "aarch64": ("qemu-aarch64",)}
 OUT_MAGIC = 0x3154554F41484C41
-
-
-def word(x: float) -> int:
-    return struct.unpack("<Q", struct.pack("<d", x))[0]
-
-
-def value(w: int) -> float:
-    return struct.unpack("<d", struct.pack("<Q", w))[0]
 
 
 def _s(i: int) -> n.SlotRef:
@@ -232,11 +226,6 @@ def read_output(path: Path) -> dict:
     assert len(w) == 7 + k + m
     return {"magic": w[0], "format": w[1], "owner": w[2], "version": w[3], "protocol": w[4],
             "params": tuple(w[7:7 + k]), "state": tuple(w[7 + k:7 + k + m])}
-
-
-def refusal_code(stderr: str) -> str | None:
-    lines = [ln for ln in stderr.splitlines() if ln.startswith("refused: ")]
-    return lines[0].split(":")[1].strip() if lines else None
 
 
 def run_dir(tmp: Path, name: str) -> Path:

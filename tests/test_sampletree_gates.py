@@ -16,10 +16,11 @@ import numpy as np
 import pytest
 
 from alphac.ir import nodes as n
-from alphac.launch import session
 from alphac.launch.launcher import compare, run_arguments
 from alphac.oracle import evaluate
 from alphac.plan.protocol import OP_CODE
+from alphac.testing import session
+from alphac.testing.outputs import refusal_code
 from test_checkpoints import _restore  # owner 0 alone restoring a checkpoint before it connects
 from test_sampletree import GATE4, GATE7, PARTS, ROWS, on
 
@@ -108,7 +109,7 @@ def test_a_non_finite_sum_refuses_inside_a_block_and_at_a_branch():
         dep = on(shares, rows=rows)
         run = _run(f"st-overflow-{len(shares)}", dep)
         assert not run.committed
-        lines = [oc.refusal() for oc in run.result.outcomes if oc.refusal_code() == "non-finite"]
+        lines = [oc.refusal() for oc in run.result.outcomes if refusal_code(oc.stderr) == "non-finite"]
         assert lines == [f"refused: non-finite: combine coordinate 0 at update 0 ({where})"], \
             [oc.stderr for oc in run.result.outcomes]
 

@@ -6,7 +6,6 @@ checker's diagnostics; and no instruction of these operations is a call."""
 from __future__ import annotations
 
 import math
-import struct
 import shutil
 import subprocess
 from pathlib import Path
@@ -23,16 +22,13 @@ from alphac.oracle.refusal import Site
 from alphac.oracle.scalar import run_program
 from alphac.oracle.vector import Flagged, SlotStore
 from alphac.oracle.vector import run_program as run_vector
+from alphac.ir.words import to_bits as word, to_float
 
 from test_codegen_program import Kernel, bits
 
 ROOT = Path(__file__).resolve().parents[1]
 K = 5  # a loop over 5 coordinates: x at [0, 5), y at [5, 10), results at [10, 15)
 X, Y, R = 0, K, 2 * K
-
-
-def word(x: float) -> int:
-    return struct.unpack("<Q", struct.pack("<d", x))[0]
 
 
 # (expression over x[i], y[i]; the exact result words for the X, Y below)
@@ -207,7 +203,7 @@ def test_the_huber_gate_follows_an_independent_numpy_learner():
     L = dep.learner
     data = np.asarray(L.samples.words, dtype=np.uint64).view(np.float64).reshape(-1, L.s)
     X, Y = data[:, :L.k], data[:, L.k]
-    delta, clip, rate = 1.0, 0.5, struct.unpack("<d", struct.pack("<Q", L.rate))[0]
+    delta, clip, rate = 1.0, 0.5, to_float(L.rate)
 
     def loss(w):
         r = X @ w - Y

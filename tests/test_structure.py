@@ -1,6 +1,7 @@
 """The stages import only downwards: every import of `alphac.X...` in every module under
 alphac/ (at the top or inside a function) names a stage no later than the importer's, the
-oracle reads nothing of the planner, targets nothing of codegen, and the stages' import graph has no cycle."""
+oracle reads nothing of the planner, targets nothing of codegen, nothing of the product reads
+the test scaffolding (alphac.testing), and the stages' import graph has no cycle."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "alphac"
 
 # Lowest first: a stage may import itself and the stages before it. `resources` finds the
-# package's data files; `runtime` holds the runtime's C sources (package data).
+# package's data files; `runtime` holds the runtime's C sources (package data); `testing`,
+# last, is what tests and benchmarks drive the product with: it may import every stage, and
+# nothing of the product imports it.
 ORDER = ["codes", "wire", "resources", "diagnostics", "explain", "ir", "checkpoint", "syntax", "check", "plan", "oracle", "image",
-         "codegen", "runtime", "targets", "driver", "launch", "qualify", "commands", "demo", "__main__"]
+         "codegen", "runtime", "targets", "driver", "launch", "qualify", "commands", "demo", "__main__", "testing"]
 RANK = {stage: i for i, stage in enumerate(ORDER)}
 ROOT = "alphac"  # the package itself (its version): below every stage, imports nothing
 
@@ -27,10 +30,11 @@ APART = {("oracle", "plan"), ("targets", "codegen")}
 # out; each applies only to the importing modules named. (None at present.)
 KNOWN: dict[tuple[str, str], tuple[str, ...]] = {}
 
-# What a command may import: the driver, diagnostics, the plan's renderers, launch (which
-# runs the owners and itself builds through the driver) and qualify (which launches).
+# What a command may import: the driver, diagnostics, the plan's renderers, the one
+# word <-> float conversion (to show words), launch (which runs the owners and itself builds
+# through the driver) and qualify (which launches).
 COMMAND_IMPORTS = ("alphac", "alphac.commands", "alphac.driver", "alphac.diagnostics",
-                   "alphac.plan.render", "alphac.launch", "alphac.qualify")
+                   "alphac.plan.render", "alphac.ir.words", "alphac.launch", "alphac.qualify")
 
 
 def module_name(path: Path) -> str:
@@ -144,6 +148,12 @@ def test_the_stages_import_graph_has_no_cycle():
     for start in sorted(graph):
         if start not in state and (cycle := visit(start)):
             pytest.fail("a cycle between stages: " + " -> ".join(cycle))
+
+
+def test_nothing_of_the_product_imports_the_test_scaffolding():
+    """Tests, benchmarks and scripts import alphac.testing; no module of the product does."""
+    bad = [where for a, b, _, where in edges() if b == "testing" and a != "testing"]
+    assert not bad, "the product imports alphac.testing:\n" + "\n".join(bad)
 
 
 def test_commands_reach_the_stages_through_the_driver():

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from alphac.launch import session
+from alphac.testing import session
 from alphac.launch.launcher import LaunchError
 from alphac.launch.verify import verify
 

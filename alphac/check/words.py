@@ -9,9 +9,10 @@ from __future__ import annotations
 import math
 import os
 import stat
-import struct
 
 import numpy as np
+
+from alphac.ir.words import to_bits, to_float
 
 EXP_MASK = 0x7FF0_0000_0000_0000
 MAX_WORDS = 1 << 26  # the most words one word list or file may hold (512 MiB)
@@ -54,14 +55,6 @@ def missing_file(code: str, path: str) -> WordError:
     return WordError(code, message, (f"{kind} beside it: {shown}",))
 
 
-def bits(value: float) -> int:
-    return struct.unpack("<Q", struct.pack("<d", value))[0]
-
-
-def value(word: int) -> float:
-    return struct.unpack("<d", struct.pack("<Q", word))[0]
-
-
 def is_finite_word(word: int) -> bool:
     return (word & EXP_MASK) != EXP_MASK
 
@@ -74,7 +67,7 @@ def parse_literal(text: str) -> int:
         number = math.inf
     if not math.isfinite(number):
         raise WordError("non-finite-literal", f"{text} is not a finite binary64 number")
-    return bits(number)
+    return to_bits(number)
 
 
 def from_nat(n: int) -> int:
@@ -86,7 +79,7 @@ def from_nat(n: int) -> int:
     if int(number) != n:
         raise WordError("inexact-conversion",
                         f"{n} is not exactly representable in binary64 (nearest {number!r})")
-    return bits(number)
+    return to_bits(number)
 
 
 def raw_word(n: int) -> int:
@@ -99,7 +92,7 @@ def raw_word(n: int) -> int:
 
 def apply(op: str, *words: int) -> int:
     """One binary64 operation on constant words; WordError(non-finite-constant) if not finite."""
-    args = [value(w) for w in words]
+    args = [to_float(w) for w in words]
     try:
         if op == "add":
             result = args[0] + args[1]
@@ -119,7 +112,7 @@ def apply(op: str, *words: int) -> int:
         result = math.nan
     if not math.isfinite(result):
         raise WordError("non-finite-constant", f"{op} of these constants is not a finite binary64 number")
-    return bits(result)
+    return to_bits(result)
 
 
 def load_words(path: str) -> np.ndarray:

@@ -3,11 +3,11 @@ restore does (`verify`): nothing is described that did not verify."""
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from alphac.checkpoint.manifest import (ROOT_MANIFEST, Manifest, child_manifests, runs_text,
                                         verify)
+from alphac.resources import sha256_file
 
 PROFILE = ("format", "rounding", "subnormals", "exceptional", "relation", "order_digest")
 
@@ -47,7 +47,7 @@ def _manifest(d: Path, m: Manifest, owner: int | None) -> dict:
     name = Path(m.path).name
     return {"file": name, "owner": owner, "owners": list(m.owners),
             "children": [{"owner": o, "file": f, "sha256": h} for o, (f, h) in sorted(m.manifests.items())],
-            "sha256": m.sha256, "file_sha256": hashlib.sha256((d / name).read_bytes()).hexdigest()}
+            "sha256": m.sha256, "file_sha256": sha256_file(d / name)}
 
 
 def describe_checkpoint(path, key: bytes | None = None) -> dict:

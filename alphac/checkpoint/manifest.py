@@ -34,7 +34,13 @@ SHARD_MAGIC = 0x54504B4341484C41  # "ALHACKPT"
 SHARD_FORMAT = 2
 REGIONS = {"parameters": 1, "state": 2}
 REGION_NAMES = {v: k for k, v in REGIONS.items()}
-Run = tuple[int, int, int]  # start, step, count
+Run = tuple[int, int, int]  # (start, step, count): positions start, start + step, ... (count of them)
+
+
+def positions(runs) -> np.ndarray:
+    """Every position the runs hold, in the runs' order."""
+    parts = [start + step * np.arange(count, dtype=np.int64) for start, step, count in runs]
+    return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
 
 
 class CheckpointError(Exception):
@@ -77,8 +83,7 @@ class FragmentEntry:
     sha256: str
 
     def positions(self) -> np.ndarray:
-        parts = [s + st * np.arange(c, dtype=np.int64) for s, st, c in self.runs]
-        return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+        return positions(self.runs)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,8 @@ import numpy as np
 
 from alphac.checkpoint.manifest import (REGION_NAMES, REGIONS, ROOT_MANIFEST, SHARD_FORMAT,
                                         SHARD_MAGIC, FragmentEntry, Manifest, Run, ShardEntry,
-                                        identity_of, manifest_tag, parse, render, shard_digest)
+                                        identity_of, manifest_tag, parse, positions, render,
+                                        shard_digest)
 
 Fragment = tuple  # (region: "parameters" | "state" | 1 | 2, runs, words)
 
@@ -38,11 +39,6 @@ def region_name(region) -> str:
             raise ValueError(f"unknown region {region!r}")
         return region
     return REGION_NAMES[int(region)]
-
-
-def positions(runs: Sequence[Run]) -> np.ndarray:
-    parts = [s + st * np.arange(c, dtype=np.int64) for s, st, c in runs]
-    return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
 
 
 def select(words: Mapping[str, np.ndarray], region, runs: Sequence[Run]) -> np.ndarray:

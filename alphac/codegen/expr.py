@@ -7,7 +7,6 @@ Arithmetic carries no fast-math or `contract` flags (see program.py)."""
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
 from llvmlite import ir
@@ -16,6 +15,7 @@ from alphac.diagnostics import NO_SPAN, CompileError, Diagnostic, Span
 from alphac.codegen import elementary
 from alphac.codegen.types import F32, F64, I1, I64, PTR
 from alphac.ir import nodes as n
+from alphac.ir.words import to_bits, to_float
 
 
 EXP_MASK = 0x7FF0000000000000
@@ -27,7 +27,7 @@ CHUNK = 512
 
 
 def f64_const(bits: int) -> ir.Constant:
-    return ir.Constant(F64, struct.unpack("<d", struct.pack("<Q", bits))[0])
+    return ir.Constant(F64, to_float(bits))
 
 
 def is_finite_bits(bits: int) -> bool:
@@ -271,7 +271,7 @@ class _ExprEmitter:
 
     def nonfinite(self, value: ir.Value) -> ir.Value:
         if isinstance(value, ir.Constant):
-            bits = struct.unpack("<Q", struct.pack("<d", value.constant))[0]
+            bits = to_bits(value.constant)
             return ir.Constant(I1, 0 if is_finite_bits(bits) else 1)
         b = self.b
         word = b.bitcast(value, I64)

@@ -32,7 +32,6 @@ coordinate, so the scalar rerun gives the whole function's word).
 from __future__ import annotations
 
 import os
-import struct
 
 from llvmlite import ir
 

@@ -16,7 +16,7 @@ from alphac.commands.report import error as _error
 from alphac.commands.report import interrupted, stage_error
 from alphac.diagnostics import CompileError, hinted
 from alphac.launch.cache import data_files, record_inputs
-from alphac.launch.launcher import built_state
+from alphac.launch.launcher import built_state, needed
 
 
 EPILOG = """\b
@@ -68,18 +68,6 @@ def command(spec: str, role: str | None, target: str | None, build_all: bool, ou
     sys.exit(status)
 
 
-def needed_pairs(dep) -> list[tuple[str, str]]:
-    """Every (role, target) the placement needs: roles in declaration order, then targets
-    in the order their first owner appears."""
-    pairs: list[tuple[str, str]] = []
-    for role in dep.roles:
-        for owner in role.owners:
-            pair = (role.name, dep.placement[owner])
-            if pair not in pairs:
-                pairs.append(pair)
-    return pairs
-
-
 def select_pairs(dep, role: str | None, target: str | None, build_all: bool) -> list[tuple[str, str]]:
     """The pairs a command line asks for; TargetError for an unknown role or target."""
     roles = [r.name for r in dep.roles]
@@ -94,11 +82,11 @@ def select_pairs(dep, role: str | None, target: str | None, build_all: bool) -> 
                                  if code == "unknown-target" else
                                  f"target {target!r} cannot be built yet; targets: {', '.join(buildable)}")
     if build_all:
-        return needed_pairs(dep)
+        return needed(dep)
     if role is not None and target is not None:
         return [(role, target)]
     # one of the two given: every pair of the placement that matches it
-    return [(r, t) for r, t in needed_pairs(dep)
+    return [(r, t) for r, t in needed(dep)
             if (role is None or r == role) and (target is None or t == target)]
 
 

@@ -4,7 +4,7 @@ decimal with their hex; a binary32 learner's, the binary32 values its words pack
 
 from __future__ import annotations
 
-import struct
+from alphac.ir.words import to_float
 
 WORDS_PER_LINE = 4
 SHOWN = 4  # words a summary shows of each region
@@ -17,7 +17,7 @@ def hex_word(w: int) -> str:
 
 def decimal(w: int) -> str:
     """The shortest decimal that reads back as the word's binary64 value."""
-    return repr(struct.unpack("<d", struct.pack("<Q", int(w)))[0])
+    return repr(to_float(int(w)))
 
 
 def halves(w: int) -> tuple[int, int]:

@@ -33,12 +33,12 @@ from pathlib import Path
 import numpy as np
 
 from alphac import wire
-from alphac.checkpoint.write import owner_subtrees
 from alphac.image import format as fmt
 from alphac.image.ckpt import checkpoint_lines, owner_fragments
 from alphac.ir import nodes as ir
 from alphac.plan import separable, storage
 from alphac.plan.mutants import ZERO
+from alphac.plan.publication import manifest_writers, prepared_owners, subtrees
 from alphac.plan.protocol import LEAF_TAG_WORDS, OP_CODE, OwnerProtocol, leaves, peers
 from alphac.plan.memory import temporaries
 from alphac.plan.registers import register_sizes
@@ -324,26 +324,11 @@ def expected_counts(protocols: tuple[OwnerProtocol, ...], shares, steps) -> dict
     return out
 
 
-def subtrees(protocols: tuple[OwnerProtocol, ...]) -> dict[int, tuple[int, ...]]:
-    """For every owner, the owners whose "prepared" (and checkpoint digests) it reports: its
-    own and those of every owner it receives them from, transitively, ascending. ValueError
-    when the finish ops' reports do not form one tree over the owners."""
-    children = {p.owner: [op.peer for op in p.finish_ops if op.kind == "digest-recv"] for p in protocols}
-    _, below = owner_subtrees(sorted(children), children)
-    return {o: tuple(s) for o, s in below.items()}
-
-
-def checkpoint_words(subtree: tuple[int, ...], fragments, inner: set[int]) -> int:
+def checkpoint_words(subtree: tuple[int, ...], fragments, inner: frozenset[int]) -> int:
     """The payload of a checkpoint report from `subtree`: the replica digest, the entry and
     manifest counts, an entry per owner (owner, shard bytes, the shard's sha256, each
     fragment's sha256) and one per owner with children (owner, its manifest's sha256)."""
     return 3 + sum(6 + 4 * len(fragments[o]) for o in subtree) + 5 * sum(1 for o in subtree if o in inner)
-
-
-def prepared_owners(protocols: tuple[OwnerProtocol, ...]) -> dict[int, int]:
-    """For every owner, how many owners' output digests its "prepared" message carries: its
-    own and those of every owner whose "prepared" it receives, transitively."""
-    return {o: len(s) for o, s in subtrees(protocols).items()}
 
 
 def run_id_of(plan) -> int:
@@ -542,9 +527,9 @@ def build_image(plan, role: str, target: str, cpu: CpuNeeds = CpuNeeds()) -> Rol
         below = subtrees(protocols)
     except ValueError as err:
         raise ImageError("build-failed", f"the publication reports: {err}") from None
-    prepared = {o: len(s) for o, s in below.items()}
+    prepared = prepared_owners(protocols)
     fragments = owner_fragments(plan)
-    inner = {p.owner for p in protocols if any(op.kind == "ckpt-manifest" for op in p.checkpoint_ops)}
+    inner = manifest_writers(protocols)
     fmt_ = storage.format_of(dep)
     init = initial_words(layout, learner, role_v.owners, fmt_)
     # whose inputs each owner reads: its own, or (mutant foreign-inputs) another owner's

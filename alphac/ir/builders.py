@@ -2,19 +2,8 @@
 
 from __future__ import annotations
 
-import struct
-
 from alphac.ir.nodes import Assign, Binary, Compare, Const, Index, Select, SlotRef, Unary
-
-
-def bits(x: float) -> int:
-    """The binary64 word of a Python float."""
-    return struct.unpack("<Q", struct.pack("<d", x))[0]
-
-
-def flt(w: int) -> float:
-    """The Python float of a binary64 word."""
-    return struct.unpack("<d", struct.pack("<Q", w))[0]
+from alphac.ir.words import to_bits as bits, to_float as flt  # noqa: F401 (the short names tests use)
 
 
 def C(x: float) -> Const:

@@ -8,11 +8,9 @@ judge any launcher's run.
     emit      the Slurm (srun --multi-prog, sbatch) and mpirun (MPMD) files
     verify    a run directory from any launcher, against the oracle
     hostlist  Slurm's hostlist syntax
-    frames    the frame wire format (for tools and tests that act as a peer)
     results   the owners' output files
     commit    the commit record, and settling a run by it
     cache     the embedded metadata and when an executable is stale
-    session   builds cached per process (tests, benchmarks)
 
 It loads, plans and builds through alphac.driver; `alphac launch` is alphac.commands.launch.
 """

@@ -19,6 +19,7 @@ import hashlib
 import os
 from pathlib import Path
 
+from alphac.resources import sha256_file
 from alphac.targets import levels, load_target
 from alphac.targets.elf import read_metadata
 from alphac.targets.target import TargetError
@@ -34,20 +35,12 @@ def deps_path(exe: str | Path) -> Path:
     return p.with_name(p.name + ".deps")
 
 
-def _sha256(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 @functools.lru_cache(maxsize=1)
 def compiler_digest() -> str:
     """sha256 over every file of the compiler, by path relative to the package, in order."""
     h = hashlib.sha256()
     for p in sorted(p for p in _PACKAGE.rglob("*") if p.suffix in _COMPILER_SUFFIXES and p.is_file()):
-        h.update(str(p.relative_to(_PACKAGE)).encode() + b"\0" + _sha256(p).encode() + b"\n")
+        h.update(str(p.relative_to(_PACKAGE)).encode() + b"\0" + sha256_file(p).encode() + b"\n")
     return h.hexdigest()
 
 
@@ -99,7 +92,7 @@ def _spec_files(spec_file: str) -> list[str]:
 def record_inputs(exe: str | Path, spec_file: str | Path | None, data: tuple[str, ...] = ()) -> Path:
     """Write `EXE.deps`: the compiler's digest and every input's, as read now."""
     lines = [DEPS_HEAD, f"compiler {compiler_digest()}"]
-    lines += [f"file {_sha256(p)} {p}" for p in inputs(spec_file, data)]
+    lines += [f"file {sha256_file(p)} {p}" for p in inputs(spec_file, data)]
     path = deps_path(exe)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -155,7 +148,7 @@ def stale_reason(exe: str | Path, protocol_hex: str, role: str, target: str, cpu
             return f"{path} is a new input"
     for path, digest in files.items():
         try:
-            if _sha256(path) != digest:
+            if sha256_file(path) != digest:
                 return f"{path} changed"
         except OSError:
             return f"cannot read its input {path}"

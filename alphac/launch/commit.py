@@ -22,14 +22,13 @@ published and every staged file of the run is removed, with any final name linke
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from alphac.launch.results import ResultError
-from alphac.resources import NotRegular, open_regular
+from alphac.resources import NotRegular, open_regular, sha256_file
 
 HEAD = "alphac-commit 1"
 
@@ -87,14 +86,6 @@ def read_commit(path: str | Path) -> CommitRecord:
         raise ResultError(f"{path}: not UTF-8 text (byte {exc.start} is {data[exc.start]:#04x}); "
                           "not an alphac commit record") from None
     return parse_commit(text, str(path))
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open_regular(path) as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 @dataclass

@@ -15,11 +15,9 @@ unless the caller asks for another level.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import signal
-import struct
 import sys
 import tempfile
 import threading
@@ -325,8 +323,9 @@ class OwnerRow:
         parameter words, then the state words."""
         if self.params is None:
             return None
-        words = self.params + self.state
-        return hashlib.sha256(struct.pack(f"<{len(words)}Q", *words)).hexdigest()
+        from alphac.oracle.words import digest
+
+        return digest(self.params, self.state)
 
 
 @dataclass(frozen=True)

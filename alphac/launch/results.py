@@ -39,18 +39,6 @@ class OwnerResult:
     state_offsets: tuple[int, ...] | None = None
 
 
-def encode_result(r: OwnerResult, k: int | None = None, m: int | None = None) -> bytes:
-    """The exact bytes an executable writes for `r` (used by tests and tools); format 2
-    when `r` names its coordinates (then k and m are the learner's)."""
-    if r.param_coords is not None:
-        words = [OUT_MAGIC, OUT_FORMAT_OWNED, r.owner, r.version, r.protocol, k, m,
-                 len(r.params), len(r.state), *r.param_coords, *r.state_offsets, *r.params, *r.state]
-        return struct.pack(f"<{len(words)}Q", *words)
-    words = [OUT_MAGIC, OUT_FORMAT, r.owner, r.version, r.protocol,
-             len(r.params), len(r.state), *r.params, *r.state]
-    return struct.pack(f"<{len(words)}Q", *words)
-
-
 def parse_result(data: bytes, where: str = "<bytes>") -> OwnerResult:
     if len(data) % 8:
         raise ResultError(f"{where}: {len(data)} bytes is not a whole number of words")

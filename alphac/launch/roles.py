@@ -79,8 +79,3 @@ def owner_ranges(table: tuple[OwnerEntry, ...]) -> list[OwnerRange]:
         else:
             out.append(OwnerRange(e.owner, e.owner, e))
     return out
-
-
-def owner_exes(dep, exes: Mapping[tuple[str, str], Path]) -> list[Path]:
-    """One executable per owner, in owner order (the table's exe column)."""
-    return [e.exe for e in role_table(dep, exes)]

@@ -151,12 +151,6 @@ class OwnerOutcome:
                 return line
         return None
 
-    def refusal_code(self) -> str | None:
-        line = self.refusal()
-        if line is None:
-            return None
-        return line[len("refused: "):].split(":", 1)[0].strip()
-
 
 @dataclass
 class RunResult:

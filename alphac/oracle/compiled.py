@@ -443,9 +443,7 @@ def _probe() -> None:
     words: a * b + c with a = b = 1 + 2**-30, c = -(1 + 2**-29) is 0 unfused (2**-60 fused);
     2**53, then ones, then -2**53 sums to 0 only left to right (each one is absorbed)."""
     from alphac.ir.nodes import Index
-
-    def word(x: float) -> int:
-        return int(np.float64(x).view(np.uint64))
+    from alphac.ir.words import to_bits as word
 
     n = 64
     a = 1.0 + 2.0 ** -30

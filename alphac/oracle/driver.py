@@ -22,13 +22,14 @@ import numpy as np
 
 from alphac.ir.mutants import check_name, foreign_accumulator
 from alphac.ir.nodes import Deployment, Learner, SampleTree, TreeBranch, TreeNode
+from alphac.ir.words import to_float
 from alphac.oracle import independent, sampletree, scalar, vector
 from alphac.oracle.combine import Mass, _same, combine, deliver_to_next, mean, mutate_leaves, swap_branch
 from alphac.oracle.layout import owned_coordinates, param_coordinates, state_offsets
 from alphac.oracle.refusal import Refusal, Site
 from alphac.oracle.tree import combine_tree, leaves as tree_leaves
 from alphac.oracle.words import (bits_of, digest, floats, narrow32, storage_count, storage_floats,
-                                 storage_words, to_float)
+                                 storage_words)
 
 ENGINES = ("auto", "scalar", "vector", "numba")
 FORMATS = ("binary64", "binary32")  # storage formats (docs/oracle.md, "binary32 learners")

@@ -18,7 +18,7 @@ import numpy as np
 from alphac.ir.nodes import Deployment
 from alphac.oracle import scalar
 from alphac.oracle.refusal import Refusal, Site
-from alphac.oracle.words import to_float
+from alphac.ir.words import to_float
 
 MUTANT = "foreign-inputs"
 

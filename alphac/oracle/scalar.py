@@ -19,7 +19,7 @@ from alphac.ir.nodes import (
     VectorLet, VectorLocal, vector_lets)
 from alphac.ir.nodes import ELEMENTARY_OPS
 from alphac.oracle.refusal import Site, non_finite
-from alphac.oracle.words import to_float
+from alphac.ir.words import to_float
 
 _LEAVES = (Const, SlotRef, Local, VectorLocal)
 # |x| at or beyond which x rounds to binary32 infinity: the largest binary32 plus half its

@@ -33,7 +33,7 @@ from alphac.ir.nodes import (Assign, Binary, Compare, Const, Index, Let, Local, 
                              SlotRef, Sum, Unary, VectorLet, VectorLocal, children, vector_lets)
 from alphac.ir.nodes import ELEMENTARY_OPS
 from alphac.oracle.ordered import fold_partials
-from alphac.oracle.words import to_float
+from alphac.ir.words import to_float
 
 _LEAVES = (Const, SlotRef, Local, VectorLocal)
 

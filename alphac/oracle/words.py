@@ -1,19 +1,11 @@
-"""Binary64 words: bit patterns <-> floats, hex spelling and the per-owner digest."""
+"""Binary64 word vectors: bit patterns <-> float arrays, storage formats, hex spelling and the
+per-owner digest (one word <-> one float: alphac.ir.words)."""
 
 from __future__ import annotations
 
 import hashlib
-import struct
 
 import numpy as np
-
-
-def to_float(bits: int) -> float:
-    return struct.unpack("<d", struct.pack("<Q", bits))[0]
-
-
-def to_bits(x: float) -> int:
-    return struct.unpack("<Q", struct.pack("<d", x))[0]
 
 
 def floats(words) -> np.ndarray:

@@ -22,10 +22,10 @@ from functools import cached_property
 
 import numpy as np
 
+from alphac.checkpoint.manifest import Run
 from alphac.ir import nodes as ir
 from alphac.plan.storage import word_counts, word_partitioning
 
-Run = tuple[int, int, int]  # (start, step, count), as in the shard maps
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:

@@ -16,13 +16,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from alphac.checkpoint.manifest import Run, positions
 from alphac.diagnostics import NO_SPAN, Diagnostic, Span
 from alphac.ir import nodes as ir
 from alphac.plan.layout import OwnerLayout
 from alphac.plan.storage import format_of
 from alphac.plan.tree import owner_list
-
-Run = tuple[int, int, int]  # (start, step, count): positions start, start+step, ...
 
 
 @dataclass(frozen=True)
@@ -48,8 +47,7 @@ class Fragment:
         return sum(c for _, _, c in self.layout)
 
     def positions(self) -> np.ndarray:
-        parts = [start + step * np.arange(count, dtype=np.int64) for start, step, count in self.layout]
-        return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+        return positions(self.layout)
 
 
 @dataclass(frozen=True)

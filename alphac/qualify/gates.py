@@ -8,13 +8,11 @@ they show that the checks would have caught a wrong result.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from alphac.resources import data_path
+from alphac.resources import data_path, sha256_file
 
 PASSED, FAILED, NOT_RUN = "passed", "failed", "not-run"
 GATE, CONTROL = "gate", "control"
@@ -67,7 +65,7 @@ class Context:
         plan = driver.plan(dep, options.get("mutant"))
         out = self.work / key
         for exe in ensure_built(plan, out, log=self.log).values():
-            self.executables[exe.name] = hashlib.sha256(exe.read_bytes()).hexdigest()
+            self.executables[exe.name] = sha256_file(exe)
         return launch(dep, out_dir=out, plan=plan, deadline_s=120.0, **options)
 
 
@@ -82,11 +80,6 @@ def _matched(ctx: Context, dep, key: str, **options):
     if not report.match:
         raise GateFailed(f"{key}: {_failures(report)}")
     return report
-
-
-def _words_digest(params, state) -> str:
-    words = tuple(params) + tuple(state)
-    return hashlib.sha256(struct.pack(f"<{len(words)}Q", *words)).hexdigest()
 
 
 def order(ctx: Context) -> Verdict:
@@ -134,10 +127,12 @@ def assembled(report, k: int, m: int) -> tuple[tuple[int, ...], tuple[int, ...]]
 def partitioned(ctx: Context) -> Verdict:
     """Partitioned equivalence: the momentum star with everything partitioned equals its
     oracle, and its owners' words assembled are the replicated learner's words."""
+    from alphac.oracle.words import digest
+
     part = ctx.deployment("lsq_momentum_partitioned_star")
     report = _matched(ctx, part, "partitioned")
     replicated = _matched(ctx, ctx.deployment("lsq_momentum_star"), "replicated")
-    digests = {"partitioned, assembled": _words_digest(*assembled(report, part.learner.k, part.learner.m)),
+    digests = {"partitioned, assembled": digest(*assembled(report, part.learner.k, part.learner.m)),
                "replicated": replicated.rows[0].digest}
     if digests["partitioned, assembled"] != digests["replicated"]:
         return Verdict(FAILED, "the partitioned owners' words are not the replicated learner's", digests)
@@ -155,7 +150,7 @@ def resume(ctx: Context) -> Verdict:
     ckpt = ctx.work / "resume-ckpt" / "ckpt-2"
     again = _matched(ctx, other, "resume-other-isa", resume=ckpt, checkpoint_dir=ctx.work / "resume-ckpt2")
     digests = {"uninterrupted": first.rows[0].digest, "resumed on the other ISA": again.rows[0].digest,
-               "ckpt-2 manifest.txt": hashlib.sha256((ckpt / "manifest.txt").read_bytes()).hexdigest()}
+               "ckpt-2 manifest.txt": sha256_file(ckpt / "manifest.txt")}
     if [r.digest for r in again.rows] != [r.digest for r in first.rows]:
         return Verdict(FAILED, "the resumed owners' words are not the uninterrupted run's", digests)
     placed = "/".join(dict.fromkeys(other.placement))

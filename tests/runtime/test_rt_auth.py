@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from alphac import wire
-from alphac.launch import frames as fr
+from alphac.testing import frames as fr
 
 KEY = bytes(range(32))
 LEN = 3

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from alphac import wire
-from alphac.launch import frames as fr
+from alphac.testing import frames as fr
 
 H = wire.HEADER_WORDS
 OWNERS = (1, 2, 3)

@@ -1,5 +1,5 @@
 """Checksums, frame encoding and every frame refusal of the C runtime, in-process: the
-runtime's end of a socketpair against alphac.launch.frames, the Python reference."""
+runtime's end of a socketpair against alphac.testing.frames, the Python reference."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from alphac import wire
-from alphac.launch import frames as fr
+from alphac.testing import frames as fr
 
 K = 2
 LEN = K + 1  # a combine value: k sums and the count (the largest payload of this protocol)

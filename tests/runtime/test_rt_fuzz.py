@@ -38,7 +38,7 @@ import pytest
 
 from alphac import driver, wire
 from alphac.image.cheader import runtime_codes
-from alphac.launch import frames as fr
+from alphac.testing import frames as fr
 from alphac.launch.hostlist import HostlistError, expand
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import functools
 import math
-import struct
 from fractions import Fraction
 
 from llvmlite import ir
 
 from alphac.codegen.types import F64
+from alphac.ir.words import to_float
 
 
 # The functions and their level, as the numerical contract names them.
@@ -134,10 +134,6 @@ LOG_OFF = 0x3FE6955500000000  # about 0.7071
 LOG_FAST_TERMS = 10  # log1p(r) to r^10/10 on |r| <= 2^-7 (the next term below 2^-73 r)
 
 
-def _f64_of(bits: int) -> float:
-    return struct.unpack("<d", struct.pack("<Q", bits))[0]
-
-
 @functools.lru_cache(maxsize=None)
 def _log_fast_table() -> tuple[tuple[float, ...], ...]:
     """For each cell i: c_i (1 / the cell's centre, rounded to 26 significant bits, so that
@@ -146,8 +142,8 @@ def _log_fast_table() -> tuple[tuple[float, ...], ...]:
     one = (0x3FF0000000000000 - LOG_OFF) >> 45
     cs, hi, lo = [], [], []
     for i in range(128):
-        z0 = Fraction(_f64_of(LOG_OFF + (i << 45)))
-        z1 = Fraction(_f64_of(LOG_OFF + ((i + 1) << 45)))
+        z0 = Fraction(to_float(LOG_OFF + (i << 45)))
+        z1 = Fraction(to_float(LOG_OFF + ((i + 1) << 45)))
         if i == one:
             c = Fraction(1)
         else:

@@ -1,5 +1,6 @@
 """Repeated launches in one process (tests, benchmarks): each (deployment variant, role,
-target) is planned and built once into a per-process build directory, then reused."""
+target) is planned and built once into a per-process build directory, then reused; and
+one executable per owner, to start owners by hand."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import atexit
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Mapping
 
 from alphac.launch.launcher import PlanRun, ensure_built, new_run_dir, run_plan
+from alphac.launch.roles import role_table
 
 _root: Path | None = None
 _plans: dict[str, object] = {}
@@ -54,3 +57,8 @@ def run(key: str, dep, **kw) -> PlanRun:
     exes = kw.pop("exes", None) or built(key, dep)
     kw.setdefault("deadline_s", 120.0)
     return run_plan(dep, exes, new_run_dir(root(), key), **kw)
+
+
+def owner_exes(dep, exes: Mapping[tuple[str, str], Path]) -> list[Path]:
+    """One executable per owner, in owner order (the role table's exe column)."""
+    return [e.exe for e in role_table(dep, exes)]

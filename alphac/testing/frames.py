@@ -1,7 +1,7 @@
 """The wire format of the executables' frames, in Python: encode, decode, checksum.
 
-Used by tests that play a misbehaving peer against a real owner, and by tools that read
-frames off a socket. The constants are the wire table `alphac.wire`, which the C runtime's
+Used by tests that play a misbehaving peer against a real owner (the executables speak
+the format in C). The constants are the wire table `alphac.wire`, which the C runtime's
 generated header is made from. The layout is the executable contract (docs/runtime.md): all words
 are u64 little-endian; 8 header words, the payload, then one checksum word: the payload
 hashed in LANES independent FNV-1a lanes, the lanes folded into one word, then the 8
@@ -14,6 +14,7 @@ import hashlib
 import hmac
 import socket
 import struct
+import time
 from dataclasses import dataclass
 
 from alphac import wire
@@ -259,6 +260,21 @@ def read_frame(sock: socket.socket, max_payload: int | None = None, key: bytes |
         raise FrameError("frame-oversized", f"{head[7]} payload words, at most {max_payload}")
     rest = recv_exact(sock, (head[7] + 1 + (TAG_WORDS if key is not None else 0)) * 8)
     return decode(head_bytes + rest, max_payload, key, seq, run_key)[0]
+
+
+def connect(port: int, deadline_s: float = 10.0) -> socket.socket:
+    """A TCP connection (no delay) to the owner listening on 127.0.0.1:`port`, tried again
+    until it listens or `deadline_s` has passed."""
+    end = time.monotonic() + deadline_s
+    while True:
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return s
+        except OSError:
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.01)
 
 
 class Connection:
