@@ -100,10 +100,10 @@ static int digits(const char *p, const char *end) {
     return (int)(q - p);
 }
 
-static uint64_t number(const char *p, int n) {
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++) v = v * 10 + (uint64_t)(p[i] - '0');
-    return v;
+static uint64_t number(const char *p, int n) { /* n digits, at most MAX_DIGITS */
+    int64_t v = 0;
+    (void)rt_decimal_n(p, (size_t)n, &v);
+    return (uint64_t)v;
 }
 
 static int parse_range(const char *text, size_t a, size_t b, struct range *r, char *err, size_t size) {

@@ -13,8 +13,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define SHARD_MAGIC UINT64_C(0x54504B4341484C41)
-#define SHARD_FORMAT 2
 
 struct frag {
     int64_t owner, region, offset, words;
@@ -70,7 +68,7 @@ static int open_regular(struct rt *rt, const char *path, int code, int *fd, int6
     return RT_OK;
 }
 
-/* n bytes from fd, within the restore's deadline (rt->deadline_ms, --timeout-ms after the
+/* n bytes from fd, within the restore's deadline (rt->net.deadline_ms, --timeout-ms after the
    restore began), checked after every read. */
 static int read_exact(struct rt *rt, int fd, void *buf, size_t n, const char *path) {
     for (size_t done = 0; done < n;) {
@@ -79,9 +77,9 @@ static int read_exact(struct rt *rt, int fd, void *buf, size_t n, const char *pa
         if (r < 0) return rt_fail(rt, RT_IO_ERROR, "cannot read '%s' (%s)", path, strerror(errno));
         if (r == 0) return rt_fail(rt, RT_IO_ERROR, "cannot read '%s' (it ended early)", path);
         done += (size_t)r;
-        if (rt_now_ms() > rt->deadline_ms)
+        if (rt_now_ms() > rt->net.deadline_ms)
             return rt_fail(rt, RT_CHECKPOINT_TIMEOUT, "reading '%s' took longer than the restore's %lld ms "
-                           "(--timeout-ms)", path, (long long)rt->timeout_ms);
+                           "(--timeout-ms)", path, (long long)rt->net.timeout_ms);
     }
     return RT_OK;
 }
@@ -103,14 +101,10 @@ static int read_all(struct rt *rt, const char *path, char **out, size_t *len, in
     return RT_OK;
 }
 
-static void to_hex(const unsigned char d[32], char out[65]) {
-    for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", d[i]);
-}
-
 static void sha_hex(const void *data, size_t n, char out[65]) {
     unsigned char d[32];
     (void)rt_sha256_bytes(data, n, d); /* zeros where libcrypto failed: no manifest matches them */
-    to_hex(d, out);
+    rt_hex(d, 32, out);
 }
 
 static int bad(struct rt *rt, const struct manifest *m, int64_t line, const char *what) {
@@ -141,11 +135,7 @@ static int64_t number(struct fields *f) {
     size_t n;
     const char *s = field(f, &n);
     int64_t v = 0;
-    if (n > 18) f->ok = 0;
-    for (size_t i = 0; i < n && f->ok; i++) {
-        if (s[i] < '0' || s[i] > '9') f->ok = 0;
-        v = v * 10 + (s[i] - '0');
-    }
+    if (n > 18 || !rt_decimal_n(s, n, &v)) f->ok = 0;
     return v;
 }
 
@@ -223,7 +213,9 @@ static int parse_item(struct manifest *m, const char *p, int64_t *have, int64_t 
         g->owner = number(&f);
         if (!m->nshards || m->shards[m->nshards - 1].owner != g->owner) return 0; /* outside its shard's lines */
         const char *region = field(&f, &n);
-        g->region = n == 10 && !strncmp(region, "parameters", 10) ? 1 : n == 5 && !strncmp(region, "state", 5) ? 2 : 0;
+        g->region = 0;
+        for (int r = 1; r <= 2; r++)
+            if (n == strlen(CKPT_REGION_NAME(r)) && !strncmp(region, CKPT_REGION_NAME(r), n)) g->region = r;
         g->offset = number(&f), g->words = number(&f);
         const char *runs = field(&f, &n);
         sha_field(&f, g->sha);
@@ -369,7 +361,7 @@ static size_t run_at(const char *r, long long v[3]) {
    step 0 is walked twice at most (its position is then duplicated anyway). */
 static int coverage(struct rt *rt, const struct manifest *m, unsigned char *count, int64_t region, int64_t domain) {
     memset(count, 0, (size_t)domain);
-    const char *name = region == 1 ? "parameters" : "state";
+    const char *name = CKPT_REGION_NAME(region);
     for (int64_t j = 0; j < m->nfrags; j++) {
         const struct frag *f = &m->frags[j];
         if (f->region != region) continue;
@@ -436,7 +428,7 @@ struct selector {
 /* The fragment's next n words (`words`; NULL: only whether this owner holds any of them),
    each word this owner holds selected into its compact storage, a span at a time. */
 static int select_words(struct rt *rt, int region, struct selector *s, const uint64_t *words, int64_t n) {
-    uint64_t *dst = region == REGION_PARAMETERS ? rt->params : rt->state;
+    uint64_t *dst = region == REGION_PARAMETERS ? rt->store.params : rt->store.state;
     int any = 0;
     for (int64_t j = 0, got, slot; j < n && s->run < s->runs.n; j += got) {
         const int64_t *r = s->runs.r + 3 * s->run;
@@ -460,13 +452,6 @@ static int holds_any(struct rt *rt, const struct frag *f) {
     return any;
 }
 
-static char *join(const char *dir, const char *file) {
-    size_t n = strlen(dir) + strlen(file) + 2;
-    char *s = malloc(n);
-    if (s) snprintf(s, n, "%s/%s", dir, file);
-    return s;
-}
-
 #define CHUNK_WORDS (1 << 17) /* a shard is read, hashed and selected from 1 MiB at a time */
 
 /* Fragment f's words from the shard open at fd: read, hashed and selected in one pass, a
@@ -487,7 +472,7 @@ static int read_fragment(struct rt *rt, int fd, const struct frag *f, uint64_t *
     free(s.runs.r);
     rt_sha256_final(&h, d);
     rt_sha256_update(file, d, 32);
-    to_hex(d, sha);
+    rt_hex(d, 32, sha);
     return rc;
 }
 
@@ -524,7 +509,7 @@ static int read_head(struct rt *rt, int fd, int64_t size, const struct manifest 
 /* The header's magic, format, owner, version and identity, once the shard's hash agreed. */
 static int check_head(struct rt *rt, const struct manifest *m, const struct shard *s, const char *path,
                       const uint64_t *h) {
-    if (h[0] != SHARD_MAGIC || h[1] != SHARD_FORMAT || h[3] != (uint64_t)s->owner)
+    if (h[0] != CKPT_SHARD_MAGIC || h[1] != CKPT_SHARD_FORMAT || h[3] != (uint64_t)s->owner)
         return rt_fail(rt, RT_CHECKPOINT_MANIFEST, "%s is not owner %lld's shard", path, (long long)s->owner);
     if (h[4] != m->version || h[2] != m->identity)
         return rt_fail(rt, RT_CHECKPOINT_VERSION, "%s holds version %llu of identity %016llx, %s version %llu of %016llx",
@@ -540,7 +525,7 @@ static int check_digest(struct rt *rt, struct rt_sha256 *file, const struct mani
     unsigned char d[32];
     char sha[65];
     rt_sha256_final(file, d);
-    to_hex(d, sha);
+    rt_hex(d, 32, sha);
     if (strcmp(sha, s->sha) != 0)
         return rt_fail(rt, RT_CHECKPOINT_HASH_MISMATCH, "%s: its sha256 is not the one %s names", path, m->path);
     return check_head(rt, m, s, path, head);
@@ -568,7 +553,7 @@ static int shard_pass(struct rt *rt, int fd, int64_t size, const struct manifest
     if (rc == RT_OK) rc = check_digest(rt, &file, m, s, path, head);
     if (rc == RT_OK && wrong)
         rc = rt_fail(rt, RT_CHECKPOINT_HASH_MISMATCH, "%s: owner %lld's %s fragment does not match its sha256",
-                     path, (long long)wrong->owner, wrong->region == 1 ? "parameters" : "state");
+                     path, (long long)wrong->owner, CKPT_REGION_NAME(wrong->region));
     free(head);
     return rc;
 }
@@ -606,7 +591,7 @@ static int head_pass(struct rt *rt, int fd, int64_t size, const struct manifest 
    (`needed`: it holds words this owner selects) or by its header alone. */
 static int read_shard(struct rt *rt, const char *dir, const struct manifest *m, const struct shard *s,
                       uint64_t *chunk, int needed) {
-    char *path = join(dir, s->file);
+    char *path = rt_pathf("%s/%s", dir, s->file);
     if (!path) return rt_fail(rt, RT_IO_ERROR, "out of memory");
     int fd = -1;
     int64_t size = 0;
@@ -632,7 +617,7 @@ static int check_child(struct rt *rt, const char *dir, const struct manifest *m,
         return rt_fail(rt, RT_CHECKPOINT_MANIFEST, "%s: '%s' is not owner %lld's manifest file", m->path,
                        m->children[j].file, (long long)m->children[j].owner);
     struct manifest c = {0};
-    char *path = join(dir, m->children[j].file);
+    char *path = rt_pathf("%s/%s", dir, m->children[j].file);
     c.path = path;
     int rc = path ? read_all(rt, path, &c.text, &c.len, RT_CHECKPOINT_SHARD_MISSING)
                   : rt_fail(rt, RT_IO_ERROR, "out of memory");
@@ -672,7 +657,7 @@ static int check_tag(struct rt *rt, const struct manifest *m) {
     unsigned char d[32];
     char want[65];
     unsigned diff = rt_hmac(rt->ck.key, sizeof rt->ck.key, m->text, m->auth_at, d) != 0;
-    to_hex(d, want);
+    rt_hex(d, 32, want);
     for (int i = 0; i < 64; i++) diff |= (unsigned)(want[i] ^ m->tag[i]);
     return diff ? rt_fail(rt, RT_CHECKPOINT_AUTH, "%s: its tag is not the one this run's checkpoint key makes "
                           "(another key's checkpoint, or a forged one)", m->path)
@@ -714,9 +699,9 @@ int rt_restore(struct rt *rt) {
     const char *dir = rt->ck.resume;
     if (strstr(dir, ".partial-"))
         return rt_fail(rt, RT_CHECKPOINT_MANIFEST, "'%s' is a partial checkpoint, never loaded", dir);
-    rt->deadline_ms = rt_now_ms() + rt->timeout_ms;
+    rt->net.deadline_ms = rt_now_ms() + rt->net.timeout_ms;
     struct manifest m = {0};
-    char *path = join(dir, "manifest.txt");
+    char *path = rt_pathf("%s/" CKPT_ROOT_MANIFEST, dir);
     m.path = path;
     int64_t most = rt->k > rt->m ? rt->k : rt->m;
     unsigned char *count = malloc((size_t)most + 1);
