@@ -16,7 +16,7 @@ LAYERS = {
     "frames and auth": ["auth.c", "frame.c"],
     "storage and registers": ["store.c", "mem.c"],
     "connections and transport": ["io.c", "ring.c", "xfer.c", "transport.c", "connect.c"],
-    "durability": ["output.c", "ckpt.c", "restore_files.c", "restore.c"],
+    "durability": ["output.c", "ckpt.c", "manifest.c", "restore.c"],
     "device": ["device/cuda.c"],
     "engine and command line": ["hostlist.c", "engine.c", "peers.c", "cpu.c", "status.c", "cli.c", "ops.c",
                                 "main.c", "embed.c"],
@@ -24,11 +24,12 @@ LAYERS = {
 ORDER = [f for files in LAYERS.values() for f in files]
 RANK = {f: i for i, f in enumerate(ORDER)}
 
-# Headers, lowest first: one per concern, then rt.h, the state they make up; a header
-# includes only those before it. The generated headers come from alphac/image/cheader.py
+# Headers, lowest first: one per concern, then rt.h, the state they make up, then the one
+# private to the restore's two files; a header includes only those before it. The generated headers come from alphac/image/cheader.py
 # and alphac/targets/runtime.py and include none of these.
 HEADERS = ["alphac_gen.h", "alphac_cpu.h", "base.h", "frame.h", "store.h", "net.h", "durable.h", "dev.h",
-           "engine.h", "rt.h"]
+           "engine.h", "rt.h",
+           "manifest.h"]
 HEADER_RANK = {h: i for i, h in enumerate(HEADERS)}
 
 

@@ -106,9 +106,8 @@ int rt_payload_macs(struct rt *rt, int64_t count) {
     unsigned char msg[sizeof label + 8], key[32];
     memcpy(msg, label, sizeof label);
     memcpy(msg + sizeof label, &rt->protocol, 8);
-    EVP_CIPHER_CTX **grown = realloc(rt->auth.macs, (size_t)count * sizeof *grown);
-    if (!grown) return rt_fail(rt, RT_IO_ERROR, "out of memory for the payload MACs");
-    rt->auth.macs = grown;
+    if (rt_grow(&rt->auth.macs, &rt->auth.macs_cap, (size_t)count, sizeof *rt->auth.macs) != 0)
+        return rt_fail(rt, RT_IO_ERROR, "out of memory for the payload MACs");
     int ok = rt_hmac(rt->auth.key, rt->auth.key_len, msg, sizeof msg, key) == 0;
     while (ok && rt->auth.nmacs < count) { /* nmacs counts only contexts set up */
         EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();

@@ -189,27 +189,25 @@ static const uint64_t *entry_of(const struct rt *rt, int64_t owner) {
     return NULL;
 }
 
-/* Append printf output to a growing buffer. */
+/* Append printf output to a growing buffer; `failed` once it could not grow (what it holds
+   is then incomplete: refused, never written). */
 struct text {
     char *s;
     size_t n, cap;
+    int failed;
 };
 static void put(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void put(struct text *t, const char *fmt, ...) {
-    for (;;) {
+    while (!t->failed) {
         va_list ap;
         va_start(ap, fmt);
         int need = vsnprintf(t->s ? t->s + t->n : NULL, t->s ? t->cap - t->n : 0, fmt, ap);
         va_end(ap);
-        if (need < 0) return;
-        if (t->s && t->n + (size_t)need < t->cap) {
+        if (need >= 0 && t->s && t->n + (size_t)need < t->cap) {
             t->n += (size_t)need;
             return;
         }
-        size_t cap = (t->cap ? 2 * t->cap : 4096) + (size_t)need;
-        char *s = realloc(t->s, cap);
-        if (!s) return;
-        t->s = s, t->cap = cap;
+        t->failed = need < 0 || rt_grow(&t->s, &t->cap, t->n + (size_t)need + 1, 1) != 0;
     }
 }
 
@@ -258,7 +256,7 @@ int rt_ckpt_manifest(struct rt *rt, uint64_t v) {
     int root = rt->owner == (int64_t)img_field(rt, IMG_ROOT);
     unsigned char d[32];
     if (root && !c->keyed) put(&t, "auth none\n");
-    if (root && c->keyed && t.s) { /* the tag: over every byte before the auth line */
+    if (root && c->keyed && !t.failed) { /* the tag: over every byte before the auth line */
         if (rt_hmac(c->key, sizeof c->key, t.s, t.n, d) != 0) {
             free(t.s);
             return rt_fail(rt, RT_IO_ERROR, "libcrypto could not tag the manifest");
@@ -266,7 +264,10 @@ int rt_ckpt_manifest(struct rt *rt, uint64_t v) {
         rt_hex(d, 32, sha);
         put(&t, "auth hmac-sha256 %s\n", sha);
     }
-    if (!t.s) return rt_fail(rt, RT_IO_ERROR, "out of memory");
+    if (t.failed) {
+        free(t.s);
+        return rt_fail(rt, RT_IO_ERROR, "out of memory");
+    }
     if (rt_sha256_bytes(t.s, t.n, d) != 0) {
         free(t.s);
         return rt_fail(rt, RT_IO_ERROR, "libcrypto could not hash the manifest");
@@ -275,7 +276,7 @@ int rt_ckpt_manifest(struct rt *rt, uint64_t v) {
     put(&t, "sha256 %s\n", sha);
     char *path = root ? rt_pathf("%s/" CKPT_ROOT_MANIFEST, c->partial)
                       : rt_pathf("%s/manifest-%lld.txt", c->partial, (long long)rt->owner);
-    int rc = path ? write_file(rt, path, t.s, t.n) : rt_fail(rt, RT_IO_ERROR, "out of memory");
+    int rc = path && !t.failed ? write_file(rt, path, t.s, t.n) : rt_fail(rt, RT_IO_ERROR, "out of memory");
     if (rc == RT_OK && !root) { /* this owner's manifest goes up with its entries */
         uint64_t *mf = c->manifests + 5 * c->nmanifests++;
         mf[0] = (uint64_t)rt->owner;

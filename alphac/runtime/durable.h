@@ -1,6 +1,6 @@
 /* Durability: the files a run leaves, written through a hashing writer, staged and
    published only once the run is committed (output.c); checkpoints (ckpt.c) and the
-   restore from one (restore.c, restore_files.c). */
+   restore from one (manifest.c, restore.c). */
 #ifndef ALPHAC_DURABLE_H
 #define ALPHAC_DURABLE_H
 

@@ -32,14 +32,8 @@ static int fail(char *err, size_t size, const char *fmt, ...) {
 
 /* Append one name (len bytes) and its NUL. */
 int rt_names_add(struct rt_names *out, const char *name, size_t len, char *err, size_t size) {
-    if (out->used + len + 1 > out->cap) {
-        size_t cap = out->cap ? out->cap * 2 : 4096;
-        while (cap < out->used + len + 1) cap *= 2;
-        char *text = realloc(out->text, cap);
-        if (!text) return fail(err, size, "out of memory");
-        out->text = text;
-        out->cap = cap;
-    }
+    if (len > SIZE_MAX - out->used - 1 || rt_grow(&out->text, &out->cap, out->used + len + 1, 1) != 0)
+        return fail(err, size, "out of memory");
     memcpy(out->text + out->used, name, len);
     out->text[out->used + len] = 0;
     out->used += len + 1;
