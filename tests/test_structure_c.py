@@ -23,6 +23,15 @@ LAYERS = {
 }
 ORDER = [f for files in LAYERS.values() for f in files]
 RANK = {f: i for i, f in enumerate(ORDER)}
+CONCERN = {f: i for i, files in enumerate(LAYERS.values()) for f in files}
+
+# struct rt's parts (alphac/runtime/rt.h), by the concern whose header declares each: a file
+# reads or writes a part only at its own concern or one below (a file of a lower concern
+# never reaches up into a higher one's state); the fields of struct rt itself are the run's
+# (the image, owner, protocol, run id, ...), below every concern.
+PARTS = {"auth": "frames and auth", "store": "storage and registers", "net": "connections and transport",
+         "pub": "durability", "ck": "durability", "dev": "device", "cli": "engine and command line"}
+PART = re.compile(r"\brt(?:->|\.)(" + "|".join(PARTS) + r")\.")
 
 # Headers, lowest first: one per concern, then rt.h, the state they make up, then the one
 # private to the restore's two files; a header includes only those before it. The generated headers come from alphac/image/cheader.py
@@ -120,6 +129,14 @@ def test_the_call_graph_has_no_cycle():
     assert cycle(graph) is None, "a cycle between runtime files: " + " -> ".join(cycle(graph) or [])
 
 
+def test_a_file_reaches_only_the_state_of_its_concern_or_below():
+    concerns = list(LAYERS)
+    bad = sorted({f"{name} uses rt->{part}" for name, text in sources().items()
+                  for part in PART.findall(strip(text))
+                  if concerns.index(PARTS[part]) > CONCERN[name]})
+    assert not bad, "state reached from a lower concern:\n" + "\n".join(bad)
+
+
 def test_a_header_includes_only_the_headers_before_it():
     bad = []
     for name, text in headers().items():
@@ -149,3 +166,4 @@ def test_the_parser_finds_definitions_calls_and_skips_comments_and_statics():
     edges = call_edges({"x.c": "int rt_x(void) { return rt_y(); }\n", "y.c": "int rt_y(void) { return rt_x(); }\n"})
     assert set(edges) == {("x.c", "y.c"), ("y.c", "x.c")}
     assert cycle({a: {b} for a, b in edges}) is not None
+    assert PART.findall("rt->net.fds[0] = rt->auth.sent.buf != 0; rt.pub.committed; rt->n;") == ["net", "auth", "pub"]

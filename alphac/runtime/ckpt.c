@@ -58,7 +58,7 @@ int rt_ckpt_open(struct rt *rt) {
     struct ckpt *c = &rt->ck;
     c->interval = (int64_t)img_field(rt, IMG_CKPT_INTERVAL);
     if (!c->dir || !*c->dir) c->dir = img_text(rt, IMG_STR_CKPT_DIR);
-    if (!c->run_id) c->run_id = img_field(rt, IMG_RUN_ID) ^ c->resumed_id;
+    if (!rt->run_id) rt->run_id = img_field(rt, IMG_RUN_ID) ^ c->resumed_id;
     if (c->interval == 0) return RT_OK;
     if (!*c->dir)
         return rt_fail(rt, RT_USAGE, "this deployment checkpoints every %lld updates: give --checkpoint-dir DIR",
@@ -119,7 +119,7 @@ static void put_shard(struct rt *rt, struct rt_writer *w, uint64_t v, uint64_t *
 int rt_ckpt_stage(struct rt *rt, uint64_t v) {
     struct ckpt *c = &rt->ck;
     free(c->partial);
-    c->partial = rt_pathf("%s/ckpt-%llu.partial-%016llx", c->dir, (unsigned long long)v, (unsigned long long)c->run_id);
+    c->partial = rt_pathf("%s/ckpt-%llu.partial-%016llx", c->dir, (unsigned long long)v, (unsigned long long)rt->run_id);
     if (!c->partial) return rt_fail(rt, RT_IO_ERROR, "out of memory");
     if (mkdir(c->partial, 0755) != 0 && errno != EEXIST)
         return rt_fail(rt, RT_IO_ERROR, "cannot make '%s' (%s)", c->partial, strerror(errno));

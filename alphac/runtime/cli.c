@@ -99,8 +99,8 @@ int rt_parse_args(struct rt *rt, int argc, char **argv) {
         case O_NEW_CONTRACT: rt->ck.resume_mode = 2; break;
         case O_RUN_ID: { /* hex digits only: strtoull would take a sign, blanks and 0x as well */
             size_t digits = strspn(optarg, "0123456789abcdefABCDEF");
-            rt->ck.run_id = digits > 0 && digits <= 16 && !optarg[digits] ? strtoull(optarg, NULL, 16) : 0;
-            if (!rt->ck.run_id)
+            rt->run_id = digits > 0 && digits <= 16 && !optarg[digits] ? strtoull(optarg, NULL, 16) : 0;
+            if (!rt->run_id)
                 return rt_fail(rt, RT_USAGE, "--run-id needs a non-zero hexadecimal number of at most 16 digits, "
                                "got '%s' (try --help)", optarg);
             break;

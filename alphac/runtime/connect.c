@@ -15,7 +15,7 @@ static int send_hello(struct rt *rt, int64_t peer) {
     uint64_t *p = rt->small + HEADER_WORDS;
     p[0] = (uint64_t)rt->updates;
     p[1] = (uint64_t)rt->start;
-    p[2] = rt->ck.run_id;
+    p[2] = rt->run_id;
     if (rt->auth.key) {
         TRY(rt_nonce(rt, rt->auth.sessions[peer].nonce));
         p[3] = rt->auth.sessions[peer].nonce[0];
@@ -37,10 +37,10 @@ static int check_hello(struct rt *rt, int64_t sender) {
         return rt_fail(rt, RT_FRAME_PROTOCOL, "owner %lld: owner %lld starts from version %llu, this owner %lld "
                        "(another --resume)", (long long)rt->owner, (long long)sender, (unsigned long long)p[1],
                        (long long)rt->start);
-    if (p[2] != rt->ck.run_id)
+    if (p[2] != rt->run_id)
         return rt_fail(rt, RT_FRAME_PROTOCOL, "owner %lld: owner %lld runs as run %016llx, this owner %016llx "
                        "(another --run-id)", (long long)rt->owner, (long long)sender, (unsigned long long)p[2],
-                       (unsigned long long)rt->ck.run_id);
+                       (unsigned long long)rt->run_id);
     return RT_OK;
 }
 

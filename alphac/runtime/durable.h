@@ -29,7 +29,7 @@ struct rt_pub {
 struct ckpt {
     const char *dir, *resume; /* --checkpoint-dir (or the image's), --resume (or the image's) */
     char *partial;            /* the partial directory of the checkpoint being written */
-    uint64_t run_id, resumed_id;
+    uint64_t resumed_id;
     int64_t interval;
     uint64_t *entries;        /* (owner, shard bytes, shard sha256, fragment sha256s) per owner */
     int64_t nentries, entry_words;

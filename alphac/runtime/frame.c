@@ -118,8 +118,7 @@ int rt_check_header(struct rt *rt, struct xfer *x) {
                        "plan, topology or contract)", me, claimed, (unsigned long long)f[H_PROTOCOL],
                        (unsigned long long)rt->protocol);
     if (hello) {
-        int ok = from < (uint64_t)rt->n && rt->net.accept_from[from] && rt->net.fds[from] < 0;
-        if (!ok)
+        if (!x->expected)
             return rt_fail(rt, RT_FRAME_SENDER, "owner %lld: a hello names sender %lld, not a peer still "
                            "expected to connect", me, (long long)from);
     } else if (from != (uint64_t)x->peer) {

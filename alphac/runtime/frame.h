@@ -68,6 +68,7 @@ struct xfer {
     size_t done, total;
     int64_t hashed, from;
     int hit, sealed, finished, checked;
+    int expected;                 /* a hello: its sender is a peer still expected to connect */
     int tagged;                   /* keyed, over TCP: the frame carries a tag */
     int mac_failed;               /* libcrypto could not begin the payload MAC */
     uint64_t lanes[LANES];

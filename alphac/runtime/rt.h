@@ -24,6 +24,7 @@ struct rt {
     const uint64_t *img;
     int64_t owner, pos, n, k, m, s;
     uint64_t protocol;
+    uint64_t run_id;       /* --run-id, else the image's varied by a resumed run's: hellos carry it */
     int64_t updates;
     int64_t start;         /* the version the run starts from: 0, or a resumed checkpoint's */
     uint64_t rate;

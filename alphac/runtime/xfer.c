@@ -197,6 +197,8 @@ static int arrived(struct rt *rt, struct xfer *x, const unsigned char *at, size_
     }
     x->done = to;
     if (!x->checked && x->done == H * 8) {
+        uint64_t s = x->buf[H_SENDER]; /* a hello's sender: a peer still expected to connect? */
+        x->expected = x->peer < 0 && s < (uint64_t)rt->n && rt->net.accept_from[s] && rt->net.fds[s] < 0;
         TRY(rt_check_header(rt, x));
         x->checked = 1;
         x->total = (size_t)(H + x->len + 1 + (int64_t)tags(x)) * 8;
