@@ -22,10 +22,7 @@ static const uint64_t *frags_of(const struct rt *rt, int64_t o) {
 static const uint64_t *next_frag(const uint64_t *f) { return f + 3 + 3 * f[2]; }
 
 static int fsync_path(struct rt *rt, const char *path) {
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int ok = fd >= 0 && fsync(fd) == 0;
-    if (fd >= 0) close(fd);
-    return ok ? RT_OK : rt_fail(rt, RT_IO_ERROR, "cannot make '%s' durable (%s)", path, strerror(errno));
+    return rt_sync_dir(path) == 0 ? RT_OK : rt_fail(rt, RT_IO_ERROR, "cannot make '%s' durable (%s)", path, strerror(errno));
 }
 
 /* A new checkpoint file, created exclusively: its descriptor, or -1 with the refusal. */
@@ -41,13 +38,7 @@ static int create_file(struct rt *rt, const char *path, int *rc) {
 static int write_file(struct rt *rt, const char *path, const void *data, size_t n) {
     int rc, fd = create_file(rt, path, &rc);
     if (fd < 0) return rc;
-    const char *p = data;
-    for (size_t done = 0; done < n && rc == RT_OK;) {
-        ssize_t r = write(fd, p + done, n - done);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) rc = rt_fail(rt, RT_IO_ERROR, "writing '%s' failed (%s)", path, strerror(errno));
-        else done += (size_t)r;
-    }
+    if (rt_write_all(fd, data, n) != 0) rc = rt_fail(rt, RT_IO_ERROR, "writing '%s' failed (%s)", path, strerror(errno));
     if (rc == RT_OK && fsync(fd) != 0) rc = rt_fail(rt, RT_IO_ERROR, "flushing '%s' failed (%s)", path, strerror(errno));
     close(fd);
     return rc;

@@ -61,6 +61,8 @@ void rt_writer_words(struct rt_writer *w, const uint64_t *words, int64_t n);
 void rt_writer_part(struct rt_writer *w);
 void rt_writer_part_end(struct rt_writer *w, unsigned char digest[32]);
 int rt_writer_end(struct rt_writer *w, unsigned char digest[32]);
+int rt_write_all(int fd, const void *buf, size_t n); /* every byte (EINTR retried): 0, else -1 */
+int rt_sync_dir(const char *dir);                    /* fsync a directory: 0, else -1 */
 int rt_refuse_if_exists(struct rt *rt, const char *path);
 int rt_stage_create(struct rt *rt, struct staged *s, const char *path, const char *suffix);
 int rt_stage_write(struct rt *rt, struct staged *s, const void *const *bufs, const size_t *sizes, int count,

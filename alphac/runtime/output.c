@@ -51,7 +51,7 @@ int rt_stage_create(struct rt *rt, struct staged *s, const char *path, const cha
     return rt_fail(rt, RT_IO_ERROR, "cannot create '%s' (%s)", s->tmp, strerror(errno));
 }
 
-static int write_fd(int fd, const void *buf, size_t n) {
+int rt_write_all(int fd, const void *buf, size_t n) {
     for (size_t done = 0; done < n;) {
         ssize_t r = write(fd, (const char *)buf + done, n - done);
         if (r < 0 && errno == EINTR) continue;
@@ -67,7 +67,7 @@ int rt_stage_write(struct rt *rt, struct staged *s, const void *const *bufs, con
     struct rt_sha256 h;
     rt_sha256_init(&h);
     for (int i = 0; i < count; i++) {
-        if (write_fd(s->fd, bufs[i], sizes[i]) != 0)
+        if (rt_write_all(s->fd, bufs[i], sizes[i]) != 0)
             return rt_fail(rt, RT_IO_ERROR, "writing '%s' failed (%s)", s->tmp, strerror(errno));
         rt_sha256_update(&h, bufs[i], sizes[i]);
     }
@@ -76,13 +76,18 @@ int rt_stage_write(struct rt *rt, struct staged *s, const void *const *bufs, con
     return RT_OK;
 }
 
+int rt_sync_dir(const char *dir) {
+    int fd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    int rc = fd >= 0 && fsync(fd) == 0 ? 0 : -1;
+    if (fd >= 0) close(fd);
+    return rc;
+}
+
 /* fsync the directory holding `path`, so a link or unlink in it is durable. */
 static int sync_dir(const char *path) {
     const char *slash = strrchr(path, '/');
     char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
-    int fd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-    int rc = fd >= 0 && fsync(fd) == 0 ? 0 : -1;
-    if (fd >= 0) close(fd);
+    int rc = rt_sync_dir(dir);
     free(dir);
     return rc;
 }
@@ -151,7 +156,7 @@ void rt_writer_init(struct rt_writer *w, struct rt *rt, int fd, const char *path
 static void emit(struct rt_writer *w, const void *p, size_t n) {
     if (w->rc != RT_OK || n == 0) return;
     rt_sha256_update(w->in_part ? &w->part : &w->sha, p, n);
-    if (write_fd(w->fd, p, n) != 0) {
+    if (rt_write_all(w->fd, p, n) != 0) {
         w->rc = rt_fail(w->rt, RT_IO_ERROR, "writing '%s' failed (%s)", w->path, strerror(errno));
         return;
     }
