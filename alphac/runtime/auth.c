@@ -27,9 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
 
 #define KEY_MIN 32
 #define KEY_MAX 4096

@@ -5,7 +5,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -2,7 +2,6 @@
    be driven in-process (tests/runtime build the runtime as a host shared library). */
 #include "rt.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 
 /* A runtime over this library's image, with no peers connected; NULL if out of memory or

@@ -5,7 +5,6 @@
    expanded list, listening on --base-port plus its place among the owners of that host. */
 #include "rt.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

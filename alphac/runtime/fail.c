@@ -2,8 +2,6 @@
    and the helpers every part uses (base.h): allocation, paths, numbers, hex. */
 #include "rt.h"
 
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

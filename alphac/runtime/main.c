@@ -4,8 +4,6 @@
    refusal removes what this owner staged unless the run may be committed. */
 #include "rt.h"
 
-#include <stdio.h>
-
 int rt_main(struct rt *rt, int argc, char **argv) {
     TRY(rt_init(rt, alphac_image));
     TRY(rt_parse_args(rt, argc, argv));

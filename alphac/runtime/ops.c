@@ -370,8 +370,6 @@ static int op_install(struct rt *rt, int64_t a, uint64_t mask, uint64_t *params,
     return RT_OK;
 }
 
-/* -- replica comparison -------------------------------------------------------------------- */
-
 /* -- the interpreter ----------------------------------------------------------------------- */
 
 /* A sample block lies inside this owner's share, and register 0 holds its stack. */

@@ -13,7 +13,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
