@@ -167,3 +167,23 @@ def test_the_parser_finds_definitions_calls_and_skips_comments_and_statics():
     assert set(edges) == {("x.c", "y.c"), ("y.c", "x.c")}
     assert cycle({a: {b} for a, b in edges}) is not None
     assert PART.findall("rt->net.fds[0] = rt->auth.sent.buf != 0; rt.pub.committed; rt->n;") == ["net", "auth", "pub"]
+
+
+def test_the_checkpoint_format_constants_come_from_the_generated_header():
+    """The manifest head, key label, root manifest's name and shard magic and format are
+    alphac/checkpoint/manifest.py's, generated into alphac_gen.h (CKPT_*): no C file spells
+    them itself."""
+    from alphac.checkpoint import manifest
+    from alphac.image.cheader import runtime_header
+
+    header = runtime_header()
+    for name in ("CKPT_HEAD", "CKPT_KEY_LABEL", "CKPT_ROOT_MANIFEST", "CKPT_SHARD_MAGIC", "CKPT_SHARD_FORMAT",
+                 "CKPT_REGION_NAME"):
+        assert f"#define {name}" in header
+    texts = {**sources(), **headers()}
+    spelled = [manifest.HEAD, manifest.CHECKPOINT_KEY_LABEL, manifest.ROOT_MANIFEST, f"{manifest.SHARD_MAGIC:x}"]
+    bad = [f"{name}: {s}" for name, text in texts.items() for s in spelled
+           if s.lower() in re.sub(r"/\*.*?\*/", " ", text, flags=re.S).lower()]
+    bad += [f"{name}: #define {d}" for name, text in texts.items()
+            for d in re.findall(r"#define\s+(\w*SHARD_(?:MAGIC|FORMAT))\b", text)]
+    assert not bad, "checkpoint constants spelled in C:\n" + "\n".join(bad)
