@@ -2,8 +2,6 @@
    owner's position in its role; an engine's owner index and hosts are engine.c's. */
 #include "rt.h"
 
-#include <ctype.h>
-#include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>

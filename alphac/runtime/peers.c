@@ -11,7 +11,6 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* Split `HOST:PORT` or `[V6]:PORT`; 0 when well formed (PORT in 1..65535), else -1. */

@@ -5,11 +5,8 @@
    words. */
 #include "manifest.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 /* A fragment's runs, parsed: (start, step, count) triples. */
