@@ -7,8 +7,6 @@
 
 #include <string.h>
 
-#define fold rt_fnv_fold
-
 /* Fold payload words [lo, hi) into the lanes, word i into lane i % LANES, from w (w[0] is
    word lo), and with `to`, copy them there in the same pass; called on consecutive ranges
    as a payload arrives or is sent. */
@@ -17,21 +15,21 @@ static inline __attribute__((always_inline)) void fold_range(uint64_t *to, const
     int64_t i = lo;
     for (; i < hi && (i % LANES) != 0; i++) {
         if (to) to[i - lo] = w[i - lo];
-        lanes[i % LANES] = fold(lanes[i % LANES], w[i - lo]);
+        lanes[i % LANES] = rt_fnv_fold(lanes[i % LANES], w[i - lo]);
     }
     uint64_t h0 = lanes[0], h1 = lanes[1], h2 = lanes[2], h3 = lanes[3];
     for (; i + LANES <= hi; i += LANES) {
         const uint64_t *q = w + (i - lo);
         if (to) memcpy(to + (i - lo), q, LANES * 8);
-        h0 = fold(h0, q[0]);
-        h1 = fold(h1, q[1]);
-        h2 = fold(h2, q[2]);
-        h3 = fold(h3, q[3]);
+        h0 = rt_fnv_fold(h0, q[0]);
+        h1 = rt_fnv_fold(h1, q[1]);
+        h2 = rt_fnv_fold(h2, q[2]);
+        h3 = rt_fnv_fold(h3, q[3]);
     }
     lanes[0] = h0, lanes[1] = h1, lanes[2] = h2, lanes[3] = h3;
     for (; i < hi; i++) {
         if (to) to[i - lo] = w[i - lo];
-        lanes[i % LANES] = fold(lanes[i % LANES], w[i - lo]);
+        lanes[i % LANES] = rt_fnv_fold(lanes[i % LANES], w[i - lo]);
     }
 }
 
