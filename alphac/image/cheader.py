@@ -69,6 +69,12 @@ def runtime_header() -> str:
     # a checkpoint manifest's first line, and the label of the key its tag is made with
     out.append(f'#define CKPT_HEAD "{manifest.HEAD}"')
     out.append(f'#define CKPT_KEY_LABEL "{manifest.CHECKPOINT_KEY_LABEL}"')
+    # a checkpoint's root manifest, its shards' first words, and its regions' names
+    out.append(f'#define CKPT_ROOT_MANIFEST "{manifest.ROOT_MANIFEST}"')
+    define("CKPT_SHARD_MAGIC", manifest.SHARD_MAGIC, u64=True)
+    define("CKPT_SHARD_FORMAT", manifest.SHARD_FORMAT)
+    names = " : ".join(f'(r) == {v} ? "{k}"' for k, v in manifest.REGIONS.items())
+    out.append(f'#define CKPT_REGION_NAME(r) ({names} : "")')
     define("DEFAULT_TIMEOUT_MS", wire.DEFAULT_TIMEOUT_MS)
     define("MAX_TIMEOUT_MS", wire.MAX_TIMEOUT_MS)
     define("EXIT_OK", wire.EXIT_OK)

@@ -27,16 +27,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
 
 #define KEY_MIN 32
 #define KEY_MAX 4096
 
-/* A key file: a regular file of this user (or root), private to it, of KEY_MIN to KEY_MAX
-   bytes, never a link; its bytes in *out (malloc'd), else refused key-file naming `flag`. */
-static int read_key_file(struct rt *rt, const char *path, const char *flag, unsigned char **out, size_t *len) {
+int rt_read_key_file(struct rt *rt, const char *path, const char *flag, unsigned char **out, size_t *len) {
     /* O_NONBLOCK: a FIFO in the key's place is refused by its type, not waited on for a writer */
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return rt_fail(rt, RT_KEY_FILE, "cannot open the %s file '%s' (%s)", flag, path, strerror(errno));
@@ -69,31 +65,9 @@ static int read_key_file(struct rt *rt, const char *path, const char *flag, unsi
 }
 
 int rt_read_key(struct rt *rt) {
-    int rc = read_key_file(rt, rt->key_path, "key", &rt->key, &rt->key_len);
+    int rc = rt_read_key_file(rt, rt->auth.key_path, "key", &rt->auth.key, &rt->auth.key_len);
     if (rc == RT_OK)
-        rt->sessions = rt_alloc_words(rt, (int64_t)((sizeof(struct session) * (size_t)rt->n + 7) / 8), &rc);
-    return rc;
-}
-
-/* The checkpoint key (docs/checkpoints.md, "Tags"): HMAC-SHA-256(K, CKPT_KEY_LABEL), K the
-   --checkpoint-key file's bytes, else the run's key; no key: manifests are written `auth
-   none`, and a restore reads a manifest without checking its tag. */
-int rt_checkpoint_key(struct rt *rt) {
-    struct ckpt *c = &rt->ck;
-    unsigned char *own = NULL;
-    size_t len = 0;
-    if (c->key_path) TRY(read_key_file(rt, c->key_path, "checkpoint key", &own, &len));
-    const unsigned char *k = own ? own : rt->key;
-    size_t n = own ? len : rt->key_len;
-    int rc = RT_OK;
-    if (k) {
-        static const char label[] = CKPT_KEY_LABEL;
-        c->keyed = 1;
-        if (rt_hmac(k, n, label, sizeof label - 1, c->key) != 0)
-            rc = rt_fail(rt, RT_IO_ERROR, "libcrypto could not derive the checkpoint key");
-    }
-    if (own) memset(own, 0, len);
-    free(own);
+        rt->auth.sessions = rt_alloc_words(rt, (int64_t)((sizeof(struct session) * (size_t)rt->n + 7) / 8), &rc);
     return rc;
 }
 
@@ -108,29 +82,6 @@ int rt_nonce(struct rt *rt, uint64_t out[2]) {
     return RT_OK;
 }
 
-/* libcrypto set up before any work, without reading the system's OpenSSL configuration
-   (which could change its algorithms' providers): the library's one-time allocations and
-   the algorithms this runtime uses, fetched once, are part of the executable idle, not
-   of the learner's measured bytes (docs/runtime.md, "Measured bytes"). */
-void rt_crypto_init(void) {
-    static const unsigned char zero[32];
-    unsigned char out[32];
-    unsigned int len = 0;
-    OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG, NULL);
-    (void)HMAC(EVP_sha256(), zero, sizeof zero, zero, sizeof zero, out, &len);
-    EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
-    if (c) (void)EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, zero, zero);
-    EVP_CIPHER_CTX_free(c);
-}
-
-/* HMAC-SHA-256 of data[0..n) under key; 0, or -1 where libcrypto failed (out zeroed). */
-int rt_hmac(const unsigned char *key, size_t key_len, const void *data, size_t n, unsigned char out[32]) {
-    unsigned int len = 0;
-    if (HMAC(EVP_sha256(), key, (int)key_len, data, n, out, &len) && len == 32) return 0;
-    memset(out, 0, 32);
-    return -1;
-}
-
 void rt_session_key(struct rt *rt, int64_t peer, const uint64_t connector_nonce[2],
                     const uint64_t acceptor_nonce[2], int64_t connector, int64_t acceptor) {
     static const char label[16] = "alphac-session-1";
@@ -140,7 +91,7 @@ void rt_session_key(struct rt *rt, int64_t peer, const uint64_t connector_nonce[
     memcpy(msg, label, sizeof label);
     memcpy(msg + sizeof label, words, sizeof words); /* the executables run on little-endian machines only */
     /* a failure leaves a zero key, under which the peer's tags do not verify: frame-auth */
-    (void)rt_hmac(rt->key, rt->key_len, msg, sizeof msg, rt->sessions[peer].key);
+    (void)rt_hmac(rt->auth.key, rt->auth.key_len, msg, sizeof msg, rt->auth.sessions[peer].key);
 }
 
 static const unsigned char ZERO_IV[12];
@@ -148,20 +99,19 @@ static const unsigned char ZERO_IV[12];
 /* At least `count` payload MACs for one exchange's frames, each keyed with the payload key
    (made on the first call; the key schedule is computed once per context). */
 int rt_payload_macs(struct rt *rt, int64_t count) {
-    if (count <= rt->nmacs) return RT_OK;
+    if (count <= rt->auth.nmacs) return RT_OK;
     static const char label[16] = "alphac-payload-1";
     unsigned char msg[sizeof label + 8], key[32];
     memcpy(msg, label, sizeof label);
     memcpy(msg + sizeof label, &rt->protocol, 8);
-    EVP_CIPHER_CTX **grown = realloc(rt->macs, (size_t)count * sizeof *grown);
-    if (!grown) return rt_fail(rt, RT_IO_ERROR, "out of memory for the payload MACs");
-    rt->macs = grown;
-    int ok = rt_hmac(rt->key, rt->key_len, msg, sizeof msg, key) == 0;
-    while (ok && rt->nmacs < count) { /* nmacs counts only contexts set up */
+    if (rt_grow(&rt->auth.macs, &rt->auth.macs_cap, (size_t)count, sizeof *rt->auth.macs) != 0)
+        return rt_fail(rt, RT_IO_ERROR, "out of memory for the payload MACs");
+    int ok = rt_hmac(rt->auth.key, rt->auth.key_len, msg, sizeof msg, key) == 0;
+    while (ok && rt->auth.nmacs < count) { /* nmacs counts only contexts set up */
         EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
         ok = c && EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, ZERO_IV) == 1;
         if (ok)
-            rt->macs[rt->nmacs++] = c;
+            rt->auth.macs[rt->auth.nmacs++] = c;
         else
             EVP_CIPHER_CTX_free(c);
     }
@@ -199,10 +149,10 @@ int rt_payload_mac_final(EVP_CIPHER_CTX *c, unsigned char out[PAYLOAD_MAC_BYTES]
 /* The payload MAC of len words at once (tests and benchmarks). */
 int rt_payload_mac(struct rt *rt, const uint64_t *payload, int64_t len, unsigned char out[PAYLOAD_MAC_BYTES]) {
     TRY(rt_payload_macs(rt, 1));
-    if (rt_payload_mac_begin(rt->macs[0]) != 0)
+    if (rt_payload_mac_begin(rt->auth.macs[0]) != 0)
         return rt_fail(rt, RT_IO_ERROR, "libcrypto could not begin a payload MAC");
-    rt_payload_mac_update(rt->macs[0], payload, (size_t)len * 8);
-    return rt_payload_mac_final(rt->macs[0], out) == 0 ? RT_OK
+    rt_payload_mac_update(rt->auth.macs[0], payload, (size_t)len * 8);
+    return rt_payload_mac_final(rt->auth.macs[0], out) == 0 ? RT_OK
                                                         : rt_fail(rt, RT_IO_ERROR, "libcrypto could not finish a payload MAC");
 }
 
@@ -214,7 +164,7 @@ void rt_frame_tag(const struct rt *rt, int64_t peer, uint64_t seq, const uint64_
     memcpy(msg + 8 * (1 + HEADER_WORDS), payload_mac, PAYLOAD_MAC_BYTES);
     memcpy(msg + 8 * (1 + HEADER_WORDS) + PAYLOAD_MAC_BYTES, &checksum, 8);
     if (seq == 0) /* a hello: the run's key */
-        (void)rt_hmac(rt->key, rt->key_len, msg, sizeof msg, (unsigned char *)tag);
+        (void)rt_hmac(rt->auth.key, rt->auth.key_len, msg, sizeof msg, (unsigned char *)tag);
     else
-        (void)rt_hmac(rt->sessions[peer].key, 32, msg, sizeof msg, (unsigned char *)tag);
+        (void)rt_hmac(rt->auth.sessions[peer].key, 32, msg, sizeof msg, (unsigned char *)tag);
 }

@@ -6,14 +6,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define SHARD_MAGIC UINT64_C(0x54504B4341484C41) /* "ALHACKPT" */
-#define SHARD_FORMAT 2
 #define ENTRY_WORDS(frags) (6 + 4 * (frags)) /* owner, bytes, file sha, a sha per fragment */
 
 static int64_t frag_count(const struct rt *rt, int64_t o) { return (int64_t)img_sec(rt, SEC_FRAG_COUNT)[o]; }
@@ -23,15 +20,8 @@ static const uint64_t *frags_of(const struct rt *rt, int64_t o) {
 /* a fragment's descriptor: region, words, run count, runs; the next one after it */
 static const uint64_t *next_frag(const uint64_t *f) { return f + 3 + 3 * f[2]; }
 
-static void hex(const unsigned char *d, size_t n, char *out) {
-    for (size_t i = 0; i < n; i++) snprintf(out + 2 * i, 3, "%02x", d[i]);
-}
-
 static int fsync_path(struct rt *rt, const char *path) {
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int ok = fd >= 0 && fsync(fd) == 0;
-    if (fd >= 0) close(fd);
-    return ok ? RT_OK : rt_fail(rt, RT_IO_ERROR, "cannot make '%s' durable (%s)", path, strerror(errno));
+    return rt_sync_dir(path) == 0 ? RT_OK : rt_fail(rt, RT_IO_ERROR, "cannot make '%s' durable (%s)", path, strerror(errno));
 }
 
 /* A new checkpoint file, created exclusively: its descriptor, or -1 with the refusal. */
@@ -47,26 +37,10 @@ static int create_file(struct rt *rt, const char *path, int *rc) {
 static int write_file(struct rt *rt, const char *path, const void *data, size_t n) {
     int rc, fd = create_file(rt, path, &rc);
     if (fd < 0) return rc;
-    const char *p = data;
-    for (size_t done = 0; done < n && rc == RT_OK;) {
-        ssize_t r = write(fd, p + done, n - done);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) rc = rt_fail(rt, RT_IO_ERROR, "writing '%s' failed (%s)", path, strerror(errno));
-        else done += (size_t)r;
-    }
+    if (rt_write_all(fd, data, n) != 0) rc = rt_fail(rt, RT_IO_ERROR, "writing '%s' failed (%s)", path, strerror(errno));
     if (rc == RT_OK && fsync(fd) != 0) rc = rt_fail(rt, RT_IO_ERROR, "flushing '%s' failed (%s)", path, strerror(errno));
     close(fd);
     return rc;
-}
-
-static char *pathf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *pathf(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    char *s = NULL;
-    if (vasprintf(&s, fmt, ap) < 0) s = NULL;
-    va_end(ap);
-    return s;
 }
 
 /* Before any work: where checkpoints go, and no scheduled one exists already. */
@@ -74,7 +48,7 @@ int rt_ckpt_open(struct rt *rt) {
     struct ckpt *c = &rt->ck;
     c->interval = (int64_t)img_field(rt, IMG_CKPT_INTERVAL);
     if (!c->dir || !*c->dir) c->dir = img_text(rt, IMG_STR_CKPT_DIR);
-    if (!c->run_id) c->run_id = img_field(rt, IMG_RUN_ID) ^ c->resumed_id;
+    if (!rt->run_id) rt->run_id = img_field(rt, IMG_RUN_ID) ^ c->resumed_id;
     if (c->interval == 0) return RT_OK;
     if (!*c->dir)
         return rt_fail(rt, RT_USAGE, "this deployment checkpoints every %lld updates: give --checkpoint-dir DIR",
@@ -82,7 +56,7 @@ int rt_ckpt_open(struct rt *rt) {
     if (mkdir(c->dir, 0755) != 0 && errno != EEXIST)
         return rt_fail(rt, RT_IO_ERROR, "cannot make the checkpoint directory '%s' (%s)", c->dir, strerror(errno));
     for (int64_t v = (rt->start / c->interval + 1) * c->interval; v <= rt->updates; v += c->interval) {
-        char *final = pathf("%s/ckpt-%lld", c->dir, (long long)v);
+        char *final = rt_pathf("%s/ckpt-%lld", c->dir, (long long)v);
         struct stat st;
         int exists = final && lstat(final, &st) == 0;
         int rc = exists ? rt_fail(rt, RT_CHECKPOINT_EXISTS, "'%s' exists; checkpoints are never overwritten", final)
@@ -104,7 +78,7 @@ static int64_t entry_words(const struct rt *rt, const uint64_t *e) { return ENTR
 /* A fragment's words in its runs' order, a span of compact storage at a time (store.c). */
 static void put_fragment(struct rt *rt, struct rt_writer *w, const uint64_t *f) {
     int region = (int)f[0];
-    const uint64_t *src = region == REGION_PARAMETERS ? rt->params : rt->state;
+    const uint64_t *src = region == REGION_PARAMETERS ? rt->store.params : rt->store.state;
     for (const uint64_t *run = f + 3; run < next_frag(f); run += 3)
         for (int64_t i = 0, n, slot; i < (int64_t)run[2]; i += n) {
             n = rt_slot_span(rt, region, (int64_t)(run[0] + (uint64_t)i * run[1]), (int64_t)run[1],
@@ -117,7 +91,7 @@ static void put_fragment(struct rt *rt, struct rt_writer *w, const uint64_t *f) 
    its runs' order (each hashed once, as a part), read from this owner's compact storage. */
 static void put_shard(struct rt *rt, struct rt_writer *w, uint64_t v, uint64_t *e) {
     int64_t nf = frag_count(rt, rt->owner);
-    uint64_t head[6] = {SHARD_MAGIC, SHARD_FORMAT, img_field(rt, IMG_CKPT_IDENTITY), (uint64_t)rt->owner, v,
+    uint64_t head[6] = {CKPT_SHARD_MAGIC, CKPT_SHARD_FORMAT, img_field(rt, IMG_CKPT_IDENTITY), (uint64_t)rt->owner, v,
                         (uint64_t)nf};
     for (int j = 0; j < 6; j++) rt_writer_put(w, head[j]);
     const uint64_t *f = frags_of(rt, rt->owner);
@@ -135,7 +109,7 @@ static void put_shard(struct rt *rt, struct rt_writer *w, uint64_t v, uint64_t *
 int rt_ckpt_stage(struct rt *rt, uint64_t v) {
     struct ckpt *c = &rt->ck;
     free(c->partial);
-    c->partial = pathf("%s/ckpt-%llu.partial-%016llx", c->dir, (unsigned long long)v, (unsigned long long)c->run_id);
+    c->partial = rt_pathf("%s/ckpt-%llu.partial-%016llx", c->dir, (unsigned long long)v, (unsigned long long)rt->run_id);
     if (!c->partial) return rt_fail(rt, RT_IO_ERROR, "out of memory");
     if (mkdir(c->partial, 0755) != 0 && errno != EEXIST)
         return rt_fail(rt, RT_IO_ERROR, "cannot make '%s' (%s)", c->partial, strerror(errno));
@@ -145,7 +119,7 @@ int rt_ckpt_stage(struct rt *rt, uint64_t v) {
     uint64_t *e = c->entries;
     e[0] = (uint64_t)rt->owner;
     e[1] = (uint64_t)words * 8;
-    char *path = pathf("%s/shard-%lld.bin", c->partial, (long long)rt->owner);
+    char *path = rt_pathf("%s/shard-%lld.bin", c->partial, (long long)rt->owner);
     if (!path) return rt_fail(rt, RT_IO_ERROR, "out of memory");
     int rc, fd = create_file(rt, path, &rc);
     if (fd >= 0) {
@@ -167,7 +141,7 @@ int rt_ckpt_stage(struct rt *rt, uint64_t v) {
 int rt_ckpt_send(struct rt *rt, int64_t peer, uint64_t v, uint64_t step) {
     struct ckpt *c = &rt->ck;
     uint64_t *p = rt->small + HEADER_WORDS;
-    p[0] = rt->digest, p[1] = (uint64_t)c->nentries, p[2] = (uint64_t)c->nmanifests;
+    p[0] = rt->store.digest, p[1] = (uint64_t)c->nentries, p[2] = (uint64_t)c->nmanifests;
     memcpy(p + 3, c->entries, (size_t)c->entry_words * 8);
     memcpy(p + 3 + c->entry_words, c->manifests, (size_t)c->nmanifests * 40);
     return rt_send_frame(rt, peer, KIND_CHECKPOINT, v, step, rt->small, 3 + c->entry_words + 5 * c->nmanifests, 0);
@@ -177,10 +151,10 @@ int rt_ckpt_recv(struct rt *rt, int fd, int64_t peer, uint64_t v, uint64_t step,
     struct ckpt *c = &rt->ck;
     TRY(rt_recv_frame(rt, fd, peer, KIND_CHECKPOINT, v, step, rt->small, len, NULL, NULL));
     const uint64_t *p = rt->small + HEADER_WORDS;
-    if (p[0] != rt->digest)
+    if (p[0] != rt->store.digest)
         return rt_fail(rt, RT_REPLICA_DIVERGENCE, "owner %lld's digest 0x%016llx differs from owner %lld's "
                        "0x%016llx at the checkpoint of version %llu", (long long)peer, (unsigned long long)p[0],
-                       (long long)rt->owner, (unsigned long long)rt->digest, (unsigned long long)v);
+                       (long long)rt->owner, (unsigned long long)rt->store.digest, (unsigned long long)v);
     /* the entries must be whole: the length was the plan's, check the counts agree with it */
     int64_t at = 3, words = 0;
     for (uint64_t j = 0; j < p[1] && at < len; j++) {
@@ -205,27 +179,25 @@ static const uint64_t *entry_of(const struct rt *rt, int64_t owner) {
     return NULL;
 }
 
-/* Append printf output to a growing buffer. */
+/* Append printf output to a growing buffer; `failed` once it could not grow (what it holds
+   is then incomplete: refused, never written). */
 struct text {
     char *s;
     size_t n, cap;
+    int failed;
 };
 static void put(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void put(struct text *t, const char *fmt, ...) {
-    for (;;) {
+    while (!t->failed) {
         va_list ap;
         va_start(ap, fmt);
         int need = vsnprintf(t->s ? t->s + t->n : NULL, t->s ? t->cap - t->n : 0, fmt, ap);
         va_end(ap);
-        if (need < 0) return;
-        if (t->s && t->n + (size_t)need < t->cap) {
+        if (need >= 0 && t->s && t->n + (size_t)need < t->cap) {
             t->n += (size_t)need;
             return;
         }
-        size_t cap = (t->cap ? 2 * t->cap : 4096) + (size_t)need;
-        char *s = realloc(t->s, cap);
-        if (!s) return;
-        t->s = s, t->cap = cap;
+        t->failed = need < 0 || rt_grow(&t->s, &t->cap, t->n + (size_t)need + 1, 1) != 0;
     }
 }
 
@@ -246,25 +218,25 @@ int rt_ckpt_manifest(struct rt *rt, uint64_t v) {
     for (int64_t o = 0; o < rt->n; o++)
         for (int64_t j = 0; j < c->nmanifests; j++)
             if ((int64_t)c->manifests[5 * j] == o) {
-                hex((const unsigned char *)(c->manifests + 5 * j + 1), 32, sha);
+                rt_hex((const unsigned char *)(c->manifests + 5 * j + 1), 32, sha);
                 put(&t, "manifest %lld manifest-%lld.txt %s\n", (long long)o, (long long)o, sha);
             }
     for (int64_t o = 0; o < rt->n; o++) {
         const uint64_t *e = entry_of(rt, o);
         if (!e) continue;
-        hex((const unsigned char *)(e + 2), 32, sha);
+        rt_hex((const unsigned char *)(e + 2), 32, sha);
         put(&t, "shard %lld shard-%lld.bin %llu %s\n", (long long)o, (long long)o, (unsigned long long)e[1], sha);
         int64_t nf = frag_count(rt, o), offset = 6;
         const uint64_t *f = frags_of(rt, o);
         for (int64_t j = 0; j < nf; j++, f = next_frag(f)) offset += 3 + 3 * (int64_t)f[2];
         f = frags_of(rt, o);
         for (int64_t j = 0; j < nf; j++, f = next_frag(f)) {
-            put(&t, "fragment %lld %s %lld %llu ", (long long)o, f[0] == 1 ? "parameters" : "state",
+            put(&t, "fragment %lld %s %lld %llu ", (long long)o, CKPT_REGION_NAME(f[0]),
                 (long long)offset * 8, (unsigned long long)f[1]);
             for (uint64_t r = 0; r < f[2]; r++)
                 put(&t, "%s%llu+%llux%llu", r ? "," : "", (unsigned long long)f[3 + 3 * r],
                     (unsigned long long)f[4 + 3 * r], (unsigned long long)f[5 + 3 * r]);
-            hex((const unsigned char *)(e + 6 + 4 * j), 32, sha);
+            rt_hex((const unsigned char *)(e + 6 + 4 * j), 32, sha);
             put(&t, "%s %s\n", f[2] ? "" : "-", sha);
             offset += (int64_t)f[1];
         }
@@ -274,24 +246,27 @@ int rt_ckpt_manifest(struct rt *rt, uint64_t v) {
     int root = rt->owner == (int64_t)img_field(rt, IMG_ROOT);
     unsigned char d[32];
     if (root && !c->keyed) put(&t, "auth none\n");
-    if (root && c->keyed && t.s) { /* the tag: over every byte before the auth line */
+    if (root && c->keyed && !t.failed) { /* the tag: over every byte before the auth line */
         if (rt_hmac(c->key, sizeof c->key, t.s, t.n, d) != 0) {
             free(t.s);
             return rt_fail(rt, RT_IO_ERROR, "libcrypto could not tag the manifest");
         }
-        hex(d, 32, sha);
+        rt_hex(d, 32, sha);
         put(&t, "auth hmac-sha256 %s\n", sha);
     }
-    if (!t.s) return rt_fail(rt, RT_IO_ERROR, "out of memory");
+    if (t.failed) {
+        free(t.s);
+        return rt_fail(rt, RT_IO_ERROR, "out of memory");
+    }
     if (rt_sha256_bytes(t.s, t.n, d) != 0) {
         free(t.s);
         return rt_fail(rt, RT_IO_ERROR, "libcrypto could not hash the manifest");
     }
-    hex(d, 32, sha);
+    rt_hex(d, 32, sha);
     put(&t, "sha256 %s\n", sha);
-    char *path = root ? pathf("%s/manifest.txt", c->partial)
-                      : pathf("%s/manifest-%lld.txt", c->partial, (long long)rt->owner);
-    int rc = path ? write_file(rt, path, t.s, t.n) : rt_fail(rt, RT_IO_ERROR, "out of memory");
+    char *path = root ? rt_pathf("%s/" CKPT_ROOT_MANIFEST, c->partial)
+                      : rt_pathf("%s/manifest-%lld.txt", c->partial, (long long)rt->owner);
+    int rc = path && !t.failed ? write_file(rt, path, t.s, t.n) : rt_fail(rt, RT_IO_ERROR, "out of memory");
     if (rc == RT_OK && !root) { /* this owner's manifest goes up with its entries */
         uint64_t *mf = c->manifests + 5 * c->nmanifests++;
         mf[0] = (uint64_t)rt->owner;
@@ -310,7 +285,7 @@ int rt_ckpt_publish(struct rt *rt, uint64_t v) {
     /* every shard and manifest reported is in this directory, at its size */
     const uint64_t *e = c->entries;
     for (int64_t j = 0; j < c->nentries; j++, e += entry_words(rt, e)) {
-        char *path = pathf("%s/shard-%lld.bin", c->partial, (long long)e[0]);
+        char *path = rt_pathf("%s/shard-%lld.bin", c->partial, (long long)e[0]);
         struct stat st;
         int ok = path && stat(path, &st) == 0 && (uint64_t)st.st_size == e[1];
         int rc = ok ? RT_OK : rt_fail(rt, RT_CHECKPOINT_SHARD_MISSING, "owner %lld's shard is not '%s' "
@@ -320,7 +295,7 @@ int rt_ckpt_publish(struct rt *rt, uint64_t v) {
         TRY(rc);
     }
     for (int64_t j = 0; j < c->nmanifests; j++) {
-        char *path = pathf("%s/manifest-%lld.txt", c->partial, (long long)c->manifests[5 * j]);
+        char *path = rt_pathf("%s/manifest-%lld.txt", c->partial, (long long)c->manifests[5 * j]);
         struct stat st;
         int rc = path && stat(path, &st) == 0 ? RT_OK
                  : rt_fail(rt, RT_CHECKPOINT_SHARD_MISSING, "owner %lld's manifest is not '%s'",
@@ -329,7 +304,7 @@ int rt_ckpt_publish(struct rt *rt, uint64_t v) {
         TRY(rc);
     }
     TRY(fsync_path(rt, c->partial));
-    char *final = pathf("%s/ckpt-%llu", c->dir, (unsigned long long)v);
+    char *final = rt_pathf("%s/ckpt-%llu", c->dir, (unsigned long long)v);
     if (!final) return rt_fail(rt, RT_IO_ERROR, "out of memory");
     int rc = RT_OK;
     if (renameat2(AT_FDCWD, c->partial, AT_FDCWD, final, RENAME_NOREPLACE) != 0)
@@ -339,4 +314,26 @@ int rt_ckpt_publish(struct rt *rt, uint64_t v) {
     free(final);
     TRY(rc);
     return fsync_path(rt, c->dir);
+}
+
+/* The checkpoint key (docs/checkpoints.md, "Tags"): HMAC-SHA-256(K, CKPT_KEY_LABEL), K the
+   --checkpoint-key file's bytes, else the run's key; no key: manifests are written `auth
+   none`, and a restore reads a manifest without checking its tag. */
+int rt_checkpoint_key(struct rt *rt) {
+    struct ckpt *c = &rt->ck;
+    unsigned char *own = NULL;
+    size_t len = 0;
+    if (c->key_path) TRY(rt_read_key_file(rt, c->key_path, "checkpoint key", &own, &len));
+    const unsigned char *k = own ? own : rt->auth.key;
+    size_t n = own ? len : rt->auth.key_len;
+    int rc = RT_OK;
+    if (k) {
+        static const char label[] = CKPT_KEY_LABEL;
+        c->keyed = 1;
+        if (rt_hmac(k, n, label, sizeof label - 1, c->key) != 0)
+            rc = rt_fail(rt, RT_IO_ERROR, "libcrypto could not derive the checkpoint key");
+    }
+    if (own) memset(own, 0, len);
+    free(own);
+    return rc;
 }

@@ -2,16 +2,13 @@
    owner's position in its role; an engine's owner index and hosts are engine.c's. */
 #include "rt.h"
 
-#include <ctype.h>
-#include <errno.h>
 #include <getopt.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 int rt_init(struct rt *rt, const uint64_t *image) {
     memset(rt, 0, sizeof *rt);
-    rt->stats_fd = -1;
+    rt->store.stats_fd = -1;
     rt->img = image;
     if (image[IMG_MAGIC] != IMAGE_MAGIC || image[IMG_FORMAT] != IMAGE_FORMAT)
         return rt_fail(rt, RT_CORRUPT_EXECUTABLE, "the embedded role image has magic 0x%016llx "
@@ -25,22 +22,10 @@ int rt_init(struct rt *rt, const uint64_t *image) {
     rt->protocol = image[IMG_PROTOCOL];
     rt->updates = (int64_t)image[IMG_UPDATES];
     rt->rate = image[IMG_RATE];
-    rt->timeout_ms = DEFAULT_TIMEOUT_MS;
+    rt->net.timeout_ms = DEFAULT_TIMEOUT_MS;
     rt->owner = -1;
-    rt->status_fd = -1;
+    rt->cli.status_fd = -1;
     return RT_OK;
-}
-
-/* Whether the whole of `text` is a non-negative decimal integer that fits in int64_t, into
-   *out: digits only (strtoll would take a sign and blanks before them). The command line's
-   numbers and the engines' variables are read by it. */
-int rt_decimal(const char *text, int64_t *out) {
-    char *end = NULL;
-    errno = 0;
-    long long v = strtoll(text, &end, 10);
-    if (!isdigit((unsigned char)*text) || *end || errno || v < 0) return 0;
-    *out = v;
-    return 1;
 }
 
 static int parse_num(struct rt *rt, const char *text, const char *flag, int64_t *out) {
@@ -93,32 +78,32 @@ int rt_parse_args(struct rt *rt, int argc, char **argv) {
             TRY(parse_num(rt, optarg, "--owner", &rt->owner));
             seen_owner = 1;
             break;
-        case O_PEERS: rt->peers_path = optarg; break;
-        case O_OUT: rt->out_path = optarg; break;
+        case O_PEERS: rt->net.peers_path = optarg; break;
+        case O_OUT: rt->pub.out_path = optarg; break;
         case O_UPDATES: TRY(parse_num(rt, optarg, "--updates", &rt->updates)); break;
         case O_TIMEOUT:
-            TRY(parse_num(rt, optarg, "--timeout-ms", &rt->timeout_ms));
+            TRY(parse_num(rt, optarg, "--timeout-ms", &rt->net.timeout_ms));
             /* bounded so that deadlines and poll(2)'s int timeout cannot overflow */
-            if (rt->timeout_ms < 1 || rt->timeout_ms > MAX_TIMEOUT_MS)
+            if (rt->net.timeout_ms < 1 || rt->net.timeout_ms > MAX_TIMEOUT_MS)
                 return rt_fail(rt, RT_USAGE, "--timeout-ms must be in 1..%d", MAX_TIMEOUT_MS);
             break;
-        case O_KEY: rt->key_path = optarg; break;
-        case O_LISTEN_ANY: rt->listen_any = 1; break;
-        case O_INSECURE: rt->insecure = 1; break;
+        case O_KEY: rt->auth.key_path = optarg; break;
+        case O_LISTEN_ANY: rt->net.listen_any = 1; break;
+        case O_INSECURE: rt->auth.insecure = 1; break;
         case O_CKPT_DIR: rt->ck.dir = optarg; break;
         case O_RESUME: rt->ck.resume = optarg; break;
         case O_CKPT_KEY: rt->ck.key_path = optarg; break;
         case O_NEW_CONTRACT: rt->ck.resume_mode = 2; break;
         case O_RUN_ID: { /* hex digits only: strtoull would take a sign, blanks and 0x as well */
             size_t digits = strspn(optarg, "0123456789abcdefABCDEF");
-            rt->ck.run_id = digits > 0 && digits <= 16 && !optarg[digits] ? strtoull(optarg, NULL, 16) : 0;
-            if (!rt->ck.run_id)
+            rt->run_id = digits > 0 && digits <= 16 && !optarg[digits] ? strtoull(optarg, NULL, 16) : 0;
+            if (!rt->run_id)
                 return rt_fail(rt, RT_USAGE, "--run-id needs a non-zero hexadecimal number of at most 16 digits, "
                                "got '%s' (try --help)", optarg);
             break;
         }
-        case O_STATS: rt->stats_path = optarg; break;
-        case O_CONNECTIONS: rt->connections_path = optarg; break;
+        case O_STATS: rt->store.stats_path = optarg; break;
+        case O_CONNECTIONS: rt->net.connections_path = optarg; break;
         case O_STATUS_FD: {
             int64_t fd;
             TRY(parse_num(rt, optarg, "--status-fd", &fd));
@@ -126,16 +111,16 @@ int rt_parse_args(struct rt *rt, int argc, char **argv) {
             break;
         }
         case O_BASE_PORT:
-            TRY(parse_num(rt, optarg, "--base-port", &rt->base_port));
-            if (rt->base_port < 1 || rt->base_port > 65535)
+            TRY(parse_num(rt, optarg, "--base-port", &rt->cli.base_port));
+            if (rt->cli.base_port < 1 || rt->cli.base_port > 65535)
                 return rt_fail(rt, RT_USAGE, "--base-port must be in 1..65535");
             break;
-        case O_NODELIST: rt->nodelist = optarg; break;
-        case O_HOSTFILE: rt->hostfile = optarg; break;
-        case O_OUT_DIR: rt->out_dir = optarg; break;
+        case O_NODELIST: rt->cli.nodelist = optarg; break;
+        case O_HOSTFILE: rt->cli.hostfile = optarg; break;
+        case O_OUT_DIR: rt->cli.out_dir = optarg; break;
         case O_GPU:
             if (!rt_dev_open) return rt_fail(rt, RT_USAGE, "--gpu: this executable runs on no GPU (try --help)");
-            rt->gpu = optarg;
+            rt->dev.gpu = optarg;
             break;
         case O_HELP: fputs(img_text(rt, IMG_STR_USAGE), stdout); fflush(stdout); return RT_DONE;
         case O_VERSION: fputs(img_text(rt, IMG_STR_VERSION), stdout); fflush(stdout); return RT_DONE;
@@ -173,9 +158,9 @@ int rt_select_owner(struct rt *rt) {
 /* An owner runs authenticated (--key) unless told --insecure, never both: without a key
    anyone who can reach its port can play an owner (docs/security.md). */
 int rt_key_or_insecure(struct rt *rt) {
-    if (rt->key_path && rt->insecure)
+    if (rt->auth.key_path && rt->auth.insecure)
         return rt_fail(rt, RT_USAGE, "--key and --insecure exclude each other (try --help)");
-    if (!rt->key_path && !rt->insecure)
+    if (!rt->auth.key_path && !rt->auth.insecure)
         return rt_fail(rt, RT_USAGE, "no --key: give the run's key file, or --insecure to run without "
                        "authentication, where anyone who can reach an owner's port can play an owner (try --help)");
     return RT_OK;

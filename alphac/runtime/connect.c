@@ -15,11 +15,11 @@ static int send_hello(struct rt *rt, int64_t peer) {
     uint64_t *p = rt->small + HEADER_WORDS;
     p[0] = (uint64_t)rt->updates;
     p[1] = (uint64_t)rt->start;
-    p[2] = rt->ck.run_id;
-    if (rt->key) {
-        TRY(rt_nonce(rt, rt->sessions[peer].nonce));
-        p[3] = rt->sessions[peer].nonce[0];
-        p[4] = rt->sessions[peer].nonce[1];
+    p[2] = rt->run_id;
+    if (rt->auth.key) {
+        TRY(rt_nonce(rt, rt->auth.sessions[peer].nonce));
+        p[3] = rt->auth.sessions[peer].nonce[0];
+        p[4] = rt->auth.sessions[peer].nonce[1];
     } else {
         p[3] = p[4] = 0;
     }
@@ -37,18 +37,18 @@ static int check_hello(struct rt *rt, int64_t sender) {
         return rt_fail(rt, RT_FRAME_PROTOCOL, "owner %lld: owner %lld starts from version %llu, this owner %lld "
                        "(another --resume)", (long long)rt->owner, (long long)sender, (unsigned long long)p[1],
                        (long long)rt->start);
-    if (p[2] != rt->ck.run_id)
+    if (p[2] != rt->run_id)
         return rt_fail(rt, RT_FRAME_PROTOCOL, "owner %lld: owner %lld runs as run %016llx, this owner %016llx "
                        "(another --run-id)", (long long)rt->owner, (long long)sender, (unsigned long long)p[2],
-                       (unsigned long long)rt->ck.run_id);
+                       (unsigned long long)rt->run_id);
     return RT_OK;
 }
 
 /* In an authenticated run, once both hellos of a connection are through, its session key
    from both nonces (`accepted`: this owner accepted the connection). */
 static void derive(struct rt *rt, int64_t sender, const uint64_t theirs[2], int accepted) {
-    if (!rt->key) return;
-    const uint64_t *mine = rt->sessions[sender].nonce;
+    if (!rt->auth.key) return;
+    const uint64_t *mine = rt->auth.sessions[sender].nonce;
     if (accepted)
         rt_session_key(rt, sender, theirs, mine, sender, rt->owner);
     else
@@ -69,13 +69,13 @@ int rt_self_connected(int fd) {
 /* connect(2) to `e` within the phase's deadline, retrying every 10 ms while it is refused
    (or while the connection it makes is to itself). */
 static int dial(struct rt *rt, int64_t p, int *out) {
-    struct endpoint *e = &rt->ep[p];
+    struct endpoint *e = &rt->net.ep[p];
     for (;;) {
         int fd = socket(e->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0) return rt_fail(rt, RT_IO_ERROR, "owner %lld: no socket (%s)", (long long)rt->owner, strerror(errno));
         int err = connect(fd, (struct sockaddr *)&e->addr, e->addr_len) == 0 ? 0 : errno;
         if (err == EINPROGRESS) {
-            int64_t left = rt->deadline_ms - rt_now_ms();
+            int64_t left = rt->net.deadline_ms - rt_now_ms();
             struct pollfd pfd = {fd, POLLOUT, 0};
             socklen_t len = sizeof err;
             err = poll(&pfd, 1, left > 0 ? (int)left : 0) == 1 &&
@@ -86,10 +86,10 @@ static int dial(struct rt *rt, int64_t p, int *out) {
             return RT_OK;
         }
         close(fd);
-        if (rt_now_ms() >= rt->deadline_ms)
+        if (rt_now_ms() >= rt->net.deadline_ms)
             return rt_fail(rt, RT_CONNECT_TIMEOUT, "owner %lld could not connect to owner %lld (port %d) "
                            "within %lld ms", (long long)rt->owner, (long long)p, e->port,
-                           (long long)rt->timeout_ms);
+                           (long long)rt->net.timeout_ms);
         struct timespec pause = {0, 10 * 1000 * 1000};
         nanosleep(&pause, NULL);
     }
@@ -101,12 +101,12 @@ static int setup(struct rt *rt) {
     int64_t count = img_mine(rt, SEC_PEER_COUNT), nacc = 0;
     for (int64_t j = 0; j < count; j++)
         if ((int64_t)peers[j] > rt->owner) {
-            rt->accept_from[peers[j]] = 1;
+            rt->net.accept_from[peers[j]] = 1;
             nacc++;
         }
     int lfd = -1;
     if (nacc > 0) {
-        struct endpoint *e = &rt->ep[rt->owner];
+        struct endpoint *e = &rt->net.ep[rt->owner];
         int one = 1;
         lfd = socket(e->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (lfd >= 0) setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -116,7 +116,7 @@ static int setup(struct rt *rt) {
         if (lfd >= 0) {
             int64_t until = rt_now_ms() + 1000;
             while (!(bound = bind(lfd, (struct sockaddr *)&e->addr, e->addr_len) == 0) && errno == EADDRINUSE &&
-                   rt_now_ms() < until && rt_now_ms() < rt->deadline_ms) {
+                   rt_now_ms() < until && rt_now_ms() < rt->net.deadline_ms) {
                 struct timespec pause = {0, 10 * 1000 * 1000};
                 nanosleep(&pause, NULL);
             }
@@ -128,20 +128,20 @@ static int setup(struct rt *rt) {
     for (int64_t j = 0; j < count; j++) {
         int64_t p = (int64_t)peers[j], sender;
         if (p >= rt->owner) continue; /* higher peers connect here */
-        TRY(dial(rt, p, &rt->fds[p]));
-        rt_sockopts(rt, rt->fds[p]);
+        TRY(dial(rt, p, &rt->net.fds[p]));
+        rt_sockopts(rt, rt->net.fds[p]);
         TRY(send_hello(rt, p));
-        TRY(rt_recv_frame(rt, rt->fds[p], p, KIND_HELLO, 0, 0, rt->small, HELLO_WORDS, NULL, &sender));
+        TRY(rt_recv_frame(rt, rt->net.fds[p], p, KIND_HELLO, 0, 0, rt->small, HELLO_WORDS, NULL, &sender));
         TRY(check_hello(rt, p));
         derive(rt, p, rt->small + HEADER_WORDS + 3, 0);
         TRY(rt_transport(rt, p, 1));
     }
     for (int64_t j = 0; j < nacc; j++) {
-        int64_t left = rt->deadline_ms - rt_now_ms();
+        int64_t left = rt->net.deadline_ms - rt_now_ms();
         struct pollfd pfd = {lfd, POLLIN, 0};
         if (poll(&pfd, 1, left < 0 ? 0 : (int)left) <= 0)
             return rt_fail(rt, RT_CONNECT_TIMEOUT, "owner %lld: %lld of %lld peers did not connect within %lld ms",
-                           me, (long long)(nacc - j), (long long)nacc, (long long)rt->timeout_ms);
+                           me, (long long)(nacc - j), (long long)nacc, (long long)rt->net.timeout_ms);
         int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) return rt_fail(rt, RT_IO_ERROR, "owner %lld: accepting a peer's connection failed", me);
         rt_sockopts(rt, fd);
@@ -151,7 +151,7 @@ static int setup(struct rt *rt) {
             close(fd);
             return rc;
         }
-        rt->fds[sender] = fd;
+        rt->net.fds[sender] = fd;
         uint64_t theirs[2] = {rt->small[HEADER_WORDS + 3], rt->small[HEADER_WORDS + 4]};
         TRY(check_hello(rt, sender));
         TRY(send_hello(rt, sender));
@@ -167,10 +167,10 @@ static int setup(struct rt *rt) {
    its hello (whose sender word identifies the connection) and reply. One deadline bounds
    the whole phase. */
 int rt_connect(struct rt *rt) {
-    rt->in_connect = 1;
-    rt->deadline_ms = rt_now_ms() + rt->timeout_ms;
+    rt->net.in_connect = 1;
+    rt->net.deadline_ms = rt_now_ms() + rt->net.timeout_ms;
     int rc = setup(rt);
-    rt->in_connect = 0;
+    rt->net.in_connect = 0;
     return rc;
 }
 
@@ -178,23 +178,23 @@ int rt_connect(struct rt *rt) {
    buffer of the hello, transport, "prepared" and verdict frames. */
 int rt_alloc_peers(struct rt *rt) {
     int rc;
-    rt->fds = rt_alloc_words(rt, (rt->n * (int64_t)sizeof(int) + 7) / 8, &rc);
+    rt->net.fds = rt_alloc_words(rt, (rt->n * (int64_t)sizeof(int) + 7) / 8, &rc);
     TRY(rc);
-    rt->links = rt_alloc_words(rt, (rt->n * (int64_t)sizeof(struct link) + 7) / 8, &rc);
+    rt->net.links = rt_alloc_words(rt, (rt->n * (int64_t)sizeof(struct link) + 7) / 8, &rc);
     TRY(rc);
-    for (int64_t j = 0; j < rt->n; j++) rt->fds[j] = -1;
-    rt->accept_from = rt_alloc_words(rt, (rt->n + 7) / 8, &rc);
+    for (int64_t j = 0; j < rt->n; j++) rt->net.fds[j] = -1;
+    rt->net.accept_from = rt_alloc_words(rt, (rt->n + 7) / 8, &rc);
     TRY(rc);
     rt->small = rt_alloc_words(rt, HEADER_WORDS + (int64_t)img_field(rt, IMG_SMALL_PAYLOAD) + 1 + TAG_WORDS, &rc);
     return rc;
 }
 
 void rt_close_all(struct rt *rt) {
-    for (int64_t j = 0; rt->fds && j < rt->n; j++) {
-        if (rt->fds[j] >= 0) {
-            close(rt->fds[j]);
-            rt->fds[j] = -1;
+    for (int64_t j = 0; rt->net.fds && j < rt->n; j++) {
+        if (rt->net.fds[j] >= 0) {
+            close(rt->net.fds[j]);
+            rt->net.fds[j] = -1;
         }
-        rt_shm_unmap(&rt->links[j]);
+        rt_shm_unmap(&rt->net.links[j]);
     }
 }

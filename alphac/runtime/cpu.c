@@ -4,8 +4,6 @@
    each with the compiler's __builtin_cpu_supports and refuses, naming those missing. */
 #include "rt.h"
 
-#include <stdio.h>
-#include <string.h>
 
 #include "alphac_cpu.h"
 

@@ -1,11 +1,14 @@
-/* SHA-256 through OpenSSL's libcrypto (linked statically into every executable): the
-   content addresses of outputs, commit records, checkpoint shards and manifests. The
-   library picks the processor's SHA instructions where it has them. */
+/* Digests. SHA-256 and HMAC-SHA-256 through OpenSSL's libcrypto (linked statically into
+   every executable): the content addresses of outputs, commit records, checkpoint shards
+   and manifests, and every key derived from a key. The library picks the processor's SHA
+   instructions where it has them. And the serial FNV-1a of words (frames, replicas). */
 #include "rt.h"
 
 #include <string.h>
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 void rt_sha256_init(struct rt_sha256 *s) {
     s->ctx = EVP_MD_CTX_new();
@@ -32,4 +35,32 @@ int rt_sha256_bytes(const void *data, size_t n, unsigned char out[32]) {
     rt_sha256_init(&s);
     rt_sha256_update(&s, data, n);
     return rt_sha256_final(&s, out);
+}
+
+/* libcrypto set up before any work, without reading the system's OpenSSL configuration
+   (which could change its algorithms' providers): the library's one-time allocations and
+   the algorithms this runtime uses, fetched once, are part of the executable idle, not
+   of the learner's measured bytes (docs/runtime.md, "Measured bytes"). */
+void rt_crypto_init(void) {
+    static const unsigned char zero[32];
+    unsigned char out[32];
+    unsigned int len = 0;
+    OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG, NULL);
+    (void)HMAC(EVP_sha256(), zero, sizeof zero, zero, sizeof zero, out, &len);
+    EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
+    if (c) (void)EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, zero, zero);
+    EVP_CIPHER_CTX_free(c);
+}
+
+/* HMAC-SHA-256 of data[0..n) under key; 0, or -1 where libcrypto failed (out zeroed). */
+int rt_hmac(const unsigned char *key, size_t key_len, const void *data, size_t n, unsigned char out[32]) {
+    unsigned int len = 0;
+    if (HMAC(EVP_sha256(), key, (int)key_len, data, n, out, &len) && len == 32) return 0;
+    memset(out, 0, 32);
+    return -1;
+}
+
+uint64_t rt_fnv(const uint64_t *p, int64_t n, uint64_t h) {
+    for (int64_t i = 0; i < n; i++) h = rt_fnv_fold(h, p[i]);
+    return h;
 }

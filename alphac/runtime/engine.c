@@ -5,7 +5,6 @@
    expanded list, listening on --base-port plus its place among the owners of that host. */
 #include "rt.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,21 +27,21 @@ static int env_number(struct rt *rt, const char *name, int64_t *out, int *presen
 }
 
 int rt_engine_owner(struct rt *rt, int seen_owner) {
-    rt->owner_from = seen_owner ? "--owner" : NULL;
+    rt->cli.owner_from = seen_owner ? "--owner" : NULL;
     for (int e = 0; e < ENGINES; e++) {
         int64_t v;
         int present;
         TRY(env_number(rt, engine[e][0], &v, &present));
         if (!present) continue;
-        if (!rt->owner_from) {
+        if (!rt->cli.owner_from) {
             rt->owner = v;
-            rt->owner_from = engine[e][0];
+            rt->cli.owner_from = engine[e][0];
         } else if (v != rt->owner) {
             return rt_fail(rt, RT_OWNER_AMBIGUOUS, "owner %lld from %s, but %s=%lld: two sources of the owner "
-                           "index disagree", (long long)rt->owner, rt->owner_from, engine[e][0], (long long)v);
+                           "index disagree", (long long)rt->owner, rt->cli.owner_from, engine[e][0], (long long)v);
         }
     }
-    if (!rt->owner_from)
+    if (!rt->cli.owner_from)
         return rt_fail(rt, RT_USAGE, "--owner is required unless %s or %s is set (try --help)", engine[0][0],
                        engine[1][0]);
     return RT_OK;
@@ -60,36 +59,34 @@ static int out_path_usable(const char *path) {
 
 /* DIR/owner-I.out for --out-dir DIR. */
 static int out_in_dir(struct rt *rt) {
-    size_t n = strlen(rt->out_dir) + sizeof OUTPUT_NAME_FORMAT + 24;
-    char *path = malloc(n);
+    char *path = rt_pathf("%s/" OUTPUT_NAME_FORMAT, rt->cli.out_dir, (long long)rt->owner);
     if (!path) return rt_fail(rt, RT_IO_ERROR, "out of memory");
-    snprintf(path, n, "%s/" OUTPUT_NAME_FORMAT, rt->out_dir, (long long)rt->owner);
-    rt->out_path = path;
+    rt->pub.out_path = path;
     return RT_OK;
 }
 
 int rt_engine_sources(struct rt *rt) {
-    int given = !!rt->peers_path + !!rt->nodelist + !!rt->hostfile;
+    int given = !!rt->net.peers_path + !!rt->cli.nodelist + !!rt->cli.hostfile;
     if (given > 1)
         return rt_fail(rt, RT_USAGE, "--peers, --nodelist and --hostfile each name every owner's host: give one "
                        "(try --help)");
-    if (rt->nodelist) rt->nodes_from = "--nodelist";
-    else if (rt->hostfile) rt->nodes_from = "--hostfile";
-    else if (!given && (rt->nodelist = getenv(ENV_SLURM_NODELIST)) != NULL) rt->nodes_from = ENV_SLURM_NODELIST;
-    if (!rt->peers_path && !rt->nodes_from)
+    if (rt->cli.nodelist) rt->cli.nodes_from = "--nodelist";
+    else if (rt->cli.hostfile) rt->cli.nodes_from = "--hostfile";
+    else if (!given && (rt->cli.nodelist = getenv(ENV_SLURM_NODELIST)) != NULL) rt->cli.nodes_from = ENV_SLURM_NODELIST;
+    if (!rt->net.peers_path && !rt->cli.nodes_from)
         return rt_fail(rt, RT_USAGE, "--peers is required unless --nodelist, --hostfile or " ENV_SLURM_NODELIST
                        " names the hosts (try --help)");
-    if (rt->peers_path && rt->base_port)
+    if (rt->net.peers_path && rt->cli.base_port)
         return rt_fail(rt, RT_USAGE, "--base-port goes with the hosts of a node list, not with --peers (try --help)");
-    if (!rt->peers_path && !rt->base_port)
-        return rt_fail(rt, RT_USAGE, "--base-port is required with the hosts of %s (try --help)", rt->nodes_from);
-    if (rt->out_path && rt->out_dir) return rt_fail(rt, RT_USAGE, "give --out or --out-dir, not both (try --help)");
-    if (rt->out_dir && !*rt->out_dir) return rt_fail(rt, RT_USAGE, "--out-dir is empty: name the run's directory");
-    if (rt->out_path && !out_path_usable(rt->out_path))
+    if (!rt->net.peers_path && !rt->cli.base_port)
+        return rt_fail(rt, RT_USAGE, "--base-port is required with the hosts of %s (try --help)", rt->cli.nodes_from);
+    if (rt->pub.out_path && rt->cli.out_dir) return rt_fail(rt, RT_USAGE, "give --out or --out-dir, not both (try --help)");
+    if (rt->cli.out_dir && !*rt->cli.out_dir) return rt_fail(rt, RT_USAGE, "--out-dir is empty: name the run's directory");
+    if (rt->pub.out_path && !out_path_usable(rt->pub.out_path))
         return rt_fail(rt, RT_USAGE, "--out '%s' names no file: give the output file's path (PATH.tmp and "
-                       "PATH.commit go beside it)", rt->out_path);
-    if (rt->out_dir) TRY(out_in_dir(rt));
-    if (!rt->out_path) return rt_fail(rt, RT_USAGE, "--out or --out-dir is required (try --help)");
+                       "PATH.commit go beside it)", rt->pub.out_path);
+    if (rt->cli.out_dir) TRY(out_in_dir(rt));
+    if (!rt->pub.out_path) return rt_fail(rt, RT_USAGE, "--out or --out-dir is required (try --help)");
     return RT_OK;
 }
 
@@ -106,7 +103,7 @@ static int per_task(struct rt *rt, const struct rt_names *nodes, const char *tas
         rc = rt_fail(rt, RT_USAGE, "%s '%s': %s", ENV_SLURM_TASKS_PER_NODE, tasks, err);
     else if (got != nodes->count)
         rc = rt_fail(rt, RT_USAGE, "%s '%s' and %s '%s' disagree: %lld task counts, %lld nodes",
-                     ENV_SLURM_TASKS_PER_NODE, tasks, rt->nodes_from, rt->nodelist, (long long)got,
+                     ENV_SLURM_TASKS_PER_NODE, tasks, rt->cli.nodes_from, rt->cli.nodelist, (long long)got,
                      (long long)nodes->count);
     *placed = 0;
     for (int64_t i = 0; rc == RT_OK && i < nodes->count; i++) *placed += counts[i]; /* at most 2^32 */
@@ -122,18 +119,18 @@ static int per_task(struct rt *rt, const struct rt_names *nodes, const char *tas
    first n used), or the node list's entries (exactly one per owner). */
 static int owner_hosts(struct rt *rt, struct rt_names *hosts) {
     char err[512];
-    if (rt->hostfile) {
-        int rc = rt_hostfile_read(rt->hostfile, hosts, err, sizeof err);
+    if (rt->cli.hostfile) {
+        int rc = rt_hostfile_read(rt->cli.hostfile, hosts, err, sizeof err);
         if (rc != 0) return rt_fail(rt, rc == 1 ? RT_IO_ERROR : RT_USAGE, "%s", err);
         if (hosts->count < rt->n)
-            return rt_fail(rt, RT_USAGE, "hostfile '%s' has %lld slots for %lld owners", rt->hostfile,
+            return rt_fail(rt, RT_USAGE, "hostfile '%s' has %lld slots for %lld owners", rt->cli.hostfile,
                            (long long)hosts->count, (long long)rt->n);
         return RT_OK;
     }
     struct rt_names nodes = {0};
-    if (rt_hostlist_expand(rt->nodelist, &nodes, err, sizeof err) != 0)
-        return rt_fail(rt, RT_USAGE, "%s '%s': %s", rt->nodes_from, rt->nodelist, err);
-    const char *tasks = strcmp(rt->nodes_from, ENV_SLURM_NODELIST) == 0 ? getenv(ENV_SLURM_TASKS_PER_NODE) : NULL;
+    if (rt_hostlist_expand(rt->cli.nodelist, &nodes, err, sizeof err) != 0)
+        return rt_fail(rt, RT_USAGE, "%s '%s': %s", rt->cli.nodes_from, rt->cli.nodelist, err);
+    const char *tasks = strcmp(rt->cli.nodes_from, ENV_SLURM_NODELIST) == 0 ? getenv(ENV_SLURM_TASKS_PER_NODE) : NULL;
     int64_t placed;
     if (tasks) {
         int rc = per_task(rt, &nodes, tasks, hosts, &placed);
@@ -144,8 +141,8 @@ static int owner_hosts(struct rt *rt, struct rt_names *hosts) {
         placed = hosts->count;
     }
     if (placed != rt->n)
-        return rt_fail(rt, RT_USAGE, "%s '%s'%s%s%s places %lld owners; the deployment has %lld", rt->nodes_from,
-                       rt->nodelist, tasks ? " with " ENV_SLURM_TASKS_PER_NODE " '" : "", tasks ? tasks : "",
+        return rt_fail(rt, RT_USAGE, "%s '%s'%s%s%s places %lld owners; the deployment has %lld", rt->cli.nodes_from,
+                       rt->cli.nodelist, tasks ? " with " ENV_SLURM_TASKS_PER_NODE " '" : "", tasks ? tasks : "",
                        tasks ? "'" : "", (long long)placed, (long long)rt->n);
     return RT_OK;
 }
@@ -183,7 +180,7 @@ static int check_local_rank(struct rt *rt, const char *host, int64_t place) {
         if (present && v != place)
             return rt_fail(rt, RT_LOCAL_RANK_MISMATCH, "%s=%lld, but the hosts of %s put owner %lld at place %lld "
                            "among the owners of host '%s'", engine[e][1], (long long)v,
-                           rt->nodes_from, (long long)rt->owner, (long long)place, host);
+                           rt->cli.nodes_from, (long long)rt->owner, (long long)place, host);
     }
     return RT_OK;
 }
@@ -197,13 +194,13 @@ int rt_node_endpoints(struct rt *rt) {
     TRY(local_places(rt, &hosts, local));
     const char *h = hosts.text;
     for (int64_t i = 0; i < rt->n; i++, h = rt_names_next(h)) {
-        struct endpoint *e = &rt->ep[i];
-        if (rt->base_port + local[i] > 65535)
+        struct endpoint *e = &rt->net.ep[i];
+        if (rt->cli.base_port + local[i] > 65535)
             return rt_fail(rt, RT_USAGE, "owner %lld would listen on port %lld (--base-port %lld + its place %lld "
                            "among the owners of host '%s'), above 65535", (long long)i,
-                           (long long)(rt->base_port + local[i]), (long long)rt->base_port, (long long)local[i], h);
+                           (long long)(rt->cli.base_port + local[i]), (long long)rt->cli.base_port, (long long)local[i], h);
         snprintf(e->host, sizeof e->host, "%s", h);
-        e->port = (int)(rt->base_port + local[i]);
+        e->port = (int)(rt->cli.base_port + local[i]);
         e->listed = 1;
         e->line = i;
         if (i == rt->owner) TRY(check_local_rank(rt, h, local[i]));

@@ -2,17 +2,10 @@
    out the same way, so a combine value comes in straight into the register that holds it
    (the moving itself is rt_exchange's, xfer.c). The checksum (docs/runtime.md) hashes the payload in LANES
    independent FNV-1a lanes, then folds the header on top: a payload sent to several peers
-   in a row is hashed once (rt->sent_buf). */
+   in a row is hashed once (struct sent_cache). */
 #include "rt.h"
 
 #include <string.h>
-
-static inline uint64_t fold(uint64_t h, uint64_t w) { return (h ^ w) * FNV_PRIME; }
-
-uint64_t rt_fnv(const uint64_t *p, int64_t n, uint64_t h) {
-    for (int64_t i = 0; i < n; i++) h = fold(h, p[i]);
-    return h;
-}
 
 /* Fold payload words [lo, hi) into the lanes, word i into lane i % LANES, from w (w[0] is
    word lo), and with `to`, copy them there in the same pass; called on consecutive ranges
@@ -22,21 +15,21 @@ static inline __attribute__((always_inline)) void fold_range(uint64_t *to, const
     int64_t i = lo;
     for (; i < hi && (i % LANES) != 0; i++) {
         if (to) to[i - lo] = w[i - lo];
-        lanes[i % LANES] = fold(lanes[i % LANES], w[i - lo]);
+        lanes[i % LANES] = rt_fnv_fold(lanes[i % LANES], w[i - lo]);
     }
     uint64_t h0 = lanes[0], h1 = lanes[1], h2 = lanes[2], h3 = lanes[3];
     for (; i + LANES <= hi; i += LANES) {
         const uint64_t *q = w + (i - lo);
         if (to) memcpy(to + (i - lo), q, LANES * 8);
-        h0 = fold(h0, q[0]);
-        h1 = fold(h1, q[1]);
-        h2 = fold(h2, q[2]);
-        h3 = fold(h3, q[3]);
+        h0 = rt_fnv_fold(h0, q[0]);
+        h1 = rt_fnv_fold(h1, q[1]);
+        h2 = rt_fnv_fold(h2, q[2]);
+        h3 = rt_fnv_fold(h3, q[3]);
     }
     lanes[0] = h0, lanes[1] = h1, lanes[2] = h2, lanes[3] = h3;
     for (; i < hi; i++) {
         if (to) to[i - lo] = w[i - lo];
-        lanes[i % LANES] = fold(lanes[i % LANES], w[i - lo]);
+        lanes[i % LANES] = rt_fnv_fold(lanes[i % LANES], w[i - lo]);
     }
 }
 
@@ -59,35 +52,42 @@ uint64_t rt_checksum(const uint64_t *header, const uint64_t *payload, int64_t n)
     return rt_fnv(header, HEADER_WORDS, rt_fnv(lanes, LANES, FNV_OFFSET));
 }
 
+/* -- the sent-payload hash cache (struct sent_cache): its validity rule, here alone ------ */
+
+/* A send of the register whose payload hash is kept, which went unchanged since (any op
+   but a send forgets it: rt_sent_forget), reuses that hash; a tagged one its MAC too,
+   when that was kept. */
+int rt_sent_hit(const struct rt *rt, const struct xfer *x) {
+    const struct sent_cache *c = &rt->auth.sent;
+    return x->reuse && c->buf == x->buf && (!x->tagged || c->mac_valid);
+}
+
+void rt_sent_forget(struct rt *rt) { rt->auth.sent.buf = NULL, rt->auth.sent.mac_valid = 0; }
+
+/* Keep buf's payload hash and, with `mac`, its payload MAC; `fresh`: what was kept of an
+   earlier payload (its MAC) does not hold for this one. */
+static void keep(struct rt *rt, const uint64_t *buf, uint64_t hash, const unsigned char *mac, int fresh) {
+    struct sent_cache *c = &rt->auth.sent;
+    if (fresh) rt_sent_forget(rt);
+    c->buf = buf, c->hash = hash;
+    if (mac) memcpy(c->mac, mac, sizeof c->mac), c->mac_valid = 1;
+}
+
 /* A send whose payload is hashed: its checksum and, in an authenticated run, its tag (the
-   payload's MAC is rt->sent_mac when the same register is sent again). A register sent
+   payload's MAC is the cached one when the same register is sent again). A register sent
    with `reuse` and its payload hash (and MAC) are kept for the next send of it. */
 void rt_seal(struct rt *rt, struct xfer *x) {
-    uint64_t ph = x->hit ? rt->sent_hash : rt_fnv(x->lanes, LANES, FNV_OFFSET);
+    uint64_t ph = x->hit ? rt->auth.sent.hash : rt_fnv(x->lanes, LANES, FNV_OFFSET);
     unsigned char mac[PAYLOAD_MAC_BYTES];
     x->trail[0] = rt_fnv(x->head, HEADER_WORDS, ph);
     x->sealed = 1;
     if (x->tagged) {
         /* a MAC libcrypto failed on is zeros: the receiver, which computes its own, refuses */
-        if (x->hit) memcpy(mac, rt->sent_mac, sizeof mac);
+        if (x->hit) memcpy(mac, rt->auth.sent.mac, sizeof mac);
         else if (rt_payload_mac_final(x->mac, mac) != 0 || x->mac_failed) memset(mac, 0, sizeof mac);
-        rt_frame_tag(rt, x->peer, rt->sessions[x->peer].sent++, x->head, mac, x->trail[0], x->trail + 1);
+        rt_frame_tag(rt, x->peer, rt->auth.sessions[x->peer].sent++, x->head, mac, x->trail[0], x->trail + 1);
     }
-    if (x->reuse) {
-        rt->sent_buf = x->buf;
-        rt->sent_hash = ph;
-        if (!x->hit) rt->sent_mac_valid = x->tagged;
-        if (x->tagged) memcpy(rt->sent_mac, mac, sizeof mac);
-    }
-}
-
-static int one(struct rt *rt, struct xfer *x) { return rt_exchange(rt, x, 1); }
-
-int rt_send_frame(struct rt *rt, int64_t peer, uint64_t kind, uint64_t version, uint64_t step,
-                  uint64_t *buf, int64_t len, int reuse) {
-    struct xfer x = {.peer = peer, .send = 1, .kind = kind, .version = version, .step = step, .buf = buf,
-                     .len = len, .reuse = reuse};
-    return one(rt, &x);
+    if (x->reuse) keep(rt, x->buf, ph, x->tagged ? mac : NULL, !x->hit);
 }
 
 #define WHO "owner %lld: frame from owner %lld"
@@ -105,7 +105,7 @@ int rt_check_header(struct rt *rt, struct xfer *x) {
     unsigned long long from = f[H_SENDER];
     if (f[H_MAGIC] == (x->tagged ? FRAME_MAGIC : FRAME_MAGIC_AUTH))
         return rt_fail(rt, RT_FRAME_AUTH, x->tagged ? WHO ": no authentication tag (the peer runs without a key)"
-                                          : rt->key ? WHO ": a tag on a frame over shared memory (another runtime)"
+                                          : rt->auth.key ? WHO ": a tag on a frame over shared memory (another runtime)"
                                                     : WHO ": authenticated, and this owner runs without --key",
                        me, claimed);
     if (f[H_MAGIC] != (x->tagged ? FRAME_MAGIC_AUTH : FRAME_MAGIC))
@@ -116,8 +116,7 @@ int rt_check_header(struct rt *rt, struct xfer *x) {
                        "plan, topology or contract)", me, claimed, (unsigned long long)f[H_PROTOCOL],
                        (unsigned long long)rt->protocol);
     if (hello) {
-        int ok = from < (uint64_t)rt->n && rt->accept_from[from] && rt->fds[from] < 0;
-        if (!ok)
+        if (!x->expected)
             return rt_fail(rt, RT_FRAME_SENDER, "owner %lld: a hello names sender %lld, not a peer still "
                            "expected to connect", me, (long long)from);
     } else if (from != (uint64_t)x->peer) {
@@ -160,7 +159,7 @@ int rt_check_trailer(struct rt *rt, struct xfer *x) {
     unsigned char mac[PAYLOAD_MAC_BYTES];
     if (x->tagged) {
         uint64_t want[TAG_WORDS];
-        uint64_t seq = rt->sessions[from].received;
+        uint64_t seq = rt->auth.sessions[from].received;
         if (rt_payload_mac_final(x->mac, mac) != 0 || x->mac_failed)
             return rt_fail(rt, RT_FRAME_AUTH, WHO ": libcrypto could not compute the MAC of frame %llu's payload",
                            me, (long long)from, (unsigned long long)seq);
@@ -171,30 +170,11 @@ int rt_check_trailer(struct rt *rt, struct xfer *x) {
             return rt_fail(rt, RT_FRAME_AUTH, WHO ": the authentication tag of frame %llu does not verify "
                            "(another key, or a forged or replayed frame)", me, (long long)from,
                            (unsigned long long)seq);
-        rt->sessions[from].received++;
+        rt->auth.sessions[from].received++;
     }
     /* A combine value received intact is what this owner may send on next (a hierarchy's
        inner owner forwards the total down): keep its payload hash, unless it was added on
        arrival (then the register need not hold it). */
-    if (x->kind == KIND_COMBINE && !x->add) {
-        rt->sent_buf = buf;
-        rt->sent_hash = ph;
-        rt->sent_mac_valid = x->tagged;
-        if (x->tagged) memcpy(rt->sent_mac, mac, sizeof mac);
-    }
-    return RT_OK;
-}
-
-/* Read a frame into buf and check it (rt_check_header, rt_check_trailer): from `peer`, or
-   for peer -1 a hello on fd from whichever expected owner it names (*sender). With `add`,
-   the payload is added as it arrives; those sums are used only if the checksum holds,
-   since a failing check refuses here. */
-int rt_recv_frame(struct rt *rt, int fd, int64_t peer, uint64_t kind, uint64_t version,
-                  uint64_t step, uint64_t *buf, int64_t len, const struct arrival *add,
-                  int64_t *sender) {
-    struct xfer x = {.peer = peer, .fd = fd, .kind = kind, .version = version, .step = step, .buf = buf,
-                     .len = len, .add = add};
-    TRY(one(rt, &x));
-    if (sender) *sender = x.from;
+    if (x->kind == KIND_COMBINE && !x->add) keep(rt, buf, ph, x->tagged ? mac : NULL, 1);
     return RT_OK;
 }

@@ -11,8 +11,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -32,14 +30,8 @@ static int fail(char *err, size_t size, const char *fmt, ...) {
 
 /* Append one name (len bytes) and its NUL. */
 int rt_names_add(struct rt_names *out, const char *name, size_t len, char *err, size_t size) {
-    if (out->used + len + 1 > out->cap) {
-        size_t cap = out->cap ? out->cap * 2 : 4096;
-        while (cap < out->used + len + 1) cap *= 2;
-        char *text = realloc(out->text, cap);
-        if (!text) return fail(err, size, "out of memory");
-        out->text = text;
-        out->cap = cap;
-    }
+    if (len > SIZE_MAX - out->used - 1 || rt_grow(&out->text, &out->cap, out->used + len + 1, 1) != 0)
+        return fail(err, size, "out of memory");
     memcpy(out->text + out->used, name, len);
     out->text[out->used + len] = 0;
     out->used += len + 1;
@@ -100,10 +92,10 @@ static int digits(const char *p, const char *end) {
     return (int)(q - p);
 }
 
-static uint64_t number(const char *p, int n) {
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++) v = v * 10 + (uint64_t)(p[i] - '0');
-    return v;
+static uint64_t number(const char *p, int n) { /* n digits, at most MAX_DIGITS */
+    int64_t v = 0;
+    (void)rt_decimal_n(p, (size_t)n, &v);
+    return (uint64_t)v;
 }
 
 static int parse_range(const char *text, size_t a, size_t b, struct range *r, char *err, size_t size) {

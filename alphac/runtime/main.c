@@ -4,8 +4,6 @@
    refusal removes what this owner staged unless the run may be committed. */
 #include "rt.h"
 
-#include <stdio.h>
-
 int rt_main(struct rt *rt, int argc, char **argv) {
     TRY(rt_init(rt, alphac_image));
     TRY(rt_parse_args(rt, argc, argv));
@@ -14,7 +12,7 @@ int rt_main(struct rt *rt, int argc, char **argv) {
     TRY(rt_select_owner(rt));
     TRY(rt_open_stats(rt));
     TRY(rt_open_outputs(rt)); /* before any work: a refused location costs nothing */
-    if (rt->key_path) TRY(rt_read_key(rt));
+    if (rt->auth.key_path) TRY(rt_read_key(rt));
     TRY(rt_checkpoint_key(rt)); /* --checkpoint-key, else the run's key: tags and checks manifests */
     TRY(rt_read_peers(rt));
     TRY(rt_alloc_peers(rt));
@@ -39,9 +37,9 @@ int main(int argc, char **argv) {
     rt_abandon(&rt);
     rt_shm_forget(&rt);
     const char *kept = "";
-    if (rt.committed && !rt.finalized)
+    if (rt.pub.committed && !rt.pub.finalized)
         kept = "; the run is committed: its staged output stays for the launcher to finalize";
-    else if (rt.prepared && !rt.committed)
+    else if (rt.pub.prepared && !rt.pub.committed)
         kept = "; the staged output stays until the run's commit record decides";
     fprintf(stderr, "refused: %s: %s%s\n", rt_code_name(rc), rt.msg, kept);
     return rc == RT_USAGE ? EXIT_USAGE : EXIT_REFUSED;

@@ -7,7 +7,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -16,7 +15,7 @@
 static uint64_t empty_buffer[1]; /* what a zero-word buffer points to: never written */
 
 static void count(struct rt *rt, int kind, int64_t bytes) {
-    struct rt_mem *m = &rt->mem;
+    struct rt_mem *m = &rt->store.mem;
     m->current[kind] += bytes;
     if (m->current[kind] > m->peak[kind]) m->peak[kind] = m->current[kind];
     if (kind == MEM_SAMPLES) return; /* read in place from the image: reported apart */
@@ -82,11 +81,11 @@ static int64_t vm_kb(const char *key) {
    allocated). */
 int rt_open_stats(struct rt *rt) {
     rt_crypto_init();
-    rt->rss_start_kb = vm_kb("VmRSS:");
-    if (!rt->stats_path) return RT_OK;
-    rt->stats_fd = open(rt->stats_path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (rt->stats_fd < 0)
-        return rt_fail(rt, RT_IO_ERROR, "cannot create '%s' (%s)", rt->stats_path, strerror(errno));
+    rt->store.rss_start_kb = vm_kb("VmRSS:");
+    if (!rt->store.stats_path) return RT_OK;
+    rt->store.stats_fd = open(rt->store.stats_path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (rt->store.stats_fd < 0)
+        return rt_fail(rt, RT_IO_ERROR, "cannot create '%s' (%s)", rt->store.stats_path, strerror(errno));
     return RT_OK;
 }
 
@@ -95,13 +94,13 @@ int rt_open_stats(struct rt *rt) {
    (every category but samples), and the resident size the kernel reports, idle at the
    start and at its highest (kilobytes). */
 int rt_write_stats(struct rt *rt, int code) {
-    if (rt->stats_fd < 0) return RT_OK;
+    if (rt->store.stats_fd < 0) return RT_OK;
     static const char *const names[] = {
 #define MEM_NAME(s) s,
         MEM_NAMES(MEM_NAME)
 #undef MEM_NAME
     };
-    const struct rt_mem *m = &rt->mem;
+    const struct rt_mem *m = &rt->store.mem;
     char text[1024];
     int at = snprintf(text, sizeof text, "alphac-stats 1\nowner %lld\nstatus %s\n", (long long)rt->owner,
                       code == RT_OK ? "ok" : rt_code_name(code));
@@ -110,9 +109,9 @@ int rt_write_stats(struct rt *rt, int code) {
                        (long long)m->current[kind], (long long)m->peak[kind]);
     at += snprintf(text + at, sizeof text - (size_t)at, "persistent %lld\npeak %lld\nrss_kb %lld %lld\n",
                    (long long)(m->peak[MEM_PARAMETERS] + m->peak[MEM_STATE]), (long long)m->total_peak,
-                   (long long)rt->rss_start_kb, (long long)vm_kb("VmHWM:"));
-    int ok = write(rt->stats_fd, text, (size_t)at) == at && fsync(rt->stats_fd) == 0;
-    close(rt->stats_fd);
-    rt->stats_fd = -1;
-    return ok ? RT_OK : rt_fail(rt, RT_IO_ERROR, "writing '%s' failed (%s)", rt->stats_path, strerror(errno));
+                   (long long)rt->store.rss_start_kb, (long long)vm_kb("VmHWM:"));
+    int ok = write(rt->store.stats_fd, text, (size_t)at) == at && fsync(rt->store.stats_fd) == 0;
+    close(rt->store.stats_fd);
+    rt->store.stats_fd = -1;
+    return ok ? RT_OK : rt_fail(rt, RT_IO_ERROR, "writing '%s' failed (%s)", rt->store.stats_path, strerror(errno));
 }

@@ -10,8 +10,8 @@
 
 #define H HEADER_WORDS
 
-static uint64_t *reg(struct rt *rt, int64_t r) { return rt->regs + rt->reg_off[r]; }
-static int64_t words(struct rt *rt, int64_t r) { return (int64_t)rt->reg_words[r]; }
+static uint64_t *reg(struct rt *rt, int64_t r) { return rt->store.regs + rt->store.reg_off[r]; }
+static int64_t words(struct rt *rt, int64_t r) { return (int64_t)rt->store.reg_words[r]; }
 static int64_t frame_len(struct rt *rt, int64_t r) {
     return words(rt, r) + (int64_t)img_field(rt, IMG_TAG_WORDS);
 }
@@ -34,13 +34,13 @@ static void clear_tags(struct rt *rt, uint64_t *data, int64_t words) {
    refuses by name instead of reaching outside its buffers. */
 static int check_storage(struct rt *rt, int64_t pool) {
     int64_t tags = (int64_t)img_field(rt, IMG_TAG_WORDS);
-    for (int64_t r = 0; r < rt->nregs; r++)
-        if ((int64_t)rt->reg_off[r] + H + words(rt, r) + tags + 1 + TAG_WORDS > pool)
+    for (int64_t r = 0; r < rt->store.nregs; r++)
+        if ((int64_t)rt->store.reg_off[r] + H + words(rt, r) + tags + 1 + TAG_WORDS > pool)
             return corrupt(rt, "register", (long long)r);
     int64_t init_p = img_mine(rt, SEC_INIT_PARAMS), init_s = img_mine(rt, SEC_INIT_STATE);
-    if (rt->kp > rt->k || rt->mp > rt->m || rt->alike > rt->mp || rt->kc > rt->k ||
-        init_p + rt->kp > (int64_t)img_count(rt, SEC_INITIAL) || rt->alike > init_s ||
-        init_s + rt->mp - rt->alike > (int64_t)img_count(rt, SEC_INITIAL_STATE))
+    if (rt->store.kp > rt->k || rt->store.mp > rt->m || rt->store.alike > rt->store.mp || rt->store.kc > rt->k ||
+        init_p + rt->store.kp > (int64_t)img_count(rt, SEC_INITIAL) || rt->store.alike > init_s ||
+        init_s + rt->store.mp - rt->store.alike > (int64_t)img_count(rt, SEC_INITIAL_STATE))
         return corrupt(rt, "storage of owner", (long long)rt->owner);
     return RT_OK;
 }
@@ -52,52 +52,37 @@ static int check_storage(struct rt *rt, int64_t pool) {
 int rt_alloc(struct rt *rt) {
     int rc;
     int64_t share = img_mine(rt, SEC_SHARE), pool = img_mine(rt, SEC_REG_POOL);
-    rt->nregs = img_mine(rt, SEC_REG_COUNT);
-    rt->reg_words = img_sec(rt, SEC_REG_WORDS) + img_mine(rt, SEC_REG_START);
-    rt->reg_off = img_sec(rt, SEC_REG_OFF) + img_mine(rt, SEC_REG_START);
-    rt->kp = img_mine(rt, SEC_PARAMS_COUNT);
-    rt->mp = img_mine(rt, SEC_STATE_COUNT);
-    rt->alike = (int64_t)img_field(rt, IMG_STATE_ALIKE);
-    rt->kc = rt_owned_count(rt, rt->owner);
+    rt->store.nregs = img_mine(rt, SEC_REG_COUNT);
+    rt->store.reg_words = img_sec(rt, SEC_REG_WORDS) + img_mine(rt, SEC_REG_START);
+    rt->store.reg_off = img_sec(rt, SEC_REG_OFF) + img_mine(rt, SEC_REG_START);
+    rt->store.kp = img_mine(rt, SEC_PARAMS_COUNT);
+    rt->store.mp = img_mine(rt, SEC_STATE_COUNT);
+    rt->store.alike = (int64_t)img_field(rt, IMG_STATE_ALIKE);
+    rt->store.kc = rt_owned_count(rt, rt->owner);
     TRY(check_storage(rt, pool));
-    rt->regs = rt_buf_alloc(rt, MEM_REGISTERS, pool, &rc);
+    rt->store.regs = rt_buf_alloc(rt, MEM_REGISTERS, pool, &rc);
     TRY(rc);
-    rt->params = rt_buf_alloc(rt, MEM_PARAMETERS, rt->kp, &rc);
+    rt->store.params = rt_buf_alloc(rt, MEM_PARAMETERS, rt->store.kp, &rc);
     TRY(rc);
-    rt->state = rt_buf_alloc(rt, MEM_STATE, rt->mp, &rc);
+    rt->store.state = rt_buf_alloc(rt, MEM_STATE, rt->store.mp, &rc);
     TRY(rc);
-    rt_copy_from_image(rt->params, img_sec(rt, SEC_INITIAL) + img_mine(rt, SEC_INIT_PARAMS), rt->kp);
-    rt_copy_from_image(rt->state, img_sec(rt, SEC_INITIAL_STATE), rt->alike);
-    rt_copy_from_image(rt->state + rt->alike, img_sec(rt, SEC_INITIAL_STATE) + img_mine(rt, SEC_INIT_STATE),
-                       rt->mp - rt->alike);
+    rt_copy_from_image(rt->store.params, img_sec(rt, SEC_INITIAL) + img_mine(rt, SEC_INIT_PARAMS), rt->store.kp);
+    rt_copy_from_image(rt->store.state, img_sec(rt, SEC_INITIAL_STATE), rt->store.alike);
+    rt_copy_from_image(rt->store.state + rt->store.alike, img_sec(rt, SEC_INITIAL_STATE) + img_mine(rt, SEC_INIT_STATE),
+                       rt->store.mp - rt->store.alike);
     /* a mapped mean is selected into it; an independent-state rule runs in place */
     if ((share >= 2 || img_mine(rt, SEC_MEAN_COUNT) > 0) && !img_field(rt, IMG_REGION)) {
-        rt->cbuf = rt_buf_alloc(rt, MEM_SCRATCH, rt->k, &rc);
+        rt->store.cbuf = rt_buf_alloc(rt, MEM_SCRATCH, rt->k, &rc);
         TRY(rc);
     }
     rt_buf_hold(rt, MEM_SAMPLES, share * rt->s);
     /* the programs' vector temporaries: stack scratch of the kernel that runs */
     rt_buf_hold(rt, MEM_SCRATCH, (int64_t)img_field(rt, IMG_TEMPORARIES));
-    rt->entries = rt_alloc_words(rt, rt->n * PREPARED_ENTRY_WORDS, &rc);
+    rt->pub.entries = rt_alloc_words(rt, rt->n * PREPARED_ENTRY_WORDS, &rc);
     return rc;
 }
 
 /* -- arithmetic ops: every float operation is a kernel call -------------------------------- */
-
-int rt_non_finite_statement(struct rt *rt, const char *const *labels, int64_t status, int64_t coord,
-                            uint64_t u, const char *what, int64_t sample) {
-    if (sample < 0)
-        return rt_fail(rt, RT_NON_FINITE, "%s statement '%s' coordinate %lld at update %llu", what,
-                       labels[status - 1], (long long)coord, (unsigned long long)u);
-    return rt_fail(rt, RT_NON_FINITE, "%s statement '%s' coordinate %lld at update %llu (owner %lld, "
-                   "sample %lld)", what, labels[status - 1], (long long)coord, (unsigned long long)u,
-                   (long long)rt->owner, (long long)sample);
-}
-
-int rt_local_refused(struct rt *rt, int64_t coord, uint64_t u, int64_t sample) {
-    return rt_fail(rt, RT_NON_FINITE, "local sum coordinate %lld at update %llu (owner %lld, sample %lld)",
-                   (long long)coord, (unsigned long long)u, (long long)rt->owner, (long long)sample);
-}
 
 static int mean_refused(struct rt *rt, int64_t coord, uint64_t u, uint64_t count) {
     return rt_fail(rt, RT_NON_FINITE, "mean coordinate %lld at update %llu (owner %lld, %llu samples)",
@@ -107,16 +92,16 @@ static int mean_refused(struct rt *rt, int64_t coord, uint64_t u, uint64_t count
 /* acc <- the sum of this owner's share >= 1 contributions in sample order from +0.0 */
 static int local_sum(struct rt *rt, uint64_t *acc, int64_t share, uint64_t u) {
     int64_t k = rt->k, row0 = img_mine(rt, SEC_SAMPLE_ROW);
-    const uint64_t *params = img_field(rt, IMG_PART_PARAMETERS) ? rt->replica : rt->params;
+    const uint64_t *params = img_field(rt, IMG_PART_PARAMETERS) ? rt->store.replica : rt->store.params;
     const uint64_t *samples = img_sec(rt, SEC_SAMPLES);
     for (int64_t i = 0; i < share; i++) {
         int64_t fail = -1;
-        uint64_t *out = i == 0 ? acc : rt->cbuf;
+        uint64_t *out = i == 0 ? acc : rt->store.cbuf;
         int64_t status = alphac_contribution(params, samples + (row0 + i) * rt->s, out, &fail);
         if (status != 0)
             return rt_non_finite_statement(rt, alphac_contribution_labels, status, fail, u, "contribution", i);
         /* the first contribution went straight into acc: +0.0 + c is c but for -0.0 */
-        int64_t j = i == 0 ? alphac_local_first(acc, k) : alphac_local_add(acc, rt->cbuf, k);
+        int64_t j = i == 0 ? alphac_local_first(acc, k) : alphac_local_add(acc, rt->store.cbuf, k);
         if (j >= 0) return rt_local_refused(rt, j, u, i);
     }
     return RT_OK;
@@ -188,7 +173,7 @@ static int merge_levels(struct rt *rt, int64_t j, uint64_t u) {
    cut at N does. check_op has checked the range and that register 0 holds the stack. */
 static int op_sample_block(struct rt *rt, int64_t dst, int64_t first, int64_t count, uint64_t u) {
     int64_t k = rt->k, row0 = img_mine(rt, SEC_SAMPLE_ROW), depth = 0;
-    const uint64_t *params = img_field(rt, IMG_PART_PARAMETERS) ? rt->replica : rt->params;
+    const uint64_t *params = img_field(rt, IMG_PART_PARAMETERS) ? rt->store.replica : rt->store.params;
     const uint64_t *samples = img_sec(rt, SEC_SAMPLES);
     for (int64_t i = 0; i < count; i++) {
         int64_t fail = -1, at = first + i;
@@ -209,7 +194,7 @@ static int op_sample_block(struct rt *rt, int64_t dst, int64_t first, int64_t co
 static int run_update(struct rt *rt, void *mean, uint64_t u) {
     if (rt_dev_update) return rt_dev_update(rt, mean, u);
     int64_t fail = -1;
-    int64_t status = alphac_update(rt->params, rt->state, mean, &rt->rate, &fail);
+    int64_t status = alphac_update(rt->store.params, rt->store.state, mean, &rt->rate, &fail);
     return status ? rt_non_finite_statement(rt, alphac_update_labels, status, fail, u, "update", -1) : RT_OK;
 }
 
@@ -226,9 +211,9 @@ static int mean_sums(struct rt *rt, int64_t a, uint64_t **sums) {
     for (int64_t j = 0; j < count; j++) {
         if (from[j] != MEAN_ZERO && from[j] >= (uint64_t)have)
             return corrupt(rt, "mean source", (long long)from[j]);
-        rt->cbuf[j] = from[j] == MEAN_ZERO ? 0 : p[from[j]];
+        rt->store.cbuf[j] = from[j] == MEAN_ZERO ? 0 : p[from[j]];
     }
-    *sums = rt->cbuf;
+    *sums = rt->store.cbuf;
     return RT_OK;
 }
 
@@ -249,10 +234,10 @@ static int op_update(struct rt *rt, int64_t a, uint64_t u, int meaned) {
    gradient partitioning, from the slice, whose j-th word that coordinate's sum is); then
    the owned update kernel on the compact regions. */
 static int op_update_owned(struct rt *rt, int64_t a, uint64_t u) {
-    if (img_field(rt, IMG_PART_PARAMETERS) && rt->replica_held)
+    if (img_field(rt, IMG_PART_PARAMETERS) && rt->store.replica_held)
         return rt_fail(rt, RT_DATA_PARALLEL_REPLICA_RETAINED, "owner %lld: the read replica of version %lld "
                        "is still held at the update of version %llu", (long long)rt->owner,
-                       (long long)rt->replica_version, (unsigned long long)u);
+                       (long long)rt->store.replica_version, (unsigned long long)u);
     uint64_t *p, count = reg(rt, a)[H + words(rt, a) - 1];
     TRY(mean_sums(rt, a, &p));
     int sliced = (int)img_field(rt, IMG_PART_GRADIENTS);
@@ -272,10 +257,10 @@ static int op_update_owned(struct rt *rt, int64_t a, uint64_t u) {
 static int op_evolve(struct rt *rt, uint64_t u) {
     int64_t share = img_mine(rt, SEC_SHARE), row0 = img_mine(rt, SEC_SAMPLE_ROW);
     const uint64_t *pairs = img_sec(rt, SEC_SAMPLES);
-    if (rt->kp != (int64_t)img_field(rt, IMG_REGION)) return corrupt(rt, "region of owner", (long long)rt->owner);
+    if (rt->store.kp != (int64_t)img_field(rt, IMG_REGION)) return corrupt(rt, "region of owner", (long long)rt->owner);
     for (int64_t i = 0; i < share; i++) {
         int64_t fail = -1;
-        int64_t status = alphac_contribution(rt->params, pairs + (row0 + i) * rt->s, &rt->rate, &fail);
+        int64_t status = alphac_contribution(rt->store.params, pairs + (row0 + i) * rt->s, &rt->rate, &fail);
         if (status != 0) return rt_non_finite_statement(rt, alphac_contribution_labels, status, fail, u, "rule", i);
     }
     return RT_OK;
@@ -315,10 +300,10 @@ static void op_offer(struct rt *rt, int64_t dst, uint64_t mask) {
     struct rt_coords it = rt_coords_of(rt, me);
     for (int64_t j = 0; rt_next_coord(&it, &i); j++) {
         int64_t at = j * per;
-        if (has(mask, REGION_PARAMETERS)) d[at++] = rt->params[rt_slot(rt, REGION_PARAMETERS, i)];
+        if (has(mask, REGION_PARAMETERS)) d[at++] = rt->store.params[rt_slot(rt, REGION_PARAMETERS, i)];
         if (has(mask, REGION_STATE))
             for (int64_t b = 0; b < w; b++)
-                d[at + b] = rt->state[rt_slot(rt, REGION_STATE, rt_state_offset(rt, b * rt->k + i))];
+                d[at + b] = rt->store.state[rt_slot(rt, REGION_STATE, rt_state_offset(rt, b * rt->k + i))];
     }
     uint64_t lo = img_sec(rt, SEC_LEAF_POS)[me];
     d[words(rt, dst)] = lo;
@@ -363,7 +348,7 @@ static int op_select(struct rt *rt, int64_t dst, int64_t a, int64_t b, uint64_t 
 static int op_install(struct rt *rt, int64_t a, uint64_t mask, uint64_t *params, uint64_t u) {
     int64_t wa = words(rt, a), leaves = (int64_t)img_field(rt, IMG_LEAVES);
     const uint64_t *x = reg(rt, a) + H, *order = img_sec(rt, SEC_LEAF_ORDER);
-    if ((has(mask, REGION_PARAMETERS) && params == rt->params && img_field(rt, IMG_PART_PARAMETERS)) ||
+    if ((has(mask, REGION_PARAMETERS) && params == rt->store.params && img_field(rt, IMG_PART_PARAMETERS)) ||
         (has(mask, REGION_STATE) && img_field(rt, IMG_PART_STATE)))
         return corrupt(rt, "install into a partitioned region", (long long)mask);
     TRY(check_tags(rt, (int64_t)x[wa], (int64_t)x[wa + 1], 0, leaves, "an assembled vector", u));
@@ -379,21 +364,10 @@ static int op_install(struct rt *rt, int64_t a, uint64_t mask, uint64_t *params,
         while (rt_next_coord(&it, &i)) {
             if (has(mask, REGION_PARAMETERS)) params[i] = x[at++];
             if (has(mask, REGION_STATE))
-                for (int64_t b = 0; b < w; b++) rt->state[rt_state_offset(rt, b * rt->k + i)] = x[at++];
+                for (int64_t b = 0; b < w; b++) rt->store.state[rt_state_offset(rt, b * rt->k + i)] = x[at++];
         }
     }
     return RT_OK;
-}
-
-/* -- replica comparison -------------------------------------------------------------------- */
-
-/* The serial FNV-1a digest of the words every owner holds alike: the parameters (unless
-   partitioned), then the state (all of it, or the shared words in offset order: the first
-   words of a compact state). */
-void rt_digest(struct rt *rt) {
-    uint64_t h = FNV_OFFSET;
-    if (img_field(rt, IMG_DIGEST_PARAMS)) h = rt_fnv(rt->params, rt->k, h);
-    rt->digest = rt_fnv(rt->state, rt->alike, h);
 }
 
 /* -- the interpreter ----------------------------------------------------------------------- */
@@ -401,7 +375,7 @@ void rt_digest(struct rt *rt) {
 /* A sample block lies inside this owner's share, and register 0 holds its stack. */
 static int check_block(struct rt *rt, int64_t first, int64_t count) {
     if (first < 0 || count < 1 || first + count > img_mine(rt, SEC_SHARE)) return corrupt(rt, "sample block at", first);
-    if (rt->nregs < 1 || block_depth(count) * (rt->k + 1) > words(rt, 0)) return corrupt(rt, "sample block of", count);
+    if (rt->store.nregs < 1 || block_depth(count) * (rt->k + 1) > words(rt, 0)) return corrupt(rt, "sample block of", count);
     return RT_OK;
 }
 
@@ -415,12 +389,12 @@ static int check_op(struct rt *rt, const int64_t *op) {
         if (kind == OP_OFFER && j == 3) register_operand = 0; /* offer's a is a region mask */
         if (kind == OP_SAMPLE_BLOCK && j > 2) register_operand = 0; /* sample positions */
         if (kind == OP_EXCHANGE && j == 4) register_operand = 0;     /* how many ops it runs */
-        if (register_operand && op[j] >= rt->nregs) return corrupt(rt, "register", op[j]);
+        if (register_operand && op[j] >= rt->store.nregs) return corrupt(rt, "register", op[j]);
     }
     if (kind == OP_SAMPLE_BLOCK) TRY(check_block(rt, op[3], op[4]));
     int talks = kind == OP_SEND || kind == OP_RECV || (kind >= OP_DIGEST_SEND && kind <= OP_PUBLISH_RECV) ||
                 kind == OP_CKPT_SEND || kind == OP_CKPT_RECV;
-    if (talks && (peer < 0 || peer >= rt->n || rt->fds[peer] < 0)) return corrupt(rt, "peer", peer);
+    if (talks && (peer < 0 || peer >= rt->n || rt->net.fds[peer] < 0)) return corrupt(rt, "peer", peer);
     if ((kind == OP_SLICE || kind == OP_PLACE) && (peer < 0 || peer >= rt->n)) return corrupt(rt, "owner", peer);
     return RT_OK;
 }
@@ -429,14 +403,14 @@ static int check_op(struct rt *rt, const int64_t *op) {
 static int replica_readable(struct rt *rt, uint64_t v) {
     long long me = (long long)rt->owner;
     if (!img_field(rt, IMG_PART_PARAMETERS)) return RT_OK;
-    if (!rt->replica_held)
+    if (!rt->store.replica_held)
         return rt_fail(rt, RT_DATA_PARALLEL_REPLICA_RELEASED, "owner %lld: the contribution of "
                        "version %llu reads no held replica (released or never installed)", me,
                        (unsigned long long)v);
-    if ((uint64_t)rt->replica_version != v)
+    if ((uint64_t)rt->store.replica_version != v)
         return rt_fail(rt, RT_DATA_PARALLEL_REPLICA_VERSION, "owner %lld: the contribution of "
                        "version %llu reads a replica of version %lld", me, (unsigned long long)v,
-                       (long long)rt->replica_version);
+                       (long long)rt->store.replica_version);
     return RT_OK;
 }
 
@@ -489,9 +463,9 @@ static int op_exchange(struct rt *rt, const int64_t *ops, int64_t count, uint64_
 }
 
 static void release_replica(struct rt *rt) {
-    rt_buf_free(rt, MEM_REPLICA, rt->replica, rt->k);
-    rt->replica = NULL;
-    rt->replica_held = 0;
+    rt_buf_free(rt, MEM_REPLICA, rt->store.replica, rt->k);
+    rt->store.replica = NULL;
+    rt->store.replica_held = 0;
 }
 
 int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
@@ -505,9 +479,9 @@ int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
         uint64_t step = (uint64_t)op[5];
         TRY(check_op(rt, op));
         delay_before(kind);
-        int fd = peer >= 0 && peer < rt->n ? rt->fds[peer] : -1;
+        int fd = peer >= 0 && peer < rt->n ? rt->net.fds[peer] : -1;
         /* the payload hash kept for a register is valid until an op other than a send */
-        if (kind != OP_SEND) rt->sent_buf = NULL;
+        if (kind != OP_SEND) rt_sent_forget(rt);
         switch (kind) {
         case OP_LOCAL:
             TRY(replica_readable(rt, v));
@@ -553,13 +527,13 @@ int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
             break;
         case OP_DIGEST_SEND: { /* "prepared": the digest, then this subtree's output digests */
             uint64_t *p = rt->small + H;
-            p[0] = rt->digest;
-            p[1] = (uint64_t)(rt->nentries + 1);
+            p[0] = rt->store.digest;
+            p[1] = (uint64_t)(rt->pub.nentries + 1);
             p[2] = (uint64_t)rt->owner;
-            memcpy(p + 3, rt->out_digest, 32);
-            memcpy(p + 2 + PREPARED_ENTRY_WORDS, rt->entries, (size_t)rt->nentries * PREPARED_ENTRY_WORDS * 8);
+            memcpy(p + 3, rt->pub.out_digest, 32);
+            memcpy(p + 2 + PREPARED_ENTRY_WORDS, rt->pub.entries, (size_t)rt->pub.nentries * PREPARED_ENTRY_WORDS * 8);
             TRY(rt_send_frame(rt, peer, KIND_DIGEST, v, step, rt->small, (int64_t)(2 + p[1] * PREPARED_ENTRY_WORDS), 0));
-            rt->prepared = 1;
+            rt->pub.prepared = 1;
             break;
         }
         case OP_DIGEST_RECV: {
@@ -567,35 +541,35 @@ int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
             TRY(rt_recv_frame(rt, fd, peer, KIND_DIGEST, v, step, rt->small, 2 + owners * PREPARED_ENTRY_WORDS,
                               NULL, NULL));
             const uint64_t *p = rt->small + H;
-            if (p[0] != rt->digest)
+            if (p[0] != rt->store.digest)
                 return rt_fail(rt, RT_REPLICA_DIVERGENCE, "owner %lld's %s 0x%016llx differs from owner %lld's "
                                "0x%016llx after %llu updates", (long long)peer,
                                owned ? "digest of the replicated words" : "state digest",
-                               (unsigned long long)p[0], me, (unsigned long long)rt->digest,
+                               (unsigned long long)p[0], me, (unsigned long long)rt->store.digest,
                                (unsigned long long)v);
-            if ((int64_t)p[1] != owners || rt->nentries + owners > rt->n)
+            if ((int64_t)p[1] != owners || rt->pub.nentries + owners > rt->n)
                 return rt_fail(rt, RT_FRAME_COUNT, "owner %lld: owner %lld prepared %llu owners, the plan has "
                                "%lld beneath it", me, (long long)peer, (unsigned long long)p[1], (long long)owners);
-            memcpy(rt->entries + rt->nentries * PREPARED_ENTRY_WORDS, p + 2,
+            memcpy(rt->pub.entries + rt->pub.nentries * PREPARED_ENTRY_WORDS, p + 2,
                    (size_t)owners * PREPARED_ENTRY_WORDS * 8);
-            rt->nentries += owners;
+            rt->pub.nentries += owners;
             break;
         }
         case OP_PUBLISH_SEND: TRY(rt_send_frame(rt, peer, KIND_PUBLISH, v, step, rt->small, 0, 0)); break;
         case OP_PUBLISH_RECV:
             TRY(rt_recv_frame(rt, fd, peer, KIND_PUBLISH, v, step, rt->small, 0, NULL, NULL));
-            rt->committed = 1;
+            rt->pub.committed = 1;
             break;
         case OP_STAGE: TRY(rt_stage_output(rt)); break;
         case OP_COMMIT: /* the root's own entry, then the record */
-            rt->entries[rt->nentries * PREPARED_ENTRY_WORDS] = (uint64_t)rt->owner;
-            memcpy(rt->entries + rt->nentries * PREPARED_ENTRY_WORDS + 1, rt->out_digest, 32);
-            rt->nentries++;
+            rt->pub.entries[rt->pub.nentries * PREPARED_ENTRY_WORDS] = (uint64_t)rt->owner;
+            memcpy(rt->pub.entries + rt->pub.nentries * PREPARED_ENTRY_WORDS + 1, rt->pub.out_digest, 32);
+            rt->pub.nentries++;
             TRY(rt_write_commit(rt)); /* and the root's output: finalized */
             break;
         case OP_FINALIZE: /* the root's output was linked with its commit record */
-            if (!rt->finalized) TRY(rt_stage_publish(rt, &rt->out));
-            rt->finalized = 1;
+            if (!rt->pub.finalized) TRY(rt_stage_publish(rt, &rt->pub.out));
+            rt->pub.finalized = 1;
             break;
         case OP_CKPT_STAGE: TRY(rt_ckpt_stage(rt, v)); break;
         case OP_CKPT_SEND: TRY(rt_ckpt_send(rt, peer, v, step)); break;
@@ -615,26 +589,26 @@ int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
             break;
         case OP_SELECT: TRY(op_select(rt, dst, a, b, v)); break;
         case OP_INSTALL:
-            TRY(op_install(rt, a, (uint64_t)b, rt->params, v));
+            TRY(op_install(rt, a, (uint64_t)b, rt->store.params, v));
             /* the offers of this assembly copied the device's words back first, so the words
                the install leaves alone are the device's too */
-            if (rt_dev_upload) TRY(rt_dev_upload(rt, (uint64_t)b, rt->params));
+            if (rt_dev_upload) TRY(rt_dev_upload(rt, (uint64_t)b, rt->store.params));
             break;
         case OP_REPLICA_INSTALL: /* the replica exists only while held */
             /* the stale-replica mutant keeps the replica of its first update instead */
-            if (!(img_field(rt, IMG_STALE_REPLICA) && rt->replica_installed)) {
+            if (!(img_field(rt, IMG_STALE_REPLICA) && rt->store.replica_installed)) {
                 release_replica(rt);
-                rt->replica = rt_buf_alloc(rt, MEM_REPLICA, rt->k, &rc);
+                rt->store.replica = rt_buf_alloc(rt, MEM_REPLICA, rt->k, &rc);
                 TRY(rc);
-                TRY(op_install(rt, a, REGION_PARAMETERS, rt->replica, v));
-                if (rt_dev_upload) TRY(rt_dev_upload(rt, REGION_PARAMETERS, rt->replica));
-                rt->replica_version = (int64_t)v;
-                rt->replica_installed = 1;
+                TRY(op_install(rt, a, REGION_PARAMETERS, rt->store.replica, v));
+                if (rt_dev_upload) TRY(rt_dev_upload(rt, REGION_PARAMETERS, rt->store.replica));
+                rt->store.replica_version = (int64_t)v;
+                rt->store.replica_installed = 1;
             }
-            rt->replica_held = 1;
+            rt->store.replica_held = 1;
             break;
         case OP_REPLICA_RELEASE: /* the stale-replica mutant keeps its buffer for the next update */
-            if (img_field(rt, IMG_STALE_REPLICA)) rt->replica_held = 0;
+            if (img_field(rt, IMG_STALE_REPLICA)) rt->store.replica_held = 0;
             else release_replica(rt);
             break;
         case OP_UPDATE_OWNED: TRY(op_update_owned(rt, a, v)); break;

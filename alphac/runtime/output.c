@@ -10,7 +10,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -51,7 +50,7 @@ int rt_stage_create(struct rt *rt, struct staged *s, const char *path, const cha
     return rt_fail(rt, RT_IO_ERROR, "cannot create '%s' (%s)", s->tmp, strerror(errno));
 }
 
-static int write_fd(int fd, const void *buf, size_t n) {
+int rt_write_all(int fd, const void *buf, size_t n) {
     for (size_t done = 0; done < n;) {
         ssize_t r = write(fd, (const char *)buf + done, n - done);
         if (r < 0 && errno == EINTR) continue;
@@ -67,7 +66,7 @@ int rt_stage_write(struct rt *rt, struct staged *s, const void *const *bufs, con
     struct rt_sha256 h;
     rt_sha256_init(&h);
     for (int i = 0; i < count; i++) {
-        if (write_fd(s->fd, bufs[i], sizes[i]) != 0)
+        if (rt_write_all(s->fd, bufs[i], sizes[i]) != 0)
             return rt_fail(rt, RT_IO_ERROR, "writing '%s' failed (%s)", s->tmp, strerror(errno));
         rt_sha256_update(&h, bufs[i], sizes[i]);
     }
@@ -76,13 +75,18 @@ int rt_stage_write(struct rt *rt, struct staged *s, const void *const *bufs, con
     return RT_OK;
 }
 
+int rt_sync_dir(const char *dir) {
+    int fd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    int rc = fd >= 0 && fsync(fd) == 0 ? 0 : -1;
+    if (fd >= 0) close(fd);
+    return rc;
+}
+
 /* fsync the directory holding `path`, so a link or unlink in it is durable. */
 static int sync_dir(const char *path) {
     const char *slash = strrchr(path, '/');
     char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
-    int fd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-    int rc = fd >= 0 && fsync(fd) == 0 ? 0 : -1;
-    if (fd >= 0) close(fd);
+    int rc = rt_sync_dir(dir);
     free(dir);
     return rc;
 }
@@ -130,9 +134,9 @@ void rt_stage_discard(struct staged *s) {
 
 /* Before the first update: the output (and, at the root, the commit record) staged. */
 int rt_open_outputs(struct rt *rt) {
-    rt->out.fd = rt->commit.fd = -1;
-    TRY(rt_stage_create(rt, &rt->out, rt->out_path, ""));
-    if (rt->owner == (int64_t)img_field(rt, IMG_ROOT)) TRY(rt_stage_create(rt, &rt->commit, rt->out_path, ".commit"));
+    rt->pub.out.fd = rt->pub.commit.fd = -1;
+    TRY(rt_stage_create(rt, &rt->pub.out, rt->pub.out_path, ""));
+    if (rt->owner == (int64_t)img_field(rt, IMG_ROOT)) TRY(rt_stage_create(rt, &rt->pub.commit, rt->pub.out_path, ".commit"));
     return RT_OK;
 }
 
@@ -151,7 +155,7 @@ void rt_writer_init(struct rt_writer *w, struct rt *rt, int fd, const char *path
 static void emit(struct rt_writer *w, const void *p, size_t n) {
     if (w->rc != RT_OK || n == 0) return;
     rt_sha256_update(w->in_part ? &w->part : &w->sha, p, n);
-    if (write_fd(w->fd, p, n) != 0) {
+    if (rt_write_all(w->fd, p, n) != 0) {
         w->rc = rt_fail(w->rt, RT_IO_ERROR, "writing '%s' failed (%s)", w->path, strerror(errno));
         return;
     }
@@ -227,34 +231,34 @@ int rt_stage_output(struct rt *rt) {
     if (img_field(rt, IMG_OUTPUT_FORMAT) == OUTPUT_REPLICATED) {
         uint64_t head[7] = {OUTPUT_MAGIC, OUTPUT_REPLICATED, (uint64_t)rt->owner, (uint64_t)rt->updates,
                             rt->protocol, (uint64_t)k, (uint64_t)m};
-        const void *bufs[3] = {head, rt->params, rt->state};
+        const void *bufs[3] = {head, rt->store.params, rt->store.state};
         size_t sizes[3] = {sizeof head, (size_t)k * 8, (size_t)m * 8};
-        return rt_stage_write(rt, &rt->out, bufs, sizes, 3, rt->out_digest);
+        return rt_stage_write(rt, &rt->pub.out, bufs, sizes, 3, rt->pub.out_digest);
     }
     uint64_t head[9] = {OUTPUT_MAGIC, OUTPUT_OWNED, (uint64_t)rt->owner, (uint64_t)rt->updates, rt->protocol,
-                        (uint64_t)k, (uint64_t)m, (uint64_t)rt->kp, (uint64_t)rt->mp};
+                        (uint64_t)k, (uint64_t)m, (uint64_t)rt->store.kp, (uint64_t)rt->store.mp};
     struct rt_writer w;
-    rt_writer_init(&w, rt, rt->out.fd, rt->out.tmp);
+    rt_writer_init(&w, rt, rt->pub.out.fd, rt->pub.out.tmp);
     for (int j = 0; j < 9; j++) rt_writer_put(&w, head[j]);
     struct put_ctx c = {&w, NULL};
     rt_each_held(rt, REGION_PARAMETERS, put_held, &c);
     rt_each_held(rt, REGION_STATE, put_held, &c);
-    c.words = rt->params;
+    c.words = rt->store.params;
     rt_each_held(rt, REGION_PARAMETERS, put_held, &c);
-    c.words = rt->state;
+    c.words = rt->store.state;
     rt_each_held(rt, REGION_STATE, put_held, &c);
-    return rt_writer_end(&w, rt->out_digest);
+    return rt_writer_end(&w, rt->pub.out_digest);
 }
 
 /* Whether the root's output is DIR/owner-R.out, R its index: a run directory (--out-dir,
    alphac launch), where every owner's output is DIR/owner-I.out. *dir_len: DIR's length,
    with its '/'. */
 static int in_run_dir(const struct rt *rt, size_t *dir_len) {
-    const char *slash = strrchr(rt->out_path, '/');
-    *dir_len = slash ? (size_t)(slash - rt->out_path) + 1 : 0;
+    const char *slash = strrchr(rt->pub.out_path, '/');
+    *dir_len = slash ? (size_t)(slash - rt->pub.out_path) + 1 : 0;
     char mine[64];
     snprintf(mine, sizeof mine, OUTPUT_NAME_FORMAT, (long long)rt->owner);
-    return strcmp(rt->out_path + *dir_len, mine) == 0;
+    return strcmp(rt->pub.out_path + *dir_len, mine) == 0;
 }
 
 /* Owner I's output in the run directory of the root's: its final name, or with `suffix`
@@ -264,7 +268,7 @@ static char *run_dir_output(const struct rt *rt, size_t dir_len, int64_t owner, 
     snprintf(name, sizeof name, OUTPUT_NAME_FORMAT "%s", (long long)owner, suffix);
     size_t n = dir_len + strlen(name) + 1;
     char *path = malloc(n);
-    if (path) snprintf(path, n, "%.*s%s", (int)dir_len, rt->out_path, name);
+    if (path) snprintf(path, n, "%.*s%s", (int)dir_len, rt->pub.out_path, name);
     return path;
 }
 
@@ -294,9 +298,9 @@ static void link_outputs(struct rt *rt, int run_dir, size_t dir_len, int undo) {
         if (o != rt->owner) other_output(rt, dir_len, o, undo ? DROP_FINAL_NAME : LINK_OUTPUT);
     /* the root's own output: where it cannot be linked, "finalize" says why once the owners
        have the verdict */
-    if (!undo && link(rt->out.tmp, rt->out.path) == 0) rt->out.created = 0, rt->finalized = 1;
-    if (undo && rt->finalized && is_staged_file(&rt->out, rt->out.path))
-        unlink(rt->out.path), rt->out.created = 1, rt->finalized = 0;
+    if (!undo && link(rt->pub.out.tmp, rt->pub.out.path) == 0) rt->pub.out.created = 0, rt->pub.finalized = 1;
+    if (undo && rt->pub.finalized && is_staged_file(&rt->pub.out, rt->pub.out.path))
+        unlink(rt->pub.out.path), rt->pub.out.created = 1, rt->pub.finalized = 0;
 }
 
 /* The root's publication, once its commit record is written and fsynced: in a run
@@ -306,21 +310,21 @@ static void link_outputs(struct rt *rt, int run_dir, size_t dir_len, int undo) {
    the .tmp names removed. All this before any owner hears the verdict, so an owner that
    died after "prepared" leaves no final name missing (docs/runtime.md "Publication"). */
 static int publish_run(struct rt *rt) {
-    TRY(close_staged(rt, &rt->commit));
-    TRY(close_staged(rt, &rt->out));
+    TRY(close_staged(rt, &rt->pub.commit));
+    TRY(close_staged(rt, &rt->pub.out));
     size_t dir_len;
     int run_dir = in_run_dir(rt, &dir_len);
     link_outputs(rt, run_dir, dir_len, 0);
-    int rc = link_staged(rt, &rt->commit);
+    int rc = link_staged(rt, &rt->pub.commit);
     if (rc != RT_OK) { /* not committed: no final name stays */
         link_outputs(rt, run_dir, dir_len, 1);
         return rc;
     }
-    rt->commit.created = 0;
-    rt->committed = 1;
-    if (sync_dir(rt->commit.path) != 0) return rt_fail(rt, RT_IO_ERROR, "cannot make '%s' durable", rt->commit.path);
-    if (is_staged_file(&rt->commit, rt->commit.tmp)) unlink(rt->commit.tmp);
-    if (rt->finalized && is_staged_file(&rt->out, rt->out.tmp)) unlink(rt->out.tmp);
+    rt->pub.commit.created = 0;
+    rt->pub.committed = 1;
+    if (sync_dir(rt->pub.commit.path) != 0) return rt_fail(rt, RT_IO_ERROR, "cannot make '%s' durable", rt->pub.commit.path);
+    if (is_staged_file(&rt->pub.commit, rt->pub.commit.tmp)) unlink(rt->pub.commit.tmp);
+    if (rt->pub.finalized && is_staged_file(&rt->pub.out, rt->pub.out.tmp)) unlink(rt->pub.out.tmp);
     for (int64_t o = 0; run_dir && o < rt->n; o++)
         if (o != rt->owner) other_output(rt, dir_len, o, DROP_STAGED_NAME);
     return RT_OK;
@@ -329,15 +333,15 @@ static int publish_run(struct rt *rt) {
 /* The "commit" op at the root: the record naming every owner's output digest (from the
    "prepared" messages), written, fsynced, and published with the run's outputs. */
 int rt_write_commit(struct rt *rt) {
-    size_t cap = 256 + (size_t)rt->nentries * 96, at = 0;
+    size_t cap = 256 + (size_t)rt->pub.nentries * 96, at = 0;
     char *text = malloc(cap);
     if (!text) return rt_fail(rt, RT_IO_ERROR, "out of memory");
     at += (size_t)snprintf(text + at, cap - at, "alphac-commit 1\nprotocol %016llx\nupdates %lld\nowners %lld\n",
                            (unsigned long long)rt->protocol, (long long)rt->updates, (long long)rt->n);
     /* entries arrive in tree order; the record lists them by owner */
     for (int64_t o = 0; o < rt->n; o++)
-        for (int64_t e = 0; e < rt->nentries; e++) {
-            const uint64_t *w = rt->entries + e * PREPARED_ENTRY_WORDS;
+        for (int64_t e = 0; e < rt->pub.nentries; e++) {
+            const uint64_t *w = rt->pub.entries + e * PREPARED_ENTRY_WORDS;
             if ((int64_t)w[0] != o) continue;
             const unsigned char *d = (const unsigned char *)(w + 1);
             at += (size_t)snprintf(text + at, cap - at, "owner %lld ", (long long)o);
@@ -347,7 +351,7 @@ int rt_write_commit(struct rt *rt) {
     unsigned char digest[32];
     const void *bufs[1] = {text};
     size_t sizes[1] = {at};
-    int rc = rt_stage_write(rt, &rt->commit, bufs, sizes, 1, digest);
+    int rc = rt_stage_write(rt, &rt->pub.commit, bufs, sizes, 1, digest);
     free(text);
     TRY(rc);
     return publish_run(rt);
@@ -356,11 +360,11 @@ int rt_write_commit(struct rt *rt) {
 /* A refused run: staged files go unless this owner has prepared (the root's commit record,
    which it cannot see, decides) or the run is committed. */
 void rt_abandon(struct rt *rt) {
-    if (rt->prepared || rt->committed) {
-        if (rt->out.fd >= 0) close(rt->out.fd);
-        rt->out.fd = -1;
+    if (rt->pub.prepared || rt->pub.committed) {
+        if (rt->pub.out.fd >= 0) close(rt->pub.out.fd);
+        rt->pub.out.fd = -1;
         return;
     }
-    rt_stage_discard(&rt->out);
-    rt_stage_discard(&rt->commit);
+    rt_stage_discard(&rt->pub.out);
+    rt_stage_discard(&rt->pub.commit);
 }

@@ -11,8 +11,6 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* Split `HOST:PORT` or `[V6]:PORT`; 0 when well formed (PORT in 1..65535), else -1. */
@@ -48,7 +46,7 @@ int rt_parse_endpoint(const char *text, char *host, size_t host_size, int *port)
 
 static int bad_line(struct rt *rt, int64_t line) {
     return rt_fail(rt, RT_USAGE, "peers file '%s' line %lld: expected 'OWNER HOST:PORT [tcp|shm|shm-only]' with "
-                   "OWNER in 0..%lld and PORT in 1..65535", rt->peers_path, (long long)line, (long long)(rt->n - 1));
+                   "OWNER in 0..%lld and PORT in 1..65535", rt->net.peers_path, (long long)line, (long long)(rt->n - 1));
 }
 
 /* The next whitespace-separated token of *p (NUL-terminated in place), or NULL. */
@@ -74,19 +72,16 @@ static int transport_of(const char *text) {
 
 /* One non-blank, non-comment line: `OWNER ENDPOINT [TRANSPORT]` and nothing else. */
 static int parse_line(struct rt *rt, char *text, int64_t line) {
-    char *p = text, *end;
-    while (isspace((unsigned char)*p)) p++;
-    if (!isdigit((unsigned char)*p)) return bad_line(rt, line);
-    long long owner = strtoll(p, &end, 10);
-    if (end == p || !isspace((unsigned char)*end) || owner < 0 || owner >= rt->n) return bad_line(rt, line);
-    p = end;
+    char *p = text, *first = token(&p);
+    int64_t owner;
+    if (!first || !rt_decimal(first, &owner) || owner >= rt->n) return bad_line(rt, line);
     char *tok = token(&p), *mode = token(&p);
     int transport = transport_of(mode);
     if (!tok || transport < 0 || token(&p)) return bad_line(rt, line);
-    struct endpoint *e = &rt->ep[owner];
+    struct endpoint *e = &rt->net.ep[owner];
     if (e->listed)
         return rt_fail(rt, RT_USAGE, "peers file '%s' line %lld: owner %lld is listed twice",
-                       rt->peers_path, (long long)line, owner);
+                       rt->net.peers_path, (long long)line, (long long)owner);
     if (rt_parse_endpoint(tok, e->host, sizeof e->host, &e->port) != 0) return bad_line(rt, line);
     e->listed = 1;
     e->line = line;
@@ -97,18 +92,18 @@ static int parse_line(struct rt *rt, char *text, int64_t line) {
 /* Where an endpoint was given, for messages: its peers-file line, or its owner's host in
    the node list. */
 static const char *origin(const struct rt *rt, const struct endpoint *e, char *buf, size_t size) {
-    if (rt->peers_path)
-        snprintf(buf, size, "peers file '%s' line %lld", rt->peers_path, (long long)e->line);
+    if (rt->net.peers_path)
+        snprintf(buf, size, "peers file '%s' line %lld", rt->net.peers_path, (long long)e->line);
     else
-        snprintf(buf, size, "%s, the host of owner %lld", rt->nodes_from, (long long)e->line);
+        snprintf(buf, size, "%s, the host of owner %lld", rt->cli.nodes_from, (long long)e->line);
     return buf;
 }
 
 static int resolve(struct rt *rt, int64_t owner) {
-    struct endpoint *e = &rt->ep[owner];
+    struct endpoint *e = &rt->net.ep[owner];
     char where[512];
     if (!e->listed)
-        return rt_fail(rt, RT_USAGE, "peers file '%s' has no endpoint for owner %lld", rt->peers_path,
+        return rt_fail(rt, RT_USAGE, "peers file '%s' has no endpoint for owner %lld", rt->net.peers_path,
                        (long long)owner);
     if (e->addr_len) return RT_OK;
     char port[8];
@@ -130,8 +125,8 @@ static int resolve(struct rt *rt, int64_t owner) {
 
 static int read_file(struct rt *rt) {
     int rc;
-    FILE *f = rt_open_text(rt->peers_path);
-    if (!f) return rt_fail(rt, RT_IO_ERROR, "cannot read the peers file '%s'", rt->peers_path);
+    FILE *f = rt_open_text(rt->net.peers_path);
+    if (!f) return rt_fail(rt, RT_IO_ERROR, "cannot read the peers file '%s'", rt->net.peers_path);
     char text[1024];
     int64_t line = 0;
     rc = RT_OK;
@@ -139,11 +134,11 @@ static int read_file(struct rt *rt) {
         line++;
         if (r == LINE_LONG) {
             rc = rt_fail(rt, RT_USAGE, "peers file '%s' line %lld is longer than %zu characters",
-                         rt->peers_path, (long long)line, sizeof text - 2);
+                         rt->net.peers_path, (long long)line, sizeof text - 2);
             break;
         }
         if (r == LINE_NUL) {
-            rc = rt_fail(rt, RT_USAGE, "peers file '%s' line %lld holds a NUL byte", rt->peers_path, (long long)line);
+            rc = rt_fail(rt, RT_USAGE, "peers file '%s' line %lld holds a NUL byte", rt->net.peers_path, (long long)line);
             break;
         }
         char *p = text;
@@ -157,17 +152,17 @@ static int read_file(struct rt *rt) {
 int rt_read_peers(struct rt *rt) {
     int rc;
     char where[512];
-    rt->ep = rt_alloc_words(rt, (int64_t)((sizeof(struct endpoint) * (size_t)rt->n + 7) / 8), &rc);
+    rt->net.ep = rt_alloc_words(rt, (int64_t)((sizeof(struct endpoint) * (size_t)rt->n + 7) / 8), &rc);
     TRY(rc);
-    TRY(rt->peers_path ? read_file(rt) : rt_node_endpoints(rt));
+    TRY(rt->net.peers_path ? read_file(rt) : rt_node_endpoints(rt));
     /* every owner this one talks to, and itself, need an endpoint */
     TRY(resolve(rt, rt->owner));
-    const struct endpoint *me = &rt->ep[rt->owner];
+    const struct endpoint *me = &rt->net.ep[rt->owner];
     int any = (me->addr.ss_family == AF_INET &&
                ((const struct sockaddr_in *)&me->addr)->sin_addr.s_addr == htonl(INADDR_ANY)) ||
               (me->addr.ss_family == AF_INET6 &&
                IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)&me->addr)->sin6_addr));
-    if (any && !rt->listen_any)
+    if (any && !rt->net.listen_any)
         return rt_fail(rt, RT_USAGE, "%s names the wildcard address '%s' for owner %lld; "
                        "an owner listens only on its own address (--listen-any to listen on every interface)",
                        origin(rt, me, where, sizeof where), me->host, (long long)rt->owner);

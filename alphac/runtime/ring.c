@@ -13,10 +13,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -163,7 +161,7 @@ int rt_shm_create(struct rt *rt, struct link *l, uint64_t ring_bytes, uint64_t n
         shm_unlink(text);
         return err;
     }
-    memcpy(rt->shm_linked, text, sizeof rt->shm_linked);
+    memcpy(rt->net.shm_linked, text, sizeof rt->net.shm_linked);
     layout(l, map, ring_bytes, 0);
     l->map_bytes = bytes;
     struct shm_ctl *c = map;

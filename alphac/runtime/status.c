@@ -5,7 +5,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <stdio.h>
 #include <unistd.h>
 
 int rt_status_open(struct rt *rt, int64_t fd) {
@@ -16,16 +15,16 @@ int rt_status_open(struct rt *rt, int64_t fd) {
     if (fcntl((int)fd, F_SETFL, flags | O_NONBLOCK) < 0)
         return rt_fail(rt, RT_USAGE, "--status-fd %lld cannot be made non-blocking", (long long)fd);
     signal(SIGPIPE, SIG_IGN);
-    rt->status_fd = (int)fd;
+    rt->cli.status_fd = (int)fd;
     return RT_OK;
 }
 
 void rt_status(struct rt *rt, int64_t version) {
     char line[32];
-    if (rt->status_fd < 0)
+    if (rt->cli.status_fd < 0)
         return;
     int n = snprintf(line, sizeof line, "update %lld\n", (long long)version);
-    if (write(rt->status_fd, line, (size_t)n) < 0) {
+    if (write(rt->cli.status_fd, line, (size_t)n) < 0) {
         /* full or closed: progress is advisory */
     }
 }

@@ -79,7 +79,7 @@ int64_t rt_slot(const struct rt *rt, int region, int64_t pos) {
     int64_t below = shared_below(rt, pos), rank = pos - below;
     if (below < shared_count(rt) && (int64_t)img_sec(rt, SEC_SHARED)[below] == pos) return below;
     if (rank >= (int64_t)img_field(rt, IMG_W) * rt->k || owner_of(rt, rank % rt->k) != rt->owner) return -1;
-    return rt->alike + rank / rt->k * rt->kc + local_of(rt, rank % rt->k);
+    return rt->store.alike + rank / rt->k * rt->store.kc + local_of(rt, rank % rt->k);
 }
 
 /* How many of the coordinates i, i + step, ... (at most count, count >= 1) one owner holds
@@ -104,7 +104,7 @@ static int64_t state_span(const struct rt *rt, int64_t pos, int64_t below, int64
         limit = gap < limit ? gap : limit;
     }
     int64_t n = coord_span(rt, i, step, limit < count ? limit : count);
-    *slot = owner_of(rt, i) == rt->owner ? rt->alike + rank / rt->k * rt->kc + local_of(rt, i) : -1;
+    *slot = owner_of(rt, i) == rt->owner ? rt->store.alike + rank / rt->k * rt->store.kc + local_of(rt, i) : -1;
     return n;
 }
 
@@ -143,8 +143,17 @@ void rt_each_held(const struct rt *rt, int region, rt_word_fn fn, void *ctx) {
         for (int64_t j = 0; rt_next_coord(&it, &i); j++) {
             int64_t p = rt_state_offset(rt, b * rt->k + i);
             for (; next < S && (int64_t)shared[next] < p; next++) fn(ctx, (int64_t)shared[next], next);
-            fn(ctx, p, rt->alike + b * rt->kc + j);
+            fn(ctx, p, rt->store.alike + b * rt->store.kc + j);
         }
     }
     for (; next < S; next++) fn(ctx, (int64_t)shared[next], next);
+}
+
+/* The serial FNV-1a digest of the words every owner holds alike: the parameters (unless
+   partitioned), then the state (all of it, or the shared words in offset order: the first
+   words of a compact state). */
+void rt_digest(struct rt *rt) {
+    uint64_t h = FNV_OFFSET;
+    if (img_field(rt, IMG_DIGEST_PARAMS)) h = rt_fnv(rt->store.params, rt->k, h);
+    rt->store.digest = rt_fnv(rt->store.state, rt->store.alike, h);
 }

@@ -10,7 +10,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -57,7 +56,7 @@ static int send_transport(struct rt *rt, int64_t peer, uint64_t status, uint64_t
 }
 
 static int recv_transport(struct rt *rt, int64_t peer) {
-    return rt_recv_frame(rt, rt->fds[peer], peer, KIND_TRANSPORT, 0, 0, rt->small, TRANSPORT_WORDS, NULL, NULL);
+    return rt_recv_frame(rt, rt->net.fds[peer], peer, KIND_TRANSPORT, 0, 0, rt->small, TRANSPORT_WORDS, NULL, NULL);
 }
 
 static int tcp(struct link *l, int why, int err, int64_t whose) {
@@ -78,20 +77,20 @@ static int mismatch(struct rt *rt, int64_t peer, int offered) {
 
 /* The segment this owner created and has not seen unlinked by its peer yet: unlink it. */
 void rt_shm_forget(struct rt *rt) {
-    if (rt->shm_linked[0]) shm_unlink(rt->shm_linked);
-    rt->shm_linked[0] = 0;
+    if (rt->net.shm_linked[0]) shm_unlink(rt->net.shm_linked);
+    rt->net.shm_linked[0] = 0;
 }
 
 /* The connector's side: create, offer, read the answer. */
 int rt_shm_offer(struct rt *rt, int64_t peer) {
-    struct link *l = &rt->links[peer], made = {0}; /* frames go over TCP until the answer */
+    struct link *l = &rt->net.links[peer], made = {0}; /* frames go over TCP until the answer */
     uint64_t *q = rt->small + H;
     int err = rt_shm_create(rt, &made, ring_bytes(rt), q + T_NAME, q + T_ID);
     TRY(send_transport(rt, peer, err ? TRANSPORT_DECLINED : TRANSPORT_OFFER, (uint64_t)err));
     int rc = recv_transport(rt, peer);
     uint64_t status = q[T_STATUS], theirs = q[T_ERR];
     if (rc == RT_OK && status == TRANSPORT_MAPPED) {
-        rt->shm_linked[0] = 0; /* the acceptor unlinked it */
+        rt->net.shm_linked[0] = 0; /* the acceptor unlinked it */
         *l = made;
         return RT_OK;
     }
@@ -115,7 +114,7 @@ static int good_name(const char *name) {
 
 /* The acceptor's side: read the offer, map what it names if on this host, answer. */
 int rt_shm_answer(struct rt *rt, int64_t peer) {
-    struct link *l = &rt->links[peer];
+    struct link *l = &rt->net.links[peer];
     uint64_t *q = rt->small + H;
     TRY(recv_transport(rt, peer));
     if (!same_host(q + T_BOOT)) {
@@ -148,7 +147,7 @@ static const char *const modes[] = {"tcp", "shm", "shm-only"};
 static void reason(const struct rt *rt, const struct link *l, char *out, size_t size) {
     long long whose = (long long)l->whose;
     switch (l->why) {
-    case WHY_PEERS_FILE: snprintf(out, size, "the peers file says %s for owner %lld", modes[rt->ep[whose].transport], whose); break;
+    case WHY_PEERS_FILE: snprintf(out, size, "the peers file says %s for owner %lld", modes[rt->net.ep[whose].transport], whose); break;
     case WHY_OTHER_HOST: snprintf(out, size, "owner %lld runs on another host (another boot id)", whose); break;
     case WHY_CREATE: snprintf(out, size, "owner %lld could not create a segment (%s)", whose, strerror(l->err)); break;
     default: snprintf(out, size, "owner %lld could not map the segment (%s)", whose, strerror(l->err)); break;
@@ -157,8 +156,8 @@ static void reason(const struct rt *rt, const struct link *l, char *out, size_t 
 
 /* After the hellos with `peer`: shared memory if both lines allow it and it works. */
 int rt_transport(struct rt *rt, int64_t peer, int connector) {
-    int mine = rt->ep[rt->owner].transport, theirs = rt->ep[peer].transport;
-    struct link *l = &rt->links[peer];
+    int mine = rt->net.ep[rt->owner].transport, theirs = rt->net.ep[peer].transport;
+    struct link *l = &rt->net.links[peer];
     if (mine == TRANSPORT_TCP || theirs == TRANSPORT_TCP)
         tcp(l, WHY_PEERS_FILE, 0, mine == TRANSPORT_TCP ? rt->owner : peer);
     else
@@ -175,8 +174,8 @@ int rt_transport(struct rt *rt, int64_t peer, int connector) {
 
 /* --connections FILE: one line per peer, `PEER shm` or `PEER tcp REASON`. */
 int rt_write_connections(struct rt *rt) {
-    if (!rt->connections_path) return RT_OK;
-    const char *path = rt->connections_path;
+    if (!rt->net.connections_path) return RT_OK;
+    const char *path = rt->net.connections_path;
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
     if (!f) {
@@ -186,13 +185,13 @@ int rt_write_connections(struct rt *rt) {
     const uint64_t *peers = img_sec(rt, SEC_PEERS) + img_mine(rt, SEC_PEER_START);
     for (int64_t j = 0; j < img_mine(rt, SEC_PEER_COUNT); j++) {
         int64_t p = (int64_t)peers[j];
-        if (p == rt->owner || rt->fds[p] < 0) continue;
+        if (p == rt->owner || rt->net.fds[p] < 0) continue;
         char why[200];
-        if (rt->links[p].ctl) {
+        if (rt->net.links[p].ctl) {
             fprintf(f, "%lld shm\n", (long long)p);
             continue;
         }
-        reason(rt, &rt->links[p], why, sizeof why);
+        reason(rt, &rt->net.links[p], why, sizeof why);
         fprintf(f, "%lld tcp %s\n", (long long)p, why);
     }
     int bad = ferror(f) | fclose(f);

@@ -4,7 +4,7 @@
    alone (rt_check_header, rt_check_trailer); a sender hashes its payload chunk by chunk
    while the bytes before it drain, a receiver hashes (and adds on arrival) each piece as
    it arrives; over shared memory a piece is read where it lies in the ring. Frames to or
-   from one peer in one direction go in array order. One deadline (rt->deadline_ms)
+   from one peer in one direction go in array order. One deadline (rt->net.deadline_ms)
    bounds the whole exchange. */
 #include "rt.h"
 
@@ -19,9 +19,9 @@
 #define PIECE (SEND_CHUNK_WORDS * 8)
 
 static struct link *link_of(struct rt *rt, const struct xfer *x) {
-    return x->peer >= 0 && rt->links && rt->links[x->peer].ctl ? &rt->links[x->peer] : NULL;
+    return x->peer >= 0 && rt->net.links && rt->net.links[x->peer].ctl ? &rt->net.links[x->peer] : NULL;
 }
-static int fd_of(const struct rt *rt, const struct xfer *x) { return x->peer >= 0 ? rt->fds[x->peer] : x->fd; }
+static int fd_of(const struct rt *rt, const struct xfer *x) { return x->peer >= 0 ? rt->net.fds[x->peer] : x->fd; }
 /* the owner a message names: the sender once a received header named it */
 static int64_t who(const struct xfer *x) { return x->checked ? x->from : x->peer; }
 static const char *verb(const struct xfer *x) { return x->send ? "writing to" : "reading from"; }
@@ -46,7 +46,7 @@ static void start(struct rt *rt, struct xfer *x) {
     rt_lanes_init(x->lanes);
     /* in an authenticated run, frames over TCP carry tags; over a ring, whose segment was
        authenticated when it was set up, none (docs/security.md, "The trust boundary") */
-    x->tagged = rt->key && !link_of(rt, x);
+    x->tagged = rt->auth.key && !link_of(rt, x);
     x->mac_failed = x->tagged && rt_payload_mac_begin(x->mac) != 0;
     x->total = (size_t)(H + x->len + 1 + (int64_t)tags(x)) * 8;
     if (!x->send) {
@@ -56,7 +56,7 @@ static void start(struct rt *rt, struct xfer *x) {
     const uint64_t head[H] = {x->tagged ? FRAME_MAGIC_AUTH : FRAME_MAGIC, rt->protocol, (uint64_t)rt->owner,
                               (uint64_t)x->peer, x->version, x->step, x->kind, (uint64_t)x->len};
     memcpy(x->head, head, sizeof head);
-    x->hit = x->reuse && rt->sent_buf == x->buf && (!x->tagged || rt->sent_mac_valid);
+    x->hit = rt_sent_hit(rt, x);
     if (x->hit)
         rt_seal(rt, x);
     else if (!link_of(rt, x))
@@ -197,6 +197,8 @@ static int arrived(struct rt *rt, struct xfer *x, const unsigned char *at, size_
     }
     x->done = to;
     if (!x->checked && x->done == H * 8) {
+        uint64_t s = x->buf[H_SENDER]; /* a hello's sender: a peer still expected to connect? */
+        x->expected = x->peer < 0 && s < (uint64_t)rt->n && rt->net.accept_from[s] && rt->net.fds[s] < 0;
         TRY(rt_check_header(rt, x));
         x->checked = 1;
         x->total = (size_t)(H + x->len + 1 + (int64_t)tags(x)) * 8;
@@ -266,7 +268,7 @@ static int wait_any(struct rt *rt, struct xfer *x, int64_t count) {
             fds[nf++] = (struct pollfd){fd_of(rt, &x[i]), (short)(x[i].send ? POLLOUT : POLLIN), 0};
         }
     }
-    int64_t left = rt->deadline_ms - rt_now_ms();
+    int64_t left = rt->net.deadline_ms - rt_now_ms();
     if (left <= 0) {
         errno = ETIMEDOUT;
         return rt_io_failed(rt, -1, who(&x[first]), verb(&x[first]));
@@ -276,13 +278,13 @@ static int wait_any(struct rt *rt, struct xfer *x, int64_t count) {
         return r < 0 && errno != EINTR ? rt_io_failed(rt, -1, who(&x[first]), verb(&x[first])) : RT_OK;
     }
     if (nf > 0) { /* sockets and rings: poll the sockets, and the rings' peers for their end */
-        for (int i = 0; i < nl; i++) fds[nf + i] = (struct pollfd){rt->fds[peers[i]], POLLIN | POLLRDHUP, 0};
+        for (int i = 0; i < nl; i++) fds[nf + i] = (struct pollfd){rt->net.fds[peers[i]], POLLIN | POLLRDHUP, 0};
         poll(fds, (nfds_t)(nf + nl), left < MIXED_MS ? (int)left : MIXED_MS);
         for (int i = 0; i < nl; i++) ls[i]->gone |= fds[nf + i].revents != 0;
         return RT_OK;
     }
     if (rt_ring_wait(ls, nl, left < LIVENESS_MS ? left : LIVENESS_MS))
-        for (int i = 0; i < nl; i++) ls[i]->gone |= peer_gone(rt->fds[peers[i]]);
+        for (int i = 0; i < nl; i++) ls[i]->gone |= peer_gone(rt->net.fds[peers[i]]);
     return RT_OK;
 }
 
@@ -290,9 +292,9 @@ static int wait_any(struct rt *rt, struct xfer *x, int64_t count) {
 int rt_exchange(struct rt *rt, struct xfer *x, int64_t count) {
     rt_start_io(rt);
     rt->added_bad = 0; /* what the adds on arrival of this exchange saw */
-    if (rt->key) { /* each frame its own payload MAC */
+    if (rt->auth.key) { /* each frame its own payload MAC */
         TRY(rt_payload_macs(rt, count));
-        for (int64_t i = 0; i < count; i++) x[i].mac = rt->macs[i];
+        for (int64_t i = 0; i < count; i++) x[i].mac = rt->auth.macs[i];
     }
     for (int64_t i = 0; i < count; i++) start(rt, &x[i]);
     for (;;) {
@@ -314,4 +316,25 @@ int rt_exchange(struct rt *rt, struct xfer *x, int64_t count) {
         }
         if (!moved) TRY(wait_any(rt, x, count));
     }
+}
+
+int rt_send_frame(struct rt *rt, int64_t peer, uint64_t kind, uint64_t version, uint64_t step,
+                  uint64_t *buf, int64_t len, int reuse) {
+    struct xfer x = {.peer = peer, .send = 1, .kind = kind, .version = version, .step = step, .buf = buf,
+                     .len = len, .reuse = reuse};
+    return rt_exchange(rt, &x, 1);
+}
+
+/* Read a frame into buf and check it (rt_check_header, rt_check_trailer): from `peer`, or
+   for peer -1 a hello on fd from whichever expected owner it names (*sender). With `add`,
+   the payload is added as it arrives; those sums are used only if the checksum holds,
+   since a failing check refuses here. */
+int rt_recv_frame(struct rt *rt, int fd, int64_t peer, uint64_t kind, uint64_t version,
+                  uint64_t step, uint64_t *buf, int64_t len, const struct arrival *add,
+                  int64_t *sender) {
+    struct xfer x = {.peer = peer, .fd = fd, .kind = kind, .version = version, .step = step, .buf = buf,
+                     .len = len, .add = add};
+    TRY(rt_exchange(rt, &x, 1));
+    if (sender) *sender = x.from;
+    return RT_OK;
 }

@@ -22,7 +22,7 @@ ROLE = "worker"  # owners 1, 2, 3
 
 
 class Xfer(ctypes.Structure):
-    """struct xfer's fields a caller fills (alphac/runtime/rt.h); the rest is the
+    """struct xfer's fields a caller fills (alphac/runtime/frame.h); the rest is the
     exchange's own, sized by rt_xfer_bytes()."""
 
     _fields_ = [("peer", ctypes.c_int64), ("fd", ctypes.c_int), ("send", ctypes.c_int),

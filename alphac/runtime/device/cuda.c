@@ -16,7 +16,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -168,7 +167,7 @@ static int bind_device(struct rt *rt, CUdevice *out) {
         CU(rt, RT_CUDA_ERROR, cuDeviceGet, (&d, i));
         CU(rt, RT_CUDA_ERROR, cuDeviceGetUuid_v2, (raw, d));
         format_uuid(raw, uuid);
-        if (rt->gpu ? same_uuid(rt->gpu, uuid) : i == want) {
+        if (rt->dev.gpu ? same_uuid(rt->dev.gpu, uuid) : i == want) {
             memcpy(dev.uuid, uuid, sizeof uuid);
             *out = d;
             return RT_OK;
@@ -177,7 +176,7 @@ static int bind_device(struct rt *rt, CUdevice *out) {
                                                                 i ? ", " : "", uuid);
     }
     return rt_fail(rt, RT_GPU_NOT_FOUND, "owner %lld: --gpu %s is none of the %d GPUs the driver reports: %s",
-                   (long long)rt->owner, rt->gpu, count, seen);
+                   (long long)rt->owner, rt->dev.gpu, count, seen);
 }
 
 /* -- admission ------------------------------------------------------------------------ */
@@ -278,7 +277,7 @@ static int admit_and_allocate(struct rt *rt) {
                      "%zu in all, %llu held by other alphac owners (ledger %s)", (long long)rt->owner,
                      (unsigned long long)dev.bytes, dev.uuid, free_b, total_b, (unsigned long long)held, dev.ledger);
     int64_t k = rt->k, share = dev.share;
-    int64_t sizes[NBUF] = {rt->kp, rt->mp, share * rt->s, share * rt->k, k + dev.flag_words, k, 1,
+    int64_t sizes[NBUF] = {rt->store.kp, rt->store.mp, share * rt->s, share * rt->k, k + dev.flag_words, k, 1,
                            img_field(rt, IMG_PART_PARAMETERS) ? k : 0};
     for (int b = 0; b < NBUF && !rc; b++)
         if (b != B_REPLICA || sizes[b]) rc = alloc(rt, b, sizes[b]);
@@ -362,8 +361,8 @@ int rt_dev_open(struct rt *rt) {
     TRY(load_module(rt));
     /* the one upload: parameters, state, samples, rate, then the flags (nothing failed) */
     const uint64_t *samples = img_sec(rt, SEC_SAMPLES) + img_mine(rt, SEC_SAMPLE_ROW) * rt->s;
-    TRY(to_device(rt, B_PARAMS, 0, rt->params, rt->kp));
-    TRY(to_device(rt, B_STATE, 0, rt->state, rt->mp));
+    TRY(to_device(rt, B_PARAMS, 0, rt->store.params, rt->store.kp));
+    TRY(to_device(rt, B_STATE, 0, rt->store.state, rt->store.mp));
     TRY(to_device(rt, B_SAMPLES, 0, samples, dev.share * rt->s));
     TRY(to_device(rt, B_RATE, 0, &rt->rate, 1));
     memset(dev.stage, 0xff, (size_t)dev.flag_words * 8);
@@ -398,7 +397,7 @@ int rt_dev_local(struct rt *rt, uint64_t *acc, uint64_t u) {
 /* The update on the device: the mean uploaded (an owned update's: its coordinates'), every
    segment launched in order, the flag read. */
 int rt_dev_update(struct rt *rt, const uint64_t *mean, uint64_t u) {
-    TRY(to_device(rt, B_MEAN, 0, mean, img_field(rt, IMG_OUTPUT_FORMAT) == OUTPUT_OWNED ? rt->kc : rt->k));
+    TRY(to_device(rt, B_MEAN, 0, mean, img_field(rt, IMG_OUTPUT_FORMAT) == OUTPUT_OWNED ? rt->store.kc : rt->k));
     uint64_t args[] = {dev.buf[B_PARAMS], dev.buf[B_STATE], dev.buf[B_MEAN], dev.buf[B_RATE],
                        dev.buf[B_ACC] + (CUdeviceptr)rt->k * 8, (uint64_t)rt->owner};
     for (int64_t j = 0; j < dev.nseg; j++) TRY(launch(rt, dev.update[j], (int64_t)dev.threads[j], args, 6));
@@ -413,15 +412,15 @@ int rt_dev_update(struct rt *rt, const uint64_t *mean, uint64_t u) {
 
 /* The device's parameters and state into the host's copy (the host never computes on it). */
 int rt_dev_capture(struct rt *rt) {
-    TRY(to_host(rt, rt->params, B_PARAMS, 0, rt->kp));
-    return to_host(rt, rt->state, B_STATE, 0, rt->mp);
+    TRY(to_host(rt, rt->store.params, B_PARAMS, 0, rt->store.kp));
+    return to_host(rt, rt->store.state, B_STATE, 0, rt->store.mp);
 }
 
 /* After an install wrote host words from the wire: parameters (or the read replica, when
    `params` is it) and state, as `mask` says, to the device. */
 int rt_dev_upload(struct rt *rt, uint64_t mask, const uint64_t *params) {
-    int replica = params == rt->replica;
-    if (mask & REGION_PARAMETERS) TRY(to_device(rt, replica ? B_REPLICA : B_PARAMS, 0, params, replica ? rt->k : rt->kp));
-    if ((mask & REGION_STATE) && !replica) TRY(to_device(rt, B_STATE, 0, rt->state, rt->mp));
+    int replica = params == rt->store.replica;
+    if (mask & REGION_PARAMETERS) TRY(to_device(rt, replica ? B_REPLICA : B_PARAMS, 0, params, replica ? rt->k : rt->store.kp));
+    if ((mask & REGION_STATE) && !replica) TRY(to_device(rt, B_STATE, 0, rt->store.state, rt->store.mp));
     return RT_OK;
 }
