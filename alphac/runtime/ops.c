@@ -405,23 +405,35 @@ static int check_block(struct rt *rt, int64_t first, int64_t count) {
     return RT_OK;
 }
 
-/* Registers and peers an op names must exist: a table built for another owner count or
-   corrupted on disk refuses by name instead of reading outside its buffers. */
-static int check_op(struct rt *rt, const int64_t *op) {
-    int64_t kind = op[0], peer = op[1];
+/* What each operand word of an op is, by kind: the op table (alphac/plan/ops.py). */
+static const uint8_t operand_types[OP_KINDS][4] = OP_OPERANDS;
+
+/* An op's words are what its kind's row of the op table says: a word that is no operand
+   is -1, its registers and owners exist, its peer is connected, its mask names regions
+   only, its group lies inside the `rest` ops from it to the end, and its sample block
+   inside this owner's share with the block's stack in register 0. A table built for
+   another owner count or corrupted on disk refuses by name instead of reading outside
+   its buffers. */
+static int check_op(struct rt *rt, const int64_t *op, int64_t rest) {
+    int64_t kind = op[0];
     if (kind < 0 || kind >= OP_KINDS) return corrupt(rt, "kind", kind);
-    for (int j = 2; j <= 4; j++) {
-        int register_operand = j < 4 || kind != OP_INSTALL; /* install's b is a region mask */
-        if (kind == OP_OFFER && j == 3) register_operand = 0; /* offer's a is a region mask */
-        if (kind == OP_SAMPLE_BLOCK && j > 2) register_operand = 0; /* sample positions */
-        if (kind == OP_EXCHANGE && j == 4) register_operand = 0;     /* how many ops it runs */
-        if (register_operand && op[j] >= rt->nregs) return corrupt(rt, "register", op[j]);
+    for (int j = 1; j <= 4; j++) {
+        int64_t v = op[j];
+        switch (operand_types[kind][j - 1]) {
+        case OPND_NONE: if (v != -1) return corrupt(rt, "unused operand", v); break;
+        case OPND_READ:
+        case OPND_WRITE: if (v < 0 || v >= rt->nregs) return corrupt(rt, "register", v); break;
+        case OPND_PEER: if (v < 0 || v >= rt->n || rt->fds[v] < 0) return corrupt(rt, "peer", v); break;
+        case OPND_OWNER: if (v < 0 || v >= rt->n) return corrupt(rt, "owner", v); break;
+        case OPND_MASK:
+            if (v < 1 || (v & ~(int64_t)(REGION_PARAMETERS | REGION_STATE))) return corrupt(rt, "region mask", v);
+            break;
+        case OPND_GROUP: if (v < 1 || v >= rest) return corrupt(rt, "exchange of", v); break;
+        case OPND_FIRST: break; /* checked with its count, the next word */
+        case OPND_SAMPLES: TRY(check_block(rt, op[j - 1], v)); break;
+        default: return corrupt(rt, "operand type of kind", kind);
+        }
     }
-    if (kind == OP_SAMPLE_BLOCK) TRY(check_block(rt, op[3], op[4]));
-    int talks = kind == OP_SEND || kind == OP_RECV || (kind >= OP_DIGEST_SEND && kind <= OP_PUBLISH_RECV) ||
-                kind == OP_CKPT_SEND || kind == OP_CKPT_RECV;
-    if (talks && (peer < 0 || peer >= rt->n || rt->fds[peer] < 0)) return corrupt(rt, "peer", peer);
-    if ((kind == OP_SLICE || kind == OP_PLACE) && (peer < 0 || peer >= rt->n)) return corrupt(rt, "owner", peer);
     return RT_OK;
 }
 
@@ -475,7 +487,8 @@ static int op_exchange(struct rt *rt, const int64_t *ops, int64_t count, uint64_
     for (int64_t j = 0; j < count && rc == RT_OK; j++) {
         const int64_t *op = ops + j * OP_WORDS;
         int send = op[0] == OP_SEND;
-        rc = op[0] != OP_SEND && op[0] != OP_RECV ? corrupt(rt, "exchanged kind", (long long)op[0]) : check_op(rt, op);
+        rc = op[0] != OP_SEND && op[0] != OP_RECV ? corrupt(rt, "exchanged kind", (long long)op[0])
+                                                  : check_op(rt, op, count - j);
         int64_t r = send ? op[3] : op[2];
         x[j] = (struct xfer){.peer = op[1], .send = send, .kind = KIND_COMBINE, .version = v,
                              .step = (uint64_t)op[5], .buf = rc == RT_OK ? reg(rt, r) : NULL,
@@ -503,7 +516,7 @@ int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
         const int64_t *op = ops + i * OP_WORDS;
         int64_t kind = op[0], peer = op[1], dst = op[2], a = op[3], b = op[4];
         uint64_t step = (uint64_t)op[5];
-        TRY(check_op(rt, op));
+        TRY(check_op(rt, op, count - i));
         delay_before(kind);
         int fd = peer >= 0 && peer < rt->n ? rt->fds[peer] : -1;
         /* the payload hash kept for a register is valid until an op other than a send */
@@ -526,7 +539,7 @@ int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
                update of that register (and the plan declares its count), so is the mean. */
             const int64_t *next = i + 1 < count ? op + OP_WORDS : NULL;
             int fuse = next && next[0] == OP_COMBINE && (next[3] == dst || next[4] == dst) &&
-                       check_op(rt, next) == RT_OK;
+                       check_op(rt, next, count - i - 1) == RT_OK;
             int mean = !fuse && !owned && next && next[0] == OP_UPDATE && next[3] == dst &&
                        (uint64_t)op[6] != NO_EXPECT;
             struct arrival add = {reg(rt, dst) + H, NULL, NULL, words(rt, dst) - 1, mean ? op[6] : -1};
@@ -605,7 +618,6 @@ int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
         case OP_SLICE: op_slice(rt, reg(rt, dst), reg(rt, a), peer); break;
         case OP_PLACE: TRY(op_place(rt, dst, a, peer)); break;
         case OP_EXCHANGE:
-            if (b < 1 || b >= count - i) return corrupt(rt, "exchange of", (long long)b);
             TRY(op_exchange(rt, op + OP_WORDS, b, v));
             i += b;
             break;
