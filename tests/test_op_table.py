@@ -48,6 +48,12 @@ def test_reads_and_writes_are_the_register_operands():
     assert Op.of("offer", dst=2, regions=3).reads() == ()   # a mask, no register
     proto = OwnerProtocol(0, (Op("local", dst=0), block, Op.of("update", mean=1)), ())
     assert register_count(proto) == 2
+    # a receive and its combine as one op: the register the frame fills is written first,
+    # then the sum, and both operands are read
+    fused = Op.of("recv-add-right", peer=1, dst=4, left=2, right=3)
+    assert (fused.reads(), fused.writes()) == ((2, 3), (3, 4))
+    assert fused.spec.moved.name == "right" and fused.spec.matches == "send"
+    assert Op.of("recv-update", peer=0, mean=5).writes() == (5,)
 
 
 @pytest.mark.parametrize("op, text", [
@@ -66,6 +72,9 @@ def test_reads_and_writes_are_the_register_operands():
     (Op("digest-recv", peer=2), "digest-recv <- 2"),
     (Op("publish-send", peer=1), "publish-send -> 1"),
     (Op("replica-release"), "replica-release"),
+    (Op("recv-add-left", peer=2, dst=4, a=3, b=1), "recv-add r4 = r3 <- 2 + r1"),
+    (Op("recv-add-right", peer=2, dst=4, a=1, b=3), "recv-add r4 = r1 + r3 <- 2"),
+    (Op("recv-update", peer=0, a=1), "recv-update r1 <- 0"),
 ])
 def test_an_op_renders_by_its_row(op, text):
     assert render(op) == text

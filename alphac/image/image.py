@@ -39,8 +39,8 @@ from alphac.image.ckpt import checkpoint_lines, owner_fragments
 from alphac.ir import nodes as ir
 from alphac.plan import separable, storage
 from alphac.plan.mutants import ZERO
-from alphac.plan.ops import (COUNT_FRAME, COUNT_NONE, COUNT_READS, COUNT_SAMPLES, COUNT_SHARE,
-                             EXPECT_CHECKPOINT, EXPECT_PREPARED, OP_TABLE, READ, WORD_INDEX, WRITE)
+from alphac.plan.ops import (COUNT_NONE, COUNT_READS, COUNT_SAMPLES, COUNT_SHARE, EXPECT_CHECKPOINT,
+                             EXPECT_PREPARED, OP_TABLE, WORD_INDEX)
 from alphac.plan.protocol import LEAF_TAG_WORDS, OwnerProtocol, leaves, peers
 from alphac.plan.memory import temporaries
 from alphac.plan.registers import register_sizes
@@ -53,7 +53,7 @@ _MATCH = {k.name: k.matches for k in OP_TABLE if k.matches}  # each receive kind
 _DIGEST = tuple(k.code for k in OP_TABLE if k.expect == EXPECT_PREPARED)
 _CKPT = tuple(k.code for k in OP_TABLE if k.expect == EXPECT_CHECKPOINT)
 # the ops that move a register in a frame, and the word of that register
-_MOVED = {k.code: k.of_type(READ, WRITE)[0].word for k in OP_TABLE if k.talks and k.of_type(READ, WRITE)}
+_MOVED = {k.code: k.moved.word for k in OP_TABLE if k.moved}
 
 
 class ImageError(Exception):
@@ -300,19 +300,20 @@ def expected_counts(protocols: tuple[OwnerProtocol, ...], shares, steps) -> dict
         while pos[o] < len(ops):
             i, op = pos[o], ops[pos[o]]
             spec = op.spec
-            if spec.count == COUNT_FRAME:  # a receive of a sum: the count its send's holds
+            moved = spec.moved and getattr(op, spec.moved.word)
+            if spec.moved and spec.matches:  # a receive of a sum: the count its send's holds
                 key = (op.peer, steps[o][i])
                 if key not in sent:
                     waiting[key] = o
                     break
-                c[op.dst] = sent[key]
+                c[moved] = sent[key]
                 if sent[key] is not None:
                     out[(o, i)] = sent[key]
-            elif spec.talks and op.reads():  # a send of a register
-                sent[(o, i)] = c.get(op.reads()[0])
+            elif spec.moved:  # a send of a register
+                sent[(o, i)] = c.get(moved)
                 if (o, i) in waiting:
                     ready.append(waiting.pop((o, i)))
-            elif spec.count:
+            if spec.count:
                 c[op.dst] = _count(op, c, shares[o])
             pos[o] += 1
     return out

@@ -20,8 +20,10 @@ GROUP = "group"      # how many of the ops after this one run with it (1 <= b < 
 FIRST = "first"      # the first of the owner's samples a block covers (checked with its count)
 SAMPLES = "samples"  # how many samples the block covers, after FIRST: inside the owner's share,
                      # and its stack fits register 0
-OPERAND_TYPES = (NONE, READ, WRITE, PEER, OWNER, MASK, GROUP, FIRST, SAMPLES)
-REGISTERS = (READ, WRITE)
+ARRIVE = "arrive"    # the register a received frame fills, which the op reads as its words
+                     # arrive (written, then read, by the op)
+OPERAND_TYPES = (NONE, READ, WRITE, PEER, OWNER, MASK, GROUP, FIRST, SAMPLES, ARRIVE)
+REGISTERS = (READ, WRITE, ARRIVE)
 
 # The operand words of an op, in the order they follow its kind code in the op's words.
 WORDS = ("peer", "dst", "a", "b")
@@ -38,10 +40,10 @@ EXPECT_PREPARED = "prepared"      # "prepared": the owners whose output digests 
 EXPECT_CHECKPOINT = "checkpoint"  # a checkpoint report: its payload's words
 
 # The sample count a written register holds, as the image's symbolic run derives it.
+# (The register a receive fills holds the count of its matching send's register.)
 COUNT_SHARE = "share"      # the owner's leaf count (its share, or an executed mutant's)
 COUNT_SAMPLES = "samples"  # the op's SAMPLES operand
 COUNT_READS = "reads"      # the sum of the counts of the registers it reads
-COUNT_FRAME = "frame"      # the count of the matching send's register
 COUNT_NONE = "none"        # assembled words: no count
 
 
@@ -76,6 +78,15 @@ class OpKind:
         """Whether it moves a frame to or from its peer."""
         return bool(self.of_type(PEER))
 
+    @property
+    def moved(self) -> Operand | None:
+        """The register a frame of it carries: a send's READ operand, a receive's ARRIVE (or
+        else WRITE) operand; None for an op that moves no register."""
+        if not self.talks:
+            return None
+        found = (self.of_type(ARRIVE) or self.of_type(WRITE)) if self.matches else self.of_type(READ)
+        return found[0] if found else None
+
 
 def _kind(name: str, text: str, doc: str, **words) -> dict:
     """One row: `words` maps each used word of WORDS to (operand name, type); the keys
@@ -93,7 +104,7 @@ _ROWS = (
     _kind("send", "send {src} -> {peer}", "send register src to peer (frame kind: combine value)",
           peer=("peer", PEER), a=("src", READ)),
     _kind("recv", "recv {dst} <- {peer}", "dst <- a combine value from peer", peer=("peer", PEER),
-          dst=("dst", WRITE), matches="send", expect=EXPECT_SAMPLES, count=COUNT_FRAME),
+          dst=("dst", WRITE), matches="send", expect=EXPECT_SAMPLES),
     _kind("combine", "combine {dst} = {left} + {right}", "dst <- left + right (element-wise, left "
           "then right; counts added)", dst=("dst", WRITE), a=("left", READ), b=("right", READ),
           count=COUNT_READS),
@@ -164,6 +175,19 @@ _ROWS = (
           "owner's coordinates <- src's words (a slice), dst's count <- src's count: selection, "
           "the inverse of slice", peer=("owner", OWNER), dst=("dst", WRITE), a=("src", READ),
           count=COUNT_READS),
+    # -- a receive and the op that reads it, as one (the sums or the mean taken as the words
+    #    arrive, in the pass that checks the frame; `_Schedule.reduce`, `project_replicated`) --
+    _kind("recv-add-left", "recv-add {dst} = {left} <- {peer} + {right}", "left <- a combine value "
+          "from peer, and dst <- left + right (as combine) as its words arrive",
+          peer=("peer", PEER), dst=("dst", WRITE), a=("left", ARRIVE), b=("right", READ),
+          matches="send", expect=EXPECT_SAMPLES, count=COUNT_READS),
+    _kind("recv-add-right", "recv-add {dst} = {left} + {right} <- {peer}", "right <- a combine value "
+          "from peer, and dst <- left + right (as combine) as its words arrive",
+          peer=("peer", PEER), dst=("dst", WRITE), a=("left", READ), b=("right", ARRIVE),
+          matches="send", expect=EXPECT_SAMPLES, count=COUNT_READS),
+    _kind("recv-update", "recv-update {mean} <- {peer}", "mean <- a combine value from peer, its "
+          "mean taken as its words arrive; then update as `update mean`", peer=("peer", PEER),
+          a=("mean", ARRIVE), matches="send", expect=EXPECT_SAMPLES),
 )
 
 OP_TABLE = tuple(OpKind(code=i, **row) for i, row in enumerate(_ROWS))
@@ -213,10 +237,11 @@ class Op:
         return tuple(getattr(self, o.word) for o in self.spec.of_type(*(types or REGISTERS)))
 
     def reads(self) -> tuple[int, ...]:
-        return self.registers(READ)
+        return self.registers(READ, ARRIVE)
 
     def writes(self) -> tuple[int, ...]:
-        return self.registers(WRITE)
+        """The registers it writes: the one a frame fills first, then its result."""
+        return self.registers(ARRIVE) + self.registers(WRITE)
 
     def words(self) -> tuple[int, int, int, int, int]:
         """The op as five signed integers: kind code, then WORDS."""
@@ -227,7 +252,7 @@ def regions_text(mask: int) -> str:
     return "+".join(n for bit, n in REGIONS if mask & bit) or "none"
 
 
-_RENDER = {READ: "r{}".format, WRITE: "r{}".format, PEER: str, OWNER: str, MASK: regions_text,
+_RENDER = {READ: "r{}".format, WRITE: "r{}".format, ARRIVE: "r{}".format, PEER: str, OWNER: str, MASK: regions_text,
            GROUP: str, FIRST: str, SAMPLES: str}
 
 

@@ -327,6 +327,14 @@ class _Schedule:
         self.emit(dst_owner, Op("recv", peer=src, dst=dst))
         return dst
 
+    def received(self, owner: int, r: int) -> Op | None:
+        """The lone receive of register r that is owner's last op, taken off its list (its
+        reader is to take it over: a receive and the op that reads it, as one), or None."""
+        last = self.ops[owner][-1] if self.ops[owner] else None
+        if last is None or last.kind != "recv" or last.dst != r:
+            return None
+        return self.ops[owner].pop()
+
     def reduce(self, nodes, leaf_reg, kind: str, at: int | None = None) -> int:
         """Run a tree over leaf registers with `kind` ("combine" or "select"): `nodes` in
         post-order, `leaf_reg(node)` a leaf's register at its owner (None for a branch);
@@ -340,14 +348,21 @@ class _Schedule:
                 continue
             owner = node.owner if at is None else at
             pair = []
+            moved = None  # the register of the last child moved to owner
             for child in (node.left, node.right):
                 r = reg.pop(id(child))
                 here = at is not None or child.owner == owner
                 pair.append(r if here else self.move(child.owner, r, owner))
+                moved = moved if here else pair[-1]
             a, b = pair
             words = self.words[owner][a] + (self.words[owner][b] if kind == "select" else 0)
             dst = self.reg(owner, words)
-            self.emit(owner, Op.of(kind, dst=dst, left=a, right=b))
+            recv = self.received(owner, moved) if kind == "combine" and moved is not None else None
+            if recv is None:
+                self.emit(owner, Op.of(kind, dst=dst, left=a, right=b))
+            else:  # its sums are added as the moved child's words arrive
+                side = "recv-add-left" if moved == a else "recv-add-right"
+                self.emit(owner, Op.of(side, peer=recv.peer, dst=dst, left=a, right=b))
             reg[id(node)] = dst
         return reg[id(nodes[-1])]
 
@@ -512,8 +527,10 @@ def project_replicated(root: TreeNode, n: int, k: int, nodes: list[TreeNode], la
     sch = _Schedule(n)
     contributions.allocate(sch, k)
     held = reduce_everywhere(sch, root, contributions, contributions.local(sch, k), layout, k, placement)
-    for o in range(n):
-        sch.emit(o, Op.of("update", mean=held[o]))
+    for o in range(n):  # the mean of a value received last is taken as its words arrive
+        recv = sch.received(o, held[o])
+        sch.emit(o, Op.of("update", mean=held[o]) if recv is None else
+                 Op.of("recv-update", peer=recv.peer, mean=held[o]))
     return sch.protocols(root, n, nodes)
 
 

@@ -5,13 +5,13 @@ Every register is written by one op of `update_ops` and read by later ops of the
 update (no register lives from one update to the next; finish and checkpoint ops use
 none). The one exception is the sample tree's block stack, register 0 of its owners: no op
 names it (every `sample-block` works on it), so it keeps a slot of its own. A register is
-live from the op that writes it to the last op that reads it (an op's READ and WRITE
-operands in the op table, plan/ops.py). Walking
-the ops in order, the op's destination takes a free slot first (the smallest that holds
-it, else the largest free one, grown; else a new slot), and only then are the registers
-whose last read was this op freed: a destination never shares memory with the operands of
-its own op, nor with the register a receive fills while its next op's sums are added on
-arrival (docs/runtime.md, "Inside the executable"). The sends and receives of an
+live from the op that writes it to the last op that reads it (an op's READ, WRITE and
+ARRIVE operands in the op table, plan/ops.py). Walking the ops in order, the registers
+the op writes take a free slot first (the register a frame fills, then the result: the
+smallest slot that holds it, else the largest free one, grown; else a new slot), and only
+then are the registers whose last read was this op freed: a destination never shares
+memory with the operands of its own op, among them the register a `recv-add` fills while
+its sums are added on arrival (docs/runtime.md, "Inside the executable"). The sends and receives of an
 `exchange` run at once, so each of their registers lives until the last of them.
 
 A slot holds the largest of its registers' words; the runtime lays slots out one after the
@@ -58,7 +58,8 @@ def sent_words(proto: OwnerProtocol, k: int) -> int:
     """The data words (sums and the count, or assembled words) the owner's sends carry per
     update; frame headers, leaf tags, checksums and authentication tags apart."""
     sizes = register_sizes(proto, k)
-    return sum(sizes[r] for op in proto.update_ops if op.spec.talks for r in op.reads())
+    return sum(sizes[getattr(op, op.spec.moved.word)] for op in proto.update_ops
+               if op.spec.moved and not op.spec.matches)
 
 
 def _moment(proto: OwnerProtocol) -> list[int]:
