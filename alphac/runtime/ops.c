@@ -144,8 +144,9 @@ static int combine_refused(struct rt *rt, int64_t coord, uint64_t u) {
 }
 
 /* dst <- a + b over the sums (left, then right), counts added. After the receive of a
-   recv-add, which added on arrival (added = 1), only its flag is left to check, here, after that receive verified
-   the frame's checksum, so refusals come in the order of receive-then-combine. */
+   recv-add, which added on arrival (added = 1), only its flag is left to check, here,
+   after that receive verified the frame's checksum, so refusals come in the order of
+   receive-then-combine. */
 static int op_combine(struct rt *rt, int64_t dst, int64_t a, int64_t b, uint64_t u, int added) {
     int64_t sums = words(rt, dst) - 1;
     uint64_t *d = reg(rt, dst) + H, *x = reg(rt, a) + H, *y = reg(rt, b) + H;
@@ -233,8 +234,8 @@ static int mean_sums(struct rt *rt, int64_t a, uint64_t **sums) {
 }
 
 /* mean <- total / count in place (in the register, or in cbuf when mapped), then the update
-   kernel; unless the receive of a recv-update took the mean as the words arrived: then only its flag is left
-   to check, as alphac_mean would rescan */
+   kernel; unless the receive of a recv-update took the mean as the words arrived: then
+   only its flag is left to check, as alphac_mean would rescan */
 static int op_update(struct rt *rt, int64_t a, uint64_t u, int meaned) {
     uint64_t *g, count = reg(rt, a)[H + rt->k];
     TRY(mean_sums(rt, a, &g));
@@ -469,7 +470,8 @@ static void delay_before(int64_t kind) {
     }
 }
 
-/* A sum received into register r carries the sample count the plan declares beneath it (op[6]). */
+/* A sum received into register r carries the sample count the plan declares beneath it
+   (op[6]). */
 static int check_count(struct rt *rt, const int64_t *op, int64_t r) {
     uint64_t count = reg(rt, r)[H + words(rt, r) - 1];
     if ((uint64_t)op[6] == NO_EXPECT || count == (uint64_t)op[6]) return RT_OK;
