@@ -7,6 +7,7 @@ operand table, generated into alphac_gen.h) read it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 # Operand types: what an operand word means, and how the runtime checks it before the op runs
 # (alphac/runtime/ops.c `check_op`; each type's C name is OPND_<TYPE>).
@@ -71,7 +72,7 @@ class OpKind:
         return tuple(by_word.get(w, NONE) for w in WORDS)
 
     def of_type(self, *types: str) -> tuple[Operand, ...]:
-        return tuple(o for o in self.operands if o.type in types)
+        return _of_type(self, types)
 
     @property
     def talks(self) -> bool:
@@ -190,11 +191,26 @@ _ROWS = (
           a=("mean", ARRIVE), matches="send", expect=EXPECT_SAMPLES),
 )
 
+@lru_cache(maxsize=None)
+def _of_type(kind: OpKind, types: tuple[str, ...]) -> tuple[Operand, ...]:
+    return tuple(o for o in kind.operands if o.type in types)
+
+
+@lru_cache(maxsize=None)
+def _words_of(kind: str, types: tuple[str, ...]) -> tuple[str, ...]:
+    """The words of `kind`'s operands of `types` (planning runs this once per op)."""
+    return tuple(o.word for o in KIND[kind].of_type(*types))
+
+
 OP_TABLE = tuple(OpKind(code=i, **row) for i, row in enumerate(_ROWS))
 KIND = {k.name: k for k in OP_TABLE}
 OP_KINDS = tuple(KIND)
 OP_CODE = {k.name: k.code for k in OP_TABLE}
 TALKING = frozenset(k.name for k in OP_TABLE if k.talks)
+_UNUSED = {k.name: tuple(w for w, t in zip(WORDS, k.word_types()) if t == NONE) for k in OP_TABLE}
+# per kind, the words of the registers it reads and of those it writes (in writing order)
+_READ_WORDS = {k.name: tuple(o.word for o in k.of_type(READ, ARRIVE)) for k in OP_TABLE}
+_WRITE_WORDS = {k.name: tuple(o.word for o in k.of_type(ARRIVE) + k.of_type(WRITE)) for k in OP_TABLE}
 
 
 @dataclass(frozen=True)
@@ -208,11 +224,11 @@ class Op:
     b: int = -1
 
     def __post_init__(self) -> None:
-        spec = KIND.get(self.kind)
-        if spec is None:
+        unused = _UNUSED.get(self.kind)
+        if unused is None:
             raise ValueError(f"op kind {self.kind!r} is not in the op table")
-        for word, t in zip(WORDS, spec.word_types()):
-            if t == NONE and getattr(self, word) != -1:
+        for word in unused:
+            if getattr(self, word) != -1:
                 raise ValueError(f"op {self.kind} has no operand in word {word}")
 
     @classmethod
@@ -234,14 +250,14 @@ class Op:
 
     def registers(self, *types: str) -> tuple[int, ...]:
         """The registers it names of the given types (READ, WRITE; both by default)."""
-        return tuple(getattr(self, o.word) for o in self.spec.of_type(*(types or REGISTERS)))
+        return tuple(getattr(self, w) for w in _words_of(self.kind, types or REGISTERS))
 
     def reads(self) -> tuple[int, ...]:
-        return self.registers(READ, ARRIVE)
+        return tuple(getattr(self, w) for w in _READ_WORDS[self.kind])
 
     def writes(self) -> tuple[int, ...]:
         """The registers it writes: the one a frame fills first, then its result."""
-        return self.registers(ARRIVE) + self.registers(WRITE)
+        return tuple(getattr(self, w) for w in _WRITE_WORDS[self.kind])
 
     def words(self) -> tuple[int, int, int, int, int]:
         """The op as five signed integers: kind code, then WORDS."""
