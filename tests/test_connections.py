@@ -18,8 +18,8 @@ SPECS = Path(__file__).resolve().parents[1] / "specs"
 def _talks_to(proto: OwnerProtocol) -> set[int]:
     """The owners a protocol sends frames to or receives them from (read off the op kinds
     here, not through protocol.peers)."""
-    moving = ("send", "recv", "digest-send", "digest-recv", "publish-send", "publish-recv",
-              "ckpt-send", "ckpt-recv")
+    moving = ("send", "recv", "recv-add-left", "recv-add-right", "recv-update", "digest-send",
+              "digest-recv", "publish-send", "publish-recv", "ckpt-send", "ckpt-recv")
     return {op.peer for op in proto.update_ops + proto.finish_ops + proto.checkpoint_ops
             if op.kind in moving}
 

@@ -194,12 +194,11 @@ def test_star_protocols_are_exact():
     p = plan(deployment(4))
     hub = p.owners[0].protocol
     assert hub.update_ops == (
-        Op("local", dst=0), Op("recv", peer=1, dst=1), Op("combine", dst=2, a=0, b=1),
-        Op("recv", peer=2, dst=3), Op("combine", dst=4, a=2, b=3), Op("recv", peer=3, dst=5),
-        Op("combine", dst=6, a=4, b=5), Op("send", peer=3, a=6), Op("send", peer=2, a=6),
-        Op("send", peer=1, a=6), Op("update", a=6))
+        Op("local", dst=0), Op("recv-add-right", peer=1, dst=2, a=0, b=1),
+        Op("recv-add-right", peer=2, dst=4, a=2, b=3), Op("recv-add-right", peer=3, dst=6, a=4, b=5),
+        Op("send", peer=3, a=6), Op("send", peer=2, a=6), Op("send", peer=1, a=6), Op("update", a=6))
     assert p.owners[2].protocol.update_ops == (
-        Op("local", dst=0), Op("send", peer=0, a=0), Op("recv", peer=0, dst=1), Op("update", a=1))
+        Op("local", dst=0), Op("send", peer=0, a=0), Op("recv-update", peer=0, a=1))
     assert p.owners[2].protocol.finish_ops == (Op("stage"), Op("digest-send", peer=0),
                                                Op("publish-recv", peer=0), Op("finalize"))
     assert [(o.role, o.target) for o in p.owners] == [
@@ -245,7 +244,7 @@ def test_ten_thousand_owners_plan_without_recursion():
     for topology in (Star(), Hierarchy(4)):
         p = plan(deployment(10_000, topology))
         assert len(p.reduce) == 9_999 and len(p.replicate) == 9_999
-        assert p.owners[9_999].protocol.update_ops[-1].kind == "update"
+        assert p.owners[9_999].protocol.update_ops[-1].kind == "recv-update"  # the mean as it arrives
     p = plan(deployment(10_000))
     assert p.shape.depth == 9_999
     deep = plan(deployment(10_000, explicit(chain(list(range(10_000))), list(range(10_000)))))

@@ -202,7 +202,7 @@ def test_renderers_cover_a_single_owner_and_a_partitioned_plan():
     assert [d["target"] for d in data["deliveries"]] == [0, 1, 2, 3, 4]
     kinds = {op["kind"] for row in data["per_owner"] for op in row["update_ops"]}
     assert kinds == {"offer", "send", "recv", "select", "replica-install", "local", "replica-release",
-                     "slice", "combine", "update-owned"}
+                     "slice", "recv-add-right", "update-owned"}
     assert "    owner 1 host owner: 1" in plan_text(part).splitlines()
 
 

@@ -1,7 +1,7 @@
 """Register slots (alphac/plan/registers.py): in every planned protocol, registers that live
 at the same time never share a slot, a slot holds the largest of its registers, an op's
-destination never shares memory with its operands nor with the register a receive fills
-while the next op adds on arrival, and the pool's words are the slots' frame buffers."""
+destination never shares memory with its operands (the register a receive fills while its
+sums are added on arrival among them), and the pool's words are the slots' frame buffers."""
 
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ from test_plan_support import adam_partitioning, deployment
 
 FLAGS = list(itertools.product((False, True), repeat=3))  # optimizer_state, parameters, gradients
 READS = {"send": "a", "combine": "ab", "update": "a", "slice": "a", "select": "ab", "install": "a",
-         "replica-install": "a", "update-owned": "a"}
-WRITES = ("local", "recv", "combine", "slice", "offer", "select")
+         "replica-install": "a", "update-owned": "a", "place": "a", "recv-add-left": "ab",
+         "recv-add-right": "ab", "recv-update": "a"}  # a received register is read as it arrives
+WRITES = ("local", "recv", "combine", "slice", "offer", "select", "place", "recv-add-left", "recv-add-right")
 
 
 def lifetimes(proto) -> dict[int, tuple[int, int]]:

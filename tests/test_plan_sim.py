@@ -4,6 +4,7 @@ receive), registers hold symbolic values, and the run must finish without a dead
 
 from __future__ import annotations
 
+from alphac.plan.ops import KIND
 from alphac.plan.protocol import OwnerProtocol
 
 
@@ -29,7 +30,7 @@ def simulate(protocols: tuple[OwnerProtocol, ...], words: dict | None = None, st
             r[op.dst] = f"c{o}"
         elif op.kind == "sample-block":
             r[op.dst] = sample_tree_expr(starts[o] + op.a, starts[o] + op.a + op.b)
-        elif op.kind == "combine":
+        elif op.kind in ("combine", "recv-add-left", "recv-add-right"):  # (after the receive)
             r[op.dst] = f"({r[op.a]}+{r[op.b]})"
         elif op.kind == "slice":
             r[op.dst] = f"{r[op.a]}@{op.peer}"
@@ -39,7 +40,7 @@ def simulate(protocols: tuple[OwnerProtocol, ...], words: dict | None = None, st
             a, b = r[op.a], r[op.b]
             assert not (a & b), f"owner {o}: selection of overlapping offers"
             r[op.dst] = a | b
-        elif op.kind in ("update", "update-owned"):
+        elif op.kind in ("update", "update-owned", "recv-update"):
             out[o]["update"] = r[op.a]
         elif op.kind == "replica-install":
             out[o]["replica"] = r[op.a]
@@ -52,8 +53,8 @@ def simulate(protocols: tuple[OwnerProtocol, ...], words: dict | None = None, st
         else:
             raise AssertionError(f"unknown local op {op.kind}")
 
-    pairs = {"send": "recv", "digest-send": "digest-recv", "publish-send": "publish-recv"}
-    receives = set(pairs.values())
+    pairs = {"send", "digest-send", "publish-send"}
+    receives = {k.name for k in KIND.values() if k.matches in pairs}
     done = 0
     while True:
         progressed = False
@@ -65,12 +66,14 @@ def simulate(protocols: tuple[OwnerProtocol, ...], words: dict | None = None, st
                     if pc[p] >= len(progs[p]):
                         break
                     peer_op = progs[p][pc[p]]
-                    if peer_op.kind != pairs[op.kind] or peer_op.peer != o:
+                    if KIND[peer_op.kind].matches != op.kind or peer_op.peer != o:
                         break
-                    if op.kind == "send":
-                        regs[p][peer_op.dst] = regs[o][op.a]
+                    if op.kind == "send":  # into the register the receive fills
+                        regs[p][getattr(peer_op, peer_op.spec.moved.word)] = regs[o][op.a]
                     out[o]["sent"] += 1
                     out[p]["received"] += 1
+                    if peer_op.kind in ("recv-add-left", "recv-add-right", "recv-update"):
+                        step_local(p, peer_op)  # what a receive with its reader does then
                     pc[o] += 1
                     pc[p] += 1
                     progressed = True

@@ -268,12 +268,13 @@ def test_receive_steps_name_the_matching_send():
     steps = op_steps(protos)
     # the hub receives owner j's local value: owner j's op 1 (after `local`)
     hub = protos[0]
-    recvs = [(op.peer, s) for op, s in zip(hub.update_ops, steps[0]) if op.kind == "recv"]
+    recvs = [(op.peer, s) for op, s in zip(hub.update_ops, steps[0]) if op.kind == "recv-add-right"]
     assert recvs == [(1, 1), (2, 1), (3, 1)]
-    # workers receive the total from the hub's sends, ops 7, 8, 9 (owners 3, 2, 1)
-    for o, want in ((1, 9), (2, 8), (3, 7)):
+    # workers receive the total from the hub's sends, ops 4, 5, 6 (owners 3, 2, 1; each
+    # receive added on arrival is one op)
+    for o, want in ((1, 6), (2, 5), (3, 4)):
         ops = protos[o].update_ops
-        assert [s for op, s in zip(ops, steps[o]) if op.kind == "recv"] == [want]
+        assert [s for op, s in zip(ops, steps[o]) if op.kind == "recv-update"] == [want]
 
 
 def test_first_contribution_minus_zero_sums_to_plus_zero(work):

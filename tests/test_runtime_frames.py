@@ -35,10 +35,10 @@ def _hub(work, name, *extra):
 
 
 PID = plan_of(PAIR).protocol_id
-# owner 1's ops: local (0), send (1), recv (2), update (3); finish: stage (4), digest-send
-# (5: "prepared"), publish-recv (6), finalize (7)
+# owner 1's ops: local (0), send (1), recv-update (2); finish: stage (3), digest-send
+# (4: "prepared"), publish-recv (5), finalize (6)
 SEND_STEP = 1
-DIGEST_STEP = 5
+DIGEST_STEP = 4
 UPDATES = 2  # the hub's --updates
 MAX_PAYLOAD = wire.TRANSPORT_WORDS  # the hub's largest frame: a transport offer (a checkpoint report
 # from one owner has 3 + 6 words)

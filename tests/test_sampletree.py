@@ -118,16 +118,17 @@ def test_the_four_owner_gates_protocol():
     ops = [[(op.kind, op.peer, op.dst, op.a, op.b) for op in o.protocol.update_ops] for o in p.owners]
     # owner 0 holds samples 0..5: blocks [0,4) and [4,6); owner 1 sample 6, so s[6,8) runs
     # there; owner 3 holds 7..12: blocks [7,8) and [8,13)
+    # (a receive whose value is combined or meaned next is one op with its reader)
     assert ops[0] == [("sample-block", -1, 1, 0, 4), ("sample-block", -1, 2, 4, 2),
-                      ("recv", 1, 3, -1, -1), ("combine", -1, 4, 2, 3), ("combine", -1, 5, 1, 4),
-                      ("recv", 3, 6, -1, -1), ("combine", -1, 7, 5, 6),
+                      ("recv-add-right", 1, 4, 2, 3), ("combine", -1, 5, 1, 4),
+                      ("recv-add-right", 3, 7, 5, 6),
                       ("send", 2, -1, 7, -1), ("send", 1, -1, 7, -1), ("update", -1, -1, 7, -1)]
-    assert ops[1] == [("sample-block", -1, 1, 0, 1), ("recv", 3, 2, -1, -1), ("combine", -1, 3, 1, 2),
+    assert ops[1] == [("sample-block", -1, 1, 0, 1), ("recv-add-right", 3, 3, 1, 2),
                       ("send", 0, -1, 3, -1), ("recv", 0, 4, -1, -1), ("send", 3, -1, 4, -1),
                       ("update", -1, -1, 4, -1)]
-    assert ops[2] == [("recv", 0, 1, -1, -1), ("update", -1, -1, 1, -1)]  # no samples: it only receives
+    assert ops[2] == [("recv-update", 0, -1, 1, -1)]  # no samples: it only receives
     assert ops[3] == [("sample-block", -1, 1, 0, 1), ("sample-block", -1, 2, 1, 5), ("send", 1, -1, 1, -1),
-                      ("send", 0, -1, 2, -1), ("recv", 1, 3, -1, -1), ("update", -1, -1, 3, -1)]
+                      ("send", 0, -1, 2, -1), ("recv-update", 1, -1, 3, -1)]
     assert [(t.sender, t.receiver, t.value, t.branch) for t in p.reduce] == [
         (3, 1, "s[7,8)", 0), (1, 0, "s[6,8)", 1), (3, 0, "s[8,13)", 3)]
     assert [(t.sender, t.receiver, t.value) for t in p.replicate] == [
@@ -212,8 +213,8 @@ def test_plan_text_json_dot_and_the_executables_record_show_the_sample_tree():
         "owner tree (delivers the total, carries publication and checkpoints), root 0:",
         "  0 -> 2, 1",
         "  1 -> 3"]
-    assert "    per update: sample-block r1 = samples 0..3; sample-block r2 = samples 4..5; recv r3 <- 1; " \
-           "combine r4 = r2 + r3" in plan_text(p)
+    assert "    per update: sample-block r1 = samples 0..3; sample-block r2 = samples 4..5; " \
+           "recv-add r4 = r2 + r3 <- 1; combine r5 = r1 + r4" in plan_text(p)
     data = json.loads(json.dumps(plan_json(p)))
     assert data["topology"] == "sample-tree"
     assert (data["sample_tree"]["samples"], data["sample_tree"]["height"]) == (13, 4)

@@ -38,8 +38,10 @@ from alphac.image.ckpt import checkpoint_lines, owner_fragments
 from alphac.ir import nodes as ir
 from alphac.plan import separable, storage
 from alphac.plan.mutants import ZERO
+from alphac.plan.ops import (COUNT_NONE, COUNT_READS, COUNT_SAMPLES, COUNT_SHARE, EXPECT_CHECKPOINT,
+                             EXPECT_PREPARED, OP_TABLE, WORD_INDEX)
+from alphac.plan.protocol import LEAF_TAG_WORDS, OwnerProtocol, leaves, peers
 from alphac.plan.publication import manifest_writers, prepared_owners, subtrees
-from alphac.plan.protocol import LEAF_TAG_WORDS, OP_CODE, OwnerProtocol, leaves, peers
 from alphac.plan.memory import temporaries
 from alphac.plan.registers import register_sizes
 
@@ -47,10 +49,11 @@ OP_WORDS = 7  # kind, peer, dst, a, b, step, expect
 NO_EXPECT = 2**64 - 1  # an op's `expect` word when there is nothing to check
 MEAN_ZERO = ZERO & (2**64 - 1)  # a `mean_from` word: this word of the mean reads the sum +0.0
 
-_MATCH = {"recv": "send", "digest-recv": "digest-send", "publish-recv": "publish-send",
-          "ckpt-recv": "ckpt-send"}
-_DIGEST = (OP_CODE["digest-recv"], OP_CODE["digest-send"])
-_CKPT = (OP_CODE["ckpt-recv"], OP_CODE["ckpt-send"])
+_MATCH = {k.name: k.matches for k in OP_TABLE if k.matches}  # each receive kind's send kind
+_DIGEST = tuple(k.code for k in OP_TABLE if k.expect == EXPECT_PREPARED)
+_CKPT = tuple(k.code for k in OP_TABLE if k.expect == EXPECT_CHECKPOINT)
+# the ops that move a register in a frame, and the word of that register
+_MOVED = {k.code: k.moved.word for k in OP_TABLE if k.moved}
 
 
 class ImageError(Exception):
@@ -161,9 +164,8 @@ class RoleImage:
     def max_payload(self) -> int:
         """The longest frame payload of the protocol: a register sent or received, or
         `small_payload` (a sample-block register, never sent, may be longer)."""
-        moved = (OP_CODE["send"], OP_CODE["recv"])
-        regs = max([o.reg_words[op[3] if op[0] == moved[0] else op[2]] for o in self.owners for op in o.ops
-                    if op[0] in moved] + [1]) + self.tag_words
+        regs = max([o.reg_words[op[WORD_INDEX[_MOVED[op[0]]]]] for o in self.owners for op in o.ops
+                    if op[0] in _MOVED] + [1]) + self.tag_words
         return max(regs, self.small_payload)
 
     def encode(self) -> bytes:
@@ -297,31 +299,38 @@ def expected_counts(protocols: tuple[OwnerProtocol, ...], shares, steps) -> dict
         ops, c = protocols[o].update_ops, counts[o]
         while pos[o] < len(ops):
             i, op = pos[o], ops[pos[o]]
-            if op.kind == "recv":
+            spec = op.spec
+            moved = spec.moved and getattr(op, spec.moved.word)
+            if spec.moved and spec.matches:  # a receive of a sum: the count its send's holds
                 key = (op.peer, steps[o][i])
                 if key not in sent:
                     waiting[key] = o
                     break
-                c[op.dst] = sent[key]
+                c[moved] = sent[key]
                 if sent[key] is not None:
                     out[(o, i)] = sent[key]
-            elif op.kind == "send":
-                sent[(o, i)] = c.get(op.a)
+            elif spec.moved:  # a send of a register
+                sent[(o, i)] = c.get(moved)
                 if (o, i) in waiting:
                     ready.append(waiting.pop((o, i)))
-            elif op.kind == "local":
-                c[op.dst] = shares[o]
-            elif op.kind == "sample-block":
-                c[op.dst] = op.b
-            elif op.kind == "combine":
-                a, b = c.get(op.a), c.get(op.b)
-                c[op.dst] = None if a is None or b is None else a + b
-            elif op.kind in ("slice", "place"):
-                c[op.dst] = c.get(op.a)
-            elif op.kind in ("offer", "select"):
-                c[op.dst] = None
+            if spec.count:
+                c[op.dst] = _count(op, c, shares[o])
             pos[o] += 1
     return out
+
+
+def _count(op, counts: dict[int, int | None], share: int) -> int | None:
+    """The sample count of the register `op` writes, by its kind's COUNT_* rule."""
+    rule = op.spec.count
+    if rule == COUNT_SHARE:
+        return share
+    if rule == COUNT_SAMPLES:
+        return op.operand("count")
+    if rule == COUNT_READS:
+        held = [counts.get(r) for r in op.reads()]
+        return None if None in held else sum(held)
+    assert rule == COUNT_NONE, rule
+    return None
 
 
 def checkpoint_words(subtree: tuple[int, ...], fragments, inner: frozenset[int]) -> int:
@@ -486,14 +495,11 @@ def _owner_ops(proto, steps, counts, prepared, below, fragments, inner) -> tuple
     ops = []
     for i, (op, step) in enumerate(zip(proto.update_ops + proto.finish_ops + proto.checkpoint_ops, steps)):
         expect = counts.get((o, i), NO_EXPECT)
-        if op.kind == "digest-recv":
-            expect = prepared[op.peer]
-        elif op.kind == "digest-send":
-            expect = prepared[o]
-        elif op.kind == "ckpt-recv":
-            expect = checkpoint_words(below[op.peer], fragments, inner)
-        elif op.kind == "ckpt-send":
-            expect = checkpoint_words(below[o], fragments, inner)
+        whose = op.peer if op.spec.matches else o  # a receive declares its sender's subtree
+        if op.spec.expect == EXPECT_PREPARED:
+            expect = prepared[whose]
+        elif op.spec.expect == EXPECT_CHECKPOINT:
+            expect = checkpoint_words(below[whose], fragments, inner)
         ops.append(op.words() + (step, expect))
     return tuple(ops)
 
@@ -510,11 +516,7 @@ def build_image(plan, role: str, target: str, cpu: CpuNeeds = CpuNeeds()) -> Rol
         raise ImageError("unknown-role", f"the deployment has no role {role!r}")
     part = dep.partitioning
     protocols = tuple(o.protocol for o in plan.owners)
-    for p in protocols:
-        for op in p.update_ops + p.finish_ops:
-            if op.kind not in OP_CODE:
-                raise ImageError("build-failed", f"owner {p.owner}'s protocol uses op {op.kind!r}, "
-                                 "which the runtime does not execute")
+    for p in protocols:  # every op is of a kind of the op table (alphac.plan.ops.Op)
         if part.any and not learner.independent and not p.register_words:
             raise ImageError("build-failed", f"owner {p.owner}'s partitioned protocol has no register sizes")
     layout = plan.layout

@@ -11,78 +11,18 @@ from dataclasses import dataclass
 
 from alphac.ir.nodes import ExplicitTree, Hierarchy, Star, Topology, TreeBranch, TreeLeaf, TreeNode
 from alphac.plan.layout import OwnerLayout
+from alphac.plan.ops import OP_CODE, OP_KINDS, REGION_PARAMETERS, REGION_STATE, TALKING, Op  # noqa: F401
 from alphac.plan.sampletree import PlacedSampleTree, owner_order, stack_depth
 from alphac.wire import WIRE_FORMAT  # noqa: F401  (the identity covers the wire format)
-
-# Op kinds, in the order they are numbered in the executables' embedded tables.
-OP_KINDS = (
-    "local",        # dst <- this owner's (sum of contributions in sample order, sample count)
-    "send",         # send register a to peer (frame kind: combine value)
-    "recv",         # dst <- frame from peer
-    "combine",      # dst <- a + b (element-wise, left then right; counts added)
-    "update",       # apply the update program to the mean of register a
-    "digest-send",  # send this owner's state digest to peer
-    "digest-recv",  # receive peer's state digest and compare with this owner's; refuse if unequal
-    "publish-send",  # tell peer that every replica agreed
-    "publish-recv",  # wait for the publish verdict from peer
-    # -- partitioned learners only (see `project_partitioned`) --
-    "slice",        # dst <- the words of register a at owner peer's coordinates, and a's count
-    "offer",        # dst <- this owner's own words of the regions in mask a (REGION_*), by coordinate
-    "select",       # dst <- a and b assembled by selection (disjoint coordinates, no arithmetic)
-    "install",      # check register a covers every coordinate; install it into the regions in mask b
-    "replica-install",  # check register a covers every parameter; hold it as the read replica of
-                        # this update's version (the contribution reads only this replica)
-    "replica-release",  # clear the read replica before the update (the version may then advance)
-    "update-owned",  # apply the update to this owner's coordinates and the shared words, reading
-                     # the mean of register a (all coordinates, or this owner's slice)
-    # -- independent-state learners only (see `project_independent`) --
-    "evolve",       # apply the rule to this owner's region once per input pair, in pair order
-    # -- publication of a run (finish ops; docs/runtime.md "Publication") --
-    "stage",        # write this owner's output to its staged file (created before the first
-                    # update), fsync it, and keep its sha256 for the prepare message
-    "commit",       # the root alone: every owner prepared; make the run's commit record durable
-    "finalize",     # the run is committed: link the staged output to its final path
-    # -- a checkpoint (checkpoint ops, after every I-th update; docs/checkpoints.md) --
-    "ckpt-stage",   # write and fsync this owner's shard in the checkpoint's partial directory
-    "ckpt-send",    # the replica digest and the shard and manifest digests of this subtree, up
-    "ckpt-recv",    # ... received from a child: digests compared, entries kept
-    "ckpt-manifest",  # an owner with children: write and fsync the manifest of its subtree
-    "ckpt-publish",  # the root: fsync the directory, rename it to ckpt-<u>, fsync its parent
-    # -- the sample tree (`project_sample_tree`) --
-    "sample-block",  # dst <- the sample tree over this owner's samples a .. a+b-1 (an aligned
-                     # block), evaluated on the binary-counter stack held in register 0
-    # -- the block placement (`deploymentCombinePlacement = CombineAtBlockOwners`) --
-    "exchange",     # the next b ops, sends and receives of sums, run at once (every frame in
-                    # flight together, each peer's frames in op order)
-    "place",        # dst's words at owner peer's coordinates <- register a's words (a slice),
-                    # dst's count <- a's count: selection, the inverse of `slice`
-)
 
 # Where the combine tree's branches run (ir.Deployment.combine_placement).
 BRANCH_OWNERS = "branch-owners"  # CombineAtBranchOwners: each branch at the owner the tree names
 BLOCK_OWNERS = "block-owners"    # CombineAtBlockOwners: the whole tree for block b at b's owner
 PLACEMENTS = (BRANCH_OWNERS, BLOCK_OWNERS)
 
-# Region masks of `offer` and `install`.
-REGION_PARAMETERS = 1
-REGION_STATE = 2  # the per-coordinate optimizer-state words (never the shared words)
-OP_CODE = {kind: i for i, kind in enumerate(OP_KINDS)}
 # A partitioned protocol's register carries, after its words, the leaf range [lo, hi) it
 # covers (selection registers; sum registers carry zeros there), in frames too.
 LEAF_TAG_WORDS = 2
-
-
-@dataclass(frozen=True)
-class Op:
-    kind: str
-    peer: int = -1
-    dst: int = -1
-    a: int = -1
-    b: int = -1
-
-    def words(self) -> tuple[int, int, int, int, int]:
-        """The op as five signed integers: kind code, peer, dst, a, b."""
-        return (OP_CODE[self.kind], self.peer, self.dst, self.a, self.b)
 
 
 def hierarchy_children(owner: int, n: int, fanout: int) -> tuple[int, ...]:
@@ -350,14 +290,8 @@ def project_independent(root: TreeNode, n: int,
 
 def register_count(proto: OwnerProtocol) -> int:
     """Registers the update ops name (0 for a protocol that names none: independent state)."""
-    regs = [r for op in proto.update_ops for r in (op.dst, op.a, op.b) if r >= 0]
+    regs = [r for op in proto.update_ops for r in op.registers()]
     return max(regs) + 1 if regs else 0
-
-
-# The op kinds that move a frame to or from their `peer` (a slice's peer is the owner whose
-# coordinates it selects: no frame).
-TALKING = frozenset({"send", "recv", "digest-send", "digest-recv", "publish-send", "publish-recv",
-                     "ckpt-send", "ckpt-recv"})
 
 
 def peers(proto: OwnerProtocol) -> tuple[int, ...]:
@@ -389,9 +323,17 @@ class _Schedule:
     def move(self, src: int, r: int, dst_owner: int) -> int:
         """Send register r from src to dst_owner (send, then its receive); the new register."""
         dst = self.reg(dst_owner, self.words[src][r])
-        self.emit(src, Op("send", peer=dst_owner, a=r))
+        self.emit(src, Op.of("send", peer=dst_owner, src=r))
         self.emit(dst_owner, Op("recv", peer=src, dst=dst))
         return dst
+
+    def received(self, owner: int, r: int) -> Op | None:
+        """The lone receive of register r that is owner's last op, taken off its list (its
+        reader is to take it over: a receive and the op that reads it, as one), or None."""
+        last = self.ops[owner][-1] if self.ops[owner] else None
+        if last is None or last.kind != "recv" or last.dst != r:
+            return None
+        return self.ops[owner].pop()
 
     def reduce(self, nodes, leaf_reg, kind: str, at: int | None = None) -> int:
         """Run a tree over leaf registers with `kind` ("combine" or "select"): `nodes` in
@@ -406,14 +348,21 @@ class _Schedule:
                 continue
             owner = node.owner if at is None else at
             pair = []
+            moved = None  # the register of the last child moved to owner
             for child in (node.left, node.right):
                 r = reg.pop(id(child))
                 here = at is not None or child.owner == owner
                 pair.append(r if here else self.move(child.owner, r, owner))
+                moved = moved if here else pair[-1]
             a, b = pair
             words = self.words[owner][a] + (self.words[owner][b] if kind == "select" else 0)
             dst = self.reg(owner, words)
-            self.emit(owner, Op(kind, dst=dst, a=a, b=b))
+            recv = self.received(owner, moved) if kind == "combine" and moved is not None else None
+            if recv is None:
+                self.emit(owner, Op.of(kind, dst=dst, left=a, right=b))
+            else:  # its sums are added as the moved child's words arrive
+                side = "recv-add-left" if moved == a else "recv-add-right"
+                self.emit(owner, Op.of(side, peer=recv.peer, dst=dst, left=a, right=b))
             reg[id(node)] = dst
         return reg[id(nodes[-1])]
 
@@ -426,12 +375,12 @@ class _Schedule:
         out = []
         for src, r, dst_owner in moves:
             out.append(self.reg(dst_owner, self.words[src][r]))
-            sends[src].append(Op("send", peer=dst_owner, a=r))
+            sends[src].append(Op.of("send", peer=dst_owner, src=r))
             recvs[dst_owner].append(Op("recv", peer=src, dst=out[-1]))
         for o, group in enumerate(zip(sends, recvs)):
             frames = group[0] + group[1]
             if frames:
-                self.emit(o, Op("exchange", b=len(frames)))
+                self.emit(o, Op.of("exchange", count=len(frames)))
                 self.ops[o].extend(frames)
         return out
 
@@ -507,8 +456,8 @@ class _SampleLeaves:
         for block in self.tree.nodes:
             if block.is_block:
                 leaf[block] = sch.reg(block.owner, k + 1)
-                sch.emit(block.owner, Op("sample-block", dst=leaf[block], a=self.tree.first(block),
-                                         b=block.hi - block.lo))
+                sch.emit(block.owner, Op.of("sample-block", dst=leaf[block], first=self.tree.first(block),
+                                            count=block.hi - block.lo))
         return leaf
 
     @staticmethod
@@ -533,7 +482,7 @@ def block_reduce(sch: _Schedule, contributions, local: dict, layout: OwnerLayout
         for key, r in local.items():
             o = contributions.owner_of(key)
             sliced.append((t, key, sch.reg(o, layout.owned_count(t) + 1)))
-            sch.emit(o, Op("slice", peer=t, dst=sliced[-1][2], a=r))
+            sch.emit(o, Op.of("slice", owner=t, dst=sliced[-1][2], src=r))
     moved = [(contributions.owner_of(key), r, t) for t, key, r in sliced if contributions.owner_of(key) != t]
     arrived = iter(sch.exchange(moved))
     at: list[dict] = [{} for _ in range(n)]
@@ -556,7 +505,7 @@ def block_gather(sch: _Schedule, blocks: dict[int, int], layout: OwnerLayout, k:
     for o in range(n):
         full[o] = sch.reg(o, k + 1)
         for t in range(n):
-            sch.emit(o, Op("place", peer=t, dst=full[o], a=held[o][t]))
+            sch.emit(o, Op.of("place", owner=t, dst=full[o], src=held[o][t]))
     return full
 
 
@@ -578,8 +527,10 @@ def project_replicated(root: TreeNode, n: int, k: int, nodes: list[TreeNode], la
     sch = _Schedule(n)
     contributions.allocate(sch, k)
     held = reduce_everywhere(sch, root, contributions, contributions.local(sch, k), layout, k, placement)
-    for o in range(n):
-        sch.emit(o, Op("update", a=held[o]))
+    for o in range(n):  # the mean of a value received last is taken as its words arrive
+        recv = sch.received(o, held[o])
+        sch.emit(o, Op.of("update", mean=held[o]) if recv is None else
+                 Op.of("recv-update", peer=recv.peer, mean=held[o]))
     return sch.protocols(root, n, nodes)
 
 
@@ -630,14 +581,14 @@ def project_partitioned(root: TreeNode, n: int, part, k: int,
         offered = {}
         for o in owners:
             offered[o] = sch.reg(o, words_per_coord * layout.owned_count(o))
-            sch.emit(o, Op("offer", dst=offered[o], a=mask))
+            sch.emit(o, Op.of("offer", dst=offered[o], regions=mask))
         total = sch.reduce(nodes, by_owner(offered), "select")
         return sch.spread(root.owner, total, all_edges)
 
     if part.parameters:
         held = assemble(REGION_PARAMETERS, 1)
         for o in owners:
-            sch.emit(o, Op("replica-install", a=held[o]))
+            sch.emit(o, Op.of("replica-install", src=held[o]))
     local = contributions.local(sch, k)
     if part.parameters:
         for o in owners:
@@ -653,21 +604,21 @@ def project_partitioned(root: TreeNode, n: int, part, k: int,
             for key, r in local.items():
                 o = contributions.owner_of(key)
                 sliced[key] = sch.reg(o, layout.owned_count(t) + 1)
-                sch.emit(o, Op("slice", peer=t, dst=sliced[key], a=r))
+                sch.emit(o, Op.of("slice", owner=t, dst=sliced[key], src=r))
             total = contributions.reduce(sch, sliced, "combine")
             to = t if targets is None else targets[t]
             mean[to] = sch.spread(root.owner, total, delivery_path(parent, to))[to]
     else:
         mean = reduce_everywhere(sch, root, contributions, local, layout, k, placement)
     for o in owners:
-        sch.emit(o, Op("update-owned", a=mean[o]))
+        sch.emit(o, Op.of("update-owned", mean=mean[o]))
     mask = (0 if part.parameters else REGION_PARAMETERS) | (
         0 if part.optimizer_state or w == 0 else REGION_STATE)
     if mask:
         per = (1 if mask & REGION_PARAMETERS else 0) + (w if mask & REGION_STATE else 0)
         held = assemble(mask, per)
         for o in owners:
-            sch.emit(o, Op("install", a=held[o], b=mask))
+            sch.emit(o, Op.of("install", src=held[o], regions=mask))
     return sch.protocols(root, n, nodes)
 
 

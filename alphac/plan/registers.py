@@ -4,12 +4,14 @@ lifetimes have ended give their memory to later ones.
 Every register is written by one op of `update_ops` and read by later ops of the same
 update (no register lives from one update to the next; finish and checkpoint ops use
 none). The one exception is the sample tree's block stack, register 0 of its owners: no op
-names it (every `sample-block` works on it), so it keeps a slot of its own. A register is live from the op that writes it to the last op that reads it. Walking
-the ops in order, the op's destination takes a free slot first (the smallest that holds
-it, else the largest free one, grown; else a new slot), and only then are the registers
-whose last read was this op freed: a destination never shares memory with the operands of
-its own op, nor with the register a receive fills while its next op's sums are added on
-arrival (docs/runtime.md, "Inside the executable"). The sends and receives of an
+names it (every `sample-block` works on it), so it keeps a slot of its own. A register is
+live from the op that writes it to the last op that reads it (an op's READ, WRITE and
+ARRIVE operands in the op table, plan/ops.py). Walking the ops in order, the registers
+the op writes take a free slot first (the register a frame fills, then the result: the
+smallest slot that holds it, else the largest free one, grown; else a new slot), and only
+then are the registers whose last read was this op freed: a destination never shares
+memory with the operands of its own op, among them the register a `recv-add` fills while
+its sums are added on arrival (docs/runtime.md, "Inside the executable"). The sends and receives of an
 `exchange` run at once, so each of their registers lives until the last of them.
 
 A slot holds the largest of its registers' words; the runtime lays slots out one after the
@@ -22,13 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from alphac import wire
+from alphac.plan.ops import GROUP
 from alphac.plan.protocol import OwnerProtocol, register_count
-
-# Operand positions that name registers, per op kind (the others are peers or masks).
-_READS = {"send": ("a",), "combine": ("a", "b"), "update": ("a",), "slice": ("a",),
-          "select": ("a", "b"), "install": ("a",), "replica-install": ("a",),
-          "update-owned": ("a",), "place": ("a",)}
-_WRITES = ("local", "sample-block", "recv", "combine", "slice", "offer", "select", "place")
 
 
 @dataclass(frozen=True)
@@ -61,16 +58,19 @@ def sent_words(proto: OwnerProtocol, k: int) -> int:
     """The data words (sums and the count, or assembled words) the owner's sends carry per
     update; frame headers, leaf tags, checksums and authentication tags apart."""
     sizes = register_sizes(proto, k)
-    return sum(sizes[op.a] for op in proto.update_ops if op.kind == "send")
+    return sum(sizes[getattr(op, op.spec.moved.word)] for op in proto.update_ops
+               if op.spec.moved and not op.spec.matches)
 
 
 def _moment(proto: OwnerProtocol) -> list[int]:
     """For each update op, the op at which its reads and writes are over: its own index,
-    or, for the sends and receives of an `exchange` (which run at once), the last of them."""
+    or, for the ops an op of a GROUP operand runs at once (an `exchange`'s sends and
+    receives), the last of them."""
     at = list(range(len(proto.update_ops)))
     for i, op in enumerate(proto.update_ops):
-        if op.kind == "exchange":
-            at[i:i + op.b + 1] = [i + op.b] * (op.b + 1)
+        for g in op.spec.of_type(GROUP):
+            n = getattr(op, g.word)
+            at[i:i + n + 1] = [i + n] * (n + 1)
     return at
 
 
@@ -80,10 +80,10 @@ def _ends(proto: OwnerProtocol, count: int) -> dict[int, list[int]]:
     last = [-1] * count
     moment = _moment(proto)
     for i, op in enumerate(proto.update_ops):
-        for r in (getattr(op, name) for name in _READS.get(op.kind, ())):
+        for r in op.reads():
             last[r] = moment[i]
-        if op.kind in _WRITES:
-            last[op.dst] = max(last[op.dst], moment[i])
+        for r in op.writes():
+            last[r] = max(last[r], moment[i])
     ends: dict[int, list[int]] = {}
     for r, i in enumerate(last):
         ends.setdefault(i, []).append(r)
@@ -98,8 +98,9 @@ def register_slots(proto: OwnerProtocol, k: int) -> RegisterSlots:
     words: list[int] = []
     free: list[int] = []
     for i, op in enumerate(proto.update_ops):
-        if op.kind in _WRITES and slot[op.dst] < 0:
-            slot[op.dst] = _take(free, words, sizes[op.dst])
+        for r in op.writes():
+            if slot[r] < 0:
+                slot[r] = _take(free, words, sizes[r])
         free.extend(slot[r] for r in ends.get(i, ()) if slot[r] >= 0)
     for r, s in enumerate(slot):  # a register no op writes (none in a planned protocol)
         if s < 0:

@@ -5,49 +5,17 @@ from __future__ import annotations
 from alphac.ir import nodes as ir
 from alphac.plan.contract import topology_name
 from alphac.plan.phases import branch_numbers, value_name
-from alphac.plan.protocol import BLOCK_OWNERS, REGION_PARAMETERS, REGION_STATE, Op
+from alphac.plan.ops import Op, render
+from alphac.plan.protocol import BLOCK_OWNERS
 from alphac.plan.registers import sent_words
 from alphac.plan.storage import word_counts
 
 JSON_FORMAT = "alphac-plan-2"  # the envelope of `alphac plan --json` (commands/report.py)
 
 
-def _regions(mask: int) -> str:
-    names = [n for bit, n in ((REGION_PARAMETERS, "parameters"), (REGION_STATE, "state")) if mask & bit]
-    return "+".join(names) or "none"
-
-
 def op_text(op: Op) -> str:
-    k = op.kind
-    if k == "local":
-        return f"local r{op.dst}"
-    if k == "send":
-        return f"send r{op.a} -> {op.peer}"
-    if k == "recv":
-        return f"recv r{op.dst} <- {op.peer}"
-    if k == "combine":
-        return f"combine r{op.dst} = r{op.a} + r{op.b}"
-    if k == "select":
-        return f"select r{op.dst} = r{op.a} | r{op.b}"
-    if k == "slice":
-        return f"slice r{op.dst} = r{op.a} at owner {op.peer}'s coordinates"
-    if k == "place":
-        return f"place r{op.dst} <- r{op.a} at owner {op.peer}'s coordinates"
-    if k == "exchange":
-        return f"exchange: the next {op.b} at once"
-    if k == "offer":
-        return f"offer r{op.dst} = own {_regions(op.a)}"
-    if k == "install":
-        return f"install r{op.a} into {_regions(op.b)}"
-    if k == "sample-block":
-        return f"sample-block r{op.dst} = samples {op.a}..{op.a + op.b - 1}"
-    if k in ("update", "update-owned", "replica-install"):
-        return f"{k} r{op.a}"
-    if k in ("digest-send", "publish-send"):
-        return f"{k} -> {op.peer}"
-    if k in ("digest-recv", "publish-recv"):
-        return f"{k} <- {op.peer}"
-    return k
+    """An op as its text in the op table (`alphac.plan.ops.render`)."""
+    return render(op)
 
 
 def op_data(op: Op) -> dict:

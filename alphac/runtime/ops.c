@@ -1,4 +1,4 @@
-/* The op interpreter: one owner's op table (alphac/plan/protocol.py OP_KINDS), once per
+/* The op interpreter: one owner's op table (the kinds of alphac/plan/ops.py), once per
    update and once for the finish, over registers sized by the image. It serves replicated
    and partitioned plans alike; every float operation is a kernel call. Which coordinates an
    owner holds is the image's: the plan's owner layout as (start, step, count) runs. */
@@ -128,9 +128,10 @@ static int combine_refused(struct rt *rt, int64_t coord, uint64_t u) {
                    (unsigned long long)u, (long long)rt->owner);
 }
 
-/* dst <- a + b over the sums (left, then right), counts added. After a receive that added
-   on arrival (added = 1) only its flag is left to check, here, after that receive verified
-   the frame's checksum, so refusals come in the order of receive-then-combine. */
+/* dst <- a + b over the sums (left, then right), counts added. After the receive of a
+   recv-add, which added on arrival (added = 1), only its flag is left to check, here,
+   after that receive verified the frame's checksum, so refusals come in the order of
+   receive-then-combine. */
 static int op_combine(struct rt *rt, int64_t dst, int64_t a, int64_t b, uint64_t u, int added) {
     int64_t sums = words(rt, dst) - 1;
     uint64_t *d = reg(rt, dst) + H, *x = reg(rt, a) + H, *y = reg(rt, b) + H;
@@ -218,8 +219,8 @@ static int mean_sums(struct rt *rt, int64_t a, uint64_t **sums) {
 }
 
 /* mean <- total / count in place (in the register, or in cbuf when mapped), then the update
-   kernel; unless its receive took the mean as the words arrived: then only its flag is left
-   to check, as alphac_mean would rescan */
+   kernel; unless the receive of a recv-update took the mean as the words arrived: then
+   only its flag is left to check, as alphac_mean would rescan */
 static int op_update(struct rt *rt, int64_t a, uint64_t u, int meaned) {
     uint64_t *g, count = reg(rt, a)[H + rt->k];
     TRY(mean_sums(rt, a, &g));
@@ -379,23 +380,36 @@ static int check_block(struct rt *rt, int64_t first, int64_t count) {
     return RT_OK;
 }
 
-/* Registers and peers an op names must exist: a table built for another owner count or
-   corrupted on disk refuses by name instead of reading outside its buffers. */
-static int check_op(struct rt *rt, const int64_t *op) {
-    int64_t kind = op[0], peer = op[1];
+/* What each operand word of an op is, by kind: the op table (alphac/plan/ops.py). */
+static const uint8_t operand_types[OP_KINDS][4] = OP_OPERANDS;
+
+/* An op's words are what its kind's row of the op table says: a word that is no operand
+   is -1, its registers and owners exist, its peer is connected, its mask names regions
+   only, its group lies inside the `rest` ops from it to the end, and its sample block
+   inside this owner's share with the block's stack in register 0. A table built for
+   another owner count or corrupted on disk refuses by name instead of reading outside
+   its buffers. */
+static int check_op(struct rt *rt, const int64_t *op, int64_t rest) {
+    int64_t kind = op[0];
     if (kind < 0 || kind >= OP_KINDS) return corrupt(rt, "kind", kind);
-    for (int j = 2; j <= 4; j++) {
-        int register_operand = j < 4 || kind != OP_INSTALL; /* install's b is a region mask */
-        if (kind == OP_OFFER && j == 3) register_operand = 0; /* offer's a is a region mask */
-        if (kind == OP_SAMPLE_BLOCK && j > 2) register_operand = 0; /* sample positions */
-        if (kind == OP_EXCHANGE && j == 4) register_operand = 0;     /* how many ops it runs */
-        if (register_operand && op[j] >= rt->store.nregs) return corrupt(rt, "register", op[j]);
+    for (int j = 1; j <= 4; j++) {
+        int64_t v = op[j];
+        switch (operand_types[kind][j - 1]) {
+        case OPND_NONE: if (v != -1) return corrupt(rt, "unused operand", v); break;
+        case OPND_READ:
+        case OPND_WRITE:
+        case OPND_ARRIVE: if (v < 0 || v >= rt->store.nregs) return corrupt(rt, "register", v); break;
+        case OPND_PEER: if (v < 0 || v >= rt->n || rt->net.fds[v] < 0) return corrupt(rt, "peer", v); break;
+        case OPND_OWNER: if (v < 0 || v >= rt->n) return corrupt(rt, "owner", v); break;
+        case OPND_MASK:
+            if (v < 1 || (v & ~(int64_t)(REGION_PARAMETERS | REGION_STATE))) return corrupt(rt, "region mask", v);
+            break;
+        case OPND_GROUP: if (v < 1 || v >= rest) return corrupt(rt, "exchange of", v); break;
+        case OPND_FIRST: break; /* checked with its count, the next word */
+        case OPND_SAMPLES: TRY(check_block(rt, op[j - 1], v)); break;
+        default: return corrupt(rt, "operand type of kind", kind);
+        }
     }
-    if (kind == OP_SAMPLE_BLOCK) TRY(check_block(rt, op[3], op[4]));
-    int talks = kind == OP_SEND || kind == OP_RECV || (kind >= OP_DIGEST_SEND && kind <= OP_PUBLISH_RECV) ||
-                kind == OP_CKPT_SEND || kind == OP_CKPT_RECV;
-    if (talks && (peer < 0 || peer >= rt->n || rt->net.fds[peer] < 0)) return corrupt(rt, "peer", peer);
-    if ((kind == OP_SLICE || kind == OP_PLACE) && (peer < 0 || peer >= rt->n)) return corrupt(rt, "owner", peer);
     return RT_OK;
 }
 
@@ -430,9 +444,10 @@ static void delay_before(int64_t kind) {
     }
 }
 
-/* A received sum carries the sample count the plan declares beneath it (op[6]). */
-static int check_count(struct rt *rt, const int64_t *op) {
-    uint64_t count = reg(rt, op[2])[H + words(rt, op[2]) - 1];
+/* A sum received into register r carries the sample count the plan declares beneath it
+   (op[6]). */
+static int check_count(struct rt *rt, const int64_t *op, int64_t r) {
+    uint64_t count = reg(rt, r)[H + words(rt, r) - 1];
     if ((uint64_t)op[6] == NO_EXPECT || count == (uint64_t)op[6]) return RT_OK;
     return rt_fail(rt, RT_FRAME_COUNT, "owner %lld: frame from owner %lld: %llu samples, the plan "
                    "declares %llu beneath this value", (long long)rt->owner, (long long)op[1],
@@ -449,7 +464,8 @@ static int op_exchange(struct rt *rt, const int64_t *ops, int64_t count, uint64_
     for (int64_t j = 0; j < count && rc == RT_OK; j++) {
         const int64_t *op = ops + j * OP_WORDS;
         int send = op[0] == OP_SEND;
-        rc = op[0] != OP_SEND && op[0] != OP_RECV ? corrupt(rt, "exchanged kind", (long long)op[0]) : check_op(rt, op);
+        rc = op[0] != OP_SEND && op[0] != OP_RECV ? corrupt(rt, "exchanged kind", (long long)op[0])
+                                                  : check_op(rt, op, count - j);
         int64_t r = send ? op[3] : op[2];
         x[j] = (struct xfer){.peer = op[1], .send = send, .kind = KIND_COMBINE, .version = v,
                              .step = (uint64_t)op[5], .buf = rc == RT_OK ? reg(rt, r) : NULL,
@@ -458,8 +474,16 @@ static int op_exchange(struct rt *rt, const int64_t *ops, int64_t count, uint64_
     if (rc == RT_OK) rc = rt_exchange(rt, x, count);
     free(x);
     for (int64_t j = 0; j < count && rc == RT_OK; j++)
-        if (ops[j * OP_WORDS] == OP_RECV) rc = check_count(rt, ops + j * OP_WORDS);
+        if (ops[j * OP_WORDS] == OP_RECV) rc = check_count(rt, ops + j * OP_WORDS, ops[j * OP_WORDS + 2]);
     return rc;
+}
+
+/* A combine value from op's peer into register r; with `add`, its sums added or its mean
+   taken as the words arrive (used only once the frame's checksum holds). */
+static int op_recv(struct rt *rt, const int64_t *op, int64_t r, const struct arrival *add, uint64_t v) {
+    int fd = rt->net.fds[op[1]];
+    TRY(rt_recv_frame(rt, fd, op[1], KIND_COMBINE, v, (uint64_t)op[5], reg(rt, r), frame_len(rt, r), add, NULL));
+    return check_count(rt, op, r);
 }
 
 static void release_replica(struct rt *rt) {
@@ -477,7 +501,7 @@ int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
         const int64_t *op = ops + i * OP_WORDS;
         int64_t kind = op[0], peer = op[1], dst = op[2], a = op[3], b = op[4];
         uint64_t step = (uint64_t)op[5];
-        TRY(check_op(rt, op));
+        TRY(check_op(rt, op, count - i));
         delay_before(kind);
         int fd = peer >= 0 && peer < rt->n ? rt->net.fds[peer] : -1;
         /* the payload hash kept for a register is valid until an op other than a send */
@@ -494,37 +518,23 @@ int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
         case OP_SEND:
             TRY(rt_send_frame(rt, peer, KIND_COMBINE, v, step, reg(rt, a), frame_len(rt, a), 1));
             break;
-        case OP_RECV: {
-            /* When the next op combines the register being received, its sums are computed
-               as the words arrive; that combine then only checks them. When it is the
-               update of that register (and the plan declares its count), so is the mean. */
-            const int64_t *next = i + 1 < count ? op + OP_WORDS : NULL;
-            int fuse = next && next[0] == OP_COMBINE && (next[3] == dst || next[4] == dst) &&
-                       check_op(rt, next) == RT_OK;
-            int mean = !fuse && !owned && next && next[0] == OP_UPDATE && next[3] == dst &&
-                       (uint64_t)op[6] != NO_EXPECT;
-            struct arrival add = {reg(rt, dst) + H, NULL, NULL, words(rt, dst) - 1, mean ? op[6] : -1};
-            if (fuse) {
-                add.dst = reg(rt, next[2]) + H;
-                add.a = reg(rt, next[3]) + H;
-                add.b = reg(rt, next[4]) + H;
-                add.words = words(rt, next[2]) - 1;
-            }
-            TRY(rt_recv_frame(rt, fd, peer, KIND_COMBINE, v, step, reg(rt, dst), frame_len(rt, dst),
-                              fuse || mean ? &add : NULL, NULL));
-            TRY(check_count(rt, op));
-            rt->added = fuse;
-            rt->meaned = mean;
+        case OP_RECV: TRY(op_recv(rt, op, dst, NULL, v)); break;
+        case OP_RECV_ADD_LEFT: /* the sums are computed as the words arrive; the combine then */
+        case OP_RECV_ADD_RIGHT: { /* only checks them, after the receive verified the frame */
+            struct arrival add = {reg(rt, dst) + H, reg(rt, a) + H, reg(rt, b) + H, words(rt, dst) - 1, -1};
+            TRY(op_recv(rt, op, kind == OP_RECV_ADD_LEFT ? a : b, &add, v));
+            TRY(op_combine(rt, dst, a, b, v, 1));
             break;
         }
-        case OP_COMBINE:
-            TRY(op_combine(rt, dst, a, b, v, rt->added));
-            rt->added = 0;
+        case OP_RECV_UPDATE: { /* the mean is taken as the words arrive, of the count declared */
+            if ((uint64_t)op[6] == NO_EXPECT) return corrupt(rt, "recv-update of no count at", (long long)i);
+            struct arrival mean = {reg(rt, a) + H, NULL, NULL, words(rt, a) - 1, op[6]};
+            TRY(op_recv(rt, op, a, &mean, v));
+            TRY(op_update(rt, a, v, 1));
             break;
-        case OP_UPDATE:
-            TRY(op_update(rt, a, v, rt->meaned));
-            rt->meaned = 0;
-            break;
+        }
+        case OP_COMBINE: TRY(op_combine(rt, dst, a, b, v, 0)); break;
+        case OP_UPDATE: TRY(op_update(rt, a, v, 0)); break;
         case OP_DIGEST_SEND: { /* "prepared": the digest, then this subtree's output digests */
             uint64_t *p = rt->small + H;
             p[0] = rt->store.digest;
@@ -579,7 +589,6 @@ int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
         case OP_SLICE: op_slice(rt, reg(rt, dst), reg(rt, a), peer); break;
         case OP_PLACE: TRY(op_place(rt, dst, a, peer)); break;
         case OP_EXCHANGE:
-            if (b < 1 || b >= count - i) return corrupt(rt, "exchange of", (long long)b);
             TRY(op_exchange(rt, op + OP_WORDS, b, v));
             i += b;
             break;

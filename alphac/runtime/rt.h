@@ -30,8 +30,7 @@ struct rt {
     int64_t start;         /* the version the run starts from: 0, or a resumed checkpoint's */
     uint64_t rate;
     uint64_t *small;                  /* hello, prepared and publish frames (max payload) */
-    int added, added_bad;             /* the last receive added on arrival; it saw a bad word */
-    int meaned;                       /* ... or took the mean of what it received */
+    int added_bad;                    /* the last receive that added on arrival saw a bad word */
     struct rt_auth auth;
     struct rt_store store;
     struct rt_net net;
