@@ -22,6 +22,7 @@ from alphac.checkpoint.manifest import manifest_tag
 from alphac.commands import main
 from alphac.image.ckpt import inputs_line, samples_sha
 from alphac.launch.launcher import changed_since, checkpoint_key_file, resume_start, unmatched
+from alphac.launch.runner import free_ports
 
 ROOT = Path(__file__).resolve().parents[1]
 CKPTS = ROOT / "tests" / "errors" / "checkpoints"
@@ -74,7 +75,8 @@ def restore(exe: Path, ckpt: Path, tmp_path: Path, *extra: str) -> str:
     """Owner 0 alone restoring `ckpt`: its refusal (a restore that passes goes on to connect
     and is refused connect-timeout)."""
     peers = tmp_path / "peers"
-    peers.write_text("".join(f"{o} 127.0.0.1:{47750 + o}\n" for o in range(4)))
+    ports = free_ports(4)  # never fixed ports: another test may hold one
+    peers.write_text("".join(f"{o} 127.0.0.1:{port}\n" for o, port in enumerate(ports)))
     out = tmp_path / "o0"
     for stale in (out, Path(f"{out}.tmp")):
         stale.unlink(missing_ok=True)
