@@ -26,10 +26,6 @@ _FCMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 CHUNK = 512
 
 
-def f64_const(bits: int) -> ir.Constant:
-    return ir.Constant(F64, to_float(bits))
-
-
 def is_finite_bits(bits: int) -> bool:
     return (bits & EXP_MASK) != EXP_MASK
 
@@ -183,8 +179,7 @@ class _ExprEmitter:
             j = self._region_of(index.base, index.base + 1)
             if j is None:
                 raise _unsupported(f"slot {index.base} lies in no region of {self.name}", span)
-            off = ir.Constant(I64, index.base - self.regions[j][0])
-            return b.gep(self.fn.args[j], [off], inbounds=True, source_etype=self.elem)
+            return self.region_pointer(j, ir.Constant(I64, index.base - self.regions[j][0]))
         if index.var not in vars_:
             raise _unsupported(f"index variable {index.var!r} is not bound", span)
         var = vars_[index.var]
@@ -193,8 +188,7 @@ class _ExprEmitter:
         lo, hi = index.base + var.lo, index.base + var.hi
         j = self._region_of(lo, hi)
         if j is not None:
-            off = b.add(var.value, ir.Constant(I64, index.base - self.regions[j][0]))
-            return b.gep(self.fn.args[j], [off], inbounds=True, source_etype=self.elem)
+            return self.region_pointer(j, b.add(var.value, ir.Constant(I64, index.base - self.regions[j][0])))
         # A view spanning several regions: pick the region at run time.
         return self._across(b.add(var.value, ir.Constant(I64, index.base)), lo, hi, span)
 
@@ -215,8 +209,12 @@ class _ExprEmitter:
         for v, s in index.terms:
             slot = b.add(slot, b.mul(vars_[v].value, ir.Constant(I64, s)))
         if j is not None:
-            return b.gep(self.fn.args[j], [slot], inbounds=True, source_etype=self.elem)
+            return self.region_pointer(j, slot)
         return self._across(slot, lo, hi, span)
+
+    def region_pointer(self, j: int, off: ir.Value) -> ir.Value:
+        """The address of word `off` of region j (a lanes kernel addresses a row per lane)."""
+        return self.b.gep(self.fn.args[j], [off], inbounds=True, source_etype=self.elem)
 
     def _across(self, slot: ir.Value, lo: int, hi: int, span: Span) -> ir.Value:
         """The address of `slot` (an i64, one of [lo, hi)), whose region is picked at run time."""
@@ -245,7 +243,7 @@ class _ExprEmitter:
             decl = next((v for v in n.vector_lets(self.program.body) if v.name == name), None)
             if decl is None:
                 raise _unsupported(f"vector temporary {name!r} is never written", span)
-            self.vectors[name] = (self.alloca_builder.alloca(F64, size=max(1, decl.words),
+            self.vectors[name] = (self.alloca_builder.alloca(self.ftype, size=max(1, decl.words),
                                                              name=f"vec.{name}"), decl.lo)
         storage, lo = self.vectors[name]
         off = ir.Constant(I64, index.base - lo)
@@ -253,9 +251,9 @@ class _ExprEmitter:
             if v not in vars_:
                 raise _unsupported(f"index variable {v!r} is not bound", span)
             if vars_[v].hi <= vars_[v].lo:  # never executed
-                return b.gep(storage, [ir.Constant(I64, 0)], source_etype=F64)
+                return b.gep(storage, [ir.Constant(I64, 0)], source_etype=self.ftype)
             off = b.add(vars_[v].value if s == 1 else b.mul(vars_[v].value, ir.Constant(I64, s)), off)
-        return b.gep(storage, [off], inbounds=True, source_etype=F64)
+        return b.gep(storage, [off], inbounds=True, source_etype=self.ftype)
 
     def load_slot(self, ptr: ir.Value) -> ir.Value:
         """A slot's value, as binary64 (widening a binary32 slot is exact)."""
@@ -267,16 +265,30 @@ class _ExprEmitter:
         the binary32 values the planner admits into one (alphac/plan/storage.py)."""
         self.b.store(value if self.elem is F64 else self.b.fptrunc(value, F32), ptr)
 
+    # -- the values' types (one binary64 value here; a lanes kernel's are vectors of them) -
+
+    ftype = F64
+    itype = I64  # the integer type of a value's word
+
+    def call_function(self, fn: ir.Function, value: ir.Value) -> ir.Value:
+        """An elementary function of one value."""
+        return self.b.call(fn, [value])
+
+    def round32(self, value: ir.Value) -> ir.Value:
+        """To nearest binary32, then back: both IEEE conversions."""
+        return self.b.fpext(self.b.fptrunc(value, F32), F64)
+
     # -- checks -----------------------------------------------------------------------------
 
     def nonfinite(self, value: ir.Value) -> ir.Value:
-        if isinstance(value, ir.Constant):
-            bits = to_bits(value.constant)
-            return ir.Constant(I1, 0 if is_finite_bits(bits) else 1)
-        b = self.b
-        word = b.bitcast(value, I64)
-        return b.icmp_unsigned("==", b.and_(word, ir.Constant(I64, EXP_MASK)),
-                               ir.Constant(I64, EXP_MASK))
+        """Whether the value's word (each lane's, of a vector) is non-finite; one i1 for a
+        constant (a vector constant is one word in every lane)."""
+        if isinstance(value, ir.Constant) and isinstance(value.constant, float):
+            return ir.Constant(I1, 0 if is_finite_bits(to_bits(value.constant)) else 1)
+        word = self.b.bitcast(value, value.type if value.type is I64 else
+                              ir.VectorType(I64, value.type.count) if isinstance(value.type, ir.VectorType) else I64)
+        mask = ir.Constant(word.type, EXP_MASK)
+        return self.b.icmp_unsigned("==", self.b.and_(word, mask), mask)
 
     # -- expressions ------------------------------------------------------------------------
 
@@ -284,7 +296,7 @@ class _ExprEmitter:
         """The value of `e` and whether it is already known finite (an op result, checked)."""
         b = self.b
         if isinstance(e, n.Const):
-            return f64_const(e.bits), is_finite_bits(e.bits)
+            return ir.Constant(self.ftype, to_float(e.bits)), is_finite_bits(e.bits)
         if isinstance(e, n.SlotRef):
             idx = e.index
             if ctx.written is not None and idx.var == ctx.loop_var and idx.base in ctx.written:
@@ -297,13 +309,13 @@ class _ExprEmitter:
                 raise _unsupported(f"temporary {e.name!r} is not bound here", e.span)
             return ctx.env[e.name]
         if isinstance(e, n.VectorLocal):  # a leaf: its uses check it, as a slot's
-            return b.load(self.vector_address(e.name, e.index, ctx.vars, e.span), typ=F64), False
+            return b.load(self.vector_address(e.name, e.index, ctx.vars, e.span), typ=self.ftype), False
         if isinstance(e, n.Unary):
             a, a_ok = self.expr(e.arg, ctx)
             if e.op in n.ELEMENTARY_OPS:
                 # exp(-inf) is 0, tanh(inf) 1: these absorb a non-finite operand
                 ctx.checks.absorbed(a, a_ok)
-                r = b.call(ctx.checks.function(e.op), [a])
+                r = self.call_function(ctx.checks.function(e.op), a)
                 ctx.checks.result(r)
                 return r, True
             if not a_ok:
@@ -314,8 +326,8 @@ class _ExprEmitter:
                 r = b.call(self.sqrt, [a])
             elif e.op == "abs":
                 r = self.with_sign(a, None)
-            elif e.op == "round32":  # to nearest binary32, then back: both IEEE conversions
-                r = b.fpext(b.fptrunc(a, F32), F64)
+            elif e.op == "round32":
+                r = self.round32(a)
             else:
                 raise _unsupported(f"unknown unary operation {e.op!r}", e.span)
             ctx.checks.result(r)
@@ -365,10 +377,10 @@ class _ExprEmitter:
         """x with its sign bit cleared (`abs`), or replaced by y's (`copysign`): integer
         operations on the words, exact on every target."""
         b = self.b
-        magnitude = b.and_(b.bitcast(x, I64), ir.Constant(I64, ~SIGN_MASK & (2**64 - 1)))
+        magnitude = b.and_(b.bitcast(x, self.itype), ir.Constant(self.itype, ~SIGN_MASK & (2**64 - 1)))
         if y is not None:
-            magnitude = b.or_(magnitude, b.and_(b.bitcast(y, I64), ir.Constant(I64, SIGN_MASK)))
-        return b.bitcast(magnitude, F64)
+            magnitude = b.or_(magnitude, b.and_(b.bitcast(y, self.itype), ir.Constant(self.itype, SIGN_MASK)))
+        return b.bitcast(magnitude, self.ftype)
 
     def minmax(self, op: str, x: ir.Value, y: ir.Value) -> ir.Value:
         """IEEE 754-2019 minimum (maximum) of finite operands: x where x < y (x > y), y where
@@ -376,7 +388,7 @@ class _ExprEmitter:
         min(-0.0, +0.0) is -0.0 and max(-0.0, +0.0) is +0.0."""
         b = self.b
         first = "<" if op == "min" else ">"
-        x_neg = b.icmp_signed("<", b.bitcast(x, I64), ir.Constant(I64, 0))
+        x_neg = b.icmp_signed("<", b.bitcast(x, self.itype), ir.Constant(self.itype, 0))
         tie = x if op == "min" else y
         other = y if op == "min" else x
         on_tie = b.select(x_neg, tie, other)
@@ -388,7 +400,7 @@ class _ExprEmitter:
         and every partial sum is checked."""
         b = self.b
         if e.hi <= e.lo:
-            return ir.Constant(F64, 0.0), True
+            return ir.Constant(self.ftype, 0.0), True
         first_vars = dict(ctx.vars)
         first_vars[e.var] = _Var(ir.Constant(I64, e.lo), e.lo, e.lo + 1)
         acc0, acc0_ok = self.expr(e.body, ctx.with_vars(first_vars))
@@ -398,19 +410,8 @@ class _ExprEmitter:
             return acc0, True
         # Checks of the first term belong to this statement; settle them before the loop.
         ctx.checks.flush(ctx.ordinal, ctx.coord)
-        pre = b.block
-        self.uid += 1
-        head = b.append_basic_block(f"sum{self.uid}.head")
-        body = b.append_basic_block(f"sum{self.uid}.body")
-        done = b.append_basic_block(f"sum{self.uid}.done")
-        b.branch(head)
-        b.position_at_end(head)
-        j = b.phi(I64, "j")
-        acc = b.phi(F64, "acc")
-        j.add_incoming(ir.Constant(I64, e.lo + 1), pre)
-        acc.add_incoming(acc0, pre)
-        b.cbranch(b.icmp_signed("<", j, ir.Constant(I64, e.hi)), body, done)
-        b.position_at_end(body)
+        j, (acc,), close = self._loop("j", ir.Constant(I64, e.lo + 1), ir.Constant(I64, e.hi), "sum",
+                                      [("acc", self.ftype, acc0)])
         vars_ = dict(ctx.vars)
         vars_[e.var] = _Var(j, e.lo + 1, e.hi)
         term, term_ok = self.expr(e.body, ctx.with_vars(vars_))
@@ -419,11 +420,35 @@ class _ExprEmitter:
         total = b.fadd(acc, term)
         ctx.checks.result(total)
         ctx.checks.flush(ctx.ordinal, ctx.coord)
-        j.add_incoming(b.add(j, ir.Constant(I64, 1)), b.block)
-        acc.add_incoming(total, b.block)
-        b.branch(head)
-        b.position_at_end(done)
+        close(carried=[total])
         return acc, True
+
+    def _loop(self, var: str, lo, hi, label: str, carry=()):
+        """Open `for var in lo..hi` (i64 values) carrying values (name, type, initial) in
+        phis; returns (var's phi, the carried phis, close(step=1, carried=the next values)):
+        the builder is then in the body, and after close in the block after the loop."""
+        b = self.b
+        pre = b.block
+        self.uid += 1
+        head, body, done = (b.append_basic_block(f"{label}{self.uid}.{part}") for part in ("head", "body", "done"))
+        b.branch(head)
+        b.position_at_end(head)
+        i = b.phi(I64, var)
+        i.add_incoming(lo, pre)
+        phis = [b.phi(typ, name) for name, typ, _ in carry]
+        for phi, (_, _, initial) in zip(phis, carry):
+            phi.add_incoming(initial, pre)
+        b.cbranch(b.icmp_signed("<", i, hi), body, done)
+        b.position_at_end(body)
+
+        def close(step: ir.Value = ir.Constant(I64, 1), carried=()) -> None:
+            i.add_incoming(b.add(i, step), b.block)
+            for phi, value in zip(phis, carried):
+                phi.add_incoming(value, b.block)
+            b.branch(head)
+            b.position_at_end(done)
+
+        return i, phis, close
 
 
 @dataclass

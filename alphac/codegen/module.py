@@ -7,7 +7,7 @@ nothing of the role: roles with the same kernels compile to one cached object.
     kernel_module(image) -> ir.Module
 
 Symbols the runtime links against: alphac_contribution, alphac_update (and their
-`_labels`), alphac_update_owner (partitioned learners), the arith kernels. For an
+`_labels`), alphac_contribution_lanes and its `_width` (lanes.py), alphac_update_owner (partitioned learners), the arith kernels. For an
 independent-state learner (docs/learners.md) alphac_contribution is its rule, the program
 run once per input over (region, pair, scale), and alphac_update the empty update program,
 which its protocol never runs.
@@ -18,6 +18,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from alphac.codegen.arith import emit_arith
+from alphac.codegen.lanes import emit_lanes
 from alphac.codegen.owned import emit_owned_update
 from alphac.codegen.program import emit_program, program_regions
 from alphac.codegen.types import I64
@@ -36,6 +37,8 @@ def kernel_module(image) -> ir.Module:
     per_input = "rule" if image.region else "contribution"
     emit_program(module, image.contribution, CONTRIBUTION,
                  program_regions(per_input, k, s, m, image.region), image.fmt)
+    # an independent-state rule runs once per input, in place: its lanes kernel is never built
+    emit_lanes(module, image.contribution, k, s, "none" if image.region else image.fmt)
     if image.owned and not image.region:
         emit_owned_update(module, image.update, k, s, m, image.update_layout, image.n, image.partitioning,
                           UPDATE, image.fmt)

@@ -181,34 +181,15 @@ class _Emitter(_ExprEmitter):
             ordinal += 1
         return ordinal
 
-    def _loop(self, var: str, lo, hi, label: str):
-        """Open `for var in lo..hi` (i64 values); returns (phi, body block, latch fn)."""
-        b = self.b
-        pre = b.block
-        self.uid += 1
-        head = b.append_basic_block(f"{label}{self.uid}.head")
-        body = b.append_basic_block(f"{label}{self.uid}.body")
-        done = b.append_basic_block(f"{label}{self.uid}.done")
-        b.branch(head)
-        b.position_at_end(head)
-        i = b.phi(I64, var)
-        i.add_incoming(lo, pre)
-        b.cbranch(b.icmp_signed("<", i, hi), body, done)
-        b.position_at_end(body)
-
-        def close(step: ir.Value = ir.Constant(I64, 1)) -> None:
-            i.add_incoming(b.add(i, step), b.block)
-            b.branch(head)
-            b.position_at_end(done)
-
-        return i, head, close
+    def loop_checks(self):
+        """The checks a loop's body is lowered under."""
+        return _Checks(self)
 
     def scalar_loop(self, loop: n.Loop, ordinal: int, ctx: "_Ctx") -> None:
-        i, _, close = self._loop(loop.var, ir.Constant(I64, loop.lo), ir.Constant(I64, loop.hi),
-                                 "loop")
+        i, _, close = self._loop(loop.var, ir.Constant(I64, loop.lo), ir.Constant(I64, loop.hi), "loop")
         vars_ = dict(ctx.vars)
         vars_[loop.var] = _Var(i, loop.lo, loop.hi)
-        inner = _Ctx(vars=vars_, env=dict(ctx.env), checks=_Checks(self), coord=i)
+        inner = _Ctx(vars=vars_, env=dict(ctx.env), checks=self.loop_checks(), coord=i)
         self.stmts(loop.body, ordinal, inner)
         close()
 
@@ -221,7 +202,7 @@ class _Emitter(_ExprEmitter):
                    for base in saved}
         marks = self.alloca_builder.alloca(I8, size=chunk, name="marks")
         hi = ir.Constant(I64, loop.hi)
-        c0, chunk_head, close_chunk = self._loop(loop.var, ir.Constant(I64, loop.lo), hi, "chunk")
+        c0, _, close_chunk = self._loop(loop.var, ir.Constant(I64, loop.lo), hi, "chunk")
         c_end = b.add(c0, ir.Constant(I64, chunk))
         c_end = b.select(b.icmp_signed("<", c_end, hi), c_end, hi)
 
@@ -231,19 +212,7 @@ class _Emitter(_ExprEmitter):
 
         # Fast pass: save the old words the body reads, compute straight into place, OR the
         # checks of each coordinate into its mark and the chunk's flag, no branches.
-        pre = b.block
-        self.uid += 1
-        head = b.append_basic_block(f"fast{self.uid}.head")
-        body = b.append_basic_block(f"fast{self.uid}.body")
-        done = b.append_basic_block(f"fast{self.uid}.done")
-        b.branch(head)
-        b.position_at_end(head)
-        i = b.phi(I64, loop.var)
-        flag = b.phi(I1, "bad")
-        i.add_incoming(c0, pre)
-        flag.add_incoming(ir.Constant(I1, 0), pre)
-        b.cbranch(b.icmp_signed("<", i, c_end), body, done)
-        b.position_at_end(body)
+        i, (flag,), close_fast = self._loop(loop.var, c0, c_end, "fast", [("bad", I1, ir.Constant(I1, 0))])
         off = b.sub(i, c0)
         for base in saved:
             b.store(b.load(at(base, i), typ=self.elem),
@@ -256,10 +225,7 @@ class _Emitter(_ExprEmitter):
                     loop_var=loop.var)
         self.stmts(loop.body, ordinal, fctx)
         b.store(b.zext(checks.value, I8), b.gep(marks, [off], inbounds=True, source_etype=I8))
-        i.add_incoming(b.add(i, ir.Constant(I64, 1)), b.block)
-        flag.add_incoming(b.or_(flag, checks.value), b.block)
-        b.branch(head)
-        b.position_at_end(done)
+        close_fast(carried=[b.or_(flag, checks.value)])
 
         slow = b.append_basic_block(f"fast{self.uid}.slow")
         joined = b.append_basic_block(f"fast{self.uid}.next")

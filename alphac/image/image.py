@@ -42,7 +42,7 @@ from alphac.plan.ops import (COUNT_NONE, COUNT_READS, COUNT_SAMPLES, COUNT_SHARE
                              EXPECT_PREPARED, OP_TABLE, WORD_INDEX)
 from alphac.plan.protocol import LEAF_TAG_WORDS, OwnerProtocol, leaves, peers
 from alphac.plan.publication import manifest_writers, prepared_owners, subtrees
-from alphac.plan.memory import temporaries
+from alphac.plan.memory import lanes_held, temporaries
 from alphac.plan.registers import register_sizes
 
 OP_WORDS = 7  # kind, peer, dst, a, b, step, expect
@@ -143,8 +143,7 @@ class RoleImage:
 
     @property
     def words(self) -> tuple[int, int, int]:
-        """(k, s, m) in words: what the runtime allocates, moves and writes (k, s and m
-        count values, as the kernels' slots do)."""
+        """(k, s, m) in words: what the runtime allocates, moves and writes (k, s, m: values)."""
         return tuple(storage.words(c, self.fmt) for c in (self.k, self.s, self.m))
 
     @property
@@ -208,7 +207,8 @@ class RoleImage:
             "leaf_mean": int(self.mutation.leaf_mean),
             "stale_replica": int(self.mutation.stale_replica),
             "region": self.region,
-            "temporaries": temporaries(self.contribution, self.update),
+            "temporaries": temporaries(self.contribution, self.update, lanes_held(
+                self.contribution, self.k, self.s, "none" if self.region else self.fmt, self.target)),
         }
         mask = 2**64 - 1
 

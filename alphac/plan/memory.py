@@ -8,7 +8,8 @@ Peak adds what exists only for the run's updates: the register pool of its proto
 buffer), the scratch: the contribution buffer (k words, only for an owner of two or more
 samples: the first contribution is written straight into the local sum) and the programs'
 vector temporaries (`let z[i] = e`: the words of the larger program's, stack scratch of
-the kernel that runs, one at a time; `temporaries`), and, under parameter
+the kernel that runs, one at a time, the contribution's eight times over where it runs
+over eight samples at once; `temporaries`), and, under parameter
 partitioning, the read replica of the gathered parameters (k words, allocated by
 `replica-install` and freed by `replica-release`). A read replica never counts toward
 persistent state. Samples are reported apart: they are read in place from the image.
@@ -22,9 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from alphac.ir import nodes as ir
+from alphac.ir.lanes import LANES, lanes_ok
 from alphac.plan.layout import OwnerLayout
 from alphac.plan.registers import RegisterSlots
-from alphac.plan.storage import word_counts
+from alphac.plan.storage import format_of, word_counts
 
 WORD = 8
 # The categories an executable counts its learner buffers by (`EXE --stats`), in the order
@@ -51,10 +53,18 @@ class OwnerBytes:
         return self.persistent + self.replica + self.registers + self.scratch
 
 
-def temporaries(contribution: ir.Program, update: ir.Program) -> int:
+def temporaries(contribution: ir.Program, update: ir.Program, lanes: bool = False) -> int:
     """The words of vector temporaries an owner's kernels hold at once: the larger of its
-    two programs' (each kernel's are stack scratch while it runs; they never run together)."""
-    return max(ir.temporary_words(contribution), ir.temporary_words(update))
+    two programs' (each kernel's are stack scratch while it runs; they never run together),
+    the contribution's LANES times over where it runs over LANES samples at once (`lanes`:
+    `alphac.ir.lanes.lanes_ok`, on a CPU target: an SM86 owner sums on its GPU)."""
+    return max(ir.temporary_words(contribution) * (LANES if lanes else 1), ir.temporary_words(update))
+
+
+def lanes_held(contribution: ir.Program, k: int, s: int, fmt: str, target: str) -> bool:
+    """Whether an owner on `target` runs a data-parallel contribution (fmt "none": an
+    independent-state rule) over LANES samples at once."""
+    return target != "sm86" and lanes_ok(contribution, k, s, fmt)
 
 
 def bytes_per_owner(dep: ir.Deployment, layout: OwnerLayout, slots: list[RegisterSlots],
@@ -67,10 +77,11 @@ def bytes_per_owner(dep: ir.Deployment, layout: OwnerLayout, slots: list[Registe
     independent = dep.learner.independent
     replica = k if layout.parameters and not independent else 0
     shares = dep.learner.samples.shares
-    temps = temporaries(dep.learner.contribution, dep.learner.update)
     out = []
     for o in range(dep.owners):
         share = shares[o] if o < len(shares) else 0
+        lanes = lanes_held(dep.learner.contribution, k, s, "none" if independent else format_of(dep), dep.placement[o])
+        temps = temporaries(dep.learner.contribution, dep.learner.update, lanes)
         out.append(OwnerBytes(WORD * layout.params_count(o), WORD * layout.state_count(o),
                               WORD * replica, WORD * slots[o].pool_words(leaf_tags),
                               WORD * ((k if share >= 2 and not independent else 0) + temps),

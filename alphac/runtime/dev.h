@@ -14,6 +14,8 @@ extern const uint64_t alphac_image[];
 extern int64_t alphac_contribution(const void *params, const void *sample, void *out, int64_t *fail);
 extern int64_t alphac_update(void *params, void *state, void *mean, const void *rate, int64_t *fail);
 extern const char *const alphac_contribution_labels[];
+extern int64_t alphac_contribution_lanes(const void *params, const void *rows, const void *acc, void *out);
+extern const int64_t alphac_contribution_lanes_width; /* out <- acc + _width samples' in order (lanes.py) */
 extern const char *const alphac_update_labels[];
 extern int64_t alphac_update_owner;
 extern int64_t alphac_local_first(void *acc, int64_t k);

@@ -12,9 +12,7 @@
 
 static uint64_t *reg(struct rt *rt, int64_t r) { return rt->store.regs + rt->store.reg_off[r]; }
 static int64_t words(struct rt *rt, int64_t r) { return (int64_t)rt->store.reg_words[r]; }
-static int64_t frame_len(struct rt *rt, int64_t r) {
-    return words(rt, r) + (int64_t)img_field(rt, IMG_TAG_WORDS);
-}
+static int64_t frame_len(struct rt *rt, int64_t r) { return words(rt, r) + (int64_t)img_field(rt, IMG_TAG_WORDS); }
 static int corrupt(struct rt *rt, const char *what, long long value) {
     return rt_fail(rt, RT_CORRUPT_EXECUTABLE, "owner %lld: corrupt op table (%s %lld)", (long long)rt->owner,
                    what, value);
@@ -89,19 +87,25 @@ static int mean_refused(struct rt *rt, int64_t coord, uint64_t u, uint64_t count
                    (long long)coord, (unsigned long long)u, (long long)rt->owner, (unsigned long long)count);
 }
 
-/* acc <- the sum of this owner's share >= 1 contributions in sample order from +0.0 */
+/* acc <- the sum of this owner's share >= 1 contributions in sample order from +0.0: with a
+   lanes kernel of width n (alphac/codegen/lanes.py), acc starts at +0.0 and each aligned
+   group of n samples is added at once unless the kernel declines it; the rest one at a
+   time, sample 0's straight into acc (+0.0 + c is c but for -0.0) */
 static int local_sum(struct rt *rt, uint64_t *acc, int64_t share, uint64_t u) {
-    int64_t k = rt->k, row0 = img_mine(rt, SEC_SAMPLE_ROW);
     const uint64_t *params = img_field(rt, IMG_PART_PARAMETERS) ? rt->store.replica : rt->store.params;
-    const uint64_t *samples = img_sec(rt, SEC_SAMPLES);
+    const uint64_t *rows = img_sec(rt, SEC_SAMPLES) + img_mine(rt, SEC_SAMPLE_ROW) * rt->s;
+    int64_t n = alphac_contribution_lanes_width, fail = -1;
+    if (n > 1 && share >= n) memset(acc, 0, (size_t)rt->k * 8);
     for (int64_t i = 0; i < share; i++) {
-        int64_t fail = -1;
-        uint64_t *out = i == 0 ? acc : rt->store.cbuf;
-        int64_t status = alphac_contribution(params, samples + (row0 + i) * rt->s, out, &fail);
-        if (status != 0)
-            return rt_non_finite_statement(rt, alphac_contribution_labels, status, fail, u, "contribution", i);
-        /* the first contribution went straight into acc: +0.0 + c is c but for -0.0 */
-        int64_t j = i == 0 ? alphac_local_first(acc, k) : alphac_local_add(acc, rt->store.cbuf, k);
+        if (n > 1 && i % n == 0 && i + n <= share &&
+            alphac_contribution_lanes(params, rows + i * rt->s, acc, rt->store.cbuf) == 0) {
+            memcpy(acc, rt->store.cbuf, (size_t)rt->k * 8);
+            i += n - 1;
+            continue;
+        }
+        int64_t status = alphac_contribution(params, rows + i * rt->s, i == 0 ? acc : rt->store.cbuf, &fail);
+        if (status != 0) return rt_non_finite_statement(rt, alphac_contribution_labels, status, fail, u, "contribution", i);
+        int64_t j = i == 0 ? alphac_local_first(acc, rt->k) : alphac_local_add(acc, rt->store.cbuf, rt->k);
         if (j >= 0) return rt_local_refused(rt, j, u, i);
     }
     return RT_OK;
@@ -149,11 +153,7 @@ static int op_combine(struct rt *rt, int64_t dst, int64_t a, int64_t b, uint64_t
 static uint64_t *level(struct rt *rt, int64_t j) { return reg(rt, 0) + H + j * (rt->k + 1); }
 
 /* The stack levels a block of `count` samples needs: its bit length. */
-static int64_t block_depth(int64_t count) {
-    int64_t depth = 0;
-    for (; count > 0; count >>= 1) depth++;
-    return depth;
-}
+static int64_t block_depth(int64_t count) { return count > 0 ? 64 - __builtin_clzll((uint64_t)count) : 0; }
 
 /* level j <- level j + level j+1 (left, then right), counts added; in place by the local
    add kernel (level j is finite: checked when made), twice as fast here as the combine
@@ -383,12 +383,11 @@ static int check_block(struct rt *rt, int64_t first, int64_t count) {
 /* What each operand word of an op is, by kind: the op table (alphac/plan/ops.py). */
 static const uint8_t operand_types[OP_KINDS][4] = OP_OPERANDS;
 
-/* An op's words are what its kind's row of the op table says: a word that is no operand
-   is -1, its registers and owners exist, its peer is connected, its mask names regions
-   only, its group lies inside the `rest` ops from it to the end, and its sample block
-   inside this owner's share with the block's stack in register 0. A table built for
-   another owner count or corrupted on disk refuses by name instead of reading outside
-   its buffers. */
+/* An op's words are what its kind's row of the op table says: a word that is no operand is
+   -1, its registers and owners exist, its peer is connected, its mask names regions only,
+   its group lies inside the `rest` ops from it to the end, its sample block inside this
+   owner's share with the stack in register 0. A table built for another owner count or
+   corrupted on disk refuses by name instead of reading outside its buffers. */
 static int check_op(struct rt *rt, const int64_t *op, int64_t rest) {
     int64_t kind = op[0];
     if (kind < 0 || kind >= OP_KINDS) return corrupt(rt, "kind", kind);
@@ -444,8 +443,7 @@ static void delay_before(int64_t kind) {
     }
 }
 
-/* A sum received into register r carries the sample count the plan declares beneath it
-   (op[6]). */
+/* A sum received into register r carries the sample count the plan declares beneath it (op[6]). */
 static int check_count(struct rt *rt, const int64_t *op, int64_t r) {
     uint64_t count = reg(rt, r)[H + words(rt, r) - 1];
     if ((uint64_t)op[6] == NO_EXPECT || count == (uint64_t)op[6]) return RT_OK;

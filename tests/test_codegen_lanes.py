@@ -1,0 +1,162 @@
+"""The contribution over eight samples at once (alphac/codegen/lanes.py), compiled for x86-64
+and called through ctypes, against the sequential kernels it stands for: each sample's
+alphac_contribution, then alphac_local_add (alphac_local_first for a first sample), in
+order. Where the sequential kernels give words, the lanes kernel gives the same bits; where
+they refuse, it declines and leaves acc unchanged."""
+
+from __future__ import annotations
+
+import ctypes
+import subprocess
+
+import numpy as np
+import pytest
+from llvmlite import ir
+
+from alphac.codegen.arith import emit_arith
+from alphac.codegen.lanes import LANES, NAME, WIDTH, emit_lanes, lanes_ok
+from alphac.codegen.program import emit_program, program_regions
+from alphac.diagnostics import Span
+from alphac.ir import nodes as n
+from alphac.targets import compile_object
+from spec_sweep import every_deployment
+from test_codegen_program import assign, lsq_contribution_indexed
+
+P = ctypes.c_void_p
+
+
+class _Kernels:
+    def __init__(self, tmp_path, program: n.Program, k: int, s: int, fmt: str = "binary64"):
+        module = ir.Module("lanes")
+        emit_program(module, program, "alphac_contribution", program_regions("contribution", k, s, 0))
+        self.width = emit_lanes(module, program, k, s, fmt)
+        emit_arith(module, "binary64")
+        obj, so = tmp_path / "lanes.o", tmp_path / "lanes.so"
+        obj.write_bytes(compile_object(module, "x86_64"))
+        subprocess.run(["cc", "-shared", "-o", str(so), str(obj)], check=True)
+        self.lib = ctypes.CDLL(str(so))
+        for name in ("alphac_contribution", NAME, "alphac_local_add", "alphac_local_first"):
+            getattr(self.lib, name).restype = ctypes.c_int64
+        assert ctypes.c_int64.in_dll(self.lib, WIDTH).value == self.width
+        self.k, self.s = k, s
+
+    def sequential(self, params, rows, acc, first: bool):
+        """The words of the one-at-a-time loop, or None where it refuses."""
+        acc = acc.copy()
+        c = np.zeros(self.k)
+        for i, row in enumerate(rows):
+            out = acc if first and i == 0 else c
+            fail = ctypes.c_int64(-1)
+            row = np.ascontiguousarray(row)
+            if self.lib.alphac_contribution(P(params.ctypes.data), P(row.ctypes.data), P(out.ctypes.data),
+                                            ctypes.byref(fail)):
+                return None
+            if first and i == 0:
+                j = self.lib.alphac_local_first(P(acc.ctypes.data), self.k)
+            else:
+                j = self.lib.alphac_local_add(P(acc.ctypes.data), P(c.ctypes.data), self.k)
+            if j >= 0:
+                return None
+        return acc
+
+    def lanes(self, params, rows, acc):
+        rows = np.ascontiguousarray(rows)
+        before, out = acc.copy(), np.full(self.k, 12345.0)
+        status = self.lib.alphac_contribution_lanes(P(params.ctypes.data), P(rows.ctypes.data), P(acc.ctypes.data),
+                                                    P(out.ctypes.data))
+        assert acc.tobytes() == before.tobytes()  # only read
+        return status, out
+
+
+def _compare(kern: _Kernels, rng, trials: int, specials: bool, spread: int = 2) -> tuple[int, int, int]:
+    """(equal, refused by both, declined where the sequential kernels gave words); values of
+    magnitudes 10^-spread .. 10^spread."""
+    equal = refused = declined = 0
+    for trial in range(trials):
+        params = rng.standard_normal(kern.k) * 10.0 ** rng.integers(-spread, spread + 1, kern.k)
+        rows = rng.standard_normal((LANES, kern.s)) * 10.0 ** rng.integers(-spread, spread + 1, (LANES, kern.s))
+        first = trial % 2 == 0
+        acc = np.zeros(kern.k) if first else rng.standard_normal(kern.k)
+        if specials and trial % 3 == 0:  # overflow, a NaN, an infinity, signed zeros
+            where = rng.integers(0, 3)
+            pick = rng.choice([1e300, -1e300, 0.0, -0.0, np.nan, np.inf])
+            (params if where == 0 else rows.reshape(-1) if where == 1 else acc)[
+                rng.integers(0, kern.k if where != 1 else LANES * kern.s)] = pick
+            if where == 2 and not np.isfinite(pick):
+                continue  # acc is always finite: the sums before it were checked
+        if first:
+            acc = np.zeros(kern.k)  # the runtime starts the lanes from +0.0
+        if trial % 5 == 0:
+            rows[rng.integers(0, LANES)] = -0.0  # contributions of -0.0
+        want = kern.sequential(params, rows, acc, first)
+        status, got = kern.lanes(params, rows, acc)
+        if want is None:
+            assert status == 1
+            refused += 1
+        elif status == 0:
+            assert got.view(np.uint64).tolist() == want.view(np.uint64).tolist()
+            equal += 1
+        else:
+            declined += 1
+    return equal, refused, declined
+
+
+def test_indexed_least_squares_lanes_equal_the_sequential_words(tmp_path):
+    k = 7
+    kern = _Kernels(tmp_path, lsq_contribution_indexed(k), k, k + 1)
+    assert kern.width == LANES
+    equal, refused, declined = _compare(kern, np.random.default_rng(3), 600, specials=True)
+    assert declined == 0 and equal > 300 and refused > 20
+
+
+def test_first_sample_of_minus_zero_sums_to_plus_zero(tmp_path):
+    """+0.0 + -0.0 is +0.0: acc starts at +0.0, as the sequential loop's first sample does."""
+    k = 3
+    kern = _Kernels(tmp_path, lsq_contribution_indexed(k), k, k + 1)
+    params = np.zeros(k)
+    rows = np.zeros((LANES, k + 1))
+    rows[:, k] = 1.0  # r = -1, contribution -1 * x = -0.0 for x = +0.0
+    status, got = kern.lanes(params, rows, np.zeros(k))
+    assert status == 0 and got.view(np.uint64).tolist() == [0] * k
+    assert kern.sequential(params, rows, np.zeros(k), True).view(np.uint64).tolist() == [0] * k
+
+
+@pytest.mark.parametrize("name, program, k, s, fmt", [
+    # a contribution word assigned twice: the first store would not be the sample's
+    ("twice", n.Program(4, (assign(3, n.SlotRef(n.Index(1)), line=1), assign(3, n.SlotRef(n.Index(2)), line=2))), 1, 2,
+     "binary64"),
+    # a contribution read after its write
+    ("reads", n.Program(4, (assign(3, n.SlotRef(n.Index(1))),
+                            n.Let("t", n.SlotRef(n.Index(3)), Span("gate.alpha", 2, 3)))), 1, 2, "binary64"),
+    ("binary32", lsq_contribution_indexed(2), 2, 3, "binary32"),
+    ("independent", lsq_contribution_indexed(2), 2, 3, "none"),
+])
+def test_what_is_not_lowered_has_width_zero_and_declines(tmp_path, name, program, k, s, fmt):
+    kern = _Kernels(tmp_path, program, k, s, fmt)
+    assert kern.width == 0
+    status, _ = kern.lanes(np.ones(k), np.ones((LANES, s)), np.zeros(k))
+    assert status == 1
+
+
+def test_every_spec_learner_lanes_equal_the_sequential_words(tmp_path):
+    """Every spec's binary64 contribution: the lanes kernel where it has one (all but those
+    with vector temporaries or a contribution it reads), on random and special data."""
+    rng = np.random.default_rng(11)
+    lowered, seen = 0, set()
+    for i, (name, dep) in enumerate(every_deployment()):
+        learner = dep.learner
+        if learner.independent or learner.contribution in seen:
+            continue
+        seen.add(learner.contribution)
+        fmt = "binary32" if getattr(learner, "storage", "binary64") == "binary32" else "binary64"
+        ok = lanes_ok(learner.contribution, learner.k, learner.s, fmt)
+        if not ok or fmt != "binary64":
+            continue
+        d = tmp_path / str(i)
+        d.mkdir()
+        kern = _Kernels(d, learner.contribution, learner.k, learner.s)
+        assert kern.width == LANES, name
+        lowered += 1
+        equal, refused, declined = _compare(kern, rng, 60, specials=True, spread=1)
+        assert equal > 30 and declined == 0, (name, equal, refused, declined)
+    assert lowered >= 8
