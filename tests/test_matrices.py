@@ -511,11 +511,17 @@ def test_the_plan_counts_the_vector_temporaries_as_scratch(tmp_path):
 
     dep = deployment(tmp_path)
     plan = driver.plan(dep)
+    from alphac.ir.lanes import LANES, lanes_ok
+
     temps = temporaries(dep.learner.contribution, dep.learner.update)
     assert temps == 3 * H  # z, a and e; the update has none
+    # on a CPU the contribution runs over LANES samples at once: each temporary holds LANES
+    assert lanes_ok(dep.learner.contribution, dep.learner.k, dep.learner.s, "binary64")
+    assert temporaries(dep.learner.contribution, dep.learner.update, True) == LANES * 3 * H
     for o, owner in enumerate(plan.owners):
         share = dep.learner.samples.shares[o]
-        assert owner.bytes.scratch == 8 * ((K if share >= 2 else 0) + temps)
+        held = temps * (1 if dep.placement[o] == "sm86" else LANES)
+        assert owner.bytes.scratch == 8 * ((K if share >= 2 else 0) + held)
         assert owner.peak_bytes == (owner.persistent_bytes + owner.bytes.replica + owner.bytes.registers
                                     + owner.bytes.scratch)
 
