@@ -12,11 +12,12 @@ by lane). It returns 0, or 1 where a check of the sequential kernels would fail 
 loop's `_Flag`, program.py); acc is only read, and the runtime then runs those samples one
 at a time from it, which finds the first failure of the sequential order, or the words.
 
-Lowered so: a contribution `alphac.ir.lanes.lanes_ok` admits (a binary64 learner's that
-assigns each contribution word exactly once) that reads no view across regions and never
-reads the contribution; its vector temporaries hold LANES values a word (the memory laws
-count LANES times their words). Otherwise the width is 0, and the runtime calls
-alphac_contribution once per sample.
+Lowered so: a contribution `alphac.ir.lanes.lanes_ok` admits (one that assigns each
+contribution word exactly once) that reads no view across regions and never reads the
+contribution; its vector temporaries hold LANES values a word (the memory laws count LANES
+times their words). Under binary32 storage each value is widened on load, and each lane's
+narrowed contribution added in binary32, as alphac_local_add adds it. Otherwise the width
+is 0, and the runtime calls alphac_contribution once per sample.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from alphac.codegen.program import _Emitter
 from alphac.codegen.types import F32, F64, I1, I64, PTR
 from alphac.ir import nodes as n
 from alphac.ir.lanes import LANES, lanes_ok
+from alphac.plan import storage
 
 NAME = "alphac_contribution_lanes"
 WIDTH = f"{NAME}_width"
@@ -65,11 +67,11 @@ class _LanesEmitter(_Emitter):
     ftype = ir.VectorType(F64, LANES)
     itype = ir.VectorType(I64, LANES)
 
-    def __init__(self, module: ir.Module, program: n.Program, k: int, s: int):
+    def __init__(self, module: ir.Module, program: n.Program, k: int, s: int, fmt: str):
         # the signature's four pointers, params, rows, acc and out, stand where the three
-        # regions and fail_coord do
-        super().__init__(module, program, NAME, [(0, k), (k, s), (k + s, k)])
-        self.s = s
+        # regions and fail_coord do; a row is s values, in whole words
+        super().__init__(module, program, NAME, [(0, k), (k, s), (k + s, k)], fmt)
+        self.k, self.s = k, storage.words(s, fmt) * storage.FORMATS[fmt]
         name = f"llvm.sqrt.v{LANES}f64"
         self.sqrt = module.globals.get(name) or ir.Function(module, ir.FunctionType(self.ftype, [self.ftype]), name)
         self.bad = self.alloca_builder.alloca(I1, name="bad")
@@ -99,7 +101,7 @@ class _LanesEmitter(_Emitter):
 
     def word(self, arg: int, off: ir.Value, row: int = 0) -> ir.Value:
         return self.b.gep(self.fn.args[arg], [self.b.add(off, ir.Constant(I64, row * self.s)) if row else off],
-                          inbounds=True, source_etype=F64)
+                          inbounds=True, source_etype=self.elem)
 
     def load_slot(self, ptr) -> ir.Value:
         if not isinstance(ptr, tuple):  # a never-executed read (an empty loop's)
@@ -107,7 +109,11 @@ class _LanesEmitter(_Emitter):
         j, off = ptr
         if j == 2:
             raise _NoLanes("a read of the contribution")
-        return self.vector([self.b.load(self.word(j, off, lane if j == 1 else 0), typ=F64) for lane in range(LANES)])
+        return self.vector([self.widen(self.b.load(self.word(j, off, lane if j == 1 else 0), typ=self.elem))
+                            for lane in range(LANES)])
+
+    def widen(self, value: ir.Value) -> ir.Value:
+        return value if self.elem is F64 else self.b.fpext(value, F64)
 
     def store_slot(self, value: ir.Value, ptr) -> None:
         """Contribution word `off` of every lane added to acc's, in sample order, into out."""
@@ -115,13 +121,13 @@ class _LanesEmitter(_Emitter):
             return  # never executed
         if ptr[0] != 2:
             raise _NoLanes("a write outside the contribution")
-        total = self.b.load(self.word(2, ptr[1]), typ=F64)
-        for x in self.lanes(value):
-            total = self.b.fadd(total, x)
+        total = self.b.load(self.word(2, ptr[1]), typ=self.elem)
+        for x in self.lanes(value):  # a binary32 slot holds the narrowed word, added in binary32
+            total = self.b.fadd(total, x if self.elem is F64 else self.b.fptrunc(x, F32))
         # acc is finite, and a non-finite operand of an add leaves the sum non-finite: one
         # test of the sum is local_add's tests of each operand and result (settled here:
         # the statement's own flush came before)
-        self.flag.add(self.nonfinite(total))
+        self.flag.add(self.nonfinite(self.widen(total)))
         self.flag.flush()
         self.b.store(total, self.word(3, ptr[1]))
 
@@ -133,6 +139,9 @@ class _LanesEmitter(_Emitter):
 
     def emit(self) -> ir.Function:
         self.stmts(self.program.body, 1, _Ctx(vars={}, env={}, checks=self.flag, coord=self.minus_one))
+        if self.k % 2 and self.elem is F32:  # the last word's padding value, as it was
+            pad = ir.Constant(I64, self.k)
+            self.b.store(self.b.load(self.word(2, pad), typ=F32), self.word(3, pad))
         self.flag.flush()
         self.b.ret(self.b.zext(self.b.load(self.bad, typ=I1), I64))
         self.alloca_builder.branch(self.fn.blocks[1])
@@ -144,11 +153,11 @@ def emit_lanes(module: ir.Module, program: n.Program, k: int, s: int, fmt: str) 
     """Add alphac_contribution_lanes and its width (LANES, or 0 where the program is not
     lowered so: the kernel then returns 1, and is never called) to `module`."""
     try:  # a dry run first: a refusal must leave nothing behind in `module`
-        width = LANES if lanes_ok(program, k, s, fmt) and _LanesEmitter(ir.Module("probe"), program, k, s).emit() else 0
+        width = LANES if lanes_ok(program, k, s, fmt) and _LanesEmitter(ir.Module("probe"), program, k, s, fmt).emit() else 0
     except _NoLanes:
         width = 0
     if width:
-        _LanesEmitter(module, program, k, s).emit()
+        _LanesEmitter(module, program, k, s, fmt).emit()
     else:
         fn = ir.Function(module, ir.FunctionType(I64, [PTR] * 4), NAME)
         ir.IRBuilder(fn.append_basic_block("entry")).ret(ir.Constant(I64, 1))

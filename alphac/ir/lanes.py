@@ -3,7 +3,7 @@ alphac/codegen/lanes.py; its stack scratch: alphac/plan/memory.py).
 
 It does where every contribution word is assigned exactly once (so the word stored is the
 sample's contribution, and can be added to the local sum as it is stored), by assignments
-whose words the program's text tells, in a binary64 learner. The kernel's own lowering may
+whose words the program's text tells, binary64 or binary32 storage. The kernel's own lowering may
 still decline (a view across regions, a read of the contribution): its width is then 0.
 """
 
@@ -33,7 +33,7 @@ def _writes(stmts, ranges: dict):
 def lanes_ok(program: n.Program, k: int, s: int, fmt: str) -> bool:
     """Whether the contribution program (params [0, k), sample [k, k + s), contribution
     [k + s, 2k + s)) may run over LANES samples at once."""
-    if fmt != "binary64":
+    if fmt not in ("binary64", "binary32"):  # "none": an independent-state rule
         return False
     writes = [w for w in _writes(program.body, {}) if w is None or k + s <= w < 2 * k + s]
     return None not in writes and sorted(writes) == list(range(k + s, 2 * k + s))
