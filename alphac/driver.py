@@ -239,7 +239,7 @@ def executable_name(plan: "Plan", role: str, target: str, cpu: str = "baseline")
 
 
 def build(plan: "Plan", role: str, target: str, out_dir: "str | os.PathLike",
-          shared: bool = False, cpu: str = "baseline", sanitize: bool = False) -> Path:
+          shared: bool = False, cpu: str = "baseline", sanitize: bool = False, faults: bool = False) -> Path:
     """Build the executable of `role` on `target` into `out_dir`; its path. The kernel
     module (programs, arithmetic, record) is compiled by llvmlite for the CPU level `cpu`
     (alphac.targets.levels: the executable refuses `cpu-unsupported` at startup on a CPU
@@ -255,7 +255,9 @@ def build(plan: "Plan", role: str, target: str, out_dir: "str | os.PathLike",
     become `lib{spec}-{role}-{target}.so` instead, a library whose runtime functions can
     be called in-process (tests/runtime). With `sanitize` (a test build, `make
     test-sanitize`; targets that run natively), the runtime is compiled and the whole
-    linked with AddressSanitizer and UBSan (alphac.targets.runtime.SANITIZE)."""
+    linked with AddressSanitizer and UBSan (alphac.targets.runtime.SANITIZE). With `faults`
+    (a test build), the runtime has the fault-injection hooks of docs/runtime.md, which no
+    other build compiles."""
     from dataclasses import replace
 
     from alphac.codegen.module import IMAGE, METADATA, kernel_module
@@ -273,7 +275,7 @@ def build(plan: "Plan", role: str, target: str, out_dir: "str | os.PathLike",
     the_image = image(plan, role, target, cpu)
     meta = metadata_for(plan, role, target, the_target.triple, levels.record(the_target))
     obj = compile_object(kernel_module(the_image), the_target)
-    runtime = runtime_object(target, pic=shared, sanitize=sanitize)
+    runtime = runtime_object(target, pic=shared, sanitize=sanitize, faults=faults)
     libraries = libraries_object(the_target, runtime)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

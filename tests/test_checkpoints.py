@@ -369,7 +369,7 @@ def ckpt_kill_trial(seed: int, work: Path, reference: dict[int, bytes]) -> int:
     rd = new_run_dir(work, f"kill-{seed}")
     peers = write_peers(rd / "peers", free_ports(4))
     key = write_key(rd / "run.key")
-    exes = owner_exes(CRASH, session.built("crash4", CRASH))
+    exes = owner_exes(CRASH, session.built("crash4", CRASH, faults=True))  # ALPHAC_DELAY_* below
     args = run_arguments(d)  # one run id for every owner
     procs = []
     for o in range(4):

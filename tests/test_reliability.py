@@ -54,7 +54,8 @@ class Owners:
                  ports=None, key_bytes=None, run_id=None):
         self.dep = DEP
         self.plan = session.plan(KEY, DEP)
-        exes = exes or owner_exes(DEP, session.built(KEY, DEP))
+        # a test build: its runtime has the fault-injection hooks (ALPHAC_DELAY_*) some tests use
+        exes = exes or owner_exes(DEP, session.built(KEY, DEP, faults=env is not None))
         self.dir = new_run_dir(session.root(), name)
         self.ports = ports or free_ports(DEP.owners)
         # an owner the test plays speaks TCP: its line says so
@@ -333,6 +334,15 @@ def test_a_trickling_peer_is_refused_within_the_deadline():
 
 
 # -- kill trials ---------------------------------------------------------------------------------
+
+def test_only_a_test_build_has_the_fault_injection_hooks():
+    """The kill trials' ALPHAC_DELAY_* hook is compiled into a test build's runtime only: a
+    product executable never reads those variables."""
+    product = owner_exes(DEP, session.built(KEY, DEP))[0].read_bytes()
+    test_build = owner_exes(DEP, session.built(KEY, DEP, faults=True))[0].read_bytes()
+    assert b"ALPHAC_DELAY_AT" not in product and b"ALPHAC_DELAY_MS" not in product
+    assert b"ALPHAC_DELAY_AT" in test_build and b"ALPHAC_DELAY_MS" in test_build
+
 
 def test_an_owner_killed_after_prepared_leaves_the_run_whole_under_its_final_names():
     """Owner 3 dies after it said "prepared" and before it hears the verdict. The root

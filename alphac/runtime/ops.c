@@ -427,9 +427,9 @@ static int replica_readable(struct rt *rt, uint64_t v) {
     return RT_OK;
 }
 
-/* Fault injection for the reliability trials (docs/runtime.md): with ALPHAC_DELAY_AT=KIND
-   (an op kind's code) and ALPHAC_DELAY_MS=MS in its environment, an owner sleeps MS before
-   every op of that kind, widening the window a kill may land in. */
+/* Fault injection, in a test build only (ALPHAC_FAULTS, docs/runtime.md): with ALPHAC_DELAY_AT=KIND (an op
+   kind's code) and ALPHAC_DELAY_MS=MS, an owner sleeps MS before every op of that kind (a kill's window). */
+#ifdef ALPHAC_FAULTS
 static void delay_before(int64_t kind) {
     static int64_t at = -2, ms;
     if (at == -2) {
@@ -437,11 +437,11 @@ static void delay_before(int64_t kind) {
         at = k && d ? strtoll(k, NULL, 10) : -1;
         ms = d ? strtoll(d, NULL, 10) : 0;
     }
-    if (kind == at && ms > 0) {
-        struct timespec t = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-        nanosleep(&t, NULL);
-    }
+    if (kind == at && ms > 0) nanosleep(&(struct timespec){(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L}, NULL);
 }
+#else
+#define delay_before(kind) ((void)(kind))
+#endif
 
 /* A sum received into register r carries the sample count the plan declares beneath it (op[6]). */
 static int check_count(struct rt *rt, const int64_t *op, int64_t r) {

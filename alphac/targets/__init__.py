@@ -41,11 +41,11 @@ def link_bytes(obj: bytes, target: "Target | str", exe_path: "str | os.PathLike"
     return _backend(target).link_bytes(obj, exe_path, extra)
 
 
-def runtime_object(target: "Target | str", pic: bool = False, sanitize: bool = False) -> Path:
+def runtime_object(target: "Target | str", pic: bool = False, sanitize: bool = False, faults: bool = False) -> Path:
     """The C role runtime compiled for `target` (cached; see alphac.targets.runtime)."""
     from alphac.targets.runtime import runtime_object as build
 
-    return build(target if isinstance(target, Target) else load_target(target), pic, sanitize)
+    return build(target if isinstance(target, Target) else load_target(target), pic, sanitize, faults)
 
 
 def libraries_object(target: Target, runtime: Path) -> "tuple[Path, ...]":

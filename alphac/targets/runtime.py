@@ -32,6 +32,8 @@ FLAGS = ("-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off", 
          "-fno-builtin")
 # compiled and linked with these by `sanitize` (C compiler and linker alike)
 SANITIZE = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g")
+# A test build's runtime: the fault-injection hooks (ops.c `delay_before`) compiled in.
+FAULTS = ("-DALPHAC_FAULTS",)
 COMPILE_TIMEOUT_S = 300
 OBJECT = "alphac_rt.o"
 CPU_HEADER = "alphac_cpu.h"
@@ -128,20 +130,21 @@ def _run_all(commands: list[list[str]], cwd: str) -> None:
         raise failures[0]
 
 
-def runtime_object(target: Target, pic: bool = False, sanitize: bool = False) -> Path:
+def runtime_object(target: Target, pic: bool = False, sanitize: bool = False, faults: bool = False) -> Path:
     """The cached object of the runtime for `target` (position-independent code for a
-    shared library when `pic`, instrumented by SANITIZE when `sanitize`), compiling it on a
-    miss."""
+    shared library when `pic`, instrumented by SANITIZE when `sanitize`, with the
+    fault-injection hooks of a test build when `faults`), compiling it on a miss."""
     if not target.cc:
         raise TargetError("compiler-missing", f"target {target.name} names no C compiler (cc)")
     files = sources(target)
-    flags = (*FLAGS, *target.cflags, *(("-fPIC",) if pic else ()), *(SANITIZE if sanitize else ()))
+    flags = (*FLAGS, *target.cflags, *(("-fPIC",) if pic else ()), *(SANITIZE if sanitize else ()),
+             *(FAULTS if faults else ()))
     key = hashlib.sha256()
     for part in (target.name, "\0".join(target.cc), compiler_version(target.cc), "\0".join(flags)):
         key.update(part.encode() + b"\0")
     for name, data in files.items():
         key.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
-    kind = ("-pic" if pic else "") + ("-sanitize" if sanitize else "")
+    kind = ("-pic" if pic else "") + ("-sanitize" if sanitize else "") + ("-faults" if faults else "")
     out = cache_dir() / f"runtime-{target.name}{kind}-{key.hexdigest()[:20]}.o"
     if out.is_file():
         return out

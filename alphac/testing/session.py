@@ -45,11 +45,13 @@ def plan(key: str, dep):
     return _plans[key]
 
 
-def built(key: str, dep) -> dict:
-    """{(role, target): executable} for `dep`, built once under root()/key."""
-    if key not in _exes:
-        _exes[key] = ensure_built(plan(key, dep), root() / key)
-    return _exes[key]
+def built(key: str, dep, faults: bool = False) -> dict:
+    """{(role, target): executable} for `dep`, built once under root()/key; with `faults`,
+    a test build's, with the runtime's fault-injection hooks (under root()/key-faults)."""
+    name = f"{key}-faults" if faults else key
+    if name not in _exes:
+        _exes[name] = ensure_built(plan(key, dep), root() / name, faults=faults)
+    return _exes[name]
 
 
 def run(key: str, dep, **kw) -> PlanRun:
