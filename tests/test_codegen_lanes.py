@@ -21,6 +21,7 @@ from alphac.ir import nodes as n
 from alphac.plan.storage import format_of
 from alphac.targets import compile_object
 from spec_sweep import every_deployment
+from alphac.ir.builders import mul
 from test_codegen_program import assign, lsq_contribution_indexed
 
 P = ctypes.c_void_p
@@ -186,3 +187,38 @@ def test_every_spec_learner_lanes_equal_the_sequential_words(tmp_path):
         equal, refused, declined = _compare(kern, rng, 60, specials=True, spread=1)
         assert equal > 30 and declined == 0, (name, equal, refused, declined)
     assert lowered >= 8 and stored32 >= 2
+
+
+def _loops(*levels, body):
+    """Nested loops (var, lo, hi), outermost first, around `body`."""
+    for var, lo, hi in reversed(levels):
+        body = (n.Loop(var, lo, hi, body),)
+    return body
+
+
+@pytest.mark.parametrize("name, body, ok", [
+    ("a loop over the contribution", _loops(("i", 0, 4), body=(assign(6, n.SlotRef(n.Index(0, "i")), "i"),)), True),
+    ("slot by slot", tuple(assign(6 + j, n.SlotRef(n.Index(j))) for j in (2, 0, 3, 1)), True),
+    ("a 2-D view, row by row", _loops(("i", 0, 2), ("j", 0, 2), body=(
+        n.Assign(n.affine(6, (("i", 2), ("j", 1))), n.SlotRef(n.Index(0)), Span("gate.alpha", 1, 3)),)), True),
+    ("a word twice", _loops(("i", 0, 4), body=(assign(6, n.SlotRef(n.Index(0, "i")), "i"),)) + (
+        assign(7, n.SlotRef(n.Index(0))),), False),
+    ("a loop the write does not index", _loops(("t", 0, 2), ("i", 0, 4), body=(
+        assign(6, n.SlotRef(n.Index(0, "i")), "i"),)), False),
+    ("an empty loop around the rest", _loops(("t", 0, 0), body=(assign(6, n.SlotRef(n.Index(0))),)) + _loops(
+        ("i", 0, 4), body=(assign(6, n.SlotRef(n.Index(0, "i")), "i"),)), True),
+    ("a word never written", _loops(("i", 0, 3), body=(assign(6, n.SlotRef(n.Index(0, "i")), "i"),)), False),
+    ("a stride that leaves gaps", _loops(("i", 0, 2), body=(
+        n.Assign(n.affine(6, (("i", 2),)), n.SlotRef(n.Index(0)), Span("gate.alpha", 1, 3)),)), False),
+])
+def test_the_rule_tells_each_contribution_word_written_once(name, body, ok):
+    """k = 4, s = 2: the contribution is words 6 .. 9."""
+    assert lanes_ok(n.Program(10, body), 4, 2, "binary64") is ok, name
+
+
+def test_the_rule_does_not_walk_the_words_of_a_large_learner():
+    """Decided by intervals, one an assignment: 10^7 coordinates (a walk over every word took
+    seconds a call, and the planner and the build ask it several times)."""
+    k = 10**7
+    body = _loops(("i", 0, k), body=(assign(2 * k + 1, mul(n.SlotRef(n.Index(0, "i")), n.SlotRef(n.Index(k))), "i"),))
+    assert lanes_ok(n.Program(3 * k + 1, body), k, k + 1, "binary64")

@@ -274,7 +274,7 @@ def test_an_interrupted_link_leaves_no_partial_file(tmp_path, monkeypatch, x86_s
         raise KeyboardInterrupt
 
     monkeypatch.setattr(targets, "compile_object", lambda module, target: b"")
-    monkeypatch.setattr(targets, "runtime_object", lambda target, pic=False, sanitize=False: tmp_path / "rt.o")
+    monkeypatch.setattr(targets, "runtime_object", lambda target, pic=False, sanitize=False, faults=False: tmp_path / "rt.o")
     monkeypatch.setattr(targets, "libraries_object", lambda target, runtime: ())
     monkeypatch.setattr(targets, "link_bytes", link_bytes)
     out = tmp_path / "out"
