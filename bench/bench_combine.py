@@ -193,6 +193,8 @@ class Case:
     walls: dict = field(default_factory=lambda: {})
     cpus: dict = field(default_factory=lambda: {})
     last: object = None
+    checked: str = "not run"  # the last run's verdict against the oracle
+    over: str = "nothing"     # what its frames went over
 
     def time(self, updates: int) -> None:
         from alphac.testing import session
@@ -206,7 +208,9 @@ class Case:
             sys.exit("bench: owners failed: " + "; ".join(oc.stderr.strip() for oc in run.result.outcomes))
         self.walls.setdefault(updates, []).append(max(oc.seconds for oc in run.result.outcomes))
         self.cpus.setdefault(updates, []).append((r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime))
-        self.last = run
+        if updates == self.updates:  # the last run judged now: its outputs are not kept (at 1e7
+            self.last = run          # words each run's are gigabytes of Python ints)
+            self.checked, self.over, self.last = verdict(self), self.used(), None
 
     def per_update(self) -> tuple[float, float]:
         """(wall, CPU) seconds per update from the medians of T(1) and T(updates)."""
@@ -382,10 +386,10 @@ def report(n: int, k: int, group: list[Case], repeat: int, chosen: list[Peer],
         per[case.label] = wall
         t1, tn = statistics.median(case.walls[1]), statistics.median(case.walls[case.updates])
         built = f"; build {case.build_s:.2f} s" if case.build_s is not None else ""
-        over = "" if case.baseline or n == 1 else f"; frames over {case.used()}"
+        over = "" if case.baseline or n == 1 else f"; frames over {case.over}"
         print(f"  alphac {case.label:<30} {wall * 1e3:8.2f} ms/update wall, {cpu * 1e3:8.2f} ms CPU  "
               f"(T(1) {t1:.3f} s, T({case.updates}) {tn:.3f} s, median of {repeat}{built}{over}; "
-              f"{verdict(case)})")
+              f"{case.checked})")
     if n == 1:
         return
     for p in chosen:
