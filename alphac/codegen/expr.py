@@ -285,8 +285,8 @@ class _ExprEmitter:
         constant (a vector constant is one word in every lane)."""
         if isinstance(value, ir.Constant) and isinstance(value.constant, float):
             return ir.Constant(I1, 0 if is_finite_bits(to_bits(value.constant)) else 1)
-        word = self.b.bitcast(value, value.type if value.type is I64 else
-                              ir.VectorType(I64, value.type.count) if isinstance(value.type, ir.VectorType) else I64)
+        vector = isinstance(value.type, ir.VectorType)
+        word = self.b.bitcast(value, ir.VectorType(I64, value.type.count) if vector else I64)
         mask = ir.Constant(word.type, EXP_MASK)
         return self.b.icmp_unsigned("==", self.b.and_(word, mask), mask)
 

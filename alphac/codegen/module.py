@@ -7,10 +7,10 @@ nothing of the role: roles with the same kernels compile to one cached object.
     kernel_module(image) -> ir.Module
 
 Symbols the runtime links against: alphac_contribution, alphac_update (and their
-`_labels`), alphac_contribution_lanes and its `_width` (lanes.py), alphac_update_owner (partitioned learners), the arith kernels. For an
-independent-state learner (docs/learners.md) alphac_contribution is its rule, the program
-run once per input over (region, pair, scale), and alphac_update the empty update program,
-which its protocol never runs.
+`_labels`), alphac_contribution_lanes and its `_width` (lanes.py), alphac_update_owner
+(partitioned learners), the arith kernels. For an independent-state learner (docs/learners.md)
+alphac_contribution is its rule, the program run once per input over (region, pair, scale),
+and alphac_update the empty update program, which its protocol never runs.
 """
 
 from __future__ import annotations

@@ -71,10 +71,10 @@ LOCAL_CPU = "host"  # every owner of a launch runs on this machine
 def ensure_built(plan, out_dir: str | Path, force: bool = False, log=None,
                  cpu: str = LOCAL_CPU, progress=None, faults: bool = False) -> dict[tuple[str, str], Path]:
     """Build each needed (role, target) into out_dir unless an up-to-date one is there
-    (alphac.driver.build), the kernels for the CPU level `cpu` (on targets that describe
-    it: AArch64 ones for its baseline); `log` hears why each one is built, `progress` how
-    long it took; `faults`: a test build's (driver.build). A mutant's executables have their own names (`-mutant-NAME`) and
-    identity, so they never stand in for a normal build's, nor it for theirs."""
+    (alphac.driver.build; `faults`: a test build's), the kernels for the CPU level `cpu` (on
+    targets that describe it: AArch64 ones for its baseline); `log` hears why each one is
+    built, `progress` how long it took. A mutant's executables have their own names
+    (`-mutant-NAME`) and identity, so they never stand in for a normal build's, nor it for theirs."""
     from alphac import driver
     from alphac.launch.cache import data_files, record_inputs
 
