@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -179,102 +180,75 @@ static const uint64_t *entry_of(const struct rt *rt, int64_t owner) {
     return NULL;
 }
 
-/* Append printf output to a growing buffer; `failed` once it could not grow (what it holds
-   is then incomplete: refused, never written). */
-struct text {
-    char *s;
-    size_t n, cap;
-    int failed;
-};
-static void put(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(struct text *t, const char *fmt, ...) {
-    while (!t->failed) {
-        va_list ap;
-        va_start(ap, fmt);
-        int need = vsnprintf(t->s ? t->s + t->n : NULL, t->s ? t->cap - t->n : 0, fmt, ap);
-        va_end(ap);
-        if (need >= 0 && t->s && t->n + (size_t)need < t->cap) {
-            t->n += (size_t)need;
-            return;
-        }
-        t->failed = need < 0 || rt_grow(&t->s, &t->cap, t->n + (size_t)need + 1, 1) != 0;
-    }
-}
-
 /* ckpt-manifest: the manifest of this owner's subtree (the root's is manifest.txt, whose
    auth line holds its tag under the checkpoint key, or `none` in an unkeyed run). */
 int rt_ckpt_manifest(struct rt *rt, uint64_t v) {
     struct ckpt *c = &rt->ck;
-    struct text t = {0};
-    char sha[65];
-    put(&t, CKPT_HEAD "\nversion %llu\nidentity %016llx\nlearner %s\ninputs %s\ncontract %s\nlayout %s\n",
+    char *s = NULL, sha[65];
+    size_t n = 0;
+    FILE *t = open_memstream(&s, &n); /* s[0..n): the text so far, after each fflush */
+    if (!t) return rt_fail(rt, RT_IO_ERROR, "out of memory");
+    fprintf(t, CKPT_HEAD "\nversion %llu\nidentity %016llx\nlearner %s\ninputs %s\ncontract %s\nlayout %s\n",
         (unsigned long long)v, (unsigned long long)img_field(rt, IMG_CKPT_IDENTITY),
         img_text(rt, IMG_STR_CKPT_LEARNER), img_text(rt, IMG_STR_CKPT_INPUTS), img_text(rt, IMG_STR_CKPT_CONTRACT),
         img_text(rt, IMG_STR_CKPT_LAYOUT));
-    put(&t, "region parameters %lld\nregion state %lld\nowners", (long long)rt->k, (long long)rt->m);
+    fprintf(t, "region parameters %lld\nregion state %lld\nowners", (long long)rt->k, (long long)rt->m);
     for (int64_t o = 0; o < rt->n; o++)
-        if (entry_of(rt, o)) put(&t, " %lld", (long long)o);
-    put(&t, "\n");
+        if (entry_of(rt, o)) fprintf(t, " %lld", (long long)o);
+    fprintf(t, "\n");
     for (int64_t o = 0; o < rt->n; o++)
         for (int64_t j = 0; j < c->nmanifests; j++)
             if ((int64_t)c->manifests[5 * j] == o) {
                 rt_hex((const unsigned char *)(c->manifests + 5 * j + 1), 32, sha);
-                put(&t, "manifest %lld manifest-%lld.txt %s\n", (long long)o, (long long)o, sha);
+                fprintf(t, "manifest %lld manifest-%lld.txt %s\n", (long long)o, (long long)o, sha);
             }
     for (int64_t o = 0; o < rt->n; o++) {
         const uint64_t *e = entry_of(rt, o);
         if (!e) continue;
         rt_hex((const unsigned char *)(e + 2), 32, sha);
-        put(&t, "shard %lld shard-%lld.bin %llu %s\n", (long long)o, (long long)o, (unsigned long long)e[1], sha);
+        fprintf(t, "shard %lld shard-%lld.bin %llu %s\n", (long long)o, (long long)o, (unsigned long long)e[1], sha);
         int64_t nf = frag_count(rt, o), offset = 6;
         const uint64_t *f = frags_of(rt, o);
         for (int64_t j = 0; j < nf; j++, f = next_frag(f)) offset += 3 + 3 * (int64_t)f[2];
         f = frags_of(rt, o);
         for (int64_t j = 0; j < nf; j++, f = next_frag(f)) {
-            put(&t, "fragment %lld %s %lld %llu ", (long long)o, CKPT_REGION_NAME(f[0]),
+            fprintf(t, "fragment %lld %s %lld %llu ", (long long)o, CKPT_REGION_NAME(f[0]),
                 (long long)offset * 8, (unsigned long long)f[1]);
             for (uint64_t r = 0; r < f[2]; r++)
-                put(&t, "%s%llu+%llux%llu", r ? "," : "", (unsigned long long)f[3 + 3 * r],
+                fprintf(t, "%s%llu+%llux%llu", r ? "," : "", (unsigned long long)f[3 + 3 * r],
                     (unsigned long long)f[4 + 3 * r], (unsigned long long)f[5 + 3 * r]);
             rt_hex((const unsigned char *)(e + 6 + 4 * j), 32, sha);
-            put(&t, "%s %s\n", f[2] ? "" : "-", sha);
+            fprintf(t, "%s %s\n", f[2] ? "" : "-", sha);
             offset += (int64_t)f[1];
         }
     }
-    if (c->resumed) put(&t, "resumed-from %s %lld %s\n", c->resumed_sha, (long long)c->resumed_version,
+    if (c->resumed) fprintf(t, "resumed-from %s %lld %s\n", c->resumed_sha, (long long)c->resumed_version,
                         c->resume_mode == 2 ? "new" : "same");
-    int root = rt->owner == (int64_t)img_field(rt, IMG_ROOT);
-    unsigned char d[32];
-    if (root && !c->keyed) put(&t, "auth none\n");
-    if (root && c->keyed && !t.failed) { /* the tag: over every byte before the auth line */
-        if (rt_hmac(c->key, sizeof c->key, t.s, t.n, d) != 0) {
-            free(t.s);
-            return rt_fail(rt, RT_IO_ERROR, "libcrypto could not tag the manifest");
-        }
+    int root = rt->owner == (int64_t)img_field(rt, IMG_ROOT), rc = RT_OK;
+    unsigned char d[32] = {0};
+    if (root && !c->keyed) fprintf(t, "auth none\n");
+    if (root && c->keyed) { /* the tag: over every byte before the auth line */
+        if (fflush(t) != 0 || rt_hmac(c->key, sizeof c->key, s, n, d) != 0)
+            rc = rt_fail(rt, RT_IO_ERROR, "the manifest could not be tagged (out of memory, or libcrypto)");
         rt_hex(d, 32, sha);
-        put(&t, "auth hmac-sha256 %s\n", sha);
+        fprintf(t, "auth hmac-sha256 %s\n", sha);
     }
-    if (t.failed) {
-        free(t.s);
-        return rt_fail(rt, RT_IO_ERROR, "out of memory");
-    }
-    if (rt_sha256_bytes(t.s, t.n, d) != 0) {
-        free(t.s);
-        return rt_fail(rt, RT_IO_ERROR, "libcrypto could not hash the manifest");
-    }
+    if (rc == RT_OK && (fflush(t) != 0 || rt_sha256_bytes(s, n, d) != 0))
+        rc = rt_fail(rt, RT_IO_ERROR, "the manifest could not be hashed (out of memory, or libcrypto)");
     rt_hex(d, 32, sha);
-    put(&t, "sha256 %s\n", sha);
+    fprintf(t, "sha256 %s\n", sha);
+    if (fclose(t) != 0 && rc == RT_OK) rc = rt_fail(rt, RT_IO_ERROR, "out of memory");
     char *path = root ? rt_pathf("%s/" CKPT_ROOT_MANIFEST, c->partial)
                       : rt_pathf("%s/manifest-%lld.txt", c->partial, (long long)rt->owner);
-    int rc = path && !t.failed ? write_file(rt, path, t.s, t.n) : rt_fail(rt, RT_IO_ERROR, "out of memory");
+    if (rc == RT_OK) rc = path ? write_file(rt, path, s, n) : rt_fail(rt, RT_IO_ERROR, "out of memory");
     if (rc == RT_OK && !root) { /* this owner's manifest goes up with its entries */
         uint64_t *mf = c->manifests + 5 * c->nmanifests++;
         mf[0] = (uint64_t)rt->owner;
-        if (rt_sha256_bytes(t.s, t.n, (unsigned char *)(mf + 1)) != 0)
+        if (rt_sha256_bytes(s, n, (unsigned char *)(mf + 1)) != 0)
             rc = rt_fail(rt, RT_IO_ERROR, "libcrypto could not hash the manifest");
     }
     free(path);
-    free(t.s);
+    free(s);
     return rc;
 }
 

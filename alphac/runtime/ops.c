@@ -270,10 +270,8 @@ static int op_evolve(struct rt *rt, uint64_t u) {
 /* -- partitioned ops: selection, never arithmetic ------------------------------------------ */
 
 /* dst <- a's sums at coordinate owner t's coordinates, then a's count */
-static void op_slice(struct rt *rt, uint64_t *dst, const uint64_t *a, int64_t t) {
-    struct rt_coords it = rt_coords_of(rt, t);
-    int64_t j = 0, i;
-    for (; rt_next_coord(&it, &i); j++) dst[H + j] = a[H + i];
+static void op_slice(struct rt *rt, uint64_t *dst, uint64_t *a, int64_t t) {
+    int64_t j = rt_coords_move(rt, t, a + H, dst + H, 1);
     dst[H + j] = a[H + rt->k];
     clear_tags(rt, dst + H, j + 1);
 }
@@ -284,11 +282,8 @@ static int op_place(struct rt *rt, int64_t dst, int64_t a, int64_t t) {
     if (words(rt, a) != rt_owned_count(rt, t) + 1 || words(rt, dst) != rt->k + 1)
         return corrupt(rt, "placed register", (long long)a);
     uint64_t *d = reg(rt, dst) + H;
-    const uint64_t *x = reg(rt, a) + H;
-    struct rt_coords it = rt_coords_of(rt, t);
-    int64_t j = 0, i;
-    for (; rt_next_coord(&it, &i); j++) d[i] = x[j];
-    d[rt->k] = x[j];
+    uint64_t *x = reg(rt, a) + H;
+    d[rt->k] = x[rt_coords_move(rt, t, d, x, 0)];
     clear_tags(rt, d, rt->k + 1);
     return RT_OK;
 }

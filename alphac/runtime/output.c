@@ -22,18 +22,11 @@ int rt_refuse_if_exists(struct rt *rt, const char *path) {
     return RT_OK;
 }
 
-static char *joined(const char *a, const char *b) {
-    size_t n = strlen(a) + strlen(b) + 1;
-    char *s = malloc(n);
-    if (s) snprintf(s, n, "%s%s", a, b);
-    return s;
-}
-
 /* Stage `path` + suffix: refuse if it or its .tmp exists; create the .tmp, private. */
 int rt_stage_create(struct rt *rt, struct staged *s, const char *path, const char *suffix) {
     s->fd = -1;
-    s->path = joined(path, suffix);
-    s->tmp = s->path ? joined(s->path, ".tmp") : NULL;
+    s->path = rt_pathf("%s%s", path, suffix);
+    s->tmp = s->path ? rt_pathf("%s.tmp", s->path) : NULL;
     if (!s->tmp) return rt_fail(rt, RT_IO_ERROR, "out of memory");
     TRY(rt_refuse_if_exists(rt, s->path));
     s->fd = open(s->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);

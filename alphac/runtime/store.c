@@ -8,6 +8,8 @@
    b's word for coordinate i is the (b*k + i)-th non-shared word. No arithmetic on words. */
 #include "rt.h"
 
+#include <string.h>
+
 struct rt_coords rt_coords_of(const struct rt *rt, int64_t t) {
     const uint64_t *run = img_sec(rt, SEC_RUNS) + 3 * img_sec(rt, SEC_RUN_START)[t];
     return (struct rt_coords){run, run + 3 * img_sec(rt, SEC_RUN_COUNT)[t], 0};
@@ -21,6 +23,22 @@ int rt_next_coord(struct rt_coords *it, int64_t *i) {
     if (it->run >= it->end) return 0;
     *i = (int64_t)it->run[0] + it->c++ * (int64_t)it->run[1];
     return 1;
+}
+
+/* Owner t's coordinates between a vector of every coordinate (`full`) and their ascending
+   slice: slice[j] <- full[i_j] (`gather`), else full[i_j] <- slice[j], a run at a time;
+   how many there are. */
+int64_t rt_coords_move(const struct rt *rt, int64_t t, uint64_t *full, uint64_t *slice, int gather) {
+    int64_t j = 0;
+    for (struct rt_coords it = rt_coords_of(rt, t); it.run < it.end; it.run += 3) {
+        int64_t c = (int64_t)it.run[2], step = (int64_t)it.run[1];
+        uint64_t *f = full + it.run[0], *p = slice + j;
+        if (step == 1) memmove(gather ? p : f, gather ? f : p, (size_t)c * 8);
+        else if (gather) for (int64_t q = 0; q < c; q++) p[q] = f[q * step];
+        else for (int64_t q = 0; q < c; q++) f[q * step] = p[q];
+        j += c;
+    }
+    return j;
 }
 
 int64_t rt_owned_count(const struct rt *rt, int64_t t) {

@@ -47,6 +47,7 @@ struct rt_coords { /* owner t's coordinates, ascending: `while (rt_next_coord(&i
 };
 struct rt_coords rt_coords_of(const struct rt *rt, int64_t t);
 int rt_next_coord(struct rt_coords *it, int64_t *i);
+int64_t rt_coords_move(const struct rt *rt, int64_t t, uint64_t *full, uint64_t *slice, int gather);
 int64_t rt_owned_count(const struct rt *rt, int64_t t);   /* coordinates owner t holds */
 int64_t rt_state_offset(const struct rt *rt, int64_t rank); /* of the rank-th non-shared word */
 int64_t rt_slot(const struct rt *rt, int region, int64_t pos); /* where it keeps a word, or -1 */
