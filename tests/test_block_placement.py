@@ -124,10 +124,10 @@ def test_the_star_of_four_reduces_each_block_at_its_owner_then_gathers():
         "local r0",
         "slice r1 = r0 at owner 0's coordinates", "slice r2 = r0 at owner 1's coordinates",
         "slice r3 = r0 at owner 2's coordinates", "slice r4 = r0 at owner 3's coordinates",
-        "exchange: the next 6 at once", "send r1 -> 0", "send r2 -> 1", "send r4 -> 3",
-        "recv r5 <- 0", "recv r6 <- 1", "recv r7 <- 3",
-        # the star's order: ((c0 + c1) + c2) + c3, owner 2's own slice third
-        "combine r8 = r5 + r6", "combine r9 = r8 + r3", "combine r10 = r9 + r7",
+        # the star's order, ((c0 + c1) + c2) + c3 with owner 2's own slice third, inside the
+        # exchange: c1 and c3 added as their words arrive, each once its left operand is done
+        "exchange: the next 7 at once", "send r1 -> 0", "send r2 -> 1", "send r4 -> 3",
+        "recv r5 <- 0", "recv-add r8 = r5 + r6 <- 1", "combine r9 = r8 + r3", "recv-add r10 = r9 + r7 <- 3",
         "exchange: the next 6 at once", "send r10 -> 0", "send r10 -> 1", "send r10 -> 3",
         "recv r11 <- 0", "recv r12 <- 1", "recv r13 <- 3",
         "place r14 <- r11 at owner 0's coordinates", "place r14 <- r12 at owner 1's coordinates",
@@ -151,8 +151,11 @@ def test_no_register_of_an_exchange_shares_a_slot_with_another():
             ops = o.protocol.update_ops
             for i, op in enumerate(ops):
                 if op.kind == "exchange":
-                    regs = [x.a if x.kind == "send" else x.dst for x in ops[i + 1:i + 1 + op.b]]
-                    assert {x.kind for x in ops[i + 1:i + 1 + op.b]} == {"send", "recv"}
+                    group = ops[i + 1:i + 1 + op.b]
+                    regs = [r for x in group for r in x.registers()]
+                    assert "send" in {x.kind for x in group}
+                    assert {x.kind for x in group} <= {"send", "recv", "recv-add-left", "recv-add-right",
+                                                       "combine"}
                     slots = {o.registers.slot[r] for r in set(regs)}
                     assert len(slots) == len(set(regs)), (spec, o.owner, i)
 
@@ -224,13 +227,13 @@ def _refusals(tmp_path, edit) -> dict[int, str]:
 
 def test_an_exchange_over_another_op_is_a_corrupt_executable(tmp_path):
     def edit(ops):
-        i = next(j for j, op in enumerate(ops) if op.kind == "exchange")
-        ops[i] = dataclasses.replace(ops[i], b=ops[i].b + 1)  # over the first combine
+        i = max(j for j, op in enumerate(ops) if op.kind == "exchange")
+        ops[i] = dataclasses.replace(ops[i], b=ops[i].b + 1)  # the gather's, over the first place
         return ops
 
     lines = _refusals(tmp_path, edit)
     assert lines[0] == ("refused: corrupt-executable: owner 0: corrupt op table (exchanged kind "
-                        f"{OP_CODE['combine']})")
+                        f"{OP_CODE['place']})")
 
 
 def test_an_exchange_past_the_table_is_a_corrupt_executable(tmp_path):

@@ -171,7 +171,8 @@ _ROWS = (
     # -- the block placement (`deploymentCombinePlacement = CombineAtBlockOwners`) --
     _kind("exchange", "exchange: the next {count} at once", "the next count ops, sends and "
           "receives of sums, run at once (every frame in flight together, each peer's frames "
-          "in op order)", b=("count", GROUP)),
+          "in op order); among them recv-adds and combines, each run once the ops before it "
+          "that write its operands are done", b=("count", GROUP)),
     _kind("place", "place {dst} <- {src} at owner {owner}'s coordinates", "dst's words at "
           "owner's coordinates <- src's words (a slice), dst's count <- src's count: selection, "
           "the inverse of slice", peer=("owner", OWNER), dst=("dst", WRITE), a=("src", READ),

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from alphac.ir.nodes import ExplicitTree, Hierarchy, Star, Topology, TreeBranch, TreeLeaf, TreeNode
+from alphac.plan.blocks import block_gather, block_reduce
 from alphac.plan.layout import OwnerLayout
 from alphac.plan.ops import OP_CODE, OP_KINDS, REGION_PARAMETERS, REGION_STATE, TALKING, Op  # noqa: F401
 from alphac.plan.sampletree import PlacedSampleTree, owner_order, stack_depth
@@ -468,45 +469,6 @@ class _SampleLeaves:
         if self.tree.root is None:
             return leaf[None]
         return sch.reduce(self.tree.nodes, lambda x: leaf[x] if x.is_block else None, kind, at)
-
-
-def block_reduce(sch: _Schedule, contributions, local: dict, layout: OwnerLayout) -> dict[int, int]:
-    """The block placement's reduce-scatter: every owner slices each of its leaf values to
-    each coordinate owner t's coordinates (the count travels with every slice); one
-    exchange moves every slice to its t; t combines its slices in the tree's post-order,
-    left then right, as the branch placement does (the same operands in the same order:
-    the same bits). The register of block t's reduction at t, by t."""
-    n = layout.n
-    sliced: list[tuple[int, object, int]] = []  # (t, leaf key, register at the key's owner)
-    for t in range(n):
-        for key, r in local.items():
-            o = contributions.owner_of(key)
-            sliced.append((t, key, sch.reg(o, layout.owned_count(t) + 1)))
-            sch.emit(o, Op.of("slice", owner=t, dst=sliced[-1][2], src=r))
-    moved = [(contributions.owner_of(key), r, t) for t, key, r in sliced if contributions.owner_of(key) != t]
-    arrived = iter(sch.exchange(moved))
-    at: list[dict] = [{} for _ in range(n)]
-    for t, key, r in sliced:
-        at[t][key] = r if contributions.owner_of(key) == t else next(arrived)
-    return {t: contributions.reduce(sch, at[t], "combine", at=t) for t in range(n)}
-
-
-def block_gather(sch: _Schedule, blocks: dict[int, int], layout: OwnerLayout, k: int) -> dict[int, int]:
-    """The block placement's delivery to every owner (an all-gather): one exchange sends
-    each owner's reduced block to every other owner; each owner places every block at its
-    owner's coordinates in a register of k sums and the count (selection, no arithmetic).
-    That register, by owner."""
-    n = layout.n
-    moved = [(t, blocks[t], o) for t in range(n) for o in range(n) if o != t]
-    held = [{o: blocks[o]} for o in range(n)]
-    for (t, _, o), r in zip(moved, sch.exchange(moved)):
-        held[o][t] = r
-    full = {}
-    for o in range(n):
-        full[o] = sch.reg(o, k + 1)
-        for t in range(n):
-            sch.emit(o, Op.of("place", owner=t, dst=full[o], src=held[o][t]))
-    return full
 
 
 def reduce_everywhere(sch: _Schedule, root: TreeNode, contributions, local: dict,

@@ -63,6 +63,10 @@ struct xfer {
     int64_t len;
     const struct arrival *add;    /* receives: add the payload on arrival */
     int reuse;                    /* sends: reuse the payload hash of the register sent last */
+    int local;                    /* no frame: a step that runs once what it waits for is done */
+    int64_t after[2];             /* 1 + the index of an x of this exchange it waits for; 0: none */
+    int (*then)(struct rt *rt, const struct xfer *x); /* once it is done (a local step: its work) */
+    const int64_t *op;            /* then's op */
     /* progress */
     uint64_t head[HEADER_WORDS], trail[1 + TAG_WORDS];
     size_t done, total;

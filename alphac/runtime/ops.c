@@ -140,8 +140,10 @@ static int op_combine(struct rt *rt, int64_t dst, int64_t a, int64_t b, uint64_t
     int64_t sums = words(rt, dst) - 1;
     uint64_t *d = reg(rt, dst) + H, *x = reg(rt, a) + H, *y = reg(rt, b) + H;
     int bad = added ? rt->added_bad : (int)alphac_add_range(d, x, y, 0, sums);
-    /* x + y is non-finite whenever x or y is: the first bad sum is the coordinate */
-    if (bad) return combine_refused(rt, alphac_first_nonfinite(d, 0, sums), u);
+    /* x + y is non-finite whenever x or y is: the first bad sum is the coordinate (an
+       exchange's flag is its every add's: this one's sums may all be finite) */
+    int64_t at = bad ? alphac_first_nonfinite(d, 0, sums) : -1;
+    if (at >= 0) return combine_refused(rt, at, u);
     d[sums] = x[sums] + y[sums];
     clear_tags(rt, d, sums + 1);
     return RT_OK;
@@ -447,36 +449,45 @@ static int check_count(struct rt *rt, const int64_t *op, int64_t r) {
                    (unsigned long long)count, (unsigned long long)op[6]);
 }
 
-/* The `count` ops at `ops`, sends and receives of sums (the block placement's reduce-scatter
-   and gather), at once: every frame in flight together (rt_exchange), so no owner waits
-   on another's turn; then each received count is checked as a lone receive checks it. */
+/* What an op of an exchange does once its frame has moved, or (a combine) once its
+   operands are complete: a received count checked as a lone receive checks it; then a
+   recv-add's flag and count, or a combine. */
+static int exchanged(struct rt *rt, const struct xfer *x) {
+    const int64_t *op = x->op;
+    int64_t kind = op[0], dst = op[2], a = op[3], b = op[4];
+    if (kind != OP_COMBINE) TRY(check_count(rt, op, kind == OP_RECV ? dst : kind == OP_RECV_ADD_LEFT ? a : b));
+    return kind == OP_RECV ? RT_OK : op_combine(rt, dst, a, b, x->version, kind != OP_COMBINE);
+}
+
+/* The `count` ops at `ops` (the block placement's reduce-scatter and gather), at once: its
+   sends and receives of sums, every frame in flight together (rt_exchange), so no owner
+   waits on another's turn; a recv-add adds its sums as the words arrive once the op that
+   writes its other operand is done, a combine runs once those of both operands are. */
 static int op_exchange(struct rt *rt, const int64_t *ops, int64_t count, uint64_t v) {
     int rc;
-    struct xfer *x = rt_alloc_words(rt, (int64_t)((sizeof *x * (size_t)count + 7) / 8), &rc);
+    struct xfer *x = rt_alloc_words(rt, (int64_t)(((sizeof *x + sizeof(struct arrival)) * (size_t)count + 7) / 8), &rc);
     if (!x) return rc;
+    struct arrival *adds = (struct arrival *)(x + count);
     for (int64_t j = 0; j < count && rc == RT_OK; j++) {
         const int64_t *op = ops + j * OP_WORDS;
-        int send = op[0] == OP_SEND;
-        rc = op[0] != OP_SEND && op[0] != OP_RECV ? corrupt(rt, "exchanged kind", (long long)op[0])
-                                                  : check_op(rt, op, count - j);
-        int64_t r = send ? op[3] : op[2];
-        x[j] = (struct xfer){.peer = op[1], .send = send, .kind = KIND_COMBINE, .version = v,
-                             .step = (uint64_t)op[5], .buf = rc == RT_OK ? reg(rt, r) : NULL,
-                             .len = rc == RT_OK ? frame_len(rt, r) : 0};
+        int64_t kind = op[0], dst = op[2], a = op[3], b = op[4];
+        int send = kind == OP_SEND, left = kind == OP_RECV_ADD_LEFT, added = left || kind == OP_RECV_ADD_RIGHT;
+        rc = !send && kind != OP_RECV && !added && kind != OP_COMBINE ? corrupt(rt, "exchanged kind", (long long)kind)
+                                                                       : check_op(rt, op, count - j);
+        if (rc != RT_OK) break;
+        int64_t r = send ? a : added ? (left ? a : b) : dst, need[2] = {left ? -1 : a, left || kind == OP_COMBINE ? b : -1};
+        x[j] = (struct xfer){.peer = kind == OP_COMBINE ? -1 : op[1], .send = send, .kind = KIND_COMBINE, .version = v,
+                             .step = (uint64_t)op[5], .buf = reg(rt, r), .len = frame_len(rt, r),
+                             .reuse = send, .local = kind == OP_COMBINE, .then = send ? NULL : exchanged, .op = op};
+        if (added) adds[j] = (struct arrival){reg(rt, dst) + H, reg(rt, a) + H, reg(rt, b) + H, words(rt, dst) - 1, -1};
+        x[j].add = added ? &adds[j] : NULL;
+        for (int64_t i = 0; i < j && !send && kind != OP_RECV; i++) /* the ops writing its operands */
+            for (int s = 0; s < 2; s++)
+                if (ops[i * OP_WORDS] != OP_SEND && ops[i * OP_WORDS + 2] == need[s]) x[j].after[s] = i + 1;
     }
     if (rc == RT_OK) rc = rt_exchange(rt, x, count);
     free(x);
-    for (int64_t j = 0; j < count && rc == RT_OK; j++)
-        if (ops[j * OP_WORDS] == OP_RECV) rc = check_count(rt, ops + j * OP_WORDS, ops[j * OP_WORDS + 2]);
     return rc;
-}
-
-/* A combine value from op's peer into register r; with `add`, its sums added or its mean
-   taken as the words arrive (used only once the frame's checksum holds). */
-static int op_recv(struct rt *rt, const int64_t *op, int64_t r, const struct arrival *add, uint64_t v) {
-    int fd = rt->net.fds[op[1]];
-    TRY(rt_recv_frame(rt, fd, op[1], KIND_COMBINE, v, (uint64_t)op[5], reg(rt, r), frame_len(rt, r), add, NULL));
-    return check_count(rt, op, r);
 }
 
 static void release_replica(struct rt *rt) {
@@ -508,21 +519,15 @@ int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
             TRY(replica_readable(rt, v));
             TRY(op_sample_block(rt, dst, a, b, v));
             break;
-        case OP_SEND:
-            TRY(rt_send_frame(rt, peer, KIND_COMBINE, v, step, reg(rt, a), frame_len(rt, a), 1));
-            break;
-        case OP_RECV: TRY(op_recv(rt, op, dst, NULL, v)); break;
-        case OP_RECV_ADD_LEFT: /* the sums are computed as the words arrive; the combine then */
-        case OP_RECV_ADD_RIGHT: { /* only checks them, after the receive verified the frame */
-            struct arrival add = {reg(rt, dst) + H, reg(rt, a) + H, reg(rt, b) + H, words(rt, dst) - 1, -1};
-            TRY(op_recv(rt, op, kind == OP_RECV_ADD_LEFT ? a : b, &add, v));
-            TRY(op_combine(rt, dst, a, b, v, 1));
-            break;
-        }
+        case OP_SEND: /* a lone frame: an exchange of one (a recv-add's sums computed as the */
+        case OP_RECV: /* words arrive, and checked once the receive has verified the frame) */
+        case OP_RECV_ADD_LEFT:
+        case OP_RECV_ADD_RIGHT: TRY(op_exchange(rt, op, 1, v)); break;
         case OP_RECV_UPDATE: { /* the mean is taken as the words arrive, of the count declared */
             if ((uint64_t)op[6] == NO_EXPECT) return corrupt(rt, "recv-update of no count at", (long long)i);
             struct arrival mean = {reg(rt, a) + H, NULL, NULL, words(rt, a) - 1, op[6]};
-            TRY(op_recv(rt, op, a, &mean, v));
+            TRY(rt_recv_frame(rt, fd, peer, KIND_COMBINE, v, step, reg(rt, a), frame_len(rt, a), &mean, NULL));
+            TRY(check_count(rt, op, a));
             TRY(op_update(rt, a, v, 1));
             break;
         }

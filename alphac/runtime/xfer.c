@@ -43,6 +43,7 @@ static void start(struct rt *rt, struct xfer *x) {
     x->hashed = 0;
     x->finished = x->checked = x->hit = x->sealed = 0;
     x->from = x->peer;
+    if (x->local) return;
     rt_lanes_init(x->lanes);
     /* in an authenticated run, frames over TCP carry tags; over a ring, whose segment was
        authenticated when it was set up, none (docs/security.md, "The trust boundary") */
@@ -63,8 +64,11 @@ static void start(struct rt *rt, struct xfer *x) {
         hash_ahead(rt, x); /* the first chunk (a short payload whole) goes with the header */
 }
 
-/* A frame before another one to or from the same peer in the same direction waits. */
+/* A frame before another one to or from the same peer in the same direction waits; so
+   does an x until the ones it waits for are done. */
 static int blocked(const struct xfer *x, int64_t i) {
+    for (int s = 0; s < 2; s++)
+        if (x[i].after[s] && !x[x[i].after[s] - 1].finished) return 1;
     for (int64_t j = 0; j < i; j++)
         if (!x[j].finished && x[j].send == x[i].send && x[j].peer == x[i].peer && x[i].peer >= 0) return 1;
     return 0;
@@ -257,7 +261,7 @@ static int wait_any(struct rt *rt, struct xfer *x, int64_t count) {
     int64_t peers[count];
     int nf = 0, nl = 0, first = -1;
     for (int64_t i = 0; i < count; i++) {
-        if (x[i].finished || blocked(x, i)) continue;
+        if (x[i].finished || x[i].local || blocked(x, i)) continue;
         if (first < 0) first = (int)i;
         struct link *l = link_of(rt, &x[i]);
         if (l) {
@@ -306,7 +310,9 @@ int rt_exchange(struct rt *rt, struct xfer *x, int64_t count) {
         for (int64_t i = 0; i < count; i++) {
             if (x[i].finished || blocked(x, i)) continue;
             int m = 0;
-            TRY(x[i].send ? step_send(rt, &x[i], &m) : step_recv(rt, &x[i], &m));
+            if (x[i].local) x[i].finished = m = 1;
+            else TRY(x[i].send ? step_send(rt, &x[i], &m) : step_recv(rt, &x[i], &m));
+            if (x[i].finished && x[i].then) TRY(x[i].then(rt, &x[i]));
             moved |= m;
             pending |= !x[i].finished;
         }
