@@ -46,6 +46,8 @@ stages' errors (image, mutants, launch) carry a `code` and a one-line `message`.
 from __future__ import annotations
 
 import os
+import hashlib
+import pickle
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -260,12 +262,12 @@ def build(plan: "Plan", role: str, target: str, out_dir: "str | os.PathLike",
     other build compiles."""
     from dataclasses import replace
 
-    from alphac.codegen.module import IMAGE, METADATA, kernel_module
+    from alphac.codegen.module import IMAGE, KERNEL_FIELDS, METADATA, kernel_module
     from alphac.image.metadata import SECTION as METADATA_SECTION
     from alphac.image.metadata import encode as encode_metadata
     from alphac.image.metadata import metadata_for
-    from alphac.targets import (TargetError, compile_object, levels, libraries_object, link_bytes, load_target,
-                                runtime_object)
+    from alphac.targets import TargetError, levels, libraries_object, link_bytes, load_target, runtime_object
+    from alphac.targets.llvm import compile_kept
     from alphac.targets.runtime import SANITIZE, data_object
 
     the_target = levels.at_level(load_target(target), cpu)
@@ -274,7 +276,8 @@ def build(plan: "Plan", role: str, target: str, out_dir: "str | os.PathLike",
     _check_evidence(plan)
     the_image = image(plan, role, target, cpu)
     meta = metadata_for(plan, role, target, the_target.triple, levels.record(the_target))
-    obj = compile_object(kernel_module(the_image), the_target)
+    kernel_key = hashlib.sha256(pickle.dumps([getattr(the_image, f) for f in KERNEL_FIELDS], protocol=5)).hexdigest()
+    obj = compile_kept(kernel_key, lambda: kernel_module(the_image), the_target)
     runtime = runtime_object(target, pic=shared, sanitize=sanitize, faults=faults)
     libraries = libraries_object(the_target, runtime)
     out = Path(out_dir)

@@ -29,7 +29,7 @@ BUDGETS = {
 # Over the budget today: the ceiling each may not pass on the way down.
 CEILINGS = {
     "C runtime": 6002,  # 5,886 before its state was split into per-concern headers and the fused receives became ops
-    "code generator": 3032,  # 2,872 before the contribution's lanes kernel (codegen/lanes.py)
+    "code generator": 3031,  # 2,872 before the contribution's lanes kernel (codegen/lanes.py)
 }
 FILE_CEILINGS = {
     "alphac/check/programs.py": 826,

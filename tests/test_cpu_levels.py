@@ -276,6 +276,7 @@ def test_the_same_level_and_machine_build_the_same_bytes(tmp_path, monkeypatch):
     for name, cpu in (("a", "host"), ("b", "host"), ("c", "x86-64-v4")):
         objects = tmp_path / f"objects-{name}"  # the kernels are compiled each time
         monkeypatch.setattr(llvm, "_objects_dir", lambda: objects)
+        monkeypatch.setattr(llvm, "_OBJECTS", {})  # (nor kept by this process)
         built.append(driver.build(plan, "worker", "x86_64", tmp_path / name, cpu=cpu).read_bytes())
         assert len(list(objects.glob("*.o"))) == 1
     a, b, c = built

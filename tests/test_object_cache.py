@@ -29,6 +29,7 @@ def test_roles_with_the_same_kernels_compile_once(tmp_path, monkeypatch):
     """The kernel module holds nothing of the role: the demo's coordinator and worker (the
     same learner) build from one object, while their executables differ (image, record)."""
     monkeypatch.setenv("ALPHAC_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(llvm, "_OBJECTS", {})  # (nor kept by this process)
     plan = driver.plan(driver.deployment(str(SPEC.with_name("demo.alpha"))))
     texts = {role: str(kernel_module(driver.image(plan, role, "x86_64", "baseline")))
              for role in ("coordinator", "worker")}
@@ -124,3 +125,32 @@ def test_an_unwritable_store_links_every_time(tmp_path, monkeypatch):
     backend = native.NativeBackend(X86)
     exe = native.stored_link(backend, [_main_object(tmp_path, 3)], tmp_path / "exe")
     assert subprocess.run([str(exe)]).returncode == 3 and blocked.read_text() == "not a directory"
+
+
+def test_the_kernel_module_reads_only_its_kernel_fields_of_the_image():
+    """A process keeps one kernel module per KERNEL_FIELDS of the image (targets/llvm.py
+    compile_kept), so kernel_module must read nothing else of it."""
+    import inspect
+    import re
+
+    from alphac.codegen import module
+
+    read = set(re.findall(r"\bimage\.(\w+)", inspect.getsource(module.kernel_module)))
+    assert read == set(module.KERNEL_FIELDS)
+
+
+def test_a_process_generates_a_deployment_s_kernels_once(tmp_path, monkeypatch):
+    """Two roles, and the same role again, on two targets: one kernel module generated, one
+    object compiled per target, in this process."""
+    from alphac.codegen import module
+
+    monkeypatch.setattr(llvm, "_MODULES", {})
+    monkeypatch.setattr(llvm, "_OBJECTS", {})
+    made = []
+    real = module.kernel_module
+    monkeypatch.setattr(module, "kernel_module", lambda image: made.append(image) or real(image))
+    plan = driver.plan(driver.deployment(str(SPEC)))
+    for role, target in (("worker", "x86_64"), ("coordinator", "x86_64"), ("worker", "x86_64"),
+                         ("worker", "aarch64")):
+        driver.build(plan, role, target, tmp_path / f"{role}-{target}")
+    assert len(made) == 1 and len(llvm._OBJECTS) == 2

@@ -2,13 +2,10 @@
 (the owned update kernel for a partitioned learner) and the arithmetic between them
 (arith.py). The image's own bytes and the `.alphac` metadata record are linked in as data
 (alphac.targets.runtime.data_object, symbols IMAGE and METADATA), so the module holds
-nothing of the role: roles with the same kernels compile to one cached object.
-
-    kernel_module(image) -> ir.Module
-
-Symbols the runtime links against: alphac_contribution, alphac_update (and their
-`_labels`), alphac_contribution_lanes and its `_width` (lanes.py), alphac_update_owner
-(partitioned learners), the arith kernels. For an independent-state learner (docs/learners.md)
+nothing of the role: images alike in KERNEL_FIELDS have one module and one cached object.
+`kernel_module(image) -> ir.Module`. Symbols the runtime links against: alphac_contribution,
+alphac_update (and their `_labels`), alphac_contribution_lanes and its `_width` (lanes.py),
+alphac_update_owner (partitioned learners), the arith kernels. For an independent-state learner (docs/learners.md)
 alphac_contribution is its rule, the program run once per input over (region, pair, scale),
 and alphac_update the empty update program, which its protocol never runs.
 """
@@ -27,6 +24,8 @@ CONTRIBUTION = "alphac_contribution"
 UPDATE = "alphac_update"
 IMAGE = "alphac_image"
 METADATA = "alphac_metadata"
+KERNEL_FIELDS = ("k", "s", "m", "region", "fmt", "owned", "n", "partitioning", "update_layout", "contribution",
+                 "update")  # what kernel_module reads of the image
 
 
 def kernel_module(image) -> ir.Module:

@@ -53,12 +53,14 @@ def machine_for(target: Target) -> llvm.TargetMachine:
     return target_machine(target.triple, target.cpu, target.features)
 
 
-def prepare(module: ir.Module, target: Target, tm: llvm.TargetMachine | None = None) -> llvm.ModuleRef:
-    """Stamp `module` with the target's triple and data layout, parse, verify, run O2."""
+def prepare(module: ir.Module, target: Target, tm: llvm.TargetMachine | None = None,
+            text: str | None = None) -> llvm.ModuleRef:
+    """Stamp `module` with the target's triple and data layout, parse, verify, run O2
+    (`text`: the stamped module's text, where the caller has it already)."""
     tm = tm or machine_for(target)
     module.triple = target.triple
     module.data_layout = str(tm.target_data)
-    ref = llvm.parse_assembly(str(module))
+    ref = llvm.parse_assembly(text if text is not None else str(module))
     ref.verify()
     pto = llvm.create_pipeline_tuning_options(2)
     pb = llvm.create_pass_builder(tm, pto)
@@ -79,17 +81,46 @@ def compile_object(module: ir.Module, target: Target) -> bytes:
     tm = machine_for(target)
     module.triple = target.triple
     module.data_layout = str(tm.target_data)
+    text = str(module)  # (a large module's text takes as long to make as to hash)
     key = hashlib.sha256("\0".join((
         llvm.__name__, ".".join(map(str, llvm.llvm_version_info)), llvmlite.__version__,
-        target.triple, target.cpu, target.features, "O2 pic default", str(module))).encode()).hexdigest()
+        target.triple, target.cpu, target.features, "O2 pic default", text)).encode()).hexdigest()
     path = _objects_dir() / f"{key[:40]}.o"
     try:
         return path.read_bytes()
     except OSError:
         pass
-    obj = tm.emit_object(prepare(module, target, tm))
+    obj = tm.emit_object(prepare(module, target, tm, text))
     store_kept(path, obj, OBJECTS_KEPT)
     return obj
+
+
+# What this process generated and compiled, kept (the newest KEPT of each): modules by key,
+# objects by key and target, so that the builds of one deployment's roles, targets and CPU
+# levels generate and compile their kernels once (a few ms to a few hundred each).
+_MODULES: dict = {}
+_OBJECTS: dict = {}
+_KEPT = 64
+_kept_lock = threading.Lock()
+
+
+def _kept(memo: dict, key, make):
+    if key not in memo:
+        if len(memo) >= _KEPT:
+            memo.pop(next(iter(memo)))
+        memo[key] = make()
+    return memo[key]
+
+
+def compile_kept(key: str, make, target: Target) -> bytes:
+    """The target's backend's compile_object(make()), where `key` names what make() returns:
+    the module is made once per key in this process, its object compiled once per key and
+    target."""
+    from alphac.targets import compile_object as backend_compile
+
+    with _kept_lock:  # (a compile stamps the shared module with its triple)
+        return _kept(_OBJECTS, (key, target.name, target.triple, target.cpu, target.features),
+                     lambda: backend_compile(_kept(_MODULES, key, make), target))
 
 
 def _objects_dir() -> Path:
