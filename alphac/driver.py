@@ -45,8 +45,8 @@ stages' errors (image, mutants, launch) carry a `code` and a one-line `message`.
 
 from __future__ import annotations
 
-import os
 import hashlib
+import os
 import pickle
 import shutil
 import time
