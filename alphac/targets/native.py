@@ -84,8 +84,11 @@ class NativeBackend:
             paths = [obj_path]
             for i, path in enumerate(extra):
                 paths.append(Path(tmp) / f"alphac-{i + 1}.o")
-                shutil.copyfile(path, paths[-1])
-            return stored_link(self, paths, Path(exe_path))
+                try:  # the linker reads the name, not where it points: no 6 MB copy per link
+                    os.symlink(Path(path).resolve(), paths[-1])
+                except OSError:
+                    shutil.copyfile(path, paths[-1])
+            return stored_link(self, paths, Path(exe_path), kept_inputs=len(extra))
 
     def build(self, module: ir.Module, exe_path: str | os.PathLike) -> Path:
         return self.link_bytes(self.compile_object(module), exe_path)
@@ -118,8 +121,16 @@ def _toolchain(driver: str) -> str:
     return "\n".join(parts)
 
 
-def _link_key(backend: NativeBackend, objects: list[Path]) -> str | None:
-    """The store's name for the link of `objects`; None where the inputs are too big to keep."""
+@functools.lru_cache(maxsize=256)
+def _kept_digest(identity: str) -> bytes:
+    """The sha256 of a linked file by its identity (path, size, modification time, inode):
+    the runtime's cached objects, read once per process instead of once per link."""
+    return hashlib.sha256(Path(identity.rsplit(":", 3)[0]).read_bytes()).digest()
+
+
+def _link_key(backend: NativeBackend, objects: list[Path], kept_inputs: int = 0) -> str | None:
+    """The store's name for the link of `objects`, the digests of whose last `kept_inputs`
+    are remembered by file identity; None where the inputs are too big to keep."""
     if sum(p.stat().st_size for p in objects) > STORE_MAX_BYTES:
         return None
     h = hashlib.sha256(b"alphac executable 1\0")
@@ -127,15 +138,17 @@ def _link_key(backend: NativeBackend, objects: list[Path]) -> str | None:
     h.update(b"\0" + _toolchain(backend.target.linker[0]).encode())
     for lib in backend.target.libs:
         h.update(b"\0" + file_identity(lib).encode())
-    for p in objects:
-        h.update(b"\0" + hashlib.sha256(p.read_bytes()).digest())
+    fresh = len(objects) - kept_inputs
+    for i, p in enumerate(objects):
+        h.update(b"\0" + (hashlib.sha256(p.read_bytes()).digest() if i < fresh
+                          else _kept_digest(file_identity(p.resolve()))))
     return h.hexdigest()
 
 
-def stored_link(backend: NativeBackend, objects: list[Path], exe: Path) -> Path:
+def stored_link(backend: NativeBackend, objects: list[Path], exe: Path, kept_inputs: int = 0) -> Path:
     """`backend.link(objects, exe)`, or the executable that link made before, copied from the
     store (and then the newest there). A store that cannot be read or written is passed by."""
-    key = _link_key(backend, objects) if backend.linker_available() else None
+    key = _link_key(backend, objects, kept_inputs) if backend.linker_available() else None
     kept = store_dir() / f"{key[:40]}.exe" if key else None
     if kept is not None:
         try:
