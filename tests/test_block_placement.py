@@ -279,3 +279,20 @@ def test_alphac_plan_names_the_placement_and_each_owners_words(tmp_path):
     assert owner3.endswith("; sends 5 words per update")
     out = CliRunner().invoke(main, ["plan", "--json", spec])
     assert [o["sent_words"] for o in json.loads(out.stdout)["per_owner"]][3] == 5
+
+
+# ------------------------------------------------------------------------ pipelined adds
+
+@pytest.mark.parametrize("transport", ["shm", "tcp"])
+def test_adds_pipelined_behind_frames_of_many_pieces_equal_the_oracle(transport):
+    """At 4 x 300,000 words each slice is 75,000 words, frames of several pieces: each
+    recv-add and combine of the reduce-scatter runs a piece at a time as far as the frame or
+    add it reads has written (rt_exchange), keyed over TCP (a MAC per piece) and over
+    shared memory; every owner equals the oracle."""
+    dep = dataclasses.replace(deployment(4, ir.Star(), k=300_000, kind="plain", form="loop",
+                                         placement=("x86_64",) * 4, name="lsq_plain_pipelined"),
+                              combine_placement=BLOCK_OWNERS, updates=2)
+    run = session.run("pipelined-block", dep, transport=transport, timeout_ms=60000)
+    report = compare(session.plan("pipelined-block", dep), run, evaluate(dep), dep.updates)
+    assert report.failures == (), "\n".join(report.failures) + "\n" + "\n".join(report.stderr.values())
+    assert report.match

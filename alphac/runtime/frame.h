@@ -61,16 +61,16 @@ struct xfer {
     uint64_t kind, version, step;
     uint64_t *buf;
     int64_t len;
-    const struct arrival *add;    /* receives: add the payload on arrival */
+    const struct arrival *add;    /* receives: add the payload on arrival; a local step: its add */
     int reuse;                    /* sends: reuse the payload hash of the register sent last */
-    int local;                    /* no frame: a step that runs once what it waits for is done */
-    int64_t after[2];             /* 1 + the index of an x of this exchange it waits for; 0: none */
+    int local;                    /* no frame: a combine of `add`, made as its operands are */
+    int64_t after[2];             /* 1 + the index of the x writing an operand of its add; 0: none */
     int (*then)(struct rt *rt, const struct xfer *x); /* once it is done (a local step: its work) */
     const int64_t *op;            /* then's op */
     /* progress */
     uint64_t head[HEADER_WORDS], trail[1 + TAG_WORDS];
     size_t done, total;
-    int64_t hashed, from;
+    int64_t hashed, from;         /* payload words hashed (a local step: sums made); sender */
     int hit, sealed, finished, checked;
     int expected;                 /* a hello: its sender is a peer still expected to connect */
     int tagged;                   /* keyed, over TCP: the frame carries a tag */

@@ -456,13 +456,12 @@ static int exchanged(struct rt *rt, const struct xfer *x) {
     const int64_t *op = x->op;
     int64_t kind = op[0], dst = op[2], a = op[3], b = op[4];
     if (kind != OP_COMBINE) TRY(check_count(rt, op, kind == OP_RECV ? dst : kind == OP_RECV_ADD_LEFT ? a : b));
-    return kind == OP_RECV ? RT_OK : op_combine(rt, dst, a, b, x->version, kind != OP_COMBINE);
+    return kind == OP_RECV ? RT_OK : op_combine(rt, dst, a, b, x->version, 1);
 }
 
-/* The `count` ops at `ops` (the block placement's reduce-scatter and gather), at once: its
-   sends and receives of sums, every frame in flight together (rt_exchange), so no owner
-   waits on another's turn; a recv-add adds its sums as the words arrive once the op that
-   writes its other operand is done, a combine runs once those of both operands are. */
+/* The `count` ops at `ops` (the block placement's reduce-scatter and gather) at once, every
+   frame in flight together (rt_exchange), so no owner waits on another's turn; each add runs
+   as far as the ops writing its operands have written them (pipelined). */
 static int op_exchange(struct rt *rt, const int64_t *ops, int64_t count, uint64_t v) {
     int rc;
     struct xfer *x = rt_alloc_words(rt, (int64_t)(((sizeof *x + sizeof(struct arrival)) * (size_t)count + 7) / 8), &rc);
@@ -472,15 +471,15 @@ static int op_exchange(struct rt *rt, const int64_t *ops, int64_t count, uint64_
         const int64_t *op = ops + j * OP_WORDS;
         int64_t kind = op[0], dst = op[2], a = op[3], b = op[4];
         int send = kind == OP_SEND, left = kind == OP_RECV_ADD_LEFT, added = left || kind == OP_RECV_ADD_RIGHT;
-        rc = !send && kind != OP_RECV && !added && kind != OP_COMBINE ? corrupt(rt, "exchanged kind", (long long)kind)
-                                                                       : check_op(rt, op, count - j);
+        int local = kind == OP_COMBINE; /* an add without a frame */
+        rc = !send && kind != OP_RECV && !added && !local ? corrupt(rt, "exchanged kind", (long long)kind)
+                                                          : check_op(rt, op, count - j);
         if (rc != RT_OK) break;
-        int64_t r = send ? a : added ? (left ? a : b) : dst, need[2] = {left ? -1 : a, left || kind == OP_COMBINE ? b : -1};
-        x[j] = (struct xfer){.peer = kind == OP_COMBINE ? -1 : op[1], .send = send, .kind = KIND_COMBINE, .version = v,
-                             .step = (uint64_t)op[5], .buf = reg(rt, r), .len = frame_len(rt, r),
-                             .reuse = send, .local = kind == OP_COMBINE, .then = send ? NULL : exchanged, .op = op};
-        if (added) adds[j] = (struct arrival){reg(rt, dst) + H, reg(rt, a) + H, reg(rt, b) + H, words(rt, dst) - 1, -1};
-        x[j].add = added ? &adds[j] : NULL;
+        int64_t r = send ? a : added ? (left ? a : b) : dst, need[2] = {left ? -1 : a, left || local ? b : -1};
+        if (added || local) adds[j] = (struct arrival){reg(rt, dst) + H, reg(rt, a) + H, reg(rt, b) + H, words(rt, dst) - 1, -1};
+        x[j] = (struct xfer){.peer = local ? -1 : op[1], .send = send, .kind = KIND_COMBINE, .version = v, .op = op,
+                             .step = (uint64_t)op[5], .buf = reg(rt, r), .len = frame_len(rt, r), .reuse = send,
+                             .local = local, .add = added || local ? &adds[j] : NULL, .then = send ? NULL : exchanged};
         for (int64_t i = 0; i < j && !send && kind != OP_RECV; i++) /* the ops writing its operands */
             for (int s = 0; s < 2; s++)
                 if (ops[i * OP_WORDS] != OP_SEND && ops[i * OP_WORDS + 2] == need[s]) x[j].after[s] = i + 1;

@@ -64,14 +64,30 @@ static void start(struct rt *rt, struct xfer *x) {
         hash_ahead(rt, x); /* the first chunk (a short payload whole) goes with the header */
 }
 
-/* A frame before another one to or from the same peer in the same direction waits; so
-   does an x until the ones it waits for are done. */
+/* A frame before another one to or from the same peer in the same direction waits. */
 static int blocked(const struct xfer *x, int64_t i) {
-    for (int s = 0; s < 2; s++)
-        if (x[i].after[s] && !x[x[i].after[s] - 1].finished) return 1;
     for (int64_t j = 0; j < i; j++)
         if (!x[j].finished && x[j].send == x[i].send && x[j].peer == x[i].peer && x[i].peer >= 0) return 1;
     return 0;
+}
+
+/* The leading words of its operands an add of x[i] may read now: as many as the x's writing
+   them have (hashed), all once they are done; so chained adds run pipelined behind them. */
+static int64_t ready(const struct xfer *x, int64_t i) {
+    int64_t n = INT64_MAX;
+    for (int s = 0; s < 2; s++) {
+        const struct xfer *d = x[i].after[s] ? &x[x[i].after[s] - 1] : NULL;
+        if (d && !d->finished && d->hashed < n) n = d->hashed;
+    }
+    return n;
+}
+
+/* The bytes of x[i]'s frame it may take now: until what it waits for is done, only the
+   header and the sums it can add (never its count or trailer: it ends after them). */
+static size_t limit(const struct xfer *x, int64_t i) {
+    int64_t n = ready(x, i);
+    size_t cap = n == INT64_MAX || !x[i].add ? x[i].total : (size_t)(H + (n < x[i].add->words ? n : x[i].add->words)) * 8;
+    return cap < x[i].total ? cap : x[i].total;
 }
 
 /* -- sending ------------------------------------------------------------------------------ */
@@ -214,10 +230,11 @@ static int arrived(struct rt *rt, struct xfer *x, const unsigned char *at, size_
     return RT_OK;
 }
 
-static int step_recv(struct rt *rt, struct xfer *x, int *moved) {
-    size_t want = x->total - x->done;
+static int step_recv(struct rt *rt, struct xfer *x, size_t upto, int *moved) {
+    size_t want = upto - x->done;
     struct link *l = link_of(rt, x);
     *moved = 0;
+    if (want == 0) return RT_OK;
     if (l) {
         const unsigned char *at;
         size_t n = rt_ring_peek(l, &at);
@@ -236,6 +253,20 @@ static int step_recv(struct rt *rt, struct xfer *x, int *moved) {
     }
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return RT_OK;
     return rt_io_failed(rt, r, who(x), verb(x));
+}
+
+/* A combine in the exchange: its sums a chunk at a time, as far as its operands are
+   written (the exchange's flag gathers what adds saw); done once all are and they are. */
+static void step_local(struct rt *rt, struct xfer *x, int64_t i, int *moved) {
+    const struct arrival *add = x[i].add;
+    int64_t n = ready(x, i), lo = x[i].hashed, hi = n < add->words ? n : add->words;
+    if (hi > lo + SEND_CHUNK_WORDS) hi = lo + SEND_CHUNK_WORDS;
+    if (hi > lo) {
+        rt->added_bad |= (int)alphac_add_range(add->dst, add->a, add->b, lo, hi);
+        x[i].hashed = hi;
+        *moved = 1;
+    }
+    if (x[i].hashed == add->words && n == INT64_MAX) x[i].finished = *moved = 1;
 }
 
 /* -- waiting ------------------------------------------------------------------------------ */
@@ -261,7 +292,7 @@ static int wait_any(struct rt *rt, struct xfer *x, int64_t count) {
     int64_t peers[count];
     int nf = 0, nl = 0, first = -1;
     for (int64_t i = 0; i < count; i++) {
-        if (x[i].finished || x[i].local || blocked(x, i)) continue;
+        if (x[i].finished || x[i].local || blocked(x, i) || (!x[i].send && x[i].done >= limit(x, i))) continue;
         if (first < 0) first = (int)i;
         struct link *l = link_of(rt, &x[i]);
         if (l) {
@@ -310,8 +341,8 @@ int rt_exchange(struct rt *rt, struct xfer *x, int64_t count) {
         for (int64_t i = 0; i < count; i++) {
             if (x[i].finished || blocked(x, i)) continue;
             int m = 0;
-            if (x[i].local) x[i].finished = m = 1;
-            else TRY(x[i].send ? step_send(rt, &x[i], &m) : step_recv(rt, &x[i], &m));
+            if (x[i].local) step_local(rt, x, i, &m);
+            else TRY(x[i].send ? step_send(rt, &x[i], &m) : step_recv(rt, &x[i], limit(x, i), &m));
             if (x[i].finished && x[i].then) TRY(x[i].then(rt, &x[i]));
             moved |= m;
             pending |= !x[i].finished;
