@@ -88,6 +88,15 @@ MAX_TIMEOUT_MS = 2**31 - 1
 # exit statuses of an executable
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
 
+# An executable's options (its getopt table, generated: alphac.image.cheader), each with
+# whether it takes a value; its --help names every one (tests/runtime/test_rt_peers.py).
+OPTIONS = (("owner", True), ("peers", True), ("out", True), ("updates", True), ("timeout-ms", True),
+           ("key", True), ("listen-any", False), ("insecure", False), ("checkpoint-dir", True),
+           ("resume", True), ("checkpoint-key", True), ("new-contract", False), ("run-id", True),
+           ("stats", True), ("connections", True), ("status-fd", True), ("gpu", True), ("help", False),
+           ("version", False), ("base-port", True), ("nodelist", True), ("hostfile", True),
+           ("out-dir", True))
+
 # An owner's output file in a run directory: the launcher's, the emitted Slurm and mpirun
 # files' (`--out-dir DIR` of the executables) and `alphac verify`'s name for owner I.
 OUTPUT_NAME = "owner-{owner}.out"

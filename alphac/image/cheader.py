@@ -85,6 +85,11 @@ def runtime_header() -> str:
     out.append(f'#define ENV_SLURM_NODELIST "{wire.SLURM_NODELIST}"')
     out.append(f'#define ENV_SLURM_TASKS_PER_NODE "{wire.SLURM_TASKS_PER_NODE}"')
     define("MAX_HOSTS", wire.MAX_HOSTS)
+    for i, (name, _) in enumerate(wire.OPTIONS):
+        define(f"O_{_c(name)}", i + 1)
+    out.append("#define RT_OPTIONS " + " ".join(
+        f'{{"{name}", {"required_argument" if value else "no_argument"}, NULL, O_{_c(name)}}},'
+        for name, value in wire.OPTIONS))
     out.append("")
     define("OP_WORDS", OP_WORDS)
     define("NO_EXPECT", NO_EXPECT, u64=True)

@@ -34,38 +34,8 @@ static int parse_num(struct rt *rt, const char *text, const char *flag, int64_t 
     return RT_OK;
 }
 
-enum {
-    O_OWNER = 1, O_PEERS, O_OUT, O_UPDATES, O_TIMEOUT, O_KEY, O_LISTEN_ANY, O_CKPT_DIR, O_RESUME,
-    O_NEW_CONTRACT, O_RUN_ID, O_STATS, O_CONNECTIONS, O_STATUS_FD, O_HELP, O_VERSION, O_BASE_PORT,
-    O_NODELIST, O_HOSTFILE, O_OUT_DIR, O_GPU, O_INSECURE, O_CKPT_KEY
-};
-
-static const struct option options[] = {
-    {"owner", required_argument, NULL, O_OWNER},
-    {"peers", required_argument, NULL, O_PEERS},
-    {"out", required_argument, NULL, O_OUT},
-    {"updates", required_argument, NULL, O_UPDATES},
-    {"timeout-ms", required_argument, NULL, O_TIMEOUT},
-    {"key", required_argument, NULL, O_KEY},
-    {"listen-any", no_argument, NULL, O_LISTEN_ANY},
-    {"insecure", no_argument, NULL, O_INSECURE},
-    {"checkpoint-dir", required_argument, NULL, O_CKPT_DIR},
-    {"resume", required_argument, NULL, O_RESUME},
-    {"checkpoint-key", required_argument, NULL, O_CKPT_KEY},
-    {"new-contract", no_argument, NULL, O_NEW_CONTRACT},
-    {"run-id", required_argument, NULL, O_RUN_ID},
-    {"stats", required_argument, NULL, O_STATS},
-    {"connections", required_argument, NULL, O_CONNECTIONS},
-    {"status-fd", required_argument, NULL, O_STATUS_FD},
-    {"gpu", required_argument, NULL, O_GPU},
-    {"help", no_argument, NULL, O_HELP},
-    {"version", no_argument, NULL, O_VERSION},
-    {"base-port", required_argument, NULL, O_BASE_PORT},
-    {"nodelist", required_argument, NULL, O_NODELIST},
-    {"hostfile", required_argument, NULL, O_HOSTFILE},
-    {"out-dir", required_argument, NULL, O_OUT_DIR},
-    {NULL, 0, NULL, 0},
-};
+/* the options and their O_ codes: alphac/wire.py OPTIONS */
+static const struct option options[] = {RT_OPTIONS {NULL, 0, NULL, 0}};
 
 int rt_parse_args(struct rt *rt, int argc, char **argv) {
     int c, seen_owner = 0;
@@ -81,7 +51,7 @@ int rt_parse_args(struct rt *rt, int argc, char **argv) {
         case O_PEERS: rt->net.peers_path = optarg; break;
         case O_OUT: rt->pub.out_path = optarg; break;
         case O_UPDATES: TRY(parse_num(rt, optarg, "--updates", &rt->updates)); break;
-        case O_TIMEOUT:
+        case O_TIMEOUT_MS:
             TRY(parse_num(rt, optarg, "--timeout-ms", &rt->net.timeout_ms));
             /* bounded so that deadlines and poll(2)'s int timeout cannot overflow */
             if (rt->net.timeout_ms < 1 || rt->net.timeout_ms > MAX_TIMEOUT_MS)
@@ -90,9 +60,9 @@ int rt_parse_args(struct rt *rt, int argc, char **argv) {
         case O_KEY: rt->auth.key_path = optarg; break;
         case O_LISTEN_ANY: rt->net.listen_any = 1; break;
         case O_INSECURE: rt->auth.insecure = 1; break;
-        case O_CKPT_DIR: rt->ck.dir = optarg; break;
+        case O_CHECKPOINT_DIR: rt->ck.dir = optarg; break;
         case O_RESUME: rt->ck.resume = optarg; break;
-        case O_CKPT_KEY: rt->ck.key_path = optarg; break;
+        case O_CHECKPOINT_KEY: rt->ck.key_path = optarg; break;
         case O_NEW_CONTRACT: rt->ck.resume_mode = 2; break;
         case O_RUN_ID: { /* hex digits only: strtoull would take a sign, blanks and 0x as well */
             size_t digits = strspn(optarg, "0123456789abcdefABCDEF");

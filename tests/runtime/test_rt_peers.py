@@ -4,9 +4,15 @@ in-process (owner 1 of a star talks to owner 0 only)."""
 from __future__ import annotations
 
 import ctypes
+import re
 import socket
+from pathlib import Path
 
 import pytest
+
+from alphac import wire
+
+SPECS = Path(__file__).resolve().parents[2] / "specs"
 
 
 def _endpoint(rtlib, text: str):
@@ -122,6 +128,30 @@ def test_options_with_or_without_equals(rtlib, argv):
 def test_bad_command_lines_are_usage_errors(rtlib, argv, message):
     rt = rtlib.new()
     assert rtlib.result(rt, rtlib.parse(rt, *argv)) == ("usage", message)
+
+
+@pytest.mark.parametrize("name, value", wire.OPTIONS)
+def test_every_option_of_the_table_is_parsed_with_its_value_rule(rtlib, name, value):
+    """The getopt table is generated from alphac/wire.py OPTIONS: an option that takes a
+    value refuses to go without one; one that takes none refuses one given with '='."""
+    rt = rtlib.new()
+    if value:
+        assert rtlib.result(rt, rtlib.parse(rt, f"--{name}")) == (
+            "usage", f"'--{name}' is an option with a value (try --help)")
+    else:
+        assert rtlib.result(rt, rtlib.parse(rt, f"--{name}=1")) == (
+            "usage", f"unknown option '--{name}=1' (try --help)")
+
+
+@pytest.mark.parametrize("target", ["x86_64", "sm86"])
+def test_the_usage_names_exactly_the_options_of_the_table(target):
+    """--help names every option of the table and no other (--gpu: SM86 executables only)."""
+    from alphac import driver
+    from alphac.image.image import usage_text
+
+    p = driver.plan(driver.deployment(str(SPECS / "demo.alpha")))
+    named = set(re.findall(r"--([a-z][a-z-]*)", usage_text(p, "worker", target, (1,))))
+    assert named == {n for n, _ in wire.OPTIONS} - ({"gpu"} if target != "sm86" else set())
 
 
 @pytest.mark.parametrize("flag,start", [("--help", "usage: EXE --owner I --peers FILE --out PATH"),
