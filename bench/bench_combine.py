@@ -23,7 +23,10 @@ torch.distributed gloo all_reduce (bench/peer_gloo.py) and Open MPI Allreduce th
 mpi4py, over shared memory (`--mca btl self,vader`) and over loopback TCP
 (`--mca btl self,tcp`) (bench/peer_mpi.py); each round runs every peer once per owner
 count, its figure the median of a few repetitions of back-to-back calls, the slowest
-rank's. A peer that is not installed is printed as such. Each peer's line gives
+rank's. A peer that is not installed is printed as such. Beside them, the bench learner
+itself as plain C over loopback TCP in the star's schedule and in the block placement's
+(bench/plain_schedule.c: the same order of additions, no frames, checks or tags; owner 0's
+final words checked against the oracle's), ms per update. Each peer's line gives
 alphac/peer for every alphac variant. The peers sum in an order of their own choosing
 (unordered, and different across world sizes); alphac's update does the declared combine
 plus the contribution and update kernels, so alphac/peer overstates what the combine alone
@@ -312,7 +315,60 @@ class Peer:
         return {int(w): statistics.median(ts) for w, ts in got["seconds"].items()}
 
 
+@dataclass(frozen=True)
+class PlainC:
+    """The bench learner as plain C over loopback TCP, one schedule of the same order
+    (bench/plain_schedule.c: the star, or the ordered reduce-scatter and gather), with
+    nothing alphac adds; owner 0's final words checked against the oracle's."""
+
+    name: str
+    label: str
+    schedule: str
+
+    def missing(self, python: str) -> str | None:
+        return None if _plain_exe() else "no C compiler (cc)"
+
+    def run(self, python: str, owners: int, words: list[int], reps: int) -> dict[int, float] | str:
+        """{words: median seconds per update over `reps` starts}, or why it failed."""
+        from alphac.oracle import evaluate
+
+        out: dict[int, float] = {}
+        for k in words:
+            updates, got = updates_for(k, None), []
+            with tempfile.TemporaryDirectory(prefix="alphac-plain-") as tmp:
+                final = Path(tmp) / "w"
+                for _ in range(reps):
+                    done = subprocess.run([_plain_exe(), self.schedule, str(owners), str(k), str(updates),
+                                           str(final)], capture_output=True, text=True, timeout=600)
+                    if done.returncode != 0:
+                        return f"failed: {done.stderr.strip() or done.returncode}"
+                    got.append(float(done.stdout.split()[0]) / updates)
+                words_out = tuple(int(w) for w in np.frombuffer(final.read_bytes(), dtype=np.uint64))
+            at = (f"plain-{owners}-{k}", updates + 1)
+            if at not in _EXPECTED:
+                _EXPECTED[at] = evaluate(deployment(k, owners, N.Star()), updates + 1).params
+            if words_out != _EXPECTED[at]:
+                return "MISMATCH: owner 0's final words are not the oracle's"
+            out[k] = statistics.median(got)
+        return out
+
+
+_PLAIN: list[str] = []
+
+
+def _plain_exe() -> str:
+    """bench/plain_schedule.c compiled once per run (-O2, no contraction), or ''."""
+    if not _PLAIN:
+        exe = Path(tempfile.mkdtemp(prefix="alphac-plain-")) / "plain_schedule"
+        done = subprocess.run(["cc", "-O2", "-ffp-contract=off", "-o", str(exe),
+                               str(ROOT / "bench" / "plain_schedule.c")], capture_output=True)
+        _PLAIN.append(str(exe) if done.returncode == 0 else "")
+    return _PLAIN[0]
+
+
 PEERS = {
+    "plain-star": PlainC("plain-star", "plain C star, tcp", "star"),
+    "plain-rs": PlainC("plain-rs", "plain C reduce-scatter, tcp", "rs"),
     "gloo": Peer("gloo", "gloo all_reduce", "torch.distributed"),
     "mpi-shm": Peer("mpi-shm", "Open MPI Allreduce, shared memory", "mpi4py.MPI", "self,vader"),
     "mpi-tcp": Peer("mpi-tcp", "Open MPI Allreduce, TCP", "mpi4py.MPI", "self,tcp"),
@@ -403,7 +459,8 @@ def report(n: int, k: int, group: list[Case], repeat: int, chosen: list[Peer],
             continue
         sec = statistics.median(got)
         ratios = "; ".join(f"{label} {wall / sec:.2f}" for label, wall in per.items())
-        print(f"  {p.label:<37} {sec * 1e3:8.2f} ms/call (median of {repeat} rounds)   "
+        unit = "update, bit-identical to the oracle" if isinstance(p, PlainC) else "call"
+        print(f"  {p.label:<37} {sec * 1e3:8.2f} ms/{unit} (median of {repeat} rounds)   "
               f"alphac/peer: {ratios}")
 
 
