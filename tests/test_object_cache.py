@@ -28,7 +28,8 @@ def _objects(cache: Path) -> list[Path]:
 def test_roles_with_the_same_kernels_compile_once(tmp_path, monkeypatch):
     """The kernel module holds nothing of the role: the demo's coordinator and worker (the
     same learner) build from one object, while their executables differ (image, record)."""
-    monkeypatch.setenv("ALPHAC_CACHE", str(tmp_path / "cache"))
+    # an empty directory of kernel objects (the runtime's objects from the cache as they are)
+    monkeypatch.setattr(llvm, "_objects_dir", lambda: tmp_path / "cache" / "objects")
     monkeypatch.setattr(llvm, "_OBJECTS", {})  # (nor kept by this process)
     plan = driver.plan(driver.deployment(str(SPEC.with_name("demo.alpha"))))
     texts = {role: str(kernel_module(driver.image(plan, role, "x86_64", "baseline")))

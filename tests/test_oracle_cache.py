@@ -18,8 +18,9 @@ SPEC = Path(__file__).resolve().parents[1] / "specs" / "lsq_plain_star.alpha"
 
 @pytest.fixture
 def counted(monkeypatch, tmp_path):
-    """An empty cache directory, and the oracle's evaluations counted."""
-    monkeypatch.setenv("ALPHAC_CACHE", str(tmp_path / "cache"))
+    """An empty directory of kept results (the rest of the cache, the runtime's objects,
+    as it is), and the oracle's evaluations counted."""
+    monkeypatch.setattr(oracle_cache, "directory", lambda: tmp_path / "cache" / "oracle-results")
     calls = []
     real = driver.oracle
 
