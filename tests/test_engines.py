@@ -58,7 +58,7 @@ def _matched(dep, plan, run_dir: Path) -> None:
 @_needs("mpirun", "qemu-aarch64")
 def test_mpirun_runs_a_mixed_deployment_from_the_emitted_script_and_verify_matches(tmp_path):
     dep, plan = _demo()
-    done = emit(plan, "mpirun", tmp_path / "out", base_port=free_ports(1)[0])
+    done = emit(plan, "mpirun", tmp_path / "out", base_port=free_ports(dep.owners, contiguous=True)[0])
     run_dir = tmp_path / "run"
     env = {**os.environ, "ALPHAC_RUN_DIR": str(run_dir)}
     t0 = time.monotonic()
@@ -74,7 +74,7 @@ def test_mpirun_runs_a_mixed_deployment_from_the_emitted_script_and_verify_match
 @_needs("mpirun", "qemu-aarch64")
 def test_mpirun_owners_given_a_key_of_their_own_use_it(tmp_path):
     dep, plan = _demo()
-    done = emit(plan, "mpirun", tmp_path / "out", base_port=free_ports(1)[0])
+    done = emit(plan, "mpirun", tmp_path / "out", base_port=free_ports(dep.owners, contiguous=True)[0])
     key = tmp_path / "my.key"
     key.write_bytes(bytes(range(40)))
     run_dir = tmp_path / "run"
@@ -214,7 +214,7 @@ def slurm(tmp_path):
 @_needs("qemu-aarch64")
 def test_slurm_runs_the_emitted_batch_script_and_verify_matches(slurm, tmp_path):
     dep, plan = _demo()
-    done = emit(plan, "slurm", tmp_path / "out", base_port=free_ports(1)[0])
+    done = emit(plan, "slurm", tmp_path / "out", base_port=free_ports(dep.owners, contiguous=True)[0])
     run_dir = tmp_path / "run"
     state, code = slurm.run_job(done.files[1], {"ALPHAC_RUN_DIR": str(run_dir)})
     log = "\n".join(p.read_text() for p in (tmp_path / "out" / "runs").glob("slurm-*.out"))

@@ -156,3 +156,21 @@ run_owners(cmds, 60, {str(tmp_path / 'log')!r})
     assert p.wait(timeout=10) != 0
     time.sleep(0.2)
     assert [k for k in kids if _alive(k)] == []
+
+
+def test_free_ports_lie_below_the_ephemeral_range_and_bind():
+    """Ports the kernel hands to outgoing connections never collide with an owner's: the
+    ports are drawn below that range, distinct, free; contiguous ones are consecutive."""
+    import socket
+
+    from alphac.launch import ports
+
+    floor = ports._ephemeral_floor()
+    for contiguous in (False, True):
+        got = free_ports(6, contiguous=contiguous)
+        assert len(set(got)) == 6 and all(ports.FLOOR <= p < floor for p in got)
+        if contiguous:
+            assert got == list(range(got[0], got[0] + 6))
+        for p in got:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind(("127.0.0.1", p))

@@ -1,6 +1,6 @@
 """Starting owner processes on 127.0.0.1 and never leaving one behind.
 
-Owns: free loopback ports, the peers file (with the transport the owners may use), the
+Owns: the peers file (its ports: alphac.launch.ports) (with the transport the owners may use), the
 command line of each owner (with the target's runner, e.g. `qemu-aarch64`, in front) and
 its environment, one process group per owner, the overall deadline, and cleanup (kill and
 reap every child, then remove any shared-memory segment a killed owner had not unlinked
@@ -14,7 +14,6 @@ import contextlib
 import ctypes
 import os
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -23,21 +22,7 @@ from pathlib import Path
 from typing import Sequence
 
 from alphac import wire
-
-
-def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
-    """n distinct ports the kernel reports free now. All sockets are held open together
-    so the kernel cannot hand the same port out twice."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((host, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+from alphac.launch.ports import free_ports  # noqa: F401 (the launcher's and tests' name for it)
 
 
 TRANSPORT_ENV = "ALPHAC_TRANSPORT"
