@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=120.0, help="launch deadline in seconds")
     args = ap.parse_args(argv)
 
-    from alphac.launch.runner import interrupt_signal, interrupt_status, interruptible
+    from alphac.launch.interrupts import interrupt_signal, interrupt_status, interruptible
 
     # Ctrl-C, SIGTERM and SIGHUP: every owner is stopped first, exit 128 + the signal (a
     # build's compiler gets SIGTERM too when this is the process's command line)

@@ -174,3 +174,27 @@ def test_free_ports_lie_below_the_ephemeral_range_and_bind():
         for p in got:
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
                 s.bind(("127.0.0.1", p))
+
+
+def test_an_earlier_launch_s_interrupt_does_not_stop_a_later_oracle():
+    """The oracle beside the owners stops once its own command is interrupted, not because
+    an earlier one in the same process was (a library caller that goes on after catching
+    `Interrupted`, or the next test in a test process)."""
+    import os
+    import signal as sig
+
+    from alphac.launch.interrupts import Interrupted, interruptible
+    from alphac.launch.launcher import OracleProgress
+
+    with pytest.raises(Interrupted):
+        with interruptible():
+            os.kill(os.getpid(), sig.SIGINT)
+            time.sleep(5)
+    later = OracleProgress(0, 3)
+    later.tick(0)  # not stopped: nothing has interrupted it
+    with pytest.raises(Interrupted):
+        with interruptible() as st:
+            inside = OracleProgress(0, 3)
+            with pytest.raises(Interrupted):
+                st.handler(sig.SIGTERM, None)  # this command's interrupt ...
+            inside.tick(1)  # ... stops its oracle at the next step

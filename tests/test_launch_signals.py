@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from alphac.launch.cache import deps_path
-from alphac.launch.runner import (Interrupted, die_with_parent, interrupt_status,
-                                  interruptible)
+from alphac.launch.interrupts import Interrupted, interrupt_status, interruptible
+from alphac.launch.runner import die_with_parent
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "specs/lsq_plain_hierarchy.alpha"  # four owners, x86-64 and AArch64
@@ -515,17 +515,17 @@ time.sleep(60)
 
 
 def test_the_descendants_are_found_by_the_children_files_and_by_the_scan_alike():
-    from alphac.launch import runner
+    from alphac.launch import interrupts
 
     kids = [subprocess.Popen([sys.executable, "-c", "import time, subprocess, sys; "
                               "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']); "
                               "time.sleep(30)"]) for _ in range(2)]
     try:
-        assert _wait_for(lambda: len(runner._descendants()) == 4, 10), runner._descendants()
-        assert sorted(runner._descendants()) == sorted(runner._descendants_by_scan())
-        assert {k.pid for k in kids} <= set(runner._descendants())
+        assert _wait_for(lambda: len(interrupts._descendants()) == 4, 10), interrupts._descendants()
+        assert sorted(interrupts._descendants()) == sorted(interrupts._descendants_by_scan())
+        assert {k.pid for k in kids} <= set(interrupts._descendants())
     finally:
-        for pid in reversed(runner._descendants()):  # grandchildren first
+        for pid in reversed(interrupts._descendants()):  # grandchildren first
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
         for k in kids:

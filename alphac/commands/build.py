@@ -56,7 +56,7 @@ def command(spec: str, role: str | None, target: str | None, build_all: bool, ou
     """Compile SPEC into native executables, one per role and target; one already in DIR
     for the same plan, CPU level, compiler and input files is reported up to date and
     left as it is (--force builds it again)."""
-    from alphac.launch.runner import interruptible
+    from alphac.launch.interrupts import interruptible
 
     # this process is the command: a compiler it started gets SIGTERM too (see run)
     with interruptible(forward=True):
@@ -111,7 +111,7 @@ def run(spec: str, role: str | None, target: str | None, build_all: bool, out_di
         force: bool = False) -> int:
     """The build with its exit status; SIGINT, SIGTERM and SIGHUP are handled like Ctrl-C
     from the first step to the last, and the previous handlers restored afterwards."""
-    from alphac.launch.runner import Interrupted, interruptible
+    from alphac.launch.interrupts import Interrupted, interruptible
 
     with interruptible() as interrupts:
         try:

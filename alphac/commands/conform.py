@@ -45,7 +45,7 @@ def command(count: int, seed: int, jobs: int | None, functions: tuple[str, ...],
             cpu: str, store: str | None, table_file: str | None, quiet: bool, as_json: bool) -> None:
     """Measure the elementary-function kernels against the real functions; store the evidence."""
     from alphac.commands.report import interrupted
-    from alphac.launch.runner import interruptible
+    from alphac.launch.interrupts import interruptible
 
     if target is not None and cpu != "baseline":
         raise click.UsageError("--cpu applies to the JIT-compiled kernels; --target builds "

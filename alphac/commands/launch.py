@@ -107,7 +107,7 @@ def command(spec: str, rounds: int | None, deployment: str | None, as_json: bool
     --emit, write the files Slurm or mpirun runs them from."""
     from alphac.launch.launcher import leave
     from alphac.launch.progress import Progress
-    from alphac.launch.runner import interruptible
+    from alphac.launch.interrupts import interruptible
 
     if new_contract and resume is None:
         error("usage", "--new-contract goes with --resume PATH")
@@ -243,7 +243,7 @@ def load(spec: str, name: str | None = None):
 def run(spec: str, rounds: int | None, as_json: bool, out_dir: str, timeout: float, **options) -> int:
     """The launch with its exit status; SIGINT, SIGTERM and SIGHUP are handled like Ctrl-C
     from the first step to the last, and the previous handlers restored afterwards."""
-    from alphac.launch.runner import Interrupted, bounded, doing, interruptible
+    from alphac.launch.interrupts import Interrupted, bounded, doing, interruptible
 
     stopped = "; every owner was stopped"
     with interruptible() as interrupts:

@@ -139,11 +139,11 @@ def run(spec: str, rounds: int | None, as_json_flag: bool, resume: str | None = 
         new_contract: bool = False, mutant: str | None = None, deployment: str | None = None,
         full: bool = False, progress=None, key: str | None = None, timeout: float | None = None) -> int:
     """The command's exit status; with `timeout`, the whole command runs under it
-    (`runner.bounded`, as launch and verify do)."""
+    (`interrupts.bounded`, as launch and verify do)."""
     go = (lambda: _run(spec, rounds, resume, new_contract, mutant, deployment, full, progress, key))
     if timeout is None:
         return report.reported("oracle", as_json_flag, go)
-    from alphac.launch.runner import bounded, doing, interruptible
+    from alphac.launch.interrupts import bounded, doing, interruptible
 
     def bounded_run() -> int:
         try:
@@ -172,7 +172,7 @@ class _Done:
 
 def _run(spec: str, rounds: int | None, resume: str | None, new_contract: bool,
          mutant: str | None, deployment: str | None, full: bool, progress, key: str | None = None) -> int:
-    from alphac.launch.runner import doing
+    from alphac.launch.interrupts import doing
 
     try:
         dep = driver.deployment(spec, deployment)

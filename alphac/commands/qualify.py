@@ -43,7 +43,7 @@ def command(gates: tuple[str, ...], gpu: bool, db: str | None, work: str | None,
             as_json: bool, report: bool, html_file: str | None) -> None:
     """Run the gate suite on this hardware and record the run."""
     from alphac.launch.launcher import leave
-    from alphac.launch.runner import interruptible
+    from alphac.launch.interrupts import interruptible
     from alphac.qualify.tracker import TrackerError, default_db
 
     from alphac.qualify.gates import default_specs

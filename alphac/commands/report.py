@@ -135,12 +135,12 @@ def staged(work):
 def interrupted(exc: BaseException | None, after: str = "") -> int:
     """Report an interrupt on stderr, `alphac: interrupted{after}` after Ctrl-C (SIGINT),
     `alphac: interrupted by SIGTERM{after}` (or SIGHUP), and return its exit status, 128 +
-    the signal's number (130, 143, 129); a --timeout that ran out (`runner.bounded`) is
+    the signal's number (130, 143, 129); a --timeout that ran out (`interrupts.bounded`) is
     `error[launch-timeout]` naming the part that ran out, exit 1. The terminal may be gone (SIGHUP): then nothing
     more is written and nothing is raised."""
     import signal
 
-    from alphac.launch.runner import interrupt_signal, interrupt_status, timed_out
+    from alphac.launch.interrupts import interrupt_signal, interrupt_status, timed_out
 
     ran_out = timed_out(exc)
     if ran_out is not None:  # the command's --timeout: an error of its own, exit 1

@@ -47,7 +47,7 @@ record, files added to a committed run), 2 for a usage error."""
 def command(run_dir: str, spec: str, rounds: int | None, as_json: bool, resume: str | None,
             new_contract: bool, key: str | None, deployment: str | None, timeout: float) -> None:
     """Compare the owners' outputs in RUN_DIR with the oracle's evaluation of SPEC."""
-    from alphac.launch.runner import bounded, doing, interruptible
+    from alphac.launch.interrupts import bounded, doing, interruptible
 
     if new_contract and resume is None:
         error("usage", "--new-contract goes with --resume PATH")

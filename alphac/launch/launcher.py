@@ -34,8 +34,8 @@ from alphac.launch.roles import role_table
 from alphac.launch.stats import OwnerStats, StatsError, read_stats
 from alphac.launch.runner import (OwnerCommand, RunResult, free_ports, owner_argv, run_owners,
                                   write_peers)
-from alphac.launch.runner import (INTERRUPT_SIGNALS, TIMEOUT_SIGNAL, Interrupted, doing, interruptible,
-                                  stopping)
+from alphac.launch.interrupts import (INTERRUPT_SIGNALS, TIMEOUT_SIGNAL, Interrupted, doing, interruptible,
+                                      stop_mark, stopping)
 from alphac.wire import output_name
 
 
@@ -629,15 +629,15 @@ def _evaluate(dep, n: int, start, resume, new_contract: bool, mutant: str | None
 class OracleProgress:
     """How far an oracle evaluating beside the owners is: for the report of a --timeout
     that runs out while the launcher waits for it. Its tick also ends the evaluation once
-    the command is interrupted (runner.stopping), so that the cleanup does not wait for the
+    the command is interrupted (interrupts.stopping), so that the cleanup does not wait for the
     interpreter's lock the oracle's thread would otherwise keep taking."""
 
     def __init__(self, first: int, last: int, what: str = "the oracle") -> None:
-        self.first, self.last, self.what, self.at = first, last, what, None
+        self.first, self.last, self.what, self.at, self.since = first, last, what, None, stop_mark()
 
     def tick(self, u: int) -> None:
         self.at = u
-        if stopping():
+        if stopping(self.since):
             raise Interrupted(signal.SIGTERM)
 
     def __call__(self) -> str:
@@ -661,8 +661,8 @@ def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
     (run_plan). With `mutant`, the owners are that executed mutant's executables, compared
     with the declared program's oracle (so every owner should mismatch); the report also
     says whether they computed the oracle's evaluation of the mutant. SIGINT, SIGTERM and
-    SIGHUP raise runner.Interrupted in any of these steps, after every owner is stopped
-    (runner.interruptible; the previous handlers are restored). `progress`
+    SIGHUP raise interrupts.Interrupted in any of these steps, after every owner is stopped
+    (interrupts.interruptible; the previous handlers are restored). `progress`
     (alphac.launch.progress.Progress) shows the builds, the owners and their updates as
     they happen."""
     from alphac import driver

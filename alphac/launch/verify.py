@@ -18,7 +18,8 @@ from pathlib import Path
 from alphac.launch.commit import commit_path
 from alphac.launch.launcher import (LaunchError, LaunchReport, OracleProgress, PlanRun, _evaluate, changed_since,
                                     compare, resume_of, resume_start, resumed, run_outputs, settled, unmatched)
-from alphac.launch.runner import doing, stderr_name
+from alphac.launch.interrupts import doing
+from alphac.launch.runner import stderr_name
 from alphac.wire import output_name
 
 
