@@ -21,6 +21,7 @@ from alphac import driver
 from alphac.checkpoint import CheckpointError, read_key, read_manifest, render, verify
 from alphac.checkpoint.manifest import checkpoint_key, manifest_tag, with_trailer
 from alphac.commands import main
+from alphac.launch.ports import free_ports
 
 ROOT = Path(__file__).resolve().parents[1]
 CKPTS = ROOT / "tests" / "errors" / "checkpoints"
@@ -63,7 +64,7 @@ def restore(exe: Path, ckpt: Path, tmp_path: Path, *keys: str) -> str:
     """Owner 0 alone restoring `ckpt` with the options `keys` (default --insecure): its
     refusal (a restore that passes goes on to connect: connect-timeout)."""
     peers = tmp_path / "peers"
-    peers.write_text("".join(f"{o} 127.0.0.1:{47760 + o}\n" for o in range(4)))
+    peers.write_text("".join(f"{o} 127.0.0.1:{p}\n" for o, p in enumerate(free_ports(4))))
     out = tmp_path / "o0"
     for stale in (out, Path(f"{out}.tmp")):
         stale.unlink(missing_ok=True)

@@ -22,6 +22,7 @@ from alphac.oracle import evaluate
 from alphac.testing.outputs import refusal_code
 from alphac.testing.session import owner_exes
 from alphac.testing import session
+from alphac.launch.ports import free_ports
 
 SPECS = Path(__file__).resolve().parents[1] / "specs"
 ADAM7 = session.deployment(f"{SPECS}/lsq_adam_partitioned_hierarchy7.alpha")
@@ -225,7 +226,7 @@ def _restore(tmp_path, ckpt: Path, dep=None, key="ckpt7-replicated", extra=()):
     dep = dep or DEPS["replicated"]
     exe = owner_exes(dep, session.built(key, dep))[0]
     peers = tmp_path / "peers"
-    peers.write_text("".join(f"{o} 127.0.0.1:{47600 + o}\n" for o in range(dep.owners)))
+    peers.write_text("".join(f"{o} 127.0.0.1:{p}\n" for o, p in enumerate(free_ports(dep.owners))))
     done = subprocess.run([str(exe), "--owner", "0", "--peers", str(peers), "--out", str(tmp_path / "o0"), "--insecure",
                            "--resume", str(ckpt), "--checkpoint-dir", str(tmp_path / "ck"),
                            "--timeout-ms", "300", *extra], capture_output=True, text=True, timeout=30)

@@ -20,6 +20,7 @@ from alphac.launch.launcher import ensure_built, new_run_dir, run_plan
 from alphac.targets import compile_object, levels, llvm, load_target
 from alphac.targets.llvm import host_cpu
 from alphac.targets.target import TargetError, parse_target
+from alphac.launch.ports import free_ports
 from spec_sweep import every_deployment, spec_files
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -214,7 +215,7 @@ QEMU_X86 = shutil.which("qemu-x86_64")
 def _run_on(cpu_model: str, exe: Path, tmp_path: Path) -> subprocess.CompletedProcess:
     """Owner 1 of `exe` on an emulated CPU model, without peers (it can only time out)."""
     peers = tmp_path / "peers"
-    peers.write_text("".join(f"{o} 127.0.0.1:{47990 + o}\n" for o in range(4)))
+    peers.write_text("".join(f"{o} 127.0.0.1:{p}\n" for o, p in enumerate(free_ports(4))))
     return subprocess.run([QEMU_X86, "-cpu", cpu_model, str(exe), "--owner", "1", "--peers",
                            str(peers), "--out", str(tmp_path / f"out-{exe.parent.name}"),
                            "--insecure", "--timeout-ms", "200"], capture_output=True, text=True, timeout=60)

@@ -14,6 +14,7 @@ from alphac.image.cheader import runtime_header
 from alphac.plan import ops
 from alphac.plan.ops import KIND, OP_TABLE, Op, render
 from alphac.plan.protocol import OwnerProtocol, register_count
+from alphac.launch.ports import free_ports
 
 
 def test_codes_are_the_rows_in_order_and_each_row_is_whole():
@@ -116,7 +117,7 @@ def test_an_op_word_against_its_row_is_a_corrupt_executable(tmp_path, one_owner,
     bad = tmp_path / "exe"
     bad.write_bytes(data.replace(good, struct.pack("<7q", *patched)))
     bad.chmod(0o755)
-    (tmp_path / "peers").write_text("0 127.0.0.1:47810\n")
+    (tmp_path / "peers").write_text(f"0 127.0.0.1:{free_ports(1)[0]}\n")
     done = subprocess.run([str(bad), "--owner", "0", "--peers", str(tmp_path / "peers"), "--out",
                            str(tmp_path / "o"), "--insecure"], capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stderr) == (

@@ -18,6 +18,7 @@ import pytest
 
 from alphac import driver
 from alphac.checkpoint.manifest import with_trailer
+from alphac.launch.ports import free_ports
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "errors" / "checkpoints" / "lsq-star-v2"
@@ -32,7 +33,7 @@ def exe(tmp_path_factory) -> Path:
 
 def restore(exe: Path, ckpt: Path, tmp_path: Path) -> str:
     peers = tmp_path / "peers"
-    peers.write_text("".join(f"{o} 127.0.0.1:{47700 + o}\n" for o in range(4)))
+    peers.write_text("".join(f"{o} 127.0.0.1:{p}\n" for o, p in enumerate(free_ports(4))))
     done = subprocess.run([str(exe), "--owner", "0", "--peers", str(peers), "--out", str(tmp_path / "o0"),
                            "--insecure", "--resume", str(ckpt), "--timeout-ms", "300"], capture_output=True, text=True,
                           timeout=10)

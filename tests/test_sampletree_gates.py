@@ -21,6 +21,7 @@ from alphac.oracle import evaluate
 from alphac.plan.protocol import OP_CODE
 from alphac.testing import session
 from alphac.testing.outputs import refusal_code
+from alphac.launch.ports import free_ports
 from test_checkpoints import _restore  # owner 0 alone restoring a checkpoint before it connects
 from test_sampletree import GATE4, GATE7, PARTS, ROWS, on
 
@@ -175,7 +176,7 @@ def test_a_sample_block_outside_the_owners_share_is_a_corrupt_executable(tmp_pat
     bad = tmp_path / "exe"
     bad.write_bytes(data.replace(op, struct.pack("<7q", OP_CODE["sample-block"], -1, 1, 1, 13, 0, -1)))
     bad.chmod(0o755)
-    (tmp_path / "peers").write_text("0 127.0.0.1:47800\n")
+    (tmp_path / "peers").write_text(f"0 127.0.0.1:{free_ports(1)[0]}\n")
     done = subprocess.run([str(bad), "--owner", "0", "--peers", str(tmp_path / "peers"), "--out",
                            str(tmp_path / "o"), "--insecure"], capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stderr) == (
