@@ -1,6 +1,6 @@
 """The one catalogue of diagnostic and refusal codes: stable kebab-case names and what they mean.
 
-Each stage owns one section. A code used anywhere must be listed here; `tests/test_codes.py`
+Each stage owns one section. A code used anywhere must be listed here; `tests/unit/test_codes.py`
 checks that every check/plan code has a bad spec under `tests/errors/`.
 """
 

@@ -113,7 +113,7 @@ def load(path: str) -> "CheckedSpec":
 # The most updates a command line may ask for (--rounds), the most a deployment may declare
 # (deploymentUpdates, refused `updates-limit`): a typo of a few digits more must not start a
 # run that never ends.
-# alphac.check.values.MAX_UPDATES is the same number (tests/test_bounds.py keeps them equal).
+# alphac.check.values.MAX_UPDATES is the same number (tests/unit/test_bounds.py keeps them equal).
 MAX_ROUNDS = 10**7
 
 

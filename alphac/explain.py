@@ -1,7 +1,7 @@
 """`alphac explain CODE`: what each catalogued code means (alphac/codes.py), how to fix it,
 and its example, the bad spec under tests/errors/ with its golden rendering.
 
-FIXES holds one fix per code of the catalogue, nothing else (tests/test_explain.py).
+FIXES holds one fix per code of the catalogue, nothing else (tests/unit/test_explain.py).
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ def main(argv: list[str]) -> int:
     doc = Path(argv[2] if len(argv) == 3 else "docs/elementary.md")
     text = doc.read_text()
     start, end = text.index(BEGIN), text.index(END) + len(END)
-    # the record beside the doc, the only one there: tests/test_elementary_doc.py checks
+    # the record beside the doc, the only one there: tests/unit/test_elementary_doc.py checks
     # that the table is this record's
     kept = doc.parent / "evidence"
     written, _ = evidence.write(record, kept)

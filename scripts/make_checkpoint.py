@@ -8,7 +8,7 @@ The checkpoint is what the deployment's owners publish after U updates
 (`alphac.image.ckpt.checkpoint_lines`, `owner_fragments`), the oracle's logical words at
 version U, written by `alphac.checkpoint.write`. `--root-only` writes manifest.txt alone,
 without the child manifests of inner owners. The bytes depend on the spec and U only, so
-regenerating a fixture gives the same files (tests/test_checkpoint_format.py).
+regenerating a fixture gives the same files (tests/unit/test_checkpoint_format.py).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """One table of Slurm hostlist cases for both parsers: the executables' (C,
 alphac/runtime/hostlist.c, tests/runtime/test_rt_hostlist.py) and the emitters' (Python,
-alphac/launch/hostlist.py, tests/test_hostlist.py).
+alphac/launch/hostlist.py, tests/unit/test_hostlist.py).
 
-EXPANDS: what `scontrol show hostnames LIST` prints for each (tests/test_hostlist.py asks
+EXPANDS: what `scontrol show hostnames LIST` prints for each (tests/unit/test_hostlist.py asks
 Slurm itself when it is installed). REFUSED: the one-line message of each bad list, the
 same from both parsers; Slurm refuses these too, except the ones marked `tolerated`, which
 it reads in some way of its own (an empty entry skipped, a blank as a separator, `n[1-]` as

@@ -21,7 +21,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 COMMANDS = ("check", "plan", "oracle", "build", "launch", "verify", "inspect", "qualify",
             "conform", "explain", "clean")
 # Each command's summary, the first paragraph of its help: what `alphac --help` lists
-# without importing a command module (tests/test_cli_hygiene.py keeps them equal).
+# without importing a command module (tests/e2e/test_cli_hygiene.py keeps them equal).
 SUMMARIES = {
     "check": "Parse and check SPEC (`-`: read it from stdin). Exit 0 with one `ok` line, or 1 with "
              "every diagnostic.",

@@ -15,7 +15,7 @@ partitioning, the read replica of the gathered parameters (k words, allocated by
 persistent state. Samples are reported apart: they are read in place from the image.
 
 The executables count these buffers as they allocate them and report the high-water mark
-(`EXE --stats FILE`, docs/runtime.md); tests/test_memory.py holds the two equal.
+(`EXE --stats FILE`, docs/runtime.md); tests/e2e/test_memory.py holds the two equal.
 """
 
 from __future__ import annotations

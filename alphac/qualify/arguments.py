@@ -20,7 +20,7 @@ from alphac.oracle.elementary import FUNCTIONS
 
 
 # The largest x whose exp (and expm1) is finite: e^x < 2^1024 (1 - 2^-54) there and not at
-# the next binary64 (tests/test_conform.py checks both).
+# the next binary64 (tests/e2e/test_conform.py checks both).
 EXP_MAX = float.fromhex("0x1.62e42fefa39efp+9")        # 709.782712893384
 # The largest x whose exp rounds to 0: e^x < 2^-1075 there, not at the next binary64.
 EXP_ZERO = float.fromhex("-0x1.74910d52d3052p+9")      # -745.1332191019412
@@ -29,7 +29,7 @@ EXP_SUBNORMAL = float.fromhex("-0x1.6232bdd7abcd3p+9")  # -708.3964185322642
 LARGEST = sys.float_info.max
 
 # Arguments whose results are hard to round, with their source. Each value's run of
-# identical bits after the rounding position is checked by tests/test_conform.py.
+# identical bits after the rounding position is checked by tests/e2e/test_conform.py.
 HARD_CASES: dict[str, tuple[tuple[str, str], ...]] = {
     "exp": (
         # V. Lefevre, J.-M. Muller, "Worst cases for correct rounding of the elementary

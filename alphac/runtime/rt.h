@@ -9,7 +9,7 @@
    durable.h (outputs, checkpoints, restore), dev.h (kernels and device), engine.h (engine,
    command line, the op interpreter); manifest.h, after this one, is the restore's own.
    Headers include only headers before them in that order, and a file calls only files
-   below it (tests/test_structure_c.py). */
+   below it (tests/unit/test_structure_c.py). */
 #ifndef ALPHAC_RT_H
 #define ALPHAC_RT_H
 

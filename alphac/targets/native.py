@@ -99,7 +99,7 @@ class NativeBackend:
 # compiler driver, the linker, the C library), and its output depends on nothing else: the
 # objects lie under fixed names and the linker records no time. So an executable linked
 # once is found again under the sha256 of all of that, and copied instead of linked: the
-# same bytes (tests/test_build_cli.py links twice into two stores and compares).
+# same bytes (tests/e2e/test_build_cli.py links twice into two stores and compares).
 
 def store_dir() -> Path:
     return cache_dir() / "executables"
