@@ -112,7 +112,8 @@ def run_owners_once(dep, exes, work: Path, updates: int, extra: tuple[str, ...])
     are checked committed but not read back into Python (they hold every word)."""
     from alphac.launch.commit import resolve
     from alphac.launch.roles import runner_for
-    from alphac.launch.runner import OwnerCommand, free_ports, owner_argv, run_owners, write_peers
+    from alphac.launch.ports import free_ports
+    from alphac.launch.runner import OwnerCommand, owner_argv, run_owners, write_peers
     from alphac.testing import session
     from alphac.testing.session import owner_exes
 

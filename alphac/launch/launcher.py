@@ -32,8 +32,8 @@ from alphac.launch.results import (Connection, OwnerResult, ResultError, read_co
                                    transport_summary)
 from alphac.launch.roles import role_table
 from alphac.launch.stats import OwnerStats, StatsError, read_stats
-from alphac.launch.runner import (OwnerCommand, RunResult, free_ports, owner_argv, run_owners,
-                                  write_peers)
+from alphac.launch.ports import free_ports
+from alphac.launch.runner import OwnerCommand, RunResult, owner_argv, run_owners, write_peers
 from alphac.launch.interrupts import (INTERRUPT_SIGNALS, TIMEOUT_SIGNAL, Interrupted, doing, interruptible,
                                       stop_mark, stopping)
 from alphac.wire import output_name

@@ -23,7 +23,6 @@ from typing import Sequence
 
 from alphac import wire
 from alphac.launch.interrupts import Interrupted, held, interruptible, timed_out
-from alphac.launch.ports import free_ports  # noqa: F401 (the launcher's and tests' name for it)
 
 
 TRANSPORT_ENV = "ALPHAC_TRANSPORT"

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from alphac.launch.launcher import launch, run_plan
-from alphac.launch.runner import free_ports, write_peers
+from alphac.launch.ports import free_ports
+from alphac.launch.runner import write_peers
 from alphac.plan.device import device_bytes
 
 from support import DEMO, NAN_RATE, build_twins, built, stub_env

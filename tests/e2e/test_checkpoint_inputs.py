@@ -22,7 +22,7 @@ from alphac.checkpoint.manifest import manifest_tag
 from alphac.commands import main
 from alphac.image.ckpt import inputs_line, samples_sha
 from alphac.launch.launcher import changed_since, checkpoint_key_file, resume_start, unmatched
-from alphac.launch.runner import free_ports
+from alphac.launch.ports import free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 CKPTS = ROOT / "tests" / "errors" / "checkpoints"

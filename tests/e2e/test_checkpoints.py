@@ -360,7 +360,7 @@ def ckpt_kill_trial(seed: int, work: Path, reference: dict[int, bytes]) -> int:
 
     from alphac.launch.launcher import new_run_dir, write_key
     from alphac.launch.roles import runner_for
-    from alphac.launch.runner import SHM_DIR, free_ports, owner_argv, remove_segments, write_peers
+    from alphac.launch.runner import SHM_DIR, owner_argv, remove_segments, write_peers
     from alphac.plan.protocol import OP_CODE
 
     rng = random.Random(seed)

@@ -18,7 +18,8 @@ import pytest
 
 from alphac.testing import session
 from alphac.launch.emit import emit
-from alphac.launch.runner import die_with_parent, free_ports
+from alphac.launch.ports import free_ports
+from alphac.launch.runner import die_with_parent
 from alphac.launch.verify import verify
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"

@@ -160,7 +160,8 @@ def test_the_read_replica_is_counted_at_its_peak_and_freed():
 
 def test_the_stats_file_is_written_on_a_refusal_and_refused_when_it_cannot_be_made(tmp_path):
     from alphac import driver
-    from alphac.launch.runner import free_ports, write_peers
+    from alphac.launch.ports import free_ports
+    from alphac.launch.runner import write_peers
     import subprocess
 
     dep = session.deployment(f"{SPECS}/lsq_plain_star.alpha")

@@ -12,8 +12,8 @@ import pytest
 
 from alphac.launch import runner
 from alphac.testing.outputs import refusal_code
-from alphac.launch.runner import (OwnerCommand, free_ports, owner_argv, remove_segments, run_owners,
-                                  write_peers)
+from alphac.launch.ports import free_ports
+from alphac.launch.runner import OwnerCommand, owner_argv, remove_segments, run_owners, write_peers
 
 
 def _alive(pid: int) -> bool:

@@ -16,7 +16,8 @@ from alphac.image.image import run_id_of
 from alphac.launch.commit import resolve
 from alphac.launch.launcher import new_run_dir
 from alphac.launch.roles import runner_for
-from alphac.launch.runner import default_transport, free_ports, owner_argv, run_owners, write_peers, OwnerCommand
+from alphac.launch.ports import free_ports
+from alphac.launch.runner import default_transport, owner_argv, run_owners, write_peers, OwnerCommand
 from alphac.testing import frames, session
 from alphac.testing.frames import Frame
 from alphac.testing.outputs import refusal_code

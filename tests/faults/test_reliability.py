@@ -26,8 +26,8 @@ from alphac.image.image import run_id_of
 from alphac.launch.commit import resolve, staged_path
 from alphac.launch.launcher import compare, new_run_dir, write_key
 from alphac.launch.roles import runner_for
-from alphac.launch.runner import (SHM_DIR, default_transport, free_ports, owner_argv, remove_segments,
-                                  write_peers)
+from alphac.launch.ports import free_ports
+from alphac.launch.runner import SHM_DIR, default_transport, owner_argv, remove_segments, write_peers
 from alphac.plan.protocol import OP_CODE
 from alphac.testing import frames as fr
 from alphac.testing import session
