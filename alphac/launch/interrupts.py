@@ -10,7 +10,6 @@ import contextlib
 import os
 import signal
 import threading
-from pathlib import Path
 
 # --- signals: SIGINT, SIGTERM and SIGHUP stop the launch the way Ctrl-C does ---------------
 

@@ -28,38 +28,31 @@ def _ephemeral_floor() -> int:
 def free_ports(n: int, host: str = "127.0.0.1", contiguous: bool = False) -> list[int]:
     """n distinct ports free now (`contiguous`: n consecutive ones, for a base port plus
     each owner's place on its host), below the ephemeral range where it leaves room, else
-    the kernel's choice. All are held bound together while they are chosen."""
+    the kernel's choice (then not consecutive). All are held bound together while they are
+    chosen."""
     top = _ephemeral_floor()
-    if top - FLOOR < 64 * n:
-        return _kernel_ports(n, host)
-    for _ in range(200):
-        if contiguous:
-            first = random.randrange(FLOOR, top - n)
-            picked = list(range(first, first + n))
-        else:
-            picked = random.sample(range(FLOOR, top), n)
-        socks = []
-        try:
-            for port in picked:
-                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                socks.append(s)
-                s.bind((host, port))
-            return picked
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    return _kernel_ports(n, host)
+    if top - FLOOR >= 64 * n:
+        for _ in range(200):
+            if contiguous:
+                first = random.randrange(FLOOR, top - n)
+                picked = list(range(first, first + n))
+            else:
+                picked = random.sample(range(FLOOR, top), n)
+            try:
+                return _bound(host, picked)
+            except OSError:
+                continue
+    return _bound(host, [0] * n)
 
 
-def _kernel_ports(n: int, host: str) -> list[int]:
+def _bound(host: str, ports: list[int]) -> list[int]:
+    """The ports each of `ports` binds to (0: the kernel's choice), all held bound together
+    so none is given twice; OSError when one is taken."""
     socks = []
     try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((host, 0))
-            socks.append(s)
+        for port in ports:
+            socks.append(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            socks[-1].bind((host, port))
         return [s.getsockname()[1] for s in socks]
     finally:
         for s in socks:

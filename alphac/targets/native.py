@@ -15,7 +15,7 @@ from pathlib import Path
 
 from llvmlite import ir
 
-from alphac.resources import cache_dir, file_identity, store_kept
+from alphac.resources import cache_dir, file_identity, sha256_file, store_kept
 from alphac.targets import llvm
 from alphac.targets.target import Target, TargetError
 
@@ -122,10 +122,11 @@ def _toolchain(driver: str) -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def _kept_digest(identity: str) -> bytes:
-    """The sha256 of a linked file by its identity (path, size, modification time, inode):
-    the runtime's cached objects, read once per process instead of once per link."""
-    return hashlib.sha256(Path(identity.rsplit(":", 3)[0]).read_bytes()).digest()
+def _kept_digest(path: Path, identity: str) -> bytes:
+    """The sha256 of a linked file, remembered under its `identity` (file_identity: path,
+    size, modification time, inode, so a file written again is read again): the runtime's
+    cached objects are read once per process instead of once per link."""
+    return bytes.fromhex(sha256_file(path))
 
 
 def _link_key(backend: NativeBackend, objects: list[Path], kept_inputs: int = 0) -> str | None:
@@ -141,7 +142,7 @@ def _link_key(backend: NativeBackend, objects: list[Path], kept_inputs: int = 0)
     fresh = len(objects) - kept_inputs
     for i, p in enumerate(objects):
         h.update(b"\0" + (hashlib.sha256(p.read_bytes()).digest() if i < fresh
-                          else _kept_digest(file_identity(p.resolve()))))
+                          else _kept_digest(p.resolve(), file_identity(p.resolve()))))
     return h.hexdigest()
 
 
