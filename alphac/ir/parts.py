@@ -1,0 +1,164 @@
+"""The parts of a deployment that hold no program: its combine topology (a star, a
+hierarchy, an explicit tree or the sample tree), its partitioning, its roles, its numerical
+contract, its checkpoints and where it resumes from.
+
+They are IR nodes like those of nodes.py (frozen dataclasses holding tuples, spans never in
+equality), which holds the Deployment that gathers them with its learner and names each of
+them too, so `nodes.X` reaches every IR node. This module imports nothing of nodes.py: it
+is the lower of the two, and `span_field` is theirs in common.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+from alphac.diagnostics import NO_SPAN, Span
+
+
+def span_field() -> Span:
+    """A node's source span: it never takes part in equality, hashing or repr."""
+    return field(default=NO_SPAN, compare=False, hash=False, repr=False)
+
+
+# ----------------------------------------------------------------------------- topology
+
+@dataclass(frozen=True)
+class Star:
+    """Left-deep chain at the hub (owner 0): ((c0 + c1) + c2) + ..."""
+
+    span: Span = span_field()
+
+
+@dataclass(frozen=True)
+class Hierarchy:
+    """Owner i's children are f*i+1 .. f*i+f (those < n); each owner combines its own
+    contribution, then each child's subtree in order, left-deep."""
+
+    fanout: int
+    span: Span = span_field()
+
+
+@dataclass(frozen=True)
+class TreeLeaf:
+    """`Runtime.OrderedCombine.OrderedCombineLeaf`: one owner's (sum, mass) contribution."""
+
+    owner: int
+    span: Span = span_field()
+
+
+@dataclass(frozen=True)
+class TreeBranch:
+    """`OrderedCombineBranch`: left subtree, then right subtree, combined at `owner`."""
+
+    owner: int
+    left: "TreeNode"
+    right: "TreeNode"
+    span: Span = span_field()
+
+
+TreeNode = Union[TreeLeaf, TreeBranch]
+
+
+@dataclass(frozen=True)
+class ExplicitTree:
+    """A declared combine tree. `coverage` is "members" (an ordered member list that also
+    fixes the leaf order) or "group" (a participant group the tree covers exactly once).
+    `delivery` is the declared `CombineDelivery`: None for CombineReplicateAll, or the
+    target owner of CombineDeliverTo."""
+
+    root: TreeNode
+    coverage: str
+    members: tuple[int, ...]
+    span: Span = span_field()
+    delivery: int | None = None
+
+
+@dataclass(frozen=True)
+class SampleTree:
+    """`DataParallelSampleTree`: the combine fixed over the global sample sequence (owner
+    0's samples, then owner 1's, ...) as a binary tree over sample indices (node (h, j)
+    covers [j*2^h, (j+1)*2^h) cut at N), so that any owner count and any shares give the
+    same bits (docs/plan.md, "The sample tree")."""
+
+    span: Span = span_field()
+
+
+Topology = Union[Star, Hierarchy, ExplicitTree, SampleTree]
+
+
+# ----------------------------------------------------------------------------- declarations
+
+@dataclass(frozen=True)
+class Partitioning:
+    """Which learner state is partitioned across owners: coordinates come in blocks of
+    `block_words` (B) consecutive coordinates, block b belonging to owner b mod n (B = 1:
+    coordinate i -> owner i mod n).
+
+    `shared_state` lists state offsets (0-based within the m state words) declared shared
+    (replicated), e.g. Adam's two bias-correction powers. The other state words are
+    per coordinate: `words_per_coordinate` (w) blocks of k consecutive words, in offset
+    order, so block b's word for coordinate i is the (b*k + i)-th non-shared state word.
+    A claim is consistent only when w*k + len(shared_state) == m.
+    """
+
+    optimizer_state: bool = False
+    parameters: bool = False
+    gradients: bool = False
+    words_per_coordinate: int = 0
+    shared_state: tuple[int, ...] = ()
+    span: Span = span_field()
+    block_words: int = 1
+
+    @property
+    def any(self) -> bool:
+        return self.optimizer_state or self.parameters or self.gradients
+
+
+@dataclass(frozen=True)
+class Role:
+    name: str
+    owners: tuple[int, ...]
+    span: Span = span_field()
+
+
+@dataclass(frozen=True)
+class Profile:
+    """`Std.Numeric.Profile`: formats, rounding, subnormals, exceptional values."""
+
+    format: str = "binary64"
+    rounding: str = "nearest-even"
+    subnormals: str = "preserve"
+    exceptional: str = "finite-or-refuse"
+    span: Span = span_field()
+
+
+@dataclass(frozen=True)
+class Contract:
+    """`Learning.Numerics.NumericalContract`: a profile and a relation (`exact`, or a bound).
+    The ordered operation list is derived by the planner from the tree and the programs."""
+
+    profile: Profile = Profile()
+    relation: str = "exact"
+    span: Span = span_field()
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """When to publish checkpoints: `every` updates (0 = never) under `directory`."""
+
+    every: int = 0
+    directory: str = ""
+    span: Span = span_field()
+
+
+@dataclass(frozen=True)
+class Resume:
+    """`Learning.Deployment.DeploymentResume`: the deployment starts from the published
+    checkpoint directory `path` (resolved against the spec file's directory), continuing
+    its contract (`mode` "same") or starting a new one on its state ("new")."""
+
+    path: str
+    mode: str = "same"  # "same" | "new"
+    span: Span = span_field()
+
