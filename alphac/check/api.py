@@ -8,7 +8,8 @@ from dataclasses import replace
 from alphac.check.lower import DEPLOYMENT, LEARNER, RESUME, Lowering
 from alphac.check.modules import World
 from alphac.check.shapes import LOCAL_CORRELATION, NAMED, lower_named
-from alphac.check.values import Evaluator, VObj
+from alphac.check.evaluate import Evaluator
+from alphac.check.values import VObj
 from alphac.diagnostics import CompileError, Diagnostic, DiagnosticBag, SourceCache, Span, hinted, nearest
 from alphac.ir import nodes as ir
 

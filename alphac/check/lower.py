@@ -15,11 +15,13 @@ from urllib.parse import quote
 import numpy as np
 
 from alphac.check import words as W
-from alphac.check.programs import Layout, ProgramLowering, Region
+from alphac.check.evaluate import Evaluator
+from alphac.check.programs import ProgramLowering
 from alphac.check.shapes import LOCAL_CORRELATION, independent_learner
-from alphac.check.values import (MAX_LEARNER_WORDS, MAX_OWNERS, MAX_SAMPLE_WORDS, MAX_UPDATES, Evaluator,
-                                 NatRange, Repeated, VList, VNat, VObj, VProgram, VRows, VString, VWords,
-                                 nats, whole, word_count)
+from alphac.check.slots import Layout, Region
+from alphac.check.values import (MAX_LEARNER_WORDS, MAX_OWNERS, MAX_SAMPLE_WORDS, MAX_UPDATES, NatRange,
+                                 Repeated, VList, VNat, VObj, VProgram, VRows, VString, VWords, nats, whole,
+                                 word_count)
 from alphac.ir import nodes as ir
 
 LEARNER = "Learning.DataParallel.DataParallelSystem"

@@ -44,7 +44,7 @@ class FieldSchema:
     name: str
     type: ast.TypeExpr
     span: Span
-    default: ast.Expr | None = None  # checked where the family is declared (values.py)
+    default: ast.Expr | None = None  # checked where the family is declared (evaluate.py)
 
 
 @dataclass(frozen=True)

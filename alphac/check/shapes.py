@@ -25,7 +25,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from alphac.check.programs import Layout, ProgramLowering, Region
+from alphac.check.programs import ProgramLowering
+from alphac.check.slots import Layout, Region
 from alphac.check.values import MAX_LEARNER_WORDS, VBool, VList, VNat, VObj, VProgram, VString, VWords, whole
 from alphac.ir import nodes as ir
 

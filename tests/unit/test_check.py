@@ -131,7 +131,7 @@ def test_literals_are_exact(tmp_path):
                            "value e : StdU64 = -0.0\n")
     assert codes(spec) == []
     from alphac.check.modules import World
-    from alphac.check.values import Evaluator
+    from alphac.check.evaluate import Evaluator
     from alphac.diagnostics import DiagnosticBag, SourceCache
     world = World(DiagnosticBag(), SourceCache())
     root = world.load_root(str(spec))

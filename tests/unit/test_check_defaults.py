@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from alphac.check import check_file, load_deployment
+from alphac.check.evaluate import Evaluator
 from alphac.check.modules import World
-from alphac.check.values import Evaluator, VNat, VObj
+from alphac.check.values import VNat, VObj
 from alphac.diagnostics import DiagnosticBag, SourceCache
 from alphac.ir import nodes as ir
 from alphac.syntax import ast
