@@ -8,7 +8,7 @@ plan and words into these arguments.
                      children=None, resumed=None, key=None) -> Manifest (the root's)
 
 Every owner writes a shard (`shard-<o>.bin`; header only when it has no fragments). With
-`children` (each owner's children on the report tree, `plan.protocol.report_edges`), every owner with
+`children` (each owner's children on the report tree, `plan.tree.report_edges`), every owner with
 children writes the manifest of its subtree, the root's being `manifest.txt`; without it,
 `manifest.txt` alone lists every shard. The root manifest's `auth` line is `none`, or,
 with a run's `key`, its tag (manifest.manifest_tag). Files are created exclusively: nothing

@@ -15,7 +15,7 @@ import numpy as np
 from alphac.checkpoint.manifest import REGIONS, Run, identity_of
 from alphac.plan import storage
 from alphac.plan.canon import canonical_json, flat, sha256_hex
-from alphac.plan.protocol import report_edges
+from alphac.plan.tree import report_edges
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ def owner_fragments(plan) -> dict[int, tuple[tuple[int, tuple[Run, ...]], ...]]:
 
 
 def tree_children(plan) -> dict[int, tuple[int, ...]]:
-    """Each owner's children on the plan's report tree (`protocol.report_edges`: the reduce
+    """Each owner's children on the plan's report tree (`tree.report_edges`: the reduce
     edges toward the root, one per owner, from its highest node): who sends
     its subtree's digests to whom when a checkpoint is published."""
     out: dict[int, list[int]] = {o: [] for o in range(plan.deployment.owners)}

@@ -13,16 +13,8 @@ offset order, then block 0's word of each of its coordinates (ascending), then b
 words in that order, each word once: all k (or m) once when replicated, else the shared
 words once and then every role owner's own words.
 
-Steps: an owner numbers its ops 0, 1, ... over `update_ops` then `finish_ops`; a frame
-carries its sender's op index, and a receive op carries the index of the matching send
-(the j-th send of a kind from p to q matches the j-th receive of that kind at q from p).
-
-Expect: a receive of a sum carries the sample count the plan declares beneath it (the sum
-of the shares of the leaves whose contributions it holds; under the sample tree, the
-number of samples the value covers; the receiver refuses another
-count as `frame-count`), a send or receive of "prepared" the number of owners whose output
-digests it carries (the sender's subtree), of a checkpoint report its payload's words;
-other ops NO_EXPECT.
+Every op's row is its words, then its step and what it expects, as the planner derives them
+(alphac/plan/steps.py); an op that expects nothing carries NO_EXPECT.
 """
 
 from __future__ import annotations
@@ -38,18 +30,16 @@ from alphac.image.ckpt import checkpoint_lines, owner_fragments
 from alphac.ir import nodes as ir
 from alphac.plan import separable, storage
 from alphac.plan.mutants import ZERO
-from alphac.plan.ops import (COUNT_NONE, COUNT_READS, COUNT_SAMPLES, COUNT_SHARE, EXPECT_CHECKPOINT,
-                             EXPECT_PREPARED, OP_TABLE, WORD_INDEX)
-from alphac.plan.protocol import LEAF_TAG_WORDS, OwnerProtocol, leaves, peers
-from alphac.plan.publication import manifest_writers, prepared_owners, subtrees
+from alphac.plan.ops import EXPECT_CHECKPOINT, EXPECT_PREPARED, OP_TABLE, WORD_INDEX
+from alphac.plan.protocol import LEAF_TAG_WORDS, peers
 from alphac.plan.memory import lanes_held, temporaries
 from alphac.plan.registers import register_sizes
+from alphac.plan.steps import op_checks
 
 OP_WORDS = 7  # kind, peer, dst, a, b, step, expect
 NO_EXPECT = 2**64 - 1  # an op's `expect` word when there is nothing to check
 MEAN_ZERO = ZERO & (2**64 - 1)  # a `mean_from` word: this word of the mean reads the sum +0.0
 
-_MATCH = {k.name: k.matches for k in OP_TABLE if k.matches}  # each receive kind's send kind
 _DIGEST = tuple(k.code for k in OP_TABLE if k.expect == EXPECT_PREPARED)
 _CKPT = tuple(k.code for k in OP_TABLE if k.expect == EXPECT_CHECKPOINT)
 # the ops that move a register in a frame, and the word of that register
@@ -258,88 +248,6 @@ class RoleImage:
         return fmt.encode(fields, sections)
 
 
-def op_steps(protocols: tuple[OwnerProtocol, ...]) -> dict[int, tuple[int, ...]]:
-    """For every owner, the step word of each op (sends: own index; receives: the index of
-    the matching send at the peer; other ops: own index)."""
-    sends: dict[tuple[int, int, str], list[int]] = {}
-    for proto in protocols:
-        for i, op in enumerate(proto.update_ops + proto.finish_ops + proto.checkpoint_ops):
-            if op.kind in _MATCH.values():
-                sends.setdefault((proto.owner, op.peer, op.kind), []).append(i)
-    taken: dict[tuple[int, int, str], int] = {}
-    out = {}
-    for proto in protocols:
-        steps = []
-        for i, op in enumerate(proto.update_ops + proto.finish_ops + proto.checkpoint_ops):
-            if op.kind in _MATCH:
-                key = (op.peer, proto.owner, _MATCH[op.kind])
-                j = taken.get(key, 0)
-                taken[key] = j + 1
-                steps.append(sends[key][j])
-            else:
-                steps.append(i)
-        out[proto.owner] = tuple(steps)
-    return out
-
-
-def expected_counts(protocols: tuple[OwnerProtocol, ...], shares, steps) -> dict[tuple[int, int], int]:
-    """The sample count beneath the value each receive of a sum gets, keyed (owner, op
-    index), `shares` the count each owner's local value reports: the protocol run
-    symbolically, every owner in its op order, a receive waiting for the matching send
-    (found by its step) to be reached. Registers of assembled words (offer, select) hold no
-    count."""
-    counts: list[dict[int, int | None]] = [{} for _ in protocols]
-    sent: dict[tuple[int, int], int | None] = {}
-    waiting: dict[tuple[int, int], int] = {}
-    pos = [0] * len(protocols)
-    out: dict[tuple[int, int], int] = {}
-    ready = list(range(len(protocols)))
-    while ready:
-        o = ready.pop()
-        ops, c = protocols[o].update_ops, counts[o]
-        while pos[o] < len(ops):
-            i, op = pos[o], ops[pos[o]]
-            spec = op.spec
-            moved = spec.moved and getattr(op, spec.moved.word)
-            if spec.moved and spec.matches:  # a receive of a sum: the count its send's holds
-                key = (op.peer, steps[o][i])
-                if key not in sent:
-                    waiting[key] = o
-                    break
-                c[moved] = sent[key]
-                if sent[key] is not None:
-                    out[(o, i)] = sent[key]
-            elif spec.moved:  # a send of a register
-                sent[(o, i)] = c.get(moved)
-                if (o, i) in waiting:
-                    ready.append(waiting.pop((o, i)))
-            if spec.count:
-                c[op.dst] = _count(op, c, shares[o])
-            pos[o] += 1
-    return out
-
-
-def _count(op, counts: dict[int, int | None], share: int) -> int | None:
-    """The sample count of the register `op` writes, by its kind's COUNT_* rule."""
-    rule = op.spec.count
-    if rule == COUNT_SHARE:
-        return share
-    if rule == COUNT_SAMPLES:
-        return op.operand("count")
-    if rule == COUNT_READS:
-        held = [counts.get(r) for r in op.reads()]
-        return None if None in held else sum(held)
-    assert rule == COUNT_NONE, rule
-    return None
-
-
-def checkpoint_words(subtree: tuple[int, ...], fragments, inner: frozenset[int]) -> int:
-    """The payload of a checkpoint report from `subtree`: the replica digest, the entry and
-    manifest counts, an entry per owner (owner, shard bytes, the shard's sha256, each
-    fragment's sha256) and one per owner with children (owner, its manifest's sha256)."""
-    return 3 + sum(6 + 4 * len(fragments[o]) for o in subtree) + 5 * sum(1 for o in subtree if o in inner)
-
-
 def run_id_of(plan) -> int:
     """The run id every owner of `plan` uses when started without --run-id or --resume."""
     return default_run_id(checkpoint_lines(plan), plan.deployment)
@@ -489,21 +397,6 @@ def _concatenated(parts, base: int = 0) -> tuple[np.ndarray, tuple[int, ...]]:
     return words.astype(np.uint64, copy=False), tuple(starts)
 
 
-def _owner_ops(proto, steps, counts, prepared, below, fragments, inner) -> tuple[tuple[int, ...], ...]:
-    """An owner's op table: each op's words, its step and what it expects."""
-    o = proto.owner
-    ops = []
-    for i, (op, step) in enumerate(zip(proto.update_ops + proto.finish_ops + proto.checkpoint_ops, steps)):
-        expect = counts.get((o, i), NO_EXPECT)
-        whose = op.peer if op.spec.matches else o  # a receive declares its sender's subtree
-        if op.spec.expect == EXPECT_PREPARED:
-            expect = prepared[whose]
-        elif op.spec.expect == EXPECT_CHECKPOINT:
-            expect = checkpoint_words(below[whose], fragments, inner)
-        ops.append(op.words() + (step, expect))
-    return tuple(ops)
-
-
 def build_image(plan, role: str, target: str, cpu: CpuNeeds = CpuNeeds()) -> RoleImage:
     """The image of `role`'s executable for `target`, its kernels built for the CPU `cpu`
     describes; ImageError if the plan needs an op the runtime does not execute or has no
@@ -521,17 +414,13 @@ def build_image(plan, role: str, target: str, cpu: CpuNeeds = CpuNeeds()) -> Rol
             raise ImageError("build-failed", f"owner {p.owner}'s partitioned protocol has no register sizes")
     layout = plan.layout
     tags = LEAF_TAG_WORDS if part.any else 0
-    steps = op_steps(protocols)
     shares = learner.samples.shares
     mutated = plan.mutation
-    counts = expected_counts(protocols, mutated.leaf_counts, steps)
+    fragments = owner_fragments(plan)
     try:
-        below = subtrees(protocols)
+        checks = op_checks(protocols, mutated.leaf_counts, fragments, role_v.owners)
     except ValueError as err:
         raise ImageError("build-failed", f"the publication reports: {err}") from None
-    prepared = prepared_owners(protocols)
-    fragments = owner_fragments(plan)
-    inner = manifest_writers(protocols)
     fmt_ = storage.format_of(dep)
     init = initial_words(layout, learner, role_v.owners, fmt_)
     # whose inputs each owner reads: its own, or (mutant foreign-inputs) another owner's
@@ -539,7 +428,8 @@ def build_image(plan, role: str, target: str, cpu: CpuNeeds = CpuNeeds()) -> Rol
     owners, row = [], 0
     for j, o in enumerate(role_v.owners):
         proto, slots = protocols[o], plan.owners[o].registers
-        ops = _owner_ops(proto, steps[o], counts, prepared, below, fragments, inner)
+        ops = tuple(op.words() + (step, NO_EXPECT if expect is None else expect) for op, (step, expect)
+                    in zip(proto.update_ops + proto.finish_ops + proto.checkpoint_ops, checks[o]))
         owners.append(OwnerImage(o, ops, len(proto.update_ops), len(proto.finish_ops),
                                  len(proto.checkpoint_ops), peers(proto), row, shares[inputs[o]],
                                  mutated.leaf_counts[o], mutated.mean_from[o],
@@ -564,7 +454,7 @@ def build_image(plan, role: str, target: str, cpu: CpuNeeds = CpuNeeds()) -> Rol
         tag_words=tags, root=plan.tree.owner,
         fragments=tuple(fragments[o] for o in range(n)), ckpt_interval=dep.checkpoint.every,
         ckpt_dir=checkpoint_dir(dep), ckpt_lines=lines, run_id=default_run_id(lines, dep),
-        resume=declared_resume(dep), mutation=mutated, leaf_order=tuple(leaves(plan.tree)),
+        resume=declared_resume(dep), mutation=mutated, leaf_order=plan.shape.leaf_order,
         block_words=layout.block_words, region=learner.region,
         shared=tuple(int(j) for j in layout.replicated_state()) if layout.optimizer_state else (),
         state_alike=init.alike, samples=samples, initial=init.params, initial_state=init.state,

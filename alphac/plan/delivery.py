@@ -17,7 +17,7 @@ from __future__ import annotations
 from alphac.diagnostics import DiagnosticBag, Span
 from alphac.ir.nodes import TreeLeaf, TreeNode
 from alphac.plan.phases import Delivery
-from alphac.plan.protocol import delivery_path, replicate_edges
+from alphac.plan.tree import delivery_path, replicate_edges
 
 LAW = "combine-delivery-law"
 

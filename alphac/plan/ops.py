@@ -35,12 +35,13 @@ REGION_PARAMETERS = 1
 REGION_STATE = 2  # the per-coordinate optimizer-state words (never the shared words)
 REGIONS = ((REGION_PARAMETERS, "parameters"), (REGION_STATE, "state"))
 
-# What the image's `expect` word of an op declares (alphac/image/image.py), else NO_EXPECT.
+# What the `expect` word the image encodes for an op declares (alphac/plan/steps.py), else NO_EXPECT.
 EXPECT_SAMPLES = "samples"        # a received sum: the sample count beneath it
 EXPECT_PREPARED = "prepared"      # "prepared": the owners whose output digests it carries
 EXPECT_CHECKPOINT = "checkpoint"  # a checkpoint report: its payload's words
 
-# The sample count a written register holds, as the image's symbolic run derives it.
+# The sample count a written register holds, as the planner's symbolic run derives it
+# (plan/steps.py `expected_counts`).
 # (The register a receive fills holds the count of its matching send's register.)
 COUNT_SHARE = "share"      # the owner's leaf count (its share, or an executed mutant's)
 COUNT_SAMPLES = "samples"  # the op's SAMPLES operand

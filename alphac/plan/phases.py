@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from alphac.ir.nodes import TreeBranch, TreeLeaf, TreeNode
-from alphac.plan.protocol import postorder, replicate_edges
+from alphac.plan.tree import postorder, replicate_edges
 
 
 @dataclass(frozen=True)

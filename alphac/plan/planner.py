@@ -30,7 +30,7 @@ from alphac.plan.registers import RegisterSlots, register_slots
 from alphac.plan.sampletree import PlacedSampleTree, place
 from alphac.plan.shards import ShardMap, learner_shard_maps, check_shard_map
 from alphac.plan.separable import check_claim, check_dependence, check_unclaimed_writes
-from alphac.plan.tree import TreeShape, check_topology, shape_of
+from alphac.plan.tree import TreeShape, check_topology, sample_owner_tree, shape_of
 
 
 @dataclass(frozen=True)
@@ -174,7 +174,7 @@ def _plan(dep: ir.Deployment, mutant: str | None) -> Plan:
     if n >= 1 and isinstance(dep.topology, ir.SampleTree):
         shares = dep.learner.samples.shares
         placed = place(shares[o] if o < len(shares) else 0 for o in range(n))
-        shape = shape_of(proto.sample_owner_tree(placed))
+        shape = shape_of(sample_owner_tree(placed))
     elif n >= 1:
         shape = check_topology(n, dep.topology, _span(dep.topology, dspan), bag)
     else:

@@ -1,19 +1,21 @@
-"""Combine trees and their projection onto owners: the op lists the runtime interprets.
+"""The projection of a combine tree onto owners: the op lists the runtime interprets.
 
 A global schedule is built from the tree (post-order reduce, then replicate, update,
 replica comparison and publication) with every send immediately followed by its matching
-receive; projecting it onto each owner is deadlock-free even when sends block.
+receive; projecting it onto each owner is deadlock-free even when sends block. The tree,
+its walks and the transfers along its edges are alphac/plan/tree.py's.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from alphac.ir.nodes import ExplicitTree, Hierarchy, Star, Topology, TreeBranch, TreeLeaf, TreeNode
+from alphac.ir.nodes import TreeLeaf, TreeNode
 from alphac.plan.blocks import block_gather, block_reduce
 from alphac.plan.layout import OwnerLayout
 from alphac.plan.ops import OP_CODE, OP_KINDS, REGION_PARAMETERS, REGION_STATE, TALKING, Op  # noqa: F401
-from alphac.plan.sampletree import PlacedSampleTree, owner_order, stack_depth
+from alphac.plan.sampletree import PlacedSampleTree, stack_depth
+from alphac.plan.tree import Transfer, delivery_path, leaves, postorder, replicate_edges, report_edges
 from alphac.wire import WIRE_FORMAT  # noqa: F401  (the identity covers the wire format)
 
 # Where the combine tree's branches run (ir.Deployment.combine_placement).
@@ -24,127 +26,6 @@ PLACEMENTS = (BRANCH_OWNERS, BLOCK_OWNERS)
 # A partitioned protocol's register carries, after its words, the leaf range [lo, hi) it
 # covers (selection registers; sum registers carry zeros there), in frames too.
 LEAF_TAG_WORDS = 2
-
-
-def hierarchy_children(owner: int, n: int, fanout: int) -> tuple[int, ...]:
-    """Owner `owner`'s children f*i+1 .. f*i+f that lie below n: a range cut at n, so that a
-    fan-out far above the owner count costs nothing."""
-    first = fanout * owner + 1
-    return tuple(range(first, min(first + fanout, n)))
-
-
-def build_tree(n: int, topology: Topology) -> TreeNode:
-    """The ordered combine tree of a topology over owners 0..n-1 (iteratively: n may be large)."""
-    if isinstance(topology, ExplicitTree):
-        return topology.root
-    if isinstance(topology, Star):
-        node: TreeNode = TreeLeaf(0)
-        for o in range(1, n):
-            node = TreeBranch(0, node, TreeLeaf(o))
-        return node
-    assert isinstance(topology, Hierarchy)
-    return fanout_tree(range(n), topology.fanout)
-
-
-def fanout_tree(order, fanout: int) -> TreeNode:
-    """The hierarchy over `order` (owners by position): position i's children are the
-    positions f*i+1 .. f*i+f; each owner combines its own leaf, then each child's subtree."""
-    order = tuple(order)
-    n = len(order)
-    subtree: dict[int, TreeNode] = {}
-    for i in range(n - 1, -1, -1):
-        node = TreeLeaf(order[i])
-        for c in hierarchy_children(i, n, fanout):
-            node = TreeBranch(order[i], node, subtree.pop(c))
-        subtree[i] = node
-    return subtree[0]
-
-
-def sample_owner_tree(tree: PlacedSampleTree) -> TreeNode:
-    """The sample tree's owner tree: a binary fan-out rooted at the first owner with samples
-    (`sampletree.owner_order`), so no owner sends the total more than twice. It delivers
-    the total and carries publication and checkpoint reports."""
-    return fanout_tree(owner_order(tree), 2)
-
-
-def node_owner(node: TreeNode) -> int:
-    return node.owner
-
-
-def postorder(root: TreeNode) -> list[TreeNode]:
-    """Nodes in post-order (left, right, node), without recursion."""
-    out: list[TreeNode] = []
-    stack: list[tuple[TreeNode, bool]] = [(root, False)]
-    while stack:
-        node, seen = stack.pop()
-        if isinstance(node, TreeLeaf) or seen:
-            out.append(node)
-            continue
-        stack.append((node, True))
-        stack.append((node.right, False))
-        stack.append((node.left, False))
-    return out
-
-
-def leaves(root: TreeNode, nodes: list[TreeNode] | None = None) -> list[int]:
-    """Leaf owners, left to right (`nodes`: the tree's post-order, if already at hand)."""
-    return [n.owner for n in (postorder(root) if nodes is None else nodes) if isinstance(n, TreeLeaf)]
-
-
-@dataclass(frozen=True)
-class Transfer:
-    """One value moving along a tree edge: from the owner computing `child` to its parent."""
-
-    sender: int
-    receiver: int
-
-
-def reduce_edges(root: TreeNode, nodes: list[TreeNode] | None = None) -> list[Transfer]:
-    """The reduce phase: every transfer of a subtree value to the owner of its parent branch,
-    in the order they occur."""
-    out = []
-    for node in (postorder(root) if nodes is None else nodes):
-        if isinstance(node, TreeBranch):
-            for child in (node.left, node.right):
-                if child.owner != node.owner:
-                    out.append(Transfer(child.owner, node.owner))
-    return out
-
-
-def replicate_edges(root: TreeNode, deliver_to: int | None = None) -> list[Transfer]:
-    """The replicate phase, reversing the reduce edges (pre-order, each owner once).
-
-    With `deliver_to`, only the path from the root to that leaf owner (CombineDeliverTo).
-    """
-    edges = []
-    seen = {root.owner}
-    # pre-order walk: a branch owner forwards the result to the owner of each child subtree
-    stack: list[TreeNode] = [root]
-    order: list[Transfer] = []
-    while stack:
-        node = stack.pop()
-        if isinstance(node, TreeBranch):
-            for child in (node.right, node.left):
-                stack.append(child)
-            for child in (node.left, node.right):
-                if child.owner not in seen:
-                    seen.add(child.owner)
-                    order.append(Transfer(node.owner, child.owner))
-    edges = order
-    if deliver_to is None:
-        return edges
-    return delivery_path({e.receiver: e.sender for e in edges}, deliver_to)
-
-
-def delivery_path(parent: dict[int, int], target: int) -> list[Transfer]:
-    """CombineDeliverTo target: the replicate edges from the root down to `target` only;
-    `parent` maps each receiver of the full replicate phase to its sender."""
-    path = []
-    o = target
-    while o in parent:
-        path.append(Transfer(parent[o], o))
-        o = parent[o]
-    return list(reversed(path))
 
 
 @dataclass(frozen=True)
@@ -201,59 +82,6 @@ def _finish_ops(root: TreeNode, n: int, nodes: list[TreeNode]) -> list[tuple[Op,
     for f in fin:
         f.append(Op("finalize"))
     return [tuple(f) for f in fin]
-
-
-def report_edges(root: TreeNode, nodes: list[TreeNode] | None = None) -> list[Transfer]:
-    """The tree over owners that publication and checkpoints report up: the reduce edges
-    toward the root, contracted to one edge per owner. An owner's nodes all lie on its
-    leaf's path to the root (a branch runs at the owner of a leaf beneath it); its top node
-    is the highest of them, and it reports to the owner of the branch just above. That
-    owner's top node is higher still, so the edges form a tree (the replicate phase's,
-    reversed). Edges come in post-order, so an owner receives every report of its subtree
-    before it sends its own. A tree whose value goes back and forth between two owners,
-    ((c0 + c1) at owner 1 + c2) at owner 0, reports 1 -> 0 and 2 -> 0: owner 0's first
-    move, to owner 1, is not its report."""
-    nodes = postorder(root) if nodes is None else nodes
-    top: dict[int, int] = {}  # owner -> id of its highest node (the first in pre-order)
-    for node in preorder(root):
-        top.setdefault(node.owner, id(node))
-    up = []
-    for node in nodes:
-        if isinstance(node, TreeBranch):
-            for child in (node.left, node.right):
-                if child.owner != node.owner and top[child.owner] == id(child):
-                    up.append(Transfer(child.owner, node.owner))
-    check_report_tree(root.owner, up)
-    return up
-
-
-def preorder(root: TreeNode) -> list[TreeNode]:
-    """Nodes in pre-order (node, left, right), without recursion."""
-    out: list[TreeNode] = []
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        out.append(node)
-        if isinstance(node, TreeBranch):
-            stack.append(node.right)
-            stack.append(node.left)
-    return out
-
-
-def check_report_tree(root: int, up: list[Transfer]) -> None:
-    """Hold `up` to what publication and checkpoints rely on: one edge per owner but the
-    root, every receiver the root or an owner that reports, and every edge into an owner
-    before the edge out of it. Then each owner's way up passes edges of increasing
-    position, so it has no cycle and ends at the root: checked in one pass, no walk."""
-    sent_at: dict[int, int] = {}
-    for i, t in enumerate(up):
-        if t.sender == root or t.sender in sent_at:
-            raise ValueError(f"report tree: owner {t.sender} reports twice or is the root")
-        sent_at[t.sender] = i
-    for i, t in enumerate(up):
-        if t.receiver != root and sent_at.get(t.receiver, -1) <= i:
-            raise ValueError(f"report tree: owner {t.sender} reports to owner {t.receiver}, "
-                             "which has reported up already or never does")
 
 
 def _checkpoint_ops(root: TreeNode, n: int, nodes: list[TreeNode]) -> list[tuple[Op, ...]]:
@@ -588,7 +416,7 @@ def project_sample_tree(root: TreeNode, n: int, tree: PlacedSampleTree, part, k:
                         nodes: list[TreeNode], layout: OwnerLayout | None,
                         placement: str = BRANCH_OWNERS) -> tuple[OwnerProtocol, ...]:
     """Each owner's protocol under the sample tree; `root` is its owner tree
-    (`sample_owner_tree`). One update, as a global schedule projected onto owners: every
+    (`tree.sample_owner_tree`). One update, as a global schedule projected onto owners: every
     owner evaluates its blocks (`sample-block`, in sample order); the branches above them
     run in post-order, a right child moving to its parent's owner when the two differ
     (send, then its receive); the root's owner spreads the total down the owner tree; every

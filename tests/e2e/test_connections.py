@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from alphac.testing import session
-from alphac.plan.protocol import Op, OwnerProtocol, hierarchy_children, peers
+from alphac.plan.protocol import Op, OwnerProtocol, peers
+from alphac.plan.tree import hierarchy_children
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from alphac import wire
-from alphac.image.image import op_steps
+from alphac.plan.steps import op_steps
 from alphac.launch.commit import resolve
 from alphac.ir import nodes as n
 from test_runtime_support import (

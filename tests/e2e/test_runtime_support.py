@@ -16,7 +16,7 @@ import numpy as np
 from alphac.driver import build as build_executable
 from alphac.launch.runner import default_transport
 from alphac.ir import nodes as n
-from alphac.plan.protocol import build_tree, postorder
+from alphac.plan.tree import build_tree, postorder
 from alphac.testing.outputs import refusal_code  # noqa: F401 (the tests import it from here)
 from alphac.ir.words import to_bits as word, to_float as value
 

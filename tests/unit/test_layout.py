@@ -18,6 +18,7 @@ from alphac.oracle import layout as oracle_layout
 from alphac.oracle import tree as oracle_tree
 from alphac.plan import plan
 from alphac.plan import protocol as plan_protocol
+from alphac.plan import tree as plan_tree
 from alphac.plan.layout import OwnerLayout, layout_of_deployment
 from spec_sweep import every_deployment
 from test_plan_support import adam_partitioning, deployment
@@ -250,10 +251,10 @@ def test_the_oracles_tree_is_the_planners(n):
     rng = random.Random(n)
     for topology in topologies(n, rng):
         mine = oracle_tree.combine_tree(n, topology)
-        theirs = plan_protocol.build_tree(n, topology)
+        theirs = plan_tree.build_tree(n, topology)
         ours = oracle_tree.postorder(mine)
-        assert shape(ours) == shape(plan_protocol.postorder(theirs)), (n, topology)
-        assert oracle_tree.leaves(mine) == plan_protocol.leaves(theirs)
+        assert shape(ours) == shape(plan_tree.postorder(theirs)), (n, topology)
+        assert oracle_tree.leaves(mine) == plan_tree.leaves(theirs)
         assert sorted(oracle_tree.leaves(mine)) == list(range(n))
         assert len(ours) == 2 * n - 1 and ours[-1] is mine
 

@@ -16,7 +16,7 @@ from alphac.ir.nodes import Hierarchy, Star
 from alphac.plan import plan
 from alphac.plan.delivery import PathOwners, check_delivery
 from alphac.plan.phases import REPLICATE_ALL, Delivery
-from alphac.plan.protocol import Transfer, build_tree, delivery_path, postorder, replicate_edges
+from alphac.plan.tree import Transfer, build_tree, delivery_path, postorder, replicate_edges
 
 ROOT = Path(__file__).resolve().parents[2]
 SPAN = Span("spec.alpha", 3, 1)

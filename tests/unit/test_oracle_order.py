@@ -138,7 +138,7 @@ def test_mutants_compute_what_they_claim():
     assert list(evaluate(dep, mutant="deliver-to-next").params) == plain_step(([0.0, g[0]], n), W0)
     # swap branch: the same as declaring the swapped tree explicitly
     t = Hierarchy(2)
-    from alphac.plan.protocol import build_tree
+    from alphac.plan.tree import build_tree
     explicit = ExplicitTree(_swapped(build_tree(10, t)), "group", tuple(range(10)))
     assert (evaluate(order10("plain", t), mutant="swap-branch").params
             == evaluate(order10("plain", explicit)).params)

@@ -92,7 +92,7 @@ def simulate(protocols: tuple[OwnerProtocol, ...], words: dict | None = None, st
 
 def tree_expr(node, suffix: str = "") -> str:
     """The tree's sum as the interpreter spells it (iteratively: trees may be deep)."""
-    from alphac.plan.protocol import postorder
+    from alphac.plan.tree import postorder
     from alphac.ir.nodes import TreeLeaf
 
     val: dict[int, str] = {}
