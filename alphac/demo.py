@@ -51,7 +51,9 @@ def _demo(args) -> int:
     from alphac.commands.launch import load, print_failures, table
     from alphac.commands.report import diagnostics as print_diagnostics
     from alphac.diagnostics import CompileError
-    from alphac.launch.launcher import LaunchError, ensure_built, launch
+    from alphac.launch.cache import ensure_built
+    from alphac.launch.errors import LaunchError
+    from alphac.launch.launcher import launch
 
     dep = load(args.spec)
     if dep is None:

@@ -138,7 +138,7 @@ def run_owners_once(dep, exes, work: Path, updates: int, extra: tuple[str, ...])
 
 
 def _run_args(ckpt_dir: Path | None = None, resume: Path | None = None) -> tuple[str, ...]:
-    from alphac.launch.launcher import run_arguments
+    from alphac.launch.checkpoints import run_arguments
 
     return run_arguments(ckpt_dir, resume)
 

@@ -273,7 +273,7 @@ _EXPECTED: dict[tuple[str, int], object] = {}  # the oracle's result per (deploy
 
 def verdict(case: Case) -> str:
     from alphac.testing import session
-    from alphac.launch.launcher import compare
+    from alphac.launch.report import compare
     from alphac.oracle import evaluate
 
     if case.baseline:

@@ -112,7 +112,7 @@ def setup(n: int, rate: str, delay: str | None) -> None:
 
 def alphac_seconds(dep, exes, updates: int) -> tuple[float, object]:
     """The slowest owner's wall seconds of one keyed run over the namespaces, and the run."""
-    from alphac.launch.launcher import KEY_NAME, PlanRun, run_outputs, settled, write_key
+    from alphac.launch.plan_run import KEY_NAME, PlanRun, run_outputs, settled, write_key
     from alphac.launch.roles import role_table
     from alphac.launch.runner import OwnerCommand, owner_argv, run_owners
     from alphac.testing.session import new_run_dir, root
@@ -174,7 +174,7 @@ def main() -> None:
         delay = None
     why = peers.missing(args.peer_python, "torch.distributed")
     from alphac.testing import session
-    from alphac.launch.launcher import compare
+    from alphac.launch.report import compare
     from alphac.ir import nodes as N
     from alphac.oracle import evaluate
 

@@ -121,7 +121,9 @@ def bench_kinds(k: int, n: int, updates: int) -> None:
 
 def bench_big(rounds: int) -> None:
     from alphac import driver
-    from alphac.launch.launcher import ensure_built, new_run_dir, run_plan
+    from alphac.launch.cache import ensure_built
+    from alphac.launch.plan_run import run_plan
+    from alphac.launch.runs import new_run_dir
 
     if not BIG.exists() or not (ROOT / "out" / "data" / "big_samples.npy").exists():
         print(f"{BIG.relative_to(ROOT)}: its samples are missing (python bench/make_big_data.py)")

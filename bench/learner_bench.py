@@ -158,7 +158,7 @@ def timed(step, updates: int) -> float:
 def verify(name: str, dep, run, updates: int) -> None:
     """The run's words against the oracle's, word for word."""
     from alphac.testing import session
-    from alphac.launch.launcher import compare
+    from alphac.launch.report import compare
     from alphac.oracle import evaluate
 
     t0 = time.perf_counter()

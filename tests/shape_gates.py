@@ -35,7 +35,8 @@ def resume_across_instruction_sets(tmp_path, name: str, dep, version: int):
     new contract) it equals the oracle of that schedule from the checkpoint's state.
     Returns the uninterrupted and the resumed comparisons."""
     from alphac.testing import session
-    from alphac.launch.launcher import compare, run_arguments
+    from alphac.launch.checkpoints import run_arguments
+    from alphac.launch.report import compare
     from alphac.oracle import evaluate, start_of
 
     def launched(key, d, directory, ckpt=None, new_contract=False):

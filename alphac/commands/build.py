@@ -15,8 +15,7 @@ from alphac.commands import report
 from alphac.commands.report import error as _error
 from alphac.commands.report import interrupted, stage_error
 from alphac.diagnostics import CompileError, hinted
-from alphac.launch.cache import data_files, record_inputs
-from alphac.launch.launcher import built_state, needed
+from alphac.launch.cache import built_state, data_files, needed, record_inputs
 
 
 EPILOG = """\b

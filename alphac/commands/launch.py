@@ -105,7 +105,7 @@ def command(spec: str, rounds: int | None, deployment: str | None, as_json: bool
             hosts: str | None, native: tuple[str, ...]) -> None:
     """Build if needed, run every owner on 127.0.0.1, compare each with the oracle; or, with
     --emit, write the files Slurm or mpirun runs them from."""
-    from alphac.launch.launcher import leave
+    from alphac.launch.beside import leave
     from alphac.launch.progress import Progress
     from alphac.launch.interrupts import interruptible
 

@@ -42,7 +42,7 @@ def _gate_names() -> list[str]:
 def command(gates: tuple[str, ...], gpu: bool, db: str | None, work: str | None, specs: str | None,
             as_json: bool, report: bool, html_file: str | None) -> None:
     """Run the gate suite on this hardware and record the run."""
-    from alphac.launch.launcher import leave
+    from alphac.launch.beside import leave
     from alphac.launch.interrupts import interruptible
     from alphac.qualify.tracker import TrackerError, default_db
 

@@ -13,7 +13,7 @@ from alphac.commands import report
 from alphac.commands.options import ROUNDS
 from alphac.commands.launch import MAX_TIMEOUT_S, load, print_failures, table
 from alphac.commands.report import error, interrupted
-from alphac.launch.launcher import leave
+from alphac.launch.beside import leave
 
 EPILOG = """\b
 The run directory holds owner-I.out for every owner I (the name the files of

@@ -1,5 +1,6 @@
 """Which executables a launch must (re)build: the embedded `.alphac` metadata and staleness
-by content.
+by content, and the building of those that are missing or stale (`ensure_built`: each
+(role, target) the placement `needed`, through alphac.driver).
 
 Every build leaves a record of what it read beside the executable, `EXE.deps`: the sha256
 of the compiler (its modules and the data shipped with them: grammar, std library,
@@ -17,6 +18,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import time
 from pathlib import Path
 
 from alphac.resources import sha256_file
@@ -153,3 +155,56 @@ def stale_reason(exe: str | Path, protocol_hex: str, role: str, target: str, cpu
         except OSError:
             return f"cannot read its input {path}"
     return None
+
+
+def needed(dep) -> list[tuple[str, str]]:
+    """Every (role, target) the placement needs, in owner order, each once."""
+    out: list[tuple[str, str]] = []
+    for o in range(dep.owners):
+        key = (dep.role_of(o).name, dep.placement[o])
+        if key not in out:
+            out.append(key)
+    return out
+
+
+LOCAL_CPU = "host"  # every owner of a launch runs on this machine
+
+
+def ensure_built(plan, out_dir: str | Path, force: bool = False, log=None,
+                 cpu: str = LOCAL_CPU, progress=None, faults: bool = False) -> dict[tuple[str, str], Path]:
+    """Build each needed (role, target) into out_dir unless an up-to-date one is there
+    (alphac.driver.build; `faults`: a test build's), the kernels for the CPU level `cpu` (on
+    targets that describe it: AArch64 ones for its baseline); `log` hears why each one is
+    built, `progress` how long it took. A mutant's executables have their own names
+    (`-mutant-NAME`) and identity, so they never stand in for a normal build's, nor it for theirs."""
+    from alphac import driver
+
+    dep = plan.deployment
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    exes: dict[tuple[str, str], Path] = {}
+    for role, target in needed(dep):
+        level = driver.cpu_level_for(target, cpu)
+        path, why = built_state(plan, role, target, out, level)
+        why = "forced" if force else why
+        if why is not None:
+            if log:
+                log(f"build {path.name}: {why}")
+            t0 = time.perf_counter()
+            path = driver.build(plan, role, target, out, cpu=level, faults=faults)
+            record_inputs(path, dep.source_file or None, data_files(dep))
+            if progress is not None:
+                progress.built(path.name, time.perf_counter() - t0)
+        exes[(role, target)] = path
+    return exes
+
+
+def built_state(plan, role: str, target: str, out_dir: str | Path, level: str) -> tuple[Path, str | None]:
+    """Where the executable of (role, target) for CPU level `level` goes in out_dir, and why
+    it must be built (None: the one there is up to date: stale_reason)."""
+    from alphac import driver
+
+    dep = plan.deployment
+    path = Path(out_dir) / driver.executable_name(plan, role, target, level)
+    return path, stale_reason(path, plan.protocol_hex, role, target, cpu_wanted(target, level),
+                              dep.source_file or None, data_files(dep))

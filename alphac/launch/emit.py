@@ -14,11 +14,14 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from alphac.launch.cache import ensure_built
+from alphac.launch.checkpoints import checkpoint_arguments
+from alphac.launch.errors import LaunchError
 from alphac.launch.hostlist import HostlistError, expand
-from alphac.launch.launcher import (KEY_BYTES, KEY_NAME, LaunchError, checkpoint_arguments, ensure_built,
-                                   owner_timeout_ms, spec_stem)
+from alphac.launch.plan_run import KEY_BYTES, KEY_NAME, owner_timeout_ms
 from alphac.launch.roles import OwnerRange, owner_ranges, role_table
 from alphac.launch.runner import stderr_name
+from alphac.launch.runs import spec_stem
 from alphac.wire import ENGINE_RANKS, output_name
 
 ENGINES = ("slurm", "mpirun")

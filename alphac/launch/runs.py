@@ -1,19 +1,36 @@
-"""The output directory's housekeeping: each launch runs in a fresh `OUT/runs/<spec>-XXXX/`,
-and only the newest KEEP_RUNS of them are kept (older ones are removed when a launch
-starts, but for a run a checkpoint pointer names); a launch's checkpoints go into its run
-directory, `RUN/D` for the deployment's relative checkpointDirectory D, and `OUT/D/latest`
-points at the newest one published; `alphac clean` removes the runs, the pointers and
-the executables alphac built there."""
+"""The output directory's housekeeping: each launch runs in a fresh `OUT/runs/<spec>-XXXX/`
+(`new_run_dir`; <spec> is the deployment's `spec_stem`), and only the newest KEEP_RUNS of
+them are kept (older ones are removed when a launch starts, but for a run a checkpoint
+pointer names); a launch's checkpoints go into its run directory, `RUN/D` for the
+deployment's relative checkpointDirectory D, and `OUT/D/latest` points at the newest one
+published; `alphac clean` removes the runs, the pointers and the executables alphac built
+there."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path, PurePosixPath
 
 KEEP_RUNS = 20
 POINTER = "latest"  # OUT/D/latest: the newest checkpoint a launch published under RUN/D
 POINTER_DEPTH = 8   # how deep below OUT a pointer is looked for (D's components)
+
+
+def spec_stem(dep) -> str:
+    """The name a deployment's files go under: its spec file's stem, else its own name."""
+    return Path(dep.source_file).stem if dep.source_file else dep.name
+
+
+def new_run_dir(out_dir: str | Path, stem: str) -> Path:
+    """A fresh `OUT/runs/<stem>-XXXXXXXX/`; only the newest KEEP_RUNS run directories are
+    kept (prune_runs)."""
+    base = Path(out_dir) / "runs"
+    base.mkdir(parents=True, exist_ok=True)
+    made = Path(tempfile.mkdtemp(prefix=f"{stem}-", dir=base))
+    prune_runs(out_dir)
+    return made
 
 
 def checkpoint_home(declared: str) -> Path | None:

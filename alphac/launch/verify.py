@@ -15,10 +15,13 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from alphac.launch.beside import OracleProgress, evaluate
+from alphac.launch.checkpoints import changed_since, resume_of, resume_start
 from alphac.launch.commit import commit_path
-from alphac.launch.launcher import (LaunchError, LaunchReport, OracleProgress, PlanRun, _evaluate, changed_since,
-                                    compare, resume_of, resume_start, resumed, run_outputs, settled, unmatched)
+from alphac.launch.errors import LaunchError
 from alphac.launch.interrupts import doing
+from alphac.launch.plan_run import PlanRun, run_outputs, settled
+from alphac.launch.report import LaunchReport, compare, resumed, unmatched
 from alphac.launch.runner import stderr_name
 from alphac.wire import output_name
 
@@ -136,7 +139,7 @@ def verify(dep, run_dir: str | Path, rounds: int | None = None, spec: str = "", 
     first = 0 if start is None else int(start.version)
     counted = OracleProgress(first, max(first, n) - 1)
     doing(counted)
-    oracle, refusal = _evaluate(dep, n, start, resume, new_contract, tick=counted.tick)
+    oracle, refusal = evaluate(dep, n, start, resume, new_contract, tick=counted.tick)
     doing("comparing the owners' words with the oracle's")
     report = resumed(compare(plan, run, oracle, n, spec, refusal), resume, first, n, new_contract,
                      _tag(start, key_file))

@@ -60,7 +60,8 @@ class Context:
         """Build `dep` into work/key (what is missing), run every owner, compare with the
         oracle (alphac.launch.launcher.launch); the executables are recorded."""
         from alphac import driver
-        from alphac.launch.launcher import ensure_built, launch
+        from alphac.launch.cache import ensure_built
+        from alphac.launch.launcher import launch
 
         plan = driver.plan(dep, options.get("mutant"))
         out = self.work / key
@@ -107,7 +108,7 @@ def mixed_isa(ctx: Context) -> Verdict:
 def assembled(report, k: int, m: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """The logical (params, state) the owners' output files hold together: every word held
     by some owner, and alike by every owner holding it (else GateFailed)."""
-    from alphac.launch.launcher import run_outputs
+    from alphac.launch.plan_run import run_outputs
     from alphac.launch.results import read_result
 
     params: list = [None] * k

@@ -10,8 +10,10 @@ import tempfile
 from pathlib import Path
 from typing import Mapping
 
-from alphac.launch.launcher import PlanRun, ensure_built, new_run_dir, run_plan
+from alphac.launch.cache import ensure_built
+from alphac.launch.plan_run import PlanRun, run_plan
 from alphac.launch.roles import role_table
+from alphac.launch.runs import new_run_dir
 
 _root: Path | None = None
 _plans: dict[str, object] = {}
@@ -55,7 +57,7 @@ def built(key: str, dep, faults: bool = False) -> dict:
 
 
 def run(key: str, dep, **kw) -> PlanRun:
-    """Run every owner of a cached build in a fresh run directory (see launcher.run_plan)."""
+    """Run every owner of a cached build in a fresh run directory (see plan_run.run_plan)."""
     exes = kw.pop("exes", None) or built(key, dep)
     kw.setdefault("deadline_s", 120.0)
     return run_plan(dep, exes, new_run_dir(root(), key), **kw)

@@ -42,7 +42,7 @@ def placed(spec: str, placement: list[str], directory: Path, edits=()) -> Path:
 
 def built(tmp_path: Path, spec: str, placement: list[str], edits=()):
     """The deployment, plan and executables (under tmp_path/out) of `spec` re-placed."""
-    from alphac.launch.launcher import ensure_built
+    from alphac.launch.cache import ensure_built
 
     dep = driver.deployment(str(placed(spec, placement, tmp_path / "specs", edits)))
     plan = driver.plan(dep)

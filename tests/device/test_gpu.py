@@ -13,7 +13,8 @@ import shutil
 import pytest
 
 from alphac import driver
-from alphac.launch.launcher import launch, run_plan
+from alphac.launch.launcher import launch
+from alphac.launch.plan_run import run_plan
 
 from support import DEMO, NAN_RATE, SPECS, built
 
@@ -99,7 +100,7 @@ def test_the_elementary_function_gates_on_sm86_owners_equal_the_oracle(tmp_path,
     AArch64 owners and of the oracle."""
     import dataclasses
 
-    from alphac.launch.launcher import ensure_built
+    from alphac.launch.cache import ensure_built
 
     dep = driver.deployment(str(SPECS / spec), "run")
     dep = dataclasses.replace(dep, placement=("sm86", "aarch64", "sm86", "x86_64"))

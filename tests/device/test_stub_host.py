@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from alphac.launch.launcher import launch, run_plan
+from alphac.launch.launcher import launch
+from alphac.launch.plan_run import run_plan
 from alphac.launch.ports import free_ports
 from alphac.launch.runner import write_peers
 from alphac.plan.device import device_bytes

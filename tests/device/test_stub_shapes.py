@@ -10,7 +10,8 @@ import shutil
 import pytest
 
 from alphac import driver
-from alphac.launch.launcher import ensure_built, launch
+from alphac.launch.cache import ensure_built
+from alphac.launch.launcher import launch
 
 from support import SPECS, build_twins, stub_env
 

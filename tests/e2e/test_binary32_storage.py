@@ -126,7 +126,7 @@ def test_the_other_trees_and_the_block_placement(case):
     """The sample tree (binary32 adds level by level), another hierarchy, and the block
     placement's ordered reduce-scatter over binary32 words, each equal to the oracle."""
     from alphac.testing import session
-    from alphac.launch.launcher import compare
+    from alphac.launch.report import compare
 
     never = n.Checkpoint()
     base = driver.deployment(str(SPEC), "run")

@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from alphac.driver import build as build_executable
-from alphac.launch.launcher import compare, new_run_dir, run_plan
+from alphac.launch.plan_run import run_plan
+from alphac.launch.report import compare
+from alphac.launch.runs import new_run_dir
 from alphac.oracle import evaluate
 from alphac.plan import plan
 from alphac.plan.identity import identity_document

@@ -106,7 +106,8 @@ def test_owners_restore_a_checkpoint_taken_under_another_block_size(tmp_path):
     that hold them, and the run ends equal to the uninterrupted one."""
     from alphac.testing import session
     from alphac.checkpoint.manifest import read_key
-    from alphac.launch.launcher import checkpoint_key_file, compare, run_arguments
+    from alphac.launch.checkpoints import checkpoint_key_file, run_arguments
+    from alphac.launch.report import compare
 
     src, dep = adam(3), adam(1)
     d = tmp_path / "ckpt-2"

@@ -21,8 +21,9 @@ from alphac.checkpoint import read_key, read_manifest, render
 from alphac.checkpoint.manifest import manifest_tag
 from alphac.commands import main
 from alphac.image.ckpt import inputs_line, samples_sha
-from alphac.launch.launcher import changed_since, checkpoint_key_file, resume_start, unmatched
+from alphac.launch.checkpoints import changed_since, checkpoint_key_file, resume_start
 from alphac.launch.ports import free_ports
+from alphac.launch.report import unmatched
 
 ROOT = Path(__file__).resolve().parents[2]
 CKPTS = ROOT / "tests" / "errors" / "checkpoints"
@@ -183,7 +184,7 @@ def test_a_checkpoint_replaced_while_a_run_is_under_way_is_no_match(tmp_path):
     why = changed_since(start)
     assert why.startswith(f"checkpoint-hash-mismatch: {d}/manifest.txt changed while the run was under way "
                           f"(sha256 {start.sha256[:16]} when the oracle read it, now unreadable "), why
-    from alphac.launch.launcher import LaunchReport, OwnerRow
+    from alphac.launch.report import LaunchReport, OwnerRow
 
     report = LaunchReport("s", "run", 3, "0" * 16, (OwnerRow(0, "coordinator", "x86_64", 5, (1,), (2,), True),),
                           (), {}, None, tmp_path)

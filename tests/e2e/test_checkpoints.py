@@ -17,7 +17,8 @@ import pytest
 from alphac.checkpoint import CheckpointError, logical_words, read_key, read_manifest, render, verify
 from alphac.checkpoint.manifest import manifest_tag
 from alphac.ir import nodes as n
-from alphac.launch.launcher import checkpoint_arguments, checkpoint_key_file, compare, run_arguments
+from alphac.launch.checkpoints import checkpoint_arguments, checkpoint_key_file, run_arguments
+from alphac.launch.report import compare
 from alphac.oracle import evaluate
 from alphac.testing.outputs import refusal_code
 from alphac.testing.session import owner_exes
@@ -358,9 +359,10 @@ def ckpt_kill_trial(seed: int, work: Path, reference: dict[int, bytes]) -> int:
     import subprocess
     import time
 
-    from alphac.launch.launcher import new_run_dir, write_key
+    from alphac.launch.plan_run import write_key
     from alphac.launch.roles import runner_for
     from alphac.launch.runner import SHM_DIR, owner_argv, remove_segments, write_peers
+    from alphac.launch.runs import new_run_dir
     from alphac.plan.protocol import OP_CODE
 
     rng = random.Random(seed)

@@ -14,8 +14,7 @@ from click.testing import CliRunner
 
 from alphac import driver
 from alphac.commands import main
-from alphac.launch.launcher import new_run_dir
-from alphac.launch.runs import KEEP_RUNS, clean, prune_runs, runs_of
+from alphac.launch.runs import KEEP_RUNS, clean, new_run_dir, prune_runs, runs_of
 
 ROOT = Path(__file__).resolve().parents[2]
 SPECS = ROOT / "specs"

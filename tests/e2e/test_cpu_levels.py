@@ -16,7 +16,9 @@ from click.testing import CliRunner
 from alphac import driver
 from alphac.commands import main
 from alphac.codegen.module import kernel_module
-from alphac.launch.launcher import ensure_built, new_run_dir, run_plan
+from alphac.launch.cache import ensure_built
+from alphac.launch.plan_run import run_plan
+from alphac.launch.runs import new_run_dir
 from alphac.targets import compile_object, levels, llvm, load_target
 from alphac.targets.llvm import host_cpu
 from alphac.targets.target import TargetError, parse_target

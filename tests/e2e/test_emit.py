@@ -14,7 +14,7 @@ import pytest
 
 from alphac.testing import session
 from alphac.launch.emit import emit, host_slots
-from alphac.launch.launcher import LaunchError
+from alphac.launch.errors import LaunchError
 from alphac.launch.roles import owner_ranges, role_table
 from alphac.launch.runner import owner_environment
 from alphac.wire import ENGINE_VARIABLES

@@ -15,10 +15,10 @@ from alphac.diagnostics import DiagnosticBag, Span
 from alphac.image.ckpt import write_plan_checkpoint
 from alphac.plan.publication import prepared_owners, subtrees
 from alphac.testing import session
-from alphac.launch.launcher import checkpoint_key_file, compare, run_arguments
+from alphac.launch.checkpoints import checkpoint_key_file, run_arguments
+from alphac.launch.report import compare
 from alphac.oracle import evaluate
-from alphac.plan.protocol import check_report_tree, report_edges, Transfer
-from alphac.plan.tree import check_topology
+from alphac.plan.tree import Transfer, check_report_tree, check_topology, report_edges
 
 from explicit_trees import cases, on_owners, spelled, with_tree
 

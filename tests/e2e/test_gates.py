@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from alphac.testing import session
-from alphac.launch.launcher import compare
+from alphac.launch.report import compare
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 

@@ -17,7 +17,8 @@ from alphac import driver
 from alphac.checkpoint import logical_words
 from alphac.commands import main
 from alphac.testing import session
-from alphac.launch.launcher import compare, run_arguments
+from alphac.launch.checkpoints import run_arguments
+from alphac.launch.report import compare
 from alphac.ir import nodes as ir
 from alphac.oracle import Refusal, evaluate, start_of
 

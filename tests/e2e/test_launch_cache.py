@@ -6,10 +6,9 @@ import time
 from pathlib import Path
 
 from alphac.testing import session
-from alphac.launch.cache import (compiler_digest, cpu_wanted, deps_path, inputs, record_inputs,
+from alphac.launch.cache import (compiler_digest, cpu_wanted, deps_path, ensure_built, inputs, record_inputs,
                                  stale_reason)
 from alphac.targets.elf import read_metadata
-from alphac.launch.launcher import ensure_built
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 

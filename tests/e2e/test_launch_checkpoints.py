@@ -94,8 +94,7 @@ def test_clean_removes_the_pointer_with_the_runs(spec, tmp_path):
 
 
 def test_pruning_keeps_the_run_the_pointer_leads_into(tmp_path):
-    from alphac.launch.launcher import new_run_dir
-    from alphac.launch.runs import point_latest
+    from alphac.launch.runs import new_run_dir, point_latest
 
     first = new_run_dir(tmp_path, "s")
     (first / "ckpt" / "ckpt-2").mkdir(parents=True)

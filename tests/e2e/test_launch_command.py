@@ -13,7 +13,10 @@ from pathlib import Path
 
 from alphac.ir import nodes as N
 from alphac.commands.launch import table
-from alphac.launch.launcher import compare, needed, new_run_dir, run_plan
+from alphac.launch.cache import needed
+from alphac.launch.plan_run import run_plan
+from alphac.launch.report import compare
+from alphac.launch.runs import new_run_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 PARAMS = (0x3FF0000000000000, 0x4000000000000000)
@@ -219,7 +222,7 @@ def test_every_owner_refusing_by_one_code_is_one_cause(tmp_path):
 def test_an_owner_that_cannot_start_stops_the_others(tmp_path):
     import pytest
 
-    from alphac.launch.launcher import LaunchError
+    from alphac.launch.errors import LaunchError
 
     dep = _dep(2)
     sleeper = _script(tmp_path / "z", "time.sleep(60)")
@@ -241,7 +244,7 @@ def test_an_owner_that_cannot_start_stops_the_others(tmp_path):
 
 
 def test_an_unknown_transport_in_the_environment_is_a_one_line_error(tmp_path, monkeypatch):
-    from alphac.launch.launcher import LaunchError
+    from alphac.launch.errors import LaunchError
 
     monkeypatch.setenv("ALPHAC_TRANSPORT", "udp")
     with pytest.raises(LaunchError) as err:

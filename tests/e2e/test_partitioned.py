@@ -14,7 +14,7 @@ import pytest
 
 from alphac.ir import nodes as n
 from alphac.testing import session
-from alphac.launch.launcher import compare
+from alphac.launch.report import compare
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 X86, ARM = "x86_64", "aarch64"

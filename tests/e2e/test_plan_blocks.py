@@ -195,7 +195,7 @@ def test_check_and_plan_accept_either_placement_with_other_protocols(tmp_path):
 
 def test_a_spec_of_partitioned_blocks_builds_and_every_owner_equals_the_oracle(tmp_path):
     from alphac.testing import session
-    from alphac.launch.launcher import compare
+    from alphac.launch.report import compare
 
     spec = gate_spec(tmp_path, " partitionBlockWords = 2,")
     out = CliRunner().invoke(main, ["build", str(spec), "--all", "-o", str(tmp_path / "out")])
@@ -221,7 +221,7 @@ def test_replicated_blocks_build_the_same_op_tables():
 
 def test_replicated_blocks_run_and_equal_the_oracle(tmp_path):
     from alphac.testing import session
-    from alphac.launch.launcher import compare
+    from alphac.launch.report import compare
 
     dep = dataclasses.replace(deployment(3, ir.Star(), k=5, kind="adam", placement=["x86_64"] * 3),
                               partitioning=ir.Partitioning(block_words=2))

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from alphac.ir import nodes as n
-from alphac.launch.launcher import compare, run_arguments
+from alphac.launch.checkpoints import run_arguments
+from alphac.launch.report import compare
 from alphac.oracle import evaluate
 from alphac.plan.protocol import OP_CODE
 from alphac.testing import session

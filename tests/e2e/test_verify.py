@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from alphac.testing import session
-from alphac.launch.launcher import LaunchError
+from alphac.launch.errors import LaunchError
 from alphac.launch.verify import verify
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -184,7 +184,7 @@ def test_an_earlier_launch_s_interrupt_does_not_stop_a_later_oracle():
     import signal as sig
 
     from alphac.launch.interrupts import Interrupted, interruptible
-    from alphac.launch.launcher import OracleProgress
+    from alphac.launch.beside import OracleProgress
 
     with pytest.raises(Interrupted):
         with interruptible():

@@ -133,7 +133,7 @@ def x86_spec(tmp_path_factory) -> Path:
 
 def _prebuilt(spec: Path, dest: Path) -> dict:
     from alphac import driver
-    from alphac.launch.launcher import ensure_built
+    from alphac.launch.cache import ensure_built
 
     return ensure_built(driver.plan(driver.deployment(str(spec))), dest)
 
@@ -345,7 +345,7 @@ def test_the_timeout_bounds_the_owners_and_the_oracle(tmp_path, x86_spec, x86_ex
 def test_owners_past_the_runs_deadline_leave_no_staged_file(tmp_path, x86_spec, x86_exes):
     # run_plan's own deadline (no --timeout): the owners are killed and the run settled
     from alphac import driver
-    from alphac.launch.launcher import run_plan
+    from alphac.launch.plan_run import run_plan
 
     run = run_plan(driver.deployment(str(x86_spec)), x86_exes, tmp_path / "run", updates=10**7, deadline_s=1.5)
     assert run.result.timed_out and not run.committed

@@ -11,7 +11,8 @@ import pytest
 
 from alphac.driver import build as build_executable
 from alphac.testing import session
-from alphac.launch.launcher import new_run_dir, run_plan
+from alphac.launch.plan_run import run_plan
+from alphac.launch.runs import new_run_dir
 from alphac.launch.results import OwnerResult, ResultError, parse_result
 from alphac.testing.outputs import encode_result
 from alphac.plan.protocol import Op

@@ -14,7 +14,7 @@ import pytest
 
 from alphac.image.image import run_id_of
 from alphac.launch.commit import resolve
-from alphac.launch.launcher import new_run_dir
+from alphac.launch.runs import new_run_dir
 from alphac.launch.roles import runner_for
 from alphac.launch.ports import free_ports
 from alphac.launch.runner import default_transport, owner_argv, run_owners, write_peers, OwnerCommand

@@ -24,7 +24,9 @@ import pytest
 from alphac import wire
 from alphac.image.image import run_id_of
 from alphac.launch.commit import resolve, staged_path
-from alphac.launch.launcher import compare, new_run_dir, write_key
+from alphac.launch.plan_run import write_key
+from alphac.launch.report import compare
+from alphac.launch.runs import new_run_dir
 from alphac.launch.roles import runner_for
 from alphac.launch.ports import free_ports
 from alphac.launch.runner import SHM_DIR, default_transport, owner_argv, remove_segments, write_peers
@@ -462,7 +464,7 @@ def kill_trial(seed: int, name: str = "kill") -> str:
     if settled.committed:
         assert settled.errors == {}, (seed, settled.errors)
         assert len(outs) == DEP.owners, seed
-        from alphac.launch.launcher import PlanRun
+        from alphac.launch.plan_run import PlanRun
         from alphac.launch.results import read_result
         from alphac.launch.runner import OwnerOutcome, RunResult
 
