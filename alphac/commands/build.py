@@ -15,7 +15,7 @@ from alphac.commands import report
 from alphac.commands.report import error as _error
 from alphac.commands.report import interrupted, stage_error
 from alphac.diagnostics import CompileError, hinted
-from alphac.launch.cache import built_state, data_files, needed, record_inputs
+from alphac.launch.cache import build_stale
 
 
 EPILOG = """\b
@@ -81,11 +81,11 @@ def select_pairs(dep, role: str | None, target: str | None, build_all: bool) -> 
                                  if code == "unknown-target" else
                                  f"target {target!r} cannot be built yet; targets: {', '.join(buildable)}")
     if build_all:
-        return needed(dep)
+        return driver.needed(dep)
     if role is not None and target is not None:
         return [(role, target)]
     # one of the two given: every pair of the placement that matches it
-    return [(r, t) for r, t in needed(dep)
+    return [(r, t) for r, t in driver.needed(dep)
             if (role is None or r == role) and (target is None or t == target)]
 
 
@@ -139,7 +139,7 @@ def _run(spec: str, role: str | None, target: str | None, build_all: bool, out_d
         return 1
     try:
         pairs = select_pairs(the_plan.deployment, role, target, build_all)
-        cpus = {t: driver.cpu_level_for(t, cpu) for _, t in pairs}
+        order = driver.build_order(the_plan, cpu, pairs)
     except driver.TargetError as exc:
         _error(exc.code, exc.message)
         return 1
@@ -151,22 +151,19 @@ def _run(spec: str, role: str | None, target: str | None, build_all: bool, out_d
     built: list[dict] = []
     report.result(executables=built)
     try:
-        for r, t in pairs:
-            t0 = time.perf_counter()
-            exe, why = built_state(the_plan, r, t, out_dir, cpus[t])
-            if why is not None or force:
-                exe = driver.build(the_plan, r, t, out_dir, cpu=cpus[t])
-                record_inputs(exe, the_plan.deployment.source_file or None, data_files(the_plan.deployment))
+        t0 = time.perf_counter()
+        for wanted, exe, why in build_stale(the_plan, order, out_dir, force):
             info = driver.describe(exe)
-            built.append({"path": str(exe), "role": r, "target": t, "static": info["static"],
-                          "cpu": info["metadata"]["cpu"]["level"], "size": info["size"],
-                          "seconds": round(time.perf_counter() - t0, 3),
-                          "up_to_date": why is None and not force})
+            built.append({"path": str(exe), "role": wanted.role, "target": wanted.target,
+                          "static": info["static"], "cpu": info["metadata"]["cpu"]["level"],
+                          "size": info["size"], "seconds": round(time.perf_counter() - t0, 3),
+                          "up_to_date": why is None})
             if not report.json_mode():
                 verb = "up to date" if built[-1]["up_to_date"] else "built"
-                print(f"{verb} {exe}  ({t}, cpu {built[-1]['cpu']}, "
+                print(f"{verb} {exe}  ({wanted.target}, cpu {built[-1]['cpu']}, "
                       f"{'static' if info['static'] else 'dynamic'}, {info['size']} bytes, "
                       f"{built[-1]['seconds']:.2f} s)")
+            t0 = time.perf_counter()
     except CompileError as exc:
         report.diagnostics(exc)
         return 1

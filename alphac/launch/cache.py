@@ -1,6 +1,7 @@
 """Which executables a launch must (re)build: the embedded `.alphac` metadata and staleness
 by content, and the building of those that are missing or stale (`ensure_built`: each
-(role, target) the placement `needed`, through alphac.driver).
+executable of the plan's build order, alphac.executables.build_order, built through
+alphac.executables.build).
 
 Every build leaves a record of what it read beside the executable, `EXE.deps`: the sha256
 of the compiler (its modules and the data shipped with them: grammar, std library,
@@ -17,12 +18,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
 import time
 from pathlib import Path
 
 from alphac.resources import sha256_file
-from alphac.targets import levels, load_target
 from alphac.targets.elf import read_metadata
 from alphac.targets.target import TargetError
 
@@ -46,55 +45,11 @@ def compiler_digest() -> str:
     return h.hexdigest()
 
 
-def data_files(dep) -> tuple[str, ...]:
-    """The files the deployment's words were loaded from (`load "..."`): samples and initial
-    words are embedded in the executables but are not part of the protocol identity."""
-    L = dep.learner
-    return tuple(src for src in (L.samples.source, L.initial.source, L.initial_state.source) if src)
-
-
-def cpu_wanted(target: str, level: str) -> dict:
-    """The `cpu` record of an executable for `target` built at `level`, resolved here."""
-    return levels.record(levels.at_level(load_target(target), level))
-
-
-def inputs(spec_file: str | Path | None, data: tuple[str, ...] = ()) -> list[str]:
-    """The files a build of the spec reads: the spec, its modules, its data files."""
-    found = _spec_files(str(spec_file)) if spec_file else []
-    return sorted({str(Path(p).resolve()) for p in [*found, *data]})
-
-
-_FOUND: dict[str, tuple[list[str], list[tuple[int, int] | None]]] = {}
-
-
-def _stamps(paths: list[str]) -> list[tuple[int, int] | None]:
-    out = []
-    for p in paths:
-        try:
-            st = os.stat(p)
-            out.append((st.st_mtime_ns, st.st_size))
-        except OSError:
-            out.append(None)
-    return out
-
-
-def _spec_files(spec_file: str) -> list[str]:
-    """driver.spec_files, parsed again only when one of the files it found has changed
-    (an import added or removed changes the file that names it)."""
-    from alphac import driver
-
-    known = _FOUND.get(spec_file)
-    if known is not None and _stamps([spec_file, *known[0]]) == known[1]:
-        return known[0]
-    found = list(driver.spec_files(spec_file))
-    _FOUND[spec_file] = (found, _stamps([spec_file, *found]))
-    return found
-
-
-def record_inputs(exe: str | Path, spec_file: str | Path | None, data: tuple[str, ...] = ()) -> Path:
-    """Write `EXE.deps`: the compiler's digest and every input's, as read now."""
+def record_inputs(exe: str | Path, inputs: tuple[str, ...]) -> Path:
+    """Write `EXE.deps`: the compiler's digest and every input's (the build order's
+    `inputs`), as read now."""
     lines = [DEPS_HEAD, f"compiler {compiler_digest()}"]
-    lines += [f"file {sha256_file(p)} {p}" for p in inputs(spec_file, data)]
+    lines += [f"file {sha256_file(p)} {p}" for p in inputs]
     path = deps_path(exe)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -120,10 +75,10 @@ def _recorded(exe: Path) -> tuple[str, dict[str, str]] | None:
     return lines[1].split(" ", 1)[1], files
 
 
-def stale_reason(exe: str | Path, protocol_hex: str, role: str, target: str, cpu: dict,
-                 spec_file: str | Path | None, data: tuple[str, ...] = ()) -> str | None:
-    """Why `exe` must be rebuilt, or None when it can be reused (`cpu`: the record
-    `cpu_wanted` gives for the level the build asks for)."""
+def stale_reason(exe: str | Path, protocol_hex: str, wanted, inputs: tuple[str, ...]) -> str | None:
+    """Why `exe` must be rebuilt as the build order's `wanted` executable (alphac
+    .executables.build_order: its role, target and CPU record) from its `inputs`, or None when it can
+    be reused."""
     p = Path(exe)
     if not p.exists():
         return "missing"
@@ -133,7 +88,8 @@ def stale_reason(exe: str | Path, protocol_hex: str, role: str, target: str, cpu
         return "no .alphac metadata"
     if str(meta.get("protocol")) != protocol_hex:
         return f"protocol {meta.get('protocol')} differs from the plan's {protocol_hex}"
-    if meta.get("role") != role or meta.get("target") != target:
+    cpu = wanted.cpu
+    if meta.get("role") != wanted.role or meta.get("target") != wanted.target:
         return "built for another role or target"
     if meta.get("cpu") != cpu:
         built = meta.get("cpu") or {}
@@ -145,7 +101,7 @@ def stale_reason(exe: str | Path, protocol_hex: str, role: str, target: str, cpu
     compiler, files = recorded
     if compiler != compiler_digest():
         return "the compiler changed"
-    for path in inputs(spec_file, data):
+    for path in inputs:
         if path not in files:
             return f"{path} is a new input"
     for path, digest in files.items():
@@ -157,54 +113,44 @@ def stale_reason(exe: str | Path, protocol_hex: str, role: str, target: str, cpu
     return None
 
 
-def needed(dep) -> list[tuple[str, str]]:
-    """Every (role, target) the placement needs, in owner order, each once."""
-    out: list[tuple[str, str]] = []
-    for o in range(dep.owners):
-        key = (dep.role_of(o).name, dep.placement[o])
-        if key not in out:
-            out.append(key)
-    return out
-
-
 LOCAL_CPU = "host"  # every owner of a launch runs on this machine
 
 
 def ensure_built(plan, out_dir: str | Path, force: bool = False, log=None,
-                 cpu: str = LOCAL_CPU, progress=None, faults: bool = False) -> dict[tuple[str, str], Path]:
-    """Build each needed (role, target) into out_dir unless an up-to-date one is there
-    (alphac.driver.build; `faults`: a test build's), the kernels for the CPU level `cpu` (on
-    targets that describe it: AArch64 ones for its baseline); `log` hears why each one is
+                 cpu: str = LOCAL_CPU, progress=None, faults: bool = False,
+                 pairs: list[tuple[str, str]] | None = None) -> dict[tuple[str, str], Path]:
+    """Build each executable of the plan's build order (`pairs`, default every (role,
+    target) the placement needs; the kernels for the CPU level `cpu`, on targets that
+    describe it: AArch64 ones for its baseline) into out_dir unless an up-to-date one is
+    there (alphac.executables.build; `faults`: a test build's); `log` hears why each one is
     built, `progress` how long it took. A mutant's executables have their own names
-    (`-mutant-NAME`) and identity, so they never stand in for a normal build's, nor it for theirs."""
-    from alphac import driver
+    (`-mutant-NAME`) and identity, so they never stand in for a normal build's, nor it for
+    theirs."""
+    from alphac.executables import build_order
 
-    dep = plan.deployment
+    order = build_order(plan, cpu, pairs)
+    return {(w.role, w.target): path for w, path, _ in build_stale(plan, order, out_dir, force, log,
+                                                                    progress, faults)}
+
+
+def build_stale(plan, order, out_dir: str | Path, force: bool = False, log=None, progress=None,
+                faults: bool = False):
+    """ensure_built of a build order (alphac.executables.build_order) already made, one
+    executable at a time: yields (wanted, path, why it was built or None when the one
+    there was reused)."""
+    from alphac.executables import build
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    exes: dict[tuple[str, str], Path] = {}
-    for role, target in needed(dep):
-        level = driver.cpu_level_for(target, cpu)
-        path, why = built_state(plan, role, target, out, level)
-        why = "forced" if force else why
+    for wanted in order.wanted:
+        path = out / wanted.name
+        why = "forced" if force else stale_reason(path, plan.protocol_hex, wanted, order.inputs)
         if why is not None:
             if log:
                 log(f"build {path.name}: {why}")
             t0 = time.perf_counter()
-            path = driver.build(plan, role, target, out, cpu=level, faults=faults)
-            record_inputs(path, dep.source_file or None, data_files(dep))
+            path = build(plan, wanted.role, wanted.target, out, cpu=wanted.level, faults=faults)
+            record_inputs(path, order.inputs)
             if progress is not None:
                 progress.built(path.name, time.perf_counter() - t0)
-        exes[(role, target)] = path
-    return exes
-
-
-def built_state(plan, role: str, target: str, out_dir: str | Path, level: str) -> tuple[Path, str | None]:
-    """Where the executable of (role, target) for CPU level `level` goes in out_dir, and why
-    it must be built (None: the one there is up to date: stale_reason)."""
-    from alphac import driver
-
-    dep = plan.deployment
-    path = Path(out_dir) / driver.executable_name(plan, role, target, level)
-    return path, stale_reason(path, plan.protocol_hex, role, target, cpu_wanted(target, level),
-                              dep.source_file or None, data_files(dep))
+        yield wanted, path, why

@@ -14,7 +14,7 @@ from alphac.commands import main
 from alphac.targets.elf import read_metadata
 from alphac.ir import nodes as n
 from alphac.commands.build import select_pairs
-from alphac.launch.cache import needed
+from alphac.driver import needed
 from alphac.targets.target import TargetError
 from test_inspect import small_deployment
 

@@ -3,11 +3,12 @@
 import os
 import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from alphac.testing import session
-from alphac.launch.cache import (compiler_digest, cpu_wanted, deps_path, ensure_built, inputs, record_inputs,
-                                 stale_reason)
+from alphac import driver
+from alphac.launch.cache import compiler_digest, deps_path, ensure_built, record_inputs, stale_reason
 from alphac.targets.elf import read_metadata
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
@@ -37,40 +38,43 @@ def test_the_record_of_inputs_names_the_compiler_and_every_file_read(tmp_path):
     lines = deps_path(exe).read_text().splitlines()
     assert lines[:2] == ["alphac-deps 1", f"compiler {compiler_digest()}"]
     files = [line.split(" ", 2)[2] for line in lines[2:]]
-    assert files == inputs(SPEC)
+    assert files == list(driver.build_order(plan).inputs)
     assert str(Path(SPEC).resolve()) in files and str((SPECS / "Gates" / "Lsq.alpha").resolve()) in files
     assert all(not f.endswith("lsq_plain_hierarchy.alpha") for f in files)
 
 
 def test_reuse_and_each_reason_to_rebuild(tmp_path):
     plan, exe = _fresh_copy(tmp_path)
-    host = cpu_wanted("x86_64", "host")  # what a launch builds for
-    args = (plan.protocol_hex, "coordinator", "x86_64", host, SPEC)
+    order = driver.build_order(plan, "host", [("coordinator", "x86_64")])  # what a launch builds
+    (wanted,), inputs = order.wanted, order.inputs
+    host = wanted.cpu
+    args = (plan.protocol_hex, wanted, inputs)
     assert stale_reason(exe, *args) is None
     os.utime(exe, (1, 1))  # the time of a file is not its content
     assert stale_reason(exe, *args) is None
-    assert stale_reason(exe, "0" * 16, "coordinator", "x86_64", host, SPEC).startswith("protocol ")
-    assert stale_reason(exe, plan.protocol_hex, "worker", "x86_64", host, SPEC) == \
+    assert stale_reason(exe, "0" * 16, wanted, inputs).startswith("protocol ")
+    assert stale_reason(exe, plan.protocol_hex, replace(wanted, role="worker"), inputs) == \
         "built for another role or target"
-    assert stale_reason(exe, plan.protocol_hex, "coordinator", "x86_64",
-                        cpu_wanted("x86_64", "x86-64-v3"), SPEC) == (
+    (v3,) = driver.build_order(plan, "x86-64-v3", [("coordinator", "x86_64")]).wanted
+    assert stale_reason(exe, plan.protocol_hex, v3, inputs) == (
         f"built for CPU level host (LLVM cpu {host['llvm_cpu']}), not x86-64-v3 (LLVM cpu x86-64-v3)")
     other = "znver4" if host["llvm_cpu"] != "znver4" else "skylake-avx512"
-    elsewhere = dict(host, llvm_cpu=other)  # a host build from another machine
-    assert stale_reason(exe, plan.protocol_hex, "coordinator", "x86_64", elsewhere, SPEC) == (
+    elsewhere = replace(wanted, cpu=dict(host, llvm_cpu=other))  # a host build from another machine
+    assert stale_reason(exe, plan.protocol_hex, elsewhere, inputs) == (
         f"built for CPU level host (LLVM cpu {host['llvm_cpu']}), not host (LLVM cpu {other})")
     assert stale_reason(tmp_path / "nothing", *args) == "missing"
     (tmp_path / "text").write_text("not an executable")
     assert stale_reason(tmp_path / "text", *args) == "no .alphac metadata"
     data = tmp_path / "samples.npy"
     data.write_bytes(b"")
-    assert stale_reason(exe, *args, (str(data),)) == f"{data.resolve()} is a new input"
-    record_inputs(exe, SPEC, (str(data),))
-    assert stale_reason(exe, *args, (str(data),)) is None
+    more = (plan.protocol_hex, wanted, (*inputs, str(data.resolve())))
+    assert stale_reason(exe, *more) == f"{data.resolve()} is a new input"
+    record_inputs(exe, more[2])
+    assert stale_reason(exe, *more) is None
     data.write_bytes(b"x")  # a data file the executable embeds, edited after the build
-    assert stale_reason(exe, *args, (str(data),)) == f"{data.resolve()} changed"
+    assert stale_reason(exe, *more) == f"{data.resolve()} changed"
     data.unlink()
-    assert stale_reason(exe, *args, (str(data),)).startswith("cannot read its input ")
+    assert stale_reason(exe, *more).startswith("cannot read its input ")
     deps_path(exe).write_text("alphac-deps 1\ncompiler " + "0" * 64 + "\n")
     assert stale_reason(exe, *args) == "the compiler changed"
     deps_path(exe).unlink()
@@ -82,8 +86,10 @@ def test_an_unrelated_file_beside_the_spec_does_not_make_it_stale(tmp_path):
     spec = tmp_path / "star.alpha"
     spec.write_text(Path(SPEC).read_text())
     plan, exe = _fresh_copy(tmp_path)
-    record_inputs(exe, spec)
-    args = (plan.protocol_hex, "coordinator", "x86_64", cpu_wanted("x86_64", "host"), spec)
+    here = driver.plan(driver.deployment(str(spec)))
+    order = driver.build_order(here, "host", [("coordinator", "x86_64")])
+    record_inputs(exe, order.inputs)
+    args = (plan.protocol_hex, order.wanted[0], order.inputs)
     (tmp_path / "other.alpha").write_text("value k : Nat = 1\n")
     (tmp_path / "Gates" / "Unused.alpha").write_text("value j : Nat = 1\n")
     assert stale_reason(exe, *args) is None
@@ -99,10 +105,9 @@ def test_data_files_are_the_loaded_sources(tmp_path):
 
     rows = np.arange(12, dtype=np.float64).reshape(4, 3) / 7.0
     np.save(tmp_path / "rows.npy", rows)
-    from alphac.launch.cache import data_files
-
     dep = session.deployment(SPEC)
-    assert data_files(dep) == ()  # inline samples and words
+    plan = session.plan("lsq_plain_star", dep)
+    assert all(f.endswith(".alpha") for f in driver.build_order(plan).inputs)  # inline samples and words
     spec = tmp_path / "loaded.alpha"
     spec.write_text(
         "import Learning.DataParallel\nimport Learning.Deployment\n"
@@ -122,8 +127,8 @@ def test_data_files_are_the_loaded_sources(tmp_path):
         "  deploymentPlacement = [TargetX86_64, TargetX86_64], deploymentUpdates = 1,\n"
         "  deploymentContract = binary64Exact, deploymentCheckpoint = CheckpointNever,\n"
         "}\n")
-    (src,) = data_files(load_deployment(str(spec)))
-    assert Path(src).resolve() == (tmp_path / "rows.npy").resolve()
+    files = driver.build_order(driver.plan(load_deployment(str(spec)))).inputs
+    assert [f for f in files if not f.endswith(".alpha")] == [str((tmp_path / "rows.npy").resolve())]
 
 
 def test_ensure_built_rebuilds_only_what_is_stale(tmp_path):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from alphac.ir import nodes as N
 from alphac.commands.launch import table
-from alphac.launch.cache import needed
+from alphac.driver import needed
 from alphac.launch.plan_run import run_plan
 from alphac.launch.report import compare
 from alphac.launch.runs import new_run_dir

@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "alphac"
 # last, is what tests and benchmarks drive the product with: it may import every stage, and
 # nothing of the product imports it.
 ORDER = ["codes", "wire", "resources", "diagnostics", "explain", "ir", "checkpoint", "syntax", "check", "plan", "oracle", "image",
-         "codegen", "runtime", "targets", "driver", "launch", "qualify", "commands", "demo", "__main__", "testing"]
+         "codegen", "runtime", "targets", "executables", "driver", "launch", "qualify", "commands", "demo", "__main__", "testing"]
 RANK = {stage: i for i, stage in enumerate(ORDER)}
 ROOT = "alphac"  # the package itself (its version): below every stage, imports nothing
 
