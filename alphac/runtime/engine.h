@@ -1,7 +1,7 @@
 /* The engine and the command line: the arguments (cli.c), the owner index and hosts an
    engine gives (engine.c, hostlist.c), the peers file (peers.c), the CPU check (cpu.c),
-   progress lines (status.c), the op interpreter (ops.c), main (main.c) and the in-process
-   entry points of the tests (embed.c). */
+   progress lines (status.c), the op interpreter (ops.c, arith.c), main (main.c) and the
+   in-process entry points of the tests (embed.c). */
 #ifndef ALPHAC_ENGINE_H
 #define ALPHAC_ENGINE_H
 
@@ -52,9 +52,8 @@ int rt_parse_args(struct rt *rt, int argc, char **argv);
 int rt_key_or_insecure(struct rt *rt);
 int rt_select_owner(struct rt *rt);
 
-/* -- ops.c ----------------------------------------------------------------------------- */
+/* -- arith.c, ops.c -------------------------------------------------------------------- */
 int rt_alloc(struct rt *rt);
-int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t version);
 int rt_run(struct rt *rt);
 
 /* -- main.c, embed.c ------------------------------------------------------------------- */

@@ -18,8 +18,8 @@ LAYERS = {
     "connections and transport": ["io.c", "ring.c", "xfer.c", "transport.c", "connect.c"],
     "durability": ["output.c", "ckpt.c", "manifest.c", "restore.c"],
     "device": ["device/cuda.c"],
-    "engine and command line": ["hostlist.c", "engine.c", "peers.c", "cpu.c", "status.c", "cli.c", "ops.c",
-                                "main.c", "embed.c"],
+    "engine and command line": ["hostlist.c", "engine.c", "peers.c", "cpu.c", "status.c", "cli.c", "arith.c",
+                                "ops.c", "main.c", "embed.c"],
 }
 ORDER = [f for files in LAYERS.values() for f in files]
 RANK = {f: i for i, f in enumerate(ORDER)}
@@ -33,12 +33,12 @@ PARTS = {"auth": "frames and auth", "store": "storage and registers", "net": "co
          "pub": "durability", "ck": "durability", "dev": "device", "cli": "engine and command line"}
 PART = re.compile(r"\brt(?:->|\.)(" + "|".join(PARTS) + r")\.")
 
-# Headers, lowest first: one per concern, then rt.h, the state they make up, then the one
-# private to the restore's two files; a header includes only those before it. The generated headers come from alphac/image/cheader.py
+# Headers, lowest first: one per concern, then rt.h, the state they make up, then those
+# private to the restore's two files and to the ops' two; a header includes only those before it. The generated headers come from alphac/image/cheader.py
 # and alphac/targets/runtime.py and include none of these.
 HEADERS = ["alphac_gen.h", "alphac_cpu.h", "base.h", "frame.h", "store.h", "net.h", "durable.h", "dev.h",
            "engine.h", "rt.h",
-           "manifest.h"]
+           "manifest.h", "ops.h"]
 HEADER_RANK = {h: i for i, h in enumerate(HEADERS)}
 
 

@@ -1,0 +1,241 @@
+/* The owner's buffers and the arithmetic ops the interpreter (ops.c) runs: the local sum,
+   the combine, the sample tree, the mean and the update, an independent-state rule. Every
+   float operation is a kernel call. */
+#include "ops.h"
+
+/* Every register's buffer inside the pool, and the words held and their initial values
+   inside the learner and the image: an image built for another owner or corrupted on disk
+   refuses by name instead of reaching outside its buffers. */
+static int check_storage(struct rt *rt, int64_t pool) {
+    int64_t tags = (int64_t)img_field(rt, IMG_TAG_WORDS);
+    for (int64_t r = 0; r < rt->store.nregs; r++)
+        if ((int64_t)rt->store.reg_off[r] + H + words(rt, r) + tags + 1 + TAG_WORDS > pool)
+            return corrupt(rt, "register", (long long)r);
+    int64_t init_p = img_mine(rt, SEC_INIT_PARAMS), init_s = img_mine(rt, SEC_INIT_STATE);
+    if (rt->store.kp > rt->k || rt->store.mp > rt->m || rt->store.alike > rt->store.mp || rt->store.kc > rt->k ||
+        init_p + rt->store.kp > (int64_t)img_count(rt, SEC_INITIAL) || rt->store.alike > init_s ||
+        init_s + rt->store.mp - rt->store.alike > (int64_t)img_count(rt, SEC_INITIAL_STATE))
+        return corrupt(rt, "storage of owner", (long long)rt->owner);
+    return RT_OK;
+}
+
+/* This owner's buffers, compact (store.c): its parameter and state words with their initial
+   values, the register pool (slots shared by registers whose lifetimes do not overlap), the
+   contribution buffer when it has two or more samples; its samples are read in place, and
+   the kernels' vector temporaries (their stack scratch) are counted as scratch. */
+int rt_alloc(struct rt *rt) {
+    int rc;
+    int64_t share = img_mine(rt, SEC_SHARE), pool = img_mine(rt, SEC_REG_POOL);
+    rt->store.nregs = img_mine(rt, SEC_REG_COUNT);
+    rt->store.reg_words = img_sec(rt, SEC_REG_WORDS) + img_mine(rt, SEC_REG_START);
+    rt->store.reg_off = img_sec(rt, SEC_REG_OFF) + img_mine(rt, SEC_REG_START);
+    rt->store.kp = img_mine(rt, SEC_PARAMS_COUNT);
+    rt->store.mp = img_mine(rt, SEC_STATE_COUNT);
+    rt->store.alike = (int64_t)img_field(rt, IMG_STATE_ALIKE);
+    rt->store.kc = rt_owned_count(rt, rt->owner);
+    TRY(check_storage(rt, pool));
+    rt->store.regs = rt_buf_alloc(rt, MEM_REGISTERS, pool, &rc);
+    TRY(rc);
+    rt->store.params = rt_buf_alloc(rt, MEM_PARAMETERS, rt->store.kp, &rc);
+    TRY(rc);
+    rt->store.state = rt_buf_alloc(rt, MEM_STATE, rt->store.mp, &rc);
+    TRY(rc);
+    rt_copy_from_image(rt->store.params, img_sec(rt, SEC_INITIAL) + img_mine(rt, SEC_INIT_PARAMS), rt->store.kp);
+    rt_copy_from_image(rt->store.state, img_sec(rt, SEC_INITIAL_STATE), rt->store.alike);
+    rt_copy_from_image(rt->store.state + rt->store.alike, img_sec(rt, SEC_INITIAL_STATE) + img_mine(rt, SEC_INIT_STATE),
+                       rt->store.mp - rt->store.alike);
+    /* a mapped mean is selected into it; an independent-state rule runs in place */
+    if ((share >= 2 || img_mine(rt, SEC_MEAN_COUNT) > 0) && !img_field(rt, IMG_REGION)) {
+        rt->store.cbuf = rt_buf_alloc(rt, MEM_SCRATCH, rt->k, &rc);
+        TRY(rc);
+    }
+    rt_buf_hold(rt, MEM_SAMPLES, share * rt->s);
+    /* the programs' vector temporaries: stack scratch of the kernel that runs */
+    rt_buf_hold(rt, MEM_SCRATCH, (int64_t)img_field(rt, IMG_TEMPORARIES));
+    rt->pub.entries = rt_alloc_words(rt, rt->n * PREPARED_ENTRY_WORDS, &rc);
+    return rc;
+}
+
+static int mean_refused(struct rt *rt, int64_t coord, uint64_t u, uint64_t count) {
+    return rt_fail(rt, RT_NON_FINITE, "mean coordinate %lld at update %llu (owner %lld, %llu samples)",
+                   (long long)coord, (unsigned long long)u, (long long)rt->owner, (unsigned long long)count);
+}
+
+/* acc <- the sum of this owner's share >= 1 contributions in sample order from +0.0: with a
+   lanes kernel of width n (alphac/codegen/lanes.py), acc starts at +0.0 and each aligned
+   group of n samples is added at once unless the kernel declines it; the rest one at a
+   time, sample 0's straight into acc (+0.0 + c is c but for -0.0) */
+static int local_sum(struct rt *rt, uint64_t *acc, int64_t share, uint64_t u) {
+    const uint64_t *params = img_field(rt, IMG_PART_PARAMETERS) ? rt->store.replica : rt->store.params;
+    const uint64_t *rows = img_sec(rt, SEC_SAMPLES) + img_mine(rt, SEC_SAMPLE_ROW) * rt->s;
+    int64_t n = alphac_contribution_lanes_width, fail = -1;
+    if (n > 1 && share >= n) memset(acc, 0, (size_t)rt->k * 8);
+    for (int64_t i = 0; i < share; i++) {
+        if (n > 1 && i % n == 0 && i + n <= share &&
+            alphac_contribution_lanes(params, rows + i * rt->s, acc, rt->store.cbuf) == 0) {
+            memcpy(acc, rt->store.cbuf, (size_t)rt->k * 8);
+            i += n - 1;
+            continue;
+        }
+        int64_t status = alphac_contribution(params, rows + i * rt->s, i == 0 ? acc : rt->store.cbuf, &fail);
+        if (status != 0) return rt_non_finite_statement(rt, alphac_contribution_labels, status, fail, u, "contribution", i);
+        int64_t j = i == 0 ? alphac_local_first(acc, rt->k) : alphac_local_add(acc, rt->store.cbuf, rt->k);
+        if (j >= 0) return rt_local_refused(rt, j, u, i);
+    }
+    return RT_OK;
+}
+
+/* dst <- (sum of this owner's contributions in sample order from +0.0, its leaf count: the
+   share, or an executed mutant's count); the unweighted-mean mutant reports sum / share */
+int rt_op_local(struct rt *rt, uint64_t *dst, uint64_t u) {
+    int64_t k = rt->k, share = img_mine(rt, SEC_SHARE);
+    uint64_t *acc = dst + H;
+    if (share == 0) memset(acc, 0, (size_t)k * 8);
+    else TRY(rt_dev_local ? rt_dev_local(rt, acc, u) : local_sum(rt, acc, share, u)); /* SM86: on the GPU */
+    acc[k] = (uint64_t)img_mine(rt, SEC_LEAF_COUNT);
+    if (share > 0 && img_field(rt, IMG_LEAF_MEAN)) {
+        int64_t j = alphac_mean(acc, share, k);
+        if (j >= 0) return mean_refused(rt, j, u, (uint64_t)share);
+    }
+    clear_tags(rt, acc, k + 1);
+    return RT_OK;
+}
+
+static int combine_refused(struct rt *rt, int64_t coord, uint64_t u) {
+    return rt_fail(rt, RT_NON_FINITE, "combine coordinate %lld at update %llu (owner %lld)", (long long)coord,
+                   (unsigned long long)u, (long long)rt->owner);
+}
+
+/* dst <- a + b over the sums (left, then right), counts added. After the receive of a
+   recv-add, which added on arrival (added = 1), only its flag is left to check, here,
+   after that receive verified the frame's checksum, so refusals come in the order of
+   receive-then-combine. */
+int rt_op_combine(struct rt *rt, int64_t dst, int64_t a, int64_t b, uint64_t u, int added) {
+    int64_t sums = words(rt, dst) - 1;
+    uint64_t *d = reg(rt, dst) + H, *x = reg(rt, a) + H, *y = reg(rt, b) + H;
+    int bad = added ? rt->added_bad : (int)alphac_add_range(d, x, y, 0, sums);
+    /* x + y is non-finite whenever x or y is: the first bad sum is the coordinate (an
+       exchange's flag is its every add's: this one's sums may all be finite) */
+    int64_t at = bad ? alphac_first_nonfinite(d, 0, sums) : -1;
+    if (at >= 0) return combine_refused(rt, at, u);
+    d[sums] = x[sums] + y[sums];
+    clear_tags(rt, d, sums + 1);
+    return RT_OK;
+}
+
+/* -- the sample tree: a block of this owner's samples on a binary-counter stack ----------- */
+
+/* Level j of the stack in register 0: k sums and a count. */
+static uint64_t *level(struct rt *rt, int64_t j) { return reg(rt, 0) + H + j * (rt->k + 1); }
+
+/* level j <- level j + level j+1 (left, then right), counts added; in place by the local
+   add kernel (level j is finite: checked when made), twice as fast here as the combine
+   kernel given its destination as an operand */
+static int merge_levels(struct rt *rt, int64_t j, uint64_t u) {
+    uint64_t *x = level(rt, j), *y = level(rt, j + 1);
+    int64_t bad = alphac_local_add(x, y, rt->k);
+    if (bad >= 0) return combine_refused(rt, bad, u);
+    x[rt->k] += y[rt->k];
+    return RT_OK;
+}
+
+/* dst <- the sample tree over this owner's samples first .. first+count-1, an aligned block
+   of the global sample sequence, in tree order (docs/plan.md "The sample tree"): each
+   sample's contribution is pushed as a level of count 1 (its words exactly); after the i-th
+   sample the two top levels merge once per trailing zero of i + 1, forming the aligned
+   subtrees; at the end the levels fold from the top, each right operand first, as the tree
+   cut at N does. check_op has checked the range and that register 0 holds the stack. */
+int rt_op_sample_block(struct rt *rt, int64_t dst, int64_t first, int64_t count, uint64_t u) {
+    int64_t k = rt->k, row0 = img_mine(rt, SEC_SAMPLE_ROW), depth = 0;
+    const uint64_t *params = img_field(rt, IMG_PART_PARAMETERS) ? rt->store.replica : rt->store.params;
+    const uint64_t *samples = img_sec(rt, SEC_SAMPLES);
+    for (int64_t i = 0; i < count; i++) {
+        int64_t fail = -1, at = first + i;
+        /* a slot the program never writes holds +0.0 in every level (zeroed registers, sums
+           of +0.0 since), the oracle's +0.0 start */
+        uint64_t *leaf = level(rt, depth++);
+        int64_t status = alphac_contribution(params, samples + (row0 + at) * rt->s, leaf, &fail);
+        if (status != 0)
+            return rt_non_finite_statement(rt, alphac_contribution_labels, status, fail, u, "contribution", at);
+        leaf[k] = 1;
+        for (int64_t c = i + 1; (c & 1) == 0; c >>= 1, depth--) TRY(merge_levels(rt, depth - 2, u));
+    }
+    for (; depth > 1; depth--) TRY(merge_levels(rt, depth - 2, u));
+    memcpy(reg(rt, dst) + H, level(rt, 0), (size_t)(k + 1) * 8);
+    return RT_OK;
+}
+
+static int run_update(struct rt *rt, void *mean, uint64_t u) {
+    if (rt_dev_update) return rt_dev_update(rt, mean, u);
+    int64_t fail = -1;
+    int64_t status = alphac_update(rt->store.params, rt->store.state, mean, &rt->rate, &fail);
+    return status ? rt_non_finite_statement(rt, alphac_update_labels, status, fail, u, "update", -1) : RT_OK;
+}
+
+/* The delivered sums the mean reads: register a's own, or, when the image maps this owner's
+   mean words (the deliver-to-next mutant), the sums it names, copied into cbuf (the word
+   MEAN_ZERO names none: +0.0). Selection only: words are moved, never computed. */
+static int mean_sums(struct rt *rt, int64_t a, uint64_t **sums) {
+    int64_t count = img_mine(rt, SEC_MEAN_COUNT), have = words(rt, a) - 1;
+    const uint64_t *from = img_sec(rt, SEC_MEAN_FROM) + img_mine(rt, SEC_MEAN_START);
+    uint64_t *p = reg(rt, a) + H;
+    *sums = p;
+    if (count == 0) return RT_OK;
+    if (count > rt->k) return corrupt(rt, "mean map", count);
+    for (int64_t j = 0; j < count; j++) {
+        if (from[j] != MEAN_ZERO && from[j] >= (uint64_t)have)
+            return corrupt(rt, "mean source", (long long)from[j]);
+        rt->store.cbuf[j] = from[j] == MEAN_ZERO ? 0 : p[from[j]];
+    }
+    *sums = rt->store.cbuf;
+    return RT_OK;
+}
+
+/* mean <- total / count in place (in the register, or in cbuf when mapped), then the update
+   kernel; unless the receive of a recv-update took the mean as the words arrived: then
+   only its flag is left to check, as alphac_mean would rescan */
+int rt_op_update(struct rt *rt, int64_t a, uint64_t u, int meaned) {
+    uint64_t *g, count = reg(rt, a)[H + rt->k];
+    TRY(mean_sums(rt, a, &g));
+    int64_t j = !meaned ? alphac_mean(g, (int64_t)count, rt->k)
+                : rt->added_bad ? alphac_first_nonfinite(reg(rt, a) + H, 0, rt->k) : -1;
+    if (j >= 0) return mean_refused(rt, j, u, count);
+    return run_update(rt, g, u);
+}
+
+/* The mean of this owner's coordinates, sum / count, in place in register a: its j-th word
+   becomes the mean of the owner's j-th coordinate, read from the full vector (or, under
+   gradient partitioning, from the slice, whose j-th word that coordinate's sum is); then
+   the owned update kernel on the compact regions. */
+int rt_op_update_owned(struct rt *rt, int64_t a, uint64_t u) {
+    if (img_field(rt, IMG_PART_PARAMETERS) && rt->store.replica_held)
+        return rt_fail(rt, RT_DATA_PARALLEL_REPLICA_RETAINED, "owner %lld: the read replica of version %lld "
+                       "is still held at the update of version %llu", (long long)rt->owner,
+                       (long long)rt->store.replica_version, (unsigned long long)u);
+    uint64_t *p, count = reg(rt, a)[H + words(rt, a) - 1];
+    TRY(mean_sums(rt, a, &p));
+    int sliced = (int)img_field(rt, IMG_PART_GRADIENTS);
+    struct rt_coords it = rt_coords_of(rt, rt->owner);
+    for (int64_t at = 0; it.run < it.end; at += (int64_t)it.run[2], it.run += 3) {
+        int64_t i = alphac_mean_owned(p, p, (int64_t)count, at, (int64_t)it.run[0], (int64_t)it.run[1],
+                                      (int64_t)it.run[2], sliced);
+        if (i >= 0) return mean_refused(rt, i, u, count);
+    }
+    alphac_update_owner = rt->owner;
+    return run_update(rt, p, u);
+}
+
+/* An independent-state learner: the rule (the kernel alphac_contribution, over region |
+   pair | scale) on this owner's region, its compact parameters, once per input pair in
+   pair order, each run reading what the previous one wrote. */
+int rt_op_evolve(struct rt *rt, uint64_t u) {
+    int64_t share = img_mine(rt, SEC_SHARE), row0 = img_mine(rt, SEC_SAMPLE_ROW);
+    const uint64_t *pairs = img_sec(rt, SEC_SAMPLES);
+    if (rt->store.kp != (int64_t)img_field(rt, IMG_REGION)) return corrupt(rt, "region of owner", (long long)rt->owner);
+    for (int64_t i = 0; i < share; i++) {
+        int64_t fail = -1;
+        int64_t status = alphac_contribution(rt->store.params, pairs + (row0 + i) * rt->s, &rt->rate, &fail);
+        if (status != 0) return rt_non_finite_statement(rt, alphac_contribution_labels, status, fail, u, "rule", i);
+    }
+    return RT_OK;
+}
