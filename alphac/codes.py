@@ -117,9 +117,6 @@ PLAN = {
                             "before its sender holds it, off the path to the target, or never)",
     "independent-state-partitioning": "an independent-state learner's deployment holds other "
                                       "words per owner than its own region (IR built by hand)",
-    "combine-placement-unsupported": "a deployment names a combine placement the planner does not "
-                                     "build (neither CombineAtBranchOwners nor CombineAtBlockOwners: "
-                                     "IR built by hand)",
     # numerical contracts (Learning.Numerics)
     "numerical-profile-mismatch": "another numeric profile (format, rounding, subnormals, exceptional values) than the one that runs",
     "numerical-order-mismatch": "another ordered operation list (another tree or program) than the one that runs",
@@ -162,7 +159,6 @@ PLAN_API_ONLY = frozenset({
     "data-parallel-assembly-overlap", "data-parallel-assembly-coverage",
     "shard-coverage-outside", "shard-decode-mismatch", "shard-replica-not-read-only",
     "shard-replica-unversioned", "combine-delivery-law", "independent-state-partitioning",
-    "combine-placement-unsupported",
 })
 
 # -- oracle (alphac/oracle) -----------------------------------------------------------------

@@ -137,8 +137,6 @@ FIXES = {
     "independent-state-partitioning": "Build the deployment through the independent-state families, "
                                       "which hold each owner's region alone.",
     "coordinate-not-held": "Update each coordinate from its own words and accumulator only.",
-    "combine-placement-unsupported": "Declare the placement through Learning.Deployment's "
-                                     "CombinePlacement: CombineAtBranchOwners or CombineAtBlockOwners.",
     "numerical-profile-mismatch": "Declare a profile that runs: binary64 or binary32, "
                                   "nearest-even, subnormals kept, finite-or-refuse.",
     "binary32-narrowing": "Write round32(...) around the value stored (or store a slot, a "

@@ -93,7 +93,7 @@ def deployment(lrn, layout: str, checkpoint: bool, topology: str):
     from alphac.ir import nodes as N
 
     k = lrn.k
-    part = (N.Partitioning(optimizer_state=True, parameters=True, gradients=True,
+    part = (N.Partitioning(optimizer_state=N.Shard(), parameters=N.Shard(), gradients=N.Shard(),
                            words_per_coordinate=2, shared_state=(2 * k, 2 * k + 1))
             if layout == "partitioned" else N.Partitioning())
     topo = N.Hierarchy(2) if topology == "hierarchy" else N.Star()
@@ -243,12 +243,12 @@ def _dcp_rank(rank: int, ranks: int, k: int, d: str, port: int, result: str) -> 
                             world_size=ranks)
     try:
         mesh = init_device_mesh("cpu", (ranks,))
-        chunk = -(-k // ranks)  # Shard(0) splits as torch.chunk does
+        chunk = -(-k // ranks)  # N.Shard(0) splits as torch.chunk does
         lo, hi = min(rank * chunk, k), min((rank + 1) * chunk, k)
         g = torch.Generator().manual_seed(rank)
 
         def dt(local):
-            return DTensor.from_local(local, mesh, [Shard(0)], run_check=False, shape=(k,), stride=(1,))
+            return DTensor.from_local(local, mesh, [N.Shard(0)], run_check=False, shape=(k,), stride=(1,))
 
         sd = {"param": dt(torch.linspace(-1.0, 1.0, k, dtype=torch.float64)[lo:hi].clone()),
               "exp_avg": dt(torch.randn(hi - lo, dtype=torch.float64, generator=g)),

@@ -101,7 +101,7 @@ def deployment(k: int, owners: int, topology, blocks: bool = False) -> N.Deploym
                        (N.Role("coordinator", (0,)), N.Role("worker", tuple(range(1, owners)))),
                        ("x86_64",) * owners, 1, N.Contract(), N.Checkpoint(),
                        source_file=f"bench/{name}.alpha")
-    return replace(dep, combine_placement="block-owners") if blocks else dep
+    return replace(dep, combine_placement=N.CombinePlacement.BLOCK_OWNERS) if blocks else dep
 
 
 def solo(k: int) -> N.Deployment:
@@ -129,7 +129,7 @@ def _deployments(k: int, owners: int, sample_tree: bool = True, trees=TREES):
 def topology_name(dep) -> str:
     if isinstance(dep.topology, N.SampleTree):
         return "sample tree"
-    if dep.combine_placement == "block-owners":
+    if dep.combine_placement is N.CombinePlacement.BLOCK_OWNERS:
         return "star at block owners"
     return "star" if isinstance(dep.topology, N.Star) else f"hierarchy:{dep.topology.fanout}"
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from alphac.ir.builders import S, add, assign, bits, mul, sub
 from alphac.ir.nodes import (Checkpoint, Contract, Deployment, ExplicitTree, Hierarchy, Learner, Loop, Partitioning,
-                             Program, Role, Samples, Star, TreeBranch, TreeLeaf, Words)
+                             Program, Role, Samples, Shard, Star, TreeBranch, TreeLeaf, Words)
 from alphac.plan import plan
 
 
@@ -39,7 +39,7 @@ def _chain(n: int) -> ExplicitTree:
 
 
 def deployment(n: int, topology, partitioned: bool, k: int = 64) -> Deployment:
-    part = Partitioning(optimizer_state=True, words_per_coordinate=1) if partitioned else Partitioning()
+    part = Partitioning(optimizer_state=Shard(), words_per_coordinate=1) if partitioned else Partitioning()
     roles = (Role("coordinator", (0,)), Role("worker", tuple(range(1, n))))
     return Deployment(f"bench{n}", _learner(n, k), n, topology, part, roles, ("x86_64",) * n, 1,
                       Contract(), Checkpoint())

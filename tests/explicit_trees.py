@@ -40,7 +40,8 @@ def on_owners(dep, n: int):
                                roles=roles, placement=("x86_64",) * n)
 
 
-def with_tree(dep, root, placement: str = "branch-owners", every: int = 0, directory: str = ""):
+def with_tree(dep, root, placement: ir.CombinePlacement = ir.CombinePlacement.BRANCH_OWNERS, every: int = 0,
+              directory: str = ""):
     """`dep` combined on the explicit tree `root` (members in leaf order, replicated to all),
     placed at the branch or block owners, checkpointing every `every` updates."""
     members = tuple(ir_leaves(root))

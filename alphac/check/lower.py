@@ -34,7 +34,8 @@ MAX_ROLE_NAME = 64
 # The meaning of the deployment families' constructors: which target, combine placement or
 # profile they name.
 TARGETS = {"TargetX86_64": "x86_64", "TargetAArch64": "aarch64", "TargetSM86": "sm86"}
-PLACEMENTS = {"CombineAtBranchOwners": "branch-owners", "CombineAtBlockOwners": "block-owners"}
+PLACEMENTS = {"CombineAtBranchOwners": ir.CombinePlacement.BRANCH_OWNERS,
+              "CombineAtBlockOwners": ir.CombinePlacement.BLOCK_OWNERS}
 PROFILE_WORDS = {
     "StdBinary64": "binary64", "StdBinary32": "binary32", "StdRoundNearestEven": "nearest-even",
     "StdSubnormalsPreserve": "preserve", "StdSubnormalsFlushToZero": "flush-to-zero",
@@ -343,10 +344,11 @@ class Lowering:
                            "holds", blocks.span, ["a block larger than k is one block: all of it at owner 0"])
             return None
         if p.ctor == "DataParallelReplicated":
-            return ir.Partitioning(span=p.span, block_words=blocks.n)
-        return ir.Partitioning(f["partitionOptimizerState"].b, f["partitionParameters"].b,
-                               f["partitionGradients"].b, f["partitionWordsPerCoordinate"].n,
-                               nats(f["partitionSharedState"]), p.span, blocks.n)
+            return ir.Partitioning(block_words=blocks.n, span=p.span)
+        return ir.Partitioning(ir.placed(f["partitionParameters"].b),
+                               ir.placed(f["partitionOptimizerState"].b),
+                               ir.placed(f["partitionGradients"].b), f["partitionWordsPerCoordinate"].n,
+                               nats(f["partitionSharedState"]), blocks.n, p.span)
 
     def _roles(self, v: VList, owners: int) -> tuple[ir.Role, ...]:
         roles = []
@@ -441,7 +443,7 @@ class Lowering:
             bounded_relation(rel.fields["numericalBoundUlps"].n, rel.fields["numericalEvidence"].s)
         return ir.Contract(profile, relation, c.span)
 
-    def _combine_placement(self, c: VObj) -> str:
+    def _combine_placement(self, c: VObj) -> ir.CombinePlacement:
         return PLACEMENTS[c.ctor]
 
     def _checkpoint(self, c: VObj) -> ir.Checkpoint:

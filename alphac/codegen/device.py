@@ -331,7 +331,7 @@ def device_table(image, segs, placement) -> bytes:
     """The words the host runtime reads (`alphac_device`): magic, format, segment count,
     role size, each segment's thread count, then per role owner its device index (how many
     owners before it `placement` puts on a GPU too) and its device bytes (alphac.plan.device)."""
-    part_params = bool(image.partitioning.parameters)
+    part_params = image.partitioning.parameters.sharded
     per_owner = []
     for o in image.owners:
         per_owner += [sum(1 for t in placement[:o.owner] if t == image.target),

@@ -61,8 +61,8 @@ class _OwnedEmitter(_Emitter):
         super().__init__(module, update, name, program_regions("update", k, s, m), fmt)
         self.k, self.m, self.n, self.B = k, m, owners, part.block_words
         self.layout = layout
-        self.compact = (part.parameters, part.optimizer_state, True, False)  # by region
-        self.shared = sorted(layout.shared) if part.optimizer_state else []
+        self.compact = (part.parameters.sharded, part.optimizer_state.sharded, True, False)  # by region
+        self.shared = sorted(layout.shared) if part.optimizer_state.sharded else []
         self.owner_g = ir.GlobalVariable(module, I64, f"{name}_owner")
         self.owner_g.initializer = ir.Constant(I64, 0)
         self.let_reads: dict[str, tuple] = {}

@@ -64,6 +64,11 @@ def inputs_line(learner) -> str:
     return f"samples {samples_sha(learner.samples)} rate {learner.rate & (2**64 - 1):016x}"
 
 
+def _placed(region) -> str:
+    """A region's placement as the manifest's layout line names it."""
+    return "partitioned" if region.sharded else "replicated"
+
+
 def checkpoint_lines(plan) -> CheckpointLines:
     dep = plan.deployment
     learner, part, contract = dep.learner, dep.partitioning, plan.contract
@@ -73,8 +78,8 @@ def checkpoint_lines(plan) -> CheckpointLines:
                               profile["exceptional"], contract.relation, contract.order_digest,
                               contract.topology])
     shared = ",".join(str(j) for j in part.shared_state) if part.shared_state else "-"
-    layout_line = (f"owners {dep.owners} parameters {'partitioned' if part.parameters else 'replicated'} "
-                   f"state {'partitioned' if part.optimizer_state else 'replicated'} "
+    layout_line = (f"owners {dep.owners} parameters {_placed(part.parameters)} "
+                   f"state {_placed(part.optimizer_state)} "
                    f"words-per-coordinate {part.words_per_coordinate} shared {shared}")
     if part.block_words != 1:
         # appended only where not the default: a line without it is B = 1, so the lines

@@ -176,12 +176,12 @@ class RoleImage:
             "k": k, "m": m, "s": s, "n": self.n, "updates": self.updates,
             "rate": self.rate, "tag_words": self.tag_words,
             "output_format": wire.OUTPUT_OWNED if self.owned else wire.OUTPUT_REPLICATED,
-            "part_parameters": int(part.parameters), "part_state": int(part.optimizer_state),
-            "part_gradients": int(part.gradients), "w": part.words_per_coordinate,
+            "part_parameters": int(part.parameters.sharded), "part_state": int(part.optimizer_state.sharded),
+            "part_gradients": int(part.gradients.sharded), "w": part.words_per_coordinate,
             "leaves": len(self.leaf_order), "max_payload": self.max_payload,
             "small_payload": self.small_payload, "block_words": self.block_words,
             "role_size": len(self.owners), "root": self.root,
-            "digest_params": int(not part.parameters), "state_alike": self.state_alike,
+            "digest_params": int(not part.parameters.sharded), "state_alike": self.state_alike,
             "str_usage": string(self.usage), "str_version": string(self.version),
             "str_role": string(self.role), "str_deployment": string(self.deployment),
             "str_owners": string(", ".join(str(o.owner) for o in self.owners)),
@@ -377,7 +377,7 @@ def initial_words(layout, learner, role_owners, fmt: str = "binary64") -> Initia
     in storage format `fmt`."""
     p0 = storage.pack(learner.initial.as_array(), fmt)
     s0 = storage.pack(learner.initial_state.as_array(), fmt)
-    if layout.parameters:
+    if layout.parameters.sharded:
         params, param_starts = _concatenated([p0[layout.params_held(o)] for o in role_owners])
     else:
         params, param_starts = p0, (0,) * len(role_owners)
@@ -456,6 +456,7 @@ def build_image(plan, role: str, target: str, cpu: CpuNeeds = CpuNeeds()) -> Rol
         ckpt_dir=checkpoint_dir(dep), ckpt_lines=lines, run_id=default_run_id(lines, dep),
         resume=declared_resume(dep), mutation=mutated, leaf_order=plan.shape.leaf_order,
         block_words=layout.block_words, region=learner.region,
-        shared=tuple(int(j) for j in layout.replicated_state()) if layout.optimizer_state else (),
+        shared=(tuple(int(j) for j in layout.replicated_state())
+                if layout.optimizer_state.sharded else ()),
         state_alike=init.alike, samples=samples, initial=init.params, initial_state=init.state,
         usage=usage_text(plan, role, target, role_v.owners), version=version, cpu=cpu, fmt=fmt_)

@@ -50,7 +50,7 @@ def foreign_accumulator(dep: ir.Deployment) -> ir.Deployment | str:
     owner holds every accumulator: the optimizer state is replicated (a read-only mirror of
     the others' words, assembled by selection after each update)."""
     L, part = dep.learner, dep.partitioning
-    if L.independent or L.m != L.k or L.k < 2 or not part.optimizer_state \
+    if L.independent or L.m != L.k or L.k < 2 or not part.optimizer_state.sharded \
             or part.words_per_coordinate != 1:
         return "it needs a coordinate-owned learner: one partitioned accumulator per coordinate"
     if any(not isinstance(s, ir.Assign) or not s.target.constant for s in L.update.body):
@@ -64,7 +64,7 @@ def foreign_accumulator(dep: ir.Deployment) -> ir.Deployment | str:
             state.append(s)
     update = replace(L.update, body=tuple(params + state))
     return replace(dep, learner=replace(L, update=update),
-                   partitioning=replace(part, optimizer_state=False))
+                   partitioning=replace(part, optimizer_state=ir.Replicate()))
 
 
 def _next_accumulator(e, k: int):

@@ -48,8 +48,9 @@ from typing import Union
 from alphac.diagnostics import Span
 # A deployment's program-free parts live in parts.py; named here too, so that every stage
 # reads the whole IR as `nodes.X`.
-from alphac.ir.parts import (Checkpoint, Contract, ExplicitTree, Hierarchy, Partitioning, Profile,  # noqa: F401
-                             Resume, Role, SampleTree, Star, Topology, TreeBranch, TreeLeaf, TreeNode)
+from alphac.ir.parts import (Checkpoint, CombinePlacement, Contract, ExplicitTree, Hierarchy,  # noqa: F401
+                             Partitioning, Placement, Profile, Replicate, Resume, Role, SampleTree,
+                             Shard, Star, Topology, TreeBranch, TreeLeaf, TreeNode, placed)
 from alphac.ir.parts import span_field as _span
 
 
@@ -465,9 +466,9 @@ class Deployment:
     source_file: str = field(default="", compare=False)
     span: Span = _span()
     resume: Resume | None = None  # declared by a DeploymentResume value of the same file
-    # where the combine tree's branches run: "branch-owners" (at the owners the tree names)
-    # or "block-owners" (the whole tree for coordinate block b at block b's owner)
-    combine_placement: str = "branch-owners"
+    # where the combine tree's branches run: at the owners the tree names, or the whole tree
+    # for coordinate block b at block b's owner
+    combine_placement: CombinePlacement = CombinePlacement.BRANCH_OWNERS
     combine_placement_span: Span = _span()  # where its value is written
 
     def role_of(self, owner: int) -> Role:

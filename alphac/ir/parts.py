@@ -1,6 +1,7 @@
 """The parts of a deployment that hold no program: its combine topology (a star, a
-hierarchy, an explicit tree or the sample tree), its partitioning, its roles, its numerical
-contract, its checkpoints and where it resumes from.
+hierarchy, an explicit tree or the sample tree), its partitioning (each region replicated or
+sharded), where its combine runs, its roles, its numerical contract, its checkpoints and where
+it resumes from.
 
 They are IR nodes like those of nodes.py (frozen dataclasses holding tuples, spans never in
 equality), which holds the Deployment that gathers them with its learner and names each of
@@ -11,7 +12,8 @@ is the lower of the two, and `span_field` is theirs in common.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
+from enum import Enum
+from typing import ClassVar, Union
 
 from alphac.diagnostics import NO_SPAN, Span
 
@@ -89,30 +91,83 @@ Topology = Union[Star, Hierarchy, ExplicitTree, SampleTree]
 
 # ----------------------------------------------------------------------------- declarations
 
+class _Placement:
+    """A region's placement. It is no truth value (a region placed either way is "some
+    placement"): ask `.sharded`."""
+
+    sharded: ClassVar[bool]
+
+    def __bool__(self) -> bool:
+        raise TypeError(f"{self!r} is no truth value; ask its .sharded")
+
+
+@dataclass(frozen=True)
+class Replicate(_Placement):
+    """A region every owner holds whole."""
+
+    sharded: ClassVar[bool] = False
+
+
+@dataclass(frozen=True)
+class Shard(_Placement):
+    """A region held in coordinate blocks: block b (coordinates b*B .. b*B + B - 1) at
+    owner b mod n alone, B being the partitioning's `block_words` (one block size serves
+    every sharded region and the block combine placement)."""
+
+    sharded: ClassVar[bool] = True
+
+
+Placement = Union[Replicate, Shard]
+
+
+def placed(sharded: bool) -> Placement:
+    """`Shard()` if `sharded`, else `Replicate()` (a spec declares each region by a flag)."""
+    return Shard() if sharded else Replicate()
+
+
 @dataclass(frozen=True)
 class Partitioning:
-    """Which learner state is partitioned across owners: coordinates come in blocks of
-    `block_words` (B) consecutive coordinates, block b belonging to owner b mod n (B = 1:
-    coordinate i -> owner i mod n).
+    """Where each region of the learner's words lives (`Replicate()` or `Shard()`): its
+    parameters, its optimizer state and the gradients it combines. Coordinates come in
+    blocks of `block_words` (B) consecutive coordinates, block b belonging to owner b mod n
+    (B = 1: coordinate i -> owner i mod n); the blocks are the shards' and the block combine
+    placement's, so B is declared even when every region is replicated.
 
-    `shared_state` lists state offsets (0-based within the m state words) declared shared
-    (replicated), e.g. Adam's two bias-correction powers. The other state words are
-    per coordinate: `words_per_coordinate` (w) blocks of k consecutive words, in offset
-    order, so block b's word for coordinate i is the (b*k + i)-th non-shared state word.
-    A claim is consistent only when w*k + len(shared_state) == m.
+    The state's shape, whatever its placement: `shared_state` lists state offsets (0-based
+    within the m state words) declared shared (replicated), e.g. Adam's two bias-correction
+    powers. The other state words are per coordinate: `words_per_coordinate` (w) blocks of
+    k consecutive words, in offset order, so block b's word for coordinate i is the
+    (b*k + i)-th non-shared state word. A claim is consistent only when
+    w*k + len(shared_state) == m.
     """
 
-    optimizer_state: bool = False
-    parameters: bool = False
-    gradients: bool = False
+    parameters: Placement = Replicate()
+    optimizer_state: Placement = Replicate()
+    gradients: Placement = Replicate()
     words_per_coordinate: int = 0
     shared_state: tuple[int, ...] = ()
-    span: Span = span_field()
     block_words: int = 1
+    span: Span = span_field()
+
+    def __post_init__(self) -> None:
+        for region in (self.parameters, self.optimizer_state, self.gradients):
+            if not isinstance(region, (Replicate, Shard)):
+                raise TypeError(f"a region is placed Replicate() or Shard(), not {region!r}")
+        if self.block_words < 1:
+            raise ValueError(f"a coordinate block holds at least one coordinate, not {self.block_words}")
 
     @property
     def any(self) -> bool:
-        return self.optimizer_state or self.parameters or self.gradients
+        """Whether some region is sharded."""
+        return self.parameters.sharded or self.optimizer_state.sharded or self.gradients.sharded
+
+
+class CombinePlacement(Enum):
+    """`Learning.Deployment.CombinePlacement`: where the combine tree's branches run. The
+    value is the placement's name in plans and the protocol identity."""
+
+    BRANCH_OWNERS = "branch-owners"  # CombineAtBranchOwners: each branch at the owner the tree names
+    BLOCK_OWNERS = "block-owners"    # CombineAtBlockOwners: the whole tree for block b at b's owner
 
 
 @dataclass(frozen=True)

@@ -387,7 +387,7 @@ def _mutant_tree(dep: Deployment, root: TreeNode, mutant: str | None) -> TreeNod
         why = "needs a combine tree whose root has a branch on its left (three leaves or more)"
     elif mutant == "deliver-to-next" and dep.owners < 2:
         why = "needs at least two owners (with one, the next owner is the owner itself)"
-    elif mutant == "stale-replica" and not dep.partitioning.parameters:
+    elif mutant == "stale-replica" and not dep.partitioning.parameters.sharded:
         why = "needs partitioned parameters (only they are read through a read replica)"
     if why:
         raise Refusal("mutant-not-applicable", f"mutant {mutant} {why}")

@@ -22,7 +22,7 @@ def state_offsets(dep: Deployment, owner: int) -> np.ndarray:
     """The state offsets (0-based within the m words) `owner` holds, ascending."""
     k, m, n = dep.learner.k, dep.learner.m, dep.owners
     part = dep.partitioning
-    if not part.optimizer_state:
+    if not part.optimizer_state.sharded:
         return np.arange(m)
     shared = sorted(set(part.shared_state))
     if part.words_per_coordinate * k + len(shared) != m or any(not 0 <= s < m for s in shared):
@@ -43,7 +43,7 @@ def _owner_of(coordinates: np.ndarray, dep: Deployment) -> np.ndarray:
 def param_coordinates(dep: Deployment, owner: int) -> np.ndarray:
     """The coordinates whose parameters `owner` holds, ascending: all k unless the
     parameters are partitioned, else `owned_coordinates`."""
-    if not dep.partitioning.parameters:
+    if not dep.partitioning.parameters.sharded:
         return np.arange(dep.learner.k)
     return owned_coordinates(dep, owner)
 

@@ -76,8 +76,9 @@ def identity_document(dep: ir.Deployment, nodes, resumed: str | None = None,
         "programs": {"contribution": flat(learner.contribution), "update": flat(learner.update)},
         "contract": {"profile": {f: getattr(dep.contract.profile, f) for f in PROFILE_FIELDS},
                      "relation": dep.contract.relation},
-        "partitioning": {"optimizer_state": part.optimizer_state, "parameters": part.parameters,
-                         "gradients": part.gradients,
+        "partitioning": {"optimizer_state": part.optimizer_state.sharded,
+                         "parameters": part.parameters.sharded,
+                         "gradients": part.gradients.sharded,
                          "words_per_coordinate": part.words_per_coordinate,
                          "shared_state": list(part.shared_state)},
     }
@@ -85,8 +86,8 @@ def identity_document(dep: ir.Deployment, nodes, resumed: str | None = None,
     # neither stay what they were
     if part.block_words != 1:
         doc["partitioning"]["block_words"] = part.block_words
-    if dep.combine_placement != "branch-owners":
-        doc["combine_placement"] = dep.combine_placement
+    if dep.combine_placement is not ir.CombinePlacement.BRANCH_OWNERS:
+        doc["combine_placement"] = dep.combine_placement.value
     if mutant is not None:
         doc["mutant"] = mutant
     return doc

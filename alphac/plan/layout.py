@@ -40,9 +40,9 @@ class OwnerLayout:
     k: int                                # coordinates (parameter words)
     m: int                                # state words
     n: int                                # owners
-    parameters: bool = False              # parameters partitioned
-    optimizer_state: bool = False         # optimizer state partitioned
-    gradients: bool = False               # gradients partitioned (reductions per owner)
+    parameters: ir.Placement = ir.Replicate()       # the parameters'
+    optimizer_state: ir.Placement = ir.Replicate()  # the optimizer state's
+    gradients: ir.Placement = ir.Replicate()        # the gradients' (sharded: reductions per owner)
     words_per_coordinate: int = 0         # w
     shared_state: tuple[int, ...] = ()    # shared state offsets, as declared
     block_words: int = 1                  # B: coordinates per block (block b -> owner b mod n)
@@ -71,7 +71,7 @@ class OwnerLayout:
 
     @property
     def any(self) -> bool:
-        return self.parameters or self.optimizer_state or self.gradients
+        return self.parameters.sharded or self.optimizer_state.sharded or self.gradients.sharded
 
     # ------------------------------------------------------------------ coordinates
 
@@ -118,12 +118,12 @@ class OwnerLayout:
 
     def params_held(self, owner: int) -> np.ndarray:
         """The parameter words (coordinates) `owner` holds, ascending."""
-        if not self.parameters:
+        if not self.parameters.sharded:
             return _frozen(np.arange(self.k, dtype=np.int64))
         return self.coordinates(owner)
 
     def params_count(self, owner: int) -> int:
-        return self.owned_count(owner) if self.parameters else self.k
+        return self.owned_count(owner) if self.parameters.sharded else self.k
 
     @cached_property
     def _coordinate_state_offsets(self) -> np.ndarray:
@@ -141,7 +141,7 @@ class OwnerLayout:
     def coordinate_state(self, owner: int) -> np.ndarray:
         """The per-coordinate state offsets of `owner`'s coordinates, ascending (no shared
         words); empty when the optimizer state is not partitioned."""
-        if not self.optimizer_state or self.w <= 0:
+        if not self.optimizer_state.sharded or self.w <= 0:
             return _frozen(np.empty(0, dtype=np.int64))
         per = self._coordinate_state_offsets
         coords = self.coordinates(owner)
@@ -151,7 +151,7 @@ class OwnerLayout:
     def state_held(self, owner: int) -> np.ndarray:
         """The state offsets `owner` holds, ascending: all m when the optimizer state is not
         partitioned, else its coordinates' state words and every shared word."""
-        if not self.optimizer_state:
+        if not self.optimizer_state.sharded:
             return _frozen(np.arange(self.m, dtype=np.int64))
         coords, shared = self.coordinate_state(owner), self.replicated_state()
         # disjoint (a coordinate's state word is never shared), both ascending: a merge
@@ -163,17 +163,19 @@ class OwnerLayout:
         shared words ascending, then block 0's word of each of its coordinates (ascending),
         block 1's, ... (`coordinate_state`'s order). Its parameters are stored in
         `params_held` order."""
-        if not self.optimizer_state:
+        if not self.optimizer_state.sharded:
             return self.state_held(owner)
         return _frozen(np.concatenate([self.replicated_state(), self.coordinate_state(owner)]))
 
     def state_count(self, owner: int) -> int:
-        return len(self.coordinate_state(owner)) + len(self.replicated_state()) if self.optimizer_state else self.m
+        if not self.optimizer_state.sharded:
+            return self.m
+        return len(self.coordinate_state(owner)) + len(self.replicated_state())
 
     def replicated_state(self) -> np.ndarray:
         """The state offsets every owner holds alike: all m, or the shared words (ascending)
         when the optimizer state is partitioned."""
-        if not self.optimizer_state:
+        if not self.optimizer_state.sharded:
             return _frozen(np.arange(self.m, dtype=np.int64))
         return _frozen(np.unique(np.array(self.shared_state, dtype=np.int64)))
 

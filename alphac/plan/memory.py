@@ -75,7 +75,7 @@ def bytes_per_owner(dep: ir.Deployment, layout: OwnerLayout, slots: list[Registe
     reads only its owner's region and runs in place: no read replica, no buffer."""
     k, s, _ = word_counts(dep)
     independent = dep.learner.independent
-    replica = k if layout.parameters and not independent else 0
+    replica = k if layout.parameters.sharded and not independent else 0
     shares = dep.learner.samples.shares
     out = []
     for o in range(dep.owners):

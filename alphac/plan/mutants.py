@@ -109,7 +109,7 @@ def _inapplicable(dep: ir.Deployment, root: ir.TreeNode, name: str) -> str:
         return "no leaf holds samples"
     if name == "deliver-to-next" and dep.owners < 2:
         return "a single owner's next owner is itself"
-    if name == "stale-replica" and not dep.partitioning.parameters:
+    if name == "stale-replica" and not dep.partitioning.parameters.sharded:
         return ("the deployment's parameters are not partitioned: there is no read replica "
                 "to go stale")
     return ""
@@ -140,7 +140,7 @@ def _next_sources(layout: OwnerLayout) -> tuple[tuple[int, ...], ...]:
     partitioning an owner receives that owner's slice, so word j reads the slice's word j;
     otherwise every owner receives all k sums and applies the same map over them."""
     n, k = layout.n, layout.k
-    if layout.gradients:
+    if layout.gradients.sharded:
         return tuple(tuple(j if j < layout.owned_count((o - 1) % n) else ZERO
                            for j in range(layout.owned_count(o))) for o in range(n))
     source = np.full(k, ZERO, dtype=np.int64)

@@ -120,20 +120,6 @@ def _resumed(resume: ir.Resume, fallback: Span, bag: DiagnosticBag) -> str | Non
         return None
 
 
-def check_combine_placement(dep: ir.Deployment, bag: DiagnosticBag) -> None:
-    """The planner builds two combine placements: each branch at the owner the tree names
-    (CombineAtBranchOwners), or the whole tree for coordinate block b at block b's owner
-    (CombineAtBlockOwners, the ordered reduce-scatter). The front end lowers no other; IR
-    built by hand with another is refused."""
-    if dep.combine_placement in proto.PLACEMENTS:
-        return
-    span = dep.combine_placement_span if dep.combine_placement_span.line > 0 else dep.span
-    bag.error("combine-placement-unsupported", f"the combine placement "
-              f"{dep.combine_placement!r} is not one the planner builds", span,
-              [f"the placements are {', '.join(map(repr, proto.PLACEMENTS))}; "
-               "either gives the same bits"])
-
-
 def check_independent_partitioning(dep: ir.Deployment, bag: DiagnosticBag) -> None:
     """An independent-state learner's owners hold exactly their own regions: its parameters
     partitioned in blocks of r (block o, owner o's region, at owner o), nothing else. Its
@@ -141,7 +127,7 @@ def check_independent_partitioning(dep: ir.Deployment, bag: DiagnosticBag) -> No
     L = dep.learner
     if not L.independent:
         return
-    own = ir.Partitioning(parameters=True, block_words=L.region)
+    own = ir.Partitioning(parameters=ir.Shard(), block_words=L.region)
     if dep.partitioning != own:
         bag.error("independent-state-partitioning", f"an independent-state learner holds each "
                   f"owner's region as its own block of r = {L.region} parameters; this deployment "
@@ -183,7 +169,6 @@ def _plan(dep: ir.Deployment, mutant: str | None) -> Plan:
                   [f"owners: {n}"])
     check_profile(dep.contract, dspan, bag, dep.learner)
     storage.check(dep, dspan, bag)
-    check_combine_placement(dep, bag)
     check_independent_partitioning(dep, bag)
     resumed = _resumed(dep.resume, dspan, bag) if dep.resume is not None else None
     # the single answer to who holds what; everything below reads it
@@ -196,7 +181,7 @@ def _plan(dep: ir.Deployment, mutant: str | None) -> Plan:
     # foreign-accumulator's update reads the next coordinate's accumulator by design
     if part.any and claimed and mutant != "foreign-accumulator":
         check_dependence(dep.learner, part, pspan, bag)
-        if not part.optimizer_state:
+        if not part.optimizer_state.sharded:
             # a partitioned state refuses unclaimed words as missing shard coverage
             check_unclaimed_writes(dep.learner, part, pspan, bag)
     if claimed and n >= 1:
@@ -212,7 +197,7 @@ def _plan(dep: ir.Deployment, mutant: str | None) -> Plan:
         shape = shape_of(root)
     if dep.learner.independent:
         deliveries = ()  # nothing is combined, so nothing is delivered
-    elif part.gradients:
+    elif part.gradients.sharded:
         deliveries = tuple(Delivery(t) for t in mutated.targets)
     else:
         deliveries = (REPLICATE_ALL,)

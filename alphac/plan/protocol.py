@@ -10,18 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from alphac.ir.nodes import TreeLeaf, TreeNode
+from alphac.ir.nodes import CombinePlacement, TreeLeaf, TreeNode
 from alphac.plan.blocks import block_gather, block_reduce
 from alphac.plan.layout import OwnerLayout
 from alphac.plan.ops import OP_CODE, OP_KINDS, REGION_PARAMETERS, REGION_STATE, TALKING, Op  # noqa: F401
 from alphac.plan.sampletree import PlacedSampleTree, stack_depth
 from alphac.plan.tree import Transfer, delivery_path, leaves, postorder, replicate_edges, report_edges
 from alphac.wire import WIRE_FORMAT  # noqa: F401  (the identity covers the wire format)
-
-# Where the combine tree's branches run (ir.Deployment.combine_placement).
-BRANCH_OWNERS = "branch-owners"  # CombineAtBranchOwners: each branch at the owner the tree names
-BLOCK_OWNERS = "block-owners"    # CombineAtBlockOwners: the whole tree for block b at b's owner
-PLACEMENTS = (BRANCH_OWNERS, BLOCK_OWNERS)
 
 # A partitioned protocol's register carries, after its words, the leaf range [lo, hi) it
 # covers (selection registers; sum registers carry zeros there), in frames too.
@@ -47,7 +42,7 @@ def project(root: TreeNode, n: int, partitioning=None, k: int = 0,
             layout: OwnerLayout | None = None,
             targets: tuple[int, ...] | None = None,
             sample_tree: PlacedSampleTree | None = None,
-            placement: str = BRANCH_OWNERS) -> tuple[OwnerProtocol, ...]:
+            placement: CombinePlacement = CombinePlacement.BRANCH_OWNERS) -> tuple[OwnerProtocol, ...]:
     """Each owner's protocol. Registers: 0 = own local value; one register per received or
     combined value otherwise. With a `Partitioning` that partitions anything, the protocol
     of `project_partitioned` (k = the learner's parameter count, `layout` the owner layout
@@ -55,7 +50,7 @@ def project(root: TreeNode, n: int, partitioning=None, k: int = 0,
     to); otherwise the replicated learner's. `nodes` is the tree's post-order, if the
     caller has it already. With `sample_tree` (the placed sample tree; `root` is then its
     owner tree), the protocol of `project_sample_tree`. `placement`: where the tree's
-    branches run (BRANCH_OWNERS, or BLOCK_OWNERS: `block_reduce`)."""
+    branches run (`CombinePlacement`; BLOCK_OWNERS: `block_reduce`)."""
     nodes = postorder(root) if nodes is None else nodes
     if sample_tree is not None:
         return project_sample_tree(root, n, sample_tree, partitioning, k, nodes, layout, placement)
@@ -300,17 +295,17 @@ class _SampleLeaves:
 
 
 def reduce_everywhere(sch: _Schedule, root: TreeNode, contributions, local: dict,
-                      layout: OwnerLayout, k: int, placement: str) -> dict[int, int]:
+                      layout: OwnerLayout, k: int, placement: CombinePlacement) -> dict[int, int]:
     """The full reduction at every owner, by owner: along the tree, then replicated down it
     (the branch placement), or the block placement's reduce-scatter and gather."""
-    if placement == BLOCK_OWNERS:
+    if placement is CombinePlacement.BLOCK_OWNERS:
         return block_gather(sch, block_reduce(sch, contributions, local, layout), layout, k)
     total = contributions.reduce(sch, local, "combine")
     return sch.spread(root.owner, total, replicate_edges(root))
 
 
 def project_replicated(root: TreeNode, n: int, k: int, nodes: list[TreeNode], layout: OwnerLayout | None,
-                       contributions, placement: str) -> tuple[OwnerProtocol, ...]:
+                       contributions, placement: CombinePlacement) -> tuple[OwnerProtocol, ...]:
     """Each owner's protocol for a replicated learner, as a global schedule: the
     contributions, the full reduction at every owner (`reduce_everywhere`), the update."""
     layout = layout or OwnerLayout(k, 0, n)
@@ -328,7 +323,9 @@ def project_partitioned(root: TreeNode, n: int, part, k: int,
                         nodes: list[TreeNode] | None = None,
                         layout: OwnerLayout | None = None,
                         targets: tuple[int, ...] | None = None,
-                        contributions=None, placement: str = BRANCH_OWNERS) -> tuple[OwnerProtocol, ...]:
+                        contributions=None,
+                        placement: CombinePlacement = CombinePlacement.BRANCH_OWNERS,
+                        ) -> tuple[OwnerProtocol, ...]:
     """Each owner's protocol when parameters, optimizer state or gradients are partitioned.
 
     One update, as a global schedule projected onto owners:
@@ -375,20 +372,20 @@ def project_partitioned(root: TreeNode, n: int, part, k: int,
         total = sch.reduce(nodes, by_owner(offered), "select")
         return sch.spread(root.owner, total, all_edges)
 
-    if part.parameters:
+    if part.parameters.sharded:
         held = assemble(REGION_PARAMETERS, 1)
         for o in owners:
             sch.emit(o, Op.of("replica-install", src=held[o]))
     local = contributions.local(sch, k)
-    if part.parameters:
+    if part.parameters.sharded:
         for o in owners:
             sch.emit(o, Op("replica-release"))
     mean: dict[int, int] = {}
-    if part.gradients and placement == BLOCK_OWNERS:
+    if part.gradients.sharded and placement is CombinePlacement.BLOCK_OWNERS:
         for t, r in block_reduce(sch, contributions, local, layout).items():
             to = t if targets is None else targets[t]
             mean[to] = r if to == t else sch.move(t, r, to)
-    elif part.gradients:
+    elif part.gradients.sharded:
         for t in range(n):
             sliced = {}
             for key, r in local.items():
@@ -402,8 +399,8 @@ def project_partitioned(root: TreeNode, n: int, part, k: int,
         mean = reduce_everywhere(sch, root, contributions, local, layout, k, placement)
     for o in owners:
         sch.emit(o, Op.of("update-owned", mean=mean[o]))
-    mask = (0 if part.parameters else REGION_PARAMETERS) | (
-        0 if part.optimizer_state or w == 0 else REGION_STATE)
+    mask = (0 if part.parameters.sharded else REGION_PARAMETERS) | (
+        0 if part.optimizer_state.sharded or w == 0 else REGION_STATE)
     if mask:
         per = (1 if mask & REGION_PARAMETERS else 0) + (w if mask & REGION_STATE else 0)
         held = assemble(mask, per)
@@ -414,7 +411,8 @@ def project_partitioned(root: TreeNode, n: int, part, k: int,
 
 def project_sample_tree(root: TreeNode, n: int, tree: PlacedSampleTree, part, k: int,
                         nodes: list[TreeNode], layout: OwnerLayout | None,
-                        placement: str = BRANCH_OWNERS) -> tuple[OwnerProtocol, ...]:
+                        placement: CombinePlacement = CombinePlacement.BRANCH_OWNERS,
+                        ) -> tuple[OwnerProtocol, ...]:
     """Each owner's protocol under the sample tree; `root` is its owner tree
     (`tree.sample_owner_tree`). One update, as a global schedule projected onto owners: every
     owner evaluates its blocks (`sample-block`, in sample order); the branches above them

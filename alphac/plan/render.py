@@ -6,7 +6,6 @@ from alphac.ir import nodes as ir
 from alphac.plan.contract import topology_name
 from alphac.plan.phases import branch_numbers, value_name
 from alphac.plan.ops import Op, render
-from alphac.plan.protocol import BLOCK_OWNERS
 from alphac.plan.registers import sent_words
 from alphac.plan.storage import word_counts
 
@@ -76,9 +75,9 @@ def plan_json(plan) -> dict:
         "owners": dep.owners,
         "topology": topology_name(dep.topology),
         "protocol": plan.protocol_hex,
-        "combine_placement": dep.combine_placement,
-        "partitioning": {"optimizer_state": part.optimizer_state, "parameters": part.parameters,
-                         "gradients": part.gradients, "words_per_coordinate": part.words_per_coordinate,
+        "combine_placement": dep.combine_placement.value,
+        "partitioning": {"optimizer_state": part.optimizer_state.sharded, "parameters": part.parameters.sharded,
+                         "gradients": part.gradients.sharded, "words_per_coordinate": part.words_per_coordinate,
                          "shared_state": list(part.shared_state), "block_words": part.block_words},
         "tree": {"depth": plan.shape.depth, "leaf_order": list(plan.shape.leaf_order),
                  "nodes": tree_data(plan.shape.nodes)},
@@ -116,11 +115,11 @@ def _layout_text(f) -> str:
 
 def partitioning_text(part: ir.Partitioning) -> str:
     """What is partitioned, and the coordinate blocks that say who holds what."""
-    parts = [name for name, on in (("parameters", part.parameters),
-                                   ("optimizer state", part.optimizer_state),
-                                   ("gradients", part.gradients)) if on]
+    parts = [name for name, region in (("parameters", part.parameters),
+                                       ("optimizer state", part.optimizer_state),
+                                       ("gradients", part.gradients)) if region.sharded]
     what = "partitioned " + ", ".join(parts) if parts else "replicated"
-    if part.optimizer_state or part.words_per_coordinate:
+    if part.optimizer_state.sharded or part.words_per_coordinate:
         shared = ",".join(str(j) for j in part.shared_state) or "none"
         what += f" ({part.words_per_coordinate} state words per coordinate, shared {shared})"
     B = part.block_words
@@ -128,9 +127,9 @@ def partitioning_text(part: ir.Partitioning) -> str:
             "block b at owner b mod n")
 
 
-def placement_text(placement: str) -> str:
+def placement_text(placement: ir.CombinePlacement) -> str:
     """Where the combine tree's branches run."""
-    if placement == BLOCK_OWNERS:
+    if placement is ir.CombinePlacement.BLOCK_OWNERS:
         return ("combine placement: CombineAtBlockOwners, the whole tree for block b at block b's "
                 "owner (the phases below are the tree's; the owners' ops are the block placement's)")
     return "combine placement: CombineAtBranchOwners, each branch at the owner the tree names"

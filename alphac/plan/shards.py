@@ -217,7 +217,7 @@ def learner_shard_maps(dep: ir.Deployment, authority: int = 0,
     rep = "binary64" if format_of(dep) == "binary64" else f"{format_of(dep)} pairs"
     params = LogicalRegion(learner.name, "parameters", k, rep)
     frags: list[Fragment] = []
-    if layout.parameters:
+    if layout.parameters.sharded:
         for o in range(n):
             frags.append(Fragment(o, _space(dep, o), layout.coordinate_runs(o)))
             if learner.independent:  # its rule reads only its own region: no read replica
@@ -230,7 +230,7 @@ def learner_shard_maps(dep: ir.Deployment, authority: int = 0,
     if m == 0:
         return tuple(maps)
     state = LogicalRegion(learner.name, "state", m, rep)
-    if not layout.optimizer_state:
+    if not layout.optimizer_state.sharded:
         maps.append(ShardMap(state, tuple(_replicated(dep, state, ((0, 1, m),), range(n)))))
         return tuple(maps)
     frags = []

@@ -96,12 +96,12 @@ def _partition_problems(dep: ir.Deployment) -> list[str]:
         out.append(f"partitionBlockWords = {part.block_words}: a binary32 word holds two "
                    "coordinates, so a block must hold an even number of them (declare "
                    f"partitionBlockWords = {2 * part.block_words})")
-    if part.optimizer_state and L.m and L.k % 2:
+    if part.optimizer_state.sharded and L.m and L.k % 2:
         out.append(f"k = {L.k}: partitioned optimizer state packs each block of k state values "
                    "into words, which needs an even k")
     shared = set(part.shared_state)
     odd = sorted(s for s in shared if (s ^ 1) not in shared and (s ^ 1) < L.m)
-    if part.optimizer_state and odd:
+    if part.optimizer_state.sharded and odd:
         out.append(f"shared state value {odd[0]} shares its word with value {odd[0] ^ 1}, which "
                    "is not shared: list shared values in pairs 2j, 2j + 1")
     return out

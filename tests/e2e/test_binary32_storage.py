@@ -134,9 +134,11 @@ def test_the_other_trees_and_the_block_placement(case):
         "sample-tree": lambda: dataclasses.replace(base, topology=n.SampleTree(), checkpoint=never),
         "hierarchy-3": lambda: dataclasses.replace(base, topology=n.Hierarchy(3), checkpoint=never),
         "block-owners": lambda: dataclasses.replace(driver.deployment(str(SPEC), "partitioned"),
-                                                    combine_placement="block-owners", checkpoint=never),
+                                                    combine_placement=n.CombinePlacement.BLOCK_OWNERS,
+                                                    checkpoint=never),
         "adam-block-owners": lambda: dataclasses.replace(driver.deployment(str(ADAM), "partitioned"),
-                                                         combine_placement="block-owners", checkpoint=never),
+                                                         combine_placement=n.CombinePlacement.BLOCK_OWNERS,
+                                                         checkpoint=never),
     }[case]()
     dep = dataclasses.replace(dep, name=f"storage32_{case.replace('-', '_')}")
     run = session.run(dep.name, dep)
@@ -205,7 +207,7 @@ def test_the_rules_refuse_by_code():
         "binary32-inexact": dataclasses.replace(dep, learner=dataclasses.replace(
             L, rate=to_bits(0.0002))),
         "binary32-unsupported": dataclasses.replace(dep, partitioning=n.Partitioning(
-            parameters=True, optimizer_state=True, gradients=True)),  # blocks of 1 coordinate
+            parameters=n.Shard(), optimizer_state=n.Shard(), gradients=n.Shard())),  # blocks of 1 coordinate
     }
     for code, bad in cases.items():
         with pytest.raises(CompileError) as refused:

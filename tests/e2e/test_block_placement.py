@@ -22,7 +22,7 @@ from alphac.launch.runs import new_run_dir
 from alphac.oracle import evaluate
 from alphac.plan import plan
 from alphac.plan.identity import identity_document
-from alphac.plan.protocol import BLOCK_OWNERS, BRANCH_OWNERS, OP_CODE
+from alphac.plan.protocol import OP_CODE
 from alphac.plan.render import op_text, plan_json
 from alphac.ir import nodes as ir
 from alphac.testing import session
@@ -33,20 +33,22 @@ from test_plan_support import deployment
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 PROTOCOL_WORD = 4  # an output file's protocol identity (docs/runtime.md "Output file")
+BLOCK_OWNERS, BRANCH_OWNERS = ir.CombinePlacement.BLOCK_OWNERS, ir.CombinePlacement.BRANCH_OWNERS
 
 
-def _variant(spec: str, placement: str, **part):
+def _variant(spec: str, placement: ir.CombinePlacement, **part):
     dep = session.deployment(str(SPECS / f"{spec}.alpha"))
     if part:
         dep = dataclasses.replace(dep, partitioning=dataclasses.replace(dep.partitioning, **part))
     return dataclasses.replace(dep, combine_placement=placement)
 
 
-def _key(spec: str, placement: str, part: dict) -> str:
-    return "-".join([f"block-{spec}", placement, *(f"{k}{int(v)}" for k, v in sorted(part.items()))])
+def _key(spec: str, placement: ir.CombinePlacement, part: dict) -> str:
+    return "-".join([f"block-{spec}", placement.value,
+                     *(f"{k}{getattr(v, 'sharded', v):d}" for k, v in sorted(part.items()))])
 
 
-def _launch(spec: str, placement: str, part: dict):
+def _launch(spec: str, placement: ir.CombinePlacement, part: dict):
     """Every owner's output file under `placement`, after checking each against the oracle
     and its measured peak bytes against the plan's."""
     dep, key = _variant(spec, placement, **part), _key(spec, placement, part)
@@ -74,10 +76,11 @@ CASES = [
     pytest.param("lsq_adam_partitioned_hierarchy7", {}, id="partitioned-all-B1", marks=needs_qemu),
     pytest.param("lsq_adam_partitioned_hierarchy7", {"block_words": 3}, id="partitioned-all-B3",
                  marks=needs_qemu),
-    pytest.param("lsq_adam_partitioned_hierarchy7", {"parameters": False, "optimizer_state": False},
+    pytest.param("lsq_adam_partitioned_hierarchy7",
+                 {"parameters": ir.Replicate(), "optimizer_state": ir.Replicate()},
                  id="partitioned-gradients-B1", marks=needs_qemu),
-    pytest.param("lsq_adam_partitioned_hierarchy7", {"parameters": False, "optimizer_state": False,
-                                                     "block_words": 3},
+    pytest.param("lsq_adam_partitioned_hierarchy7",
+                 {"parameters": ir.Replicate(), "optimizer_state": ir.Replicate(), "block_words": 3},
                  id="partitioned-gradients-B3", marks=needs_qemu),
     pytest.param("order10_hierarchy", {}, id="order10", marks=needs_qemu),
     pytest.param("lsq_adam_sampletree7", {}, id="sample-tree", marks=needs_qemu),
@@ -99,7 +102,7 @@ def test_the_placements_have_different_protocol_identities():
         block, branch = (plan(_variant(spec, p)) for p in (BLOCK_OWNERS, BRANCH_OWNERS))
         assert block.protocol_id != branch.protocol_id, spec
         document = identity_document(block.deployment, list(block.shape.nodes))
-        assert document["combine_placement"] == BLOCK_OWNERS
+        assert document["combine_placement"] == BLOCK_OWNERS.value
         assert "combine_placement" not in identity_document(branch.deployment, list(branch.shape.nodes))
         ids |= {block.protocol_id, branch.protocol_id}
     assert len(ids) == 8
@@ -202,7 +205,7 @@ def test_the_star_hub_sends_n_minus_1_k_sums_under_the_branch_placement():
 def test_partitioned_gradients_exchange_n_minus_1_k_over_n_sums():
     n, k = 4, 8
     dep = dataclasses.replace(deployment(n, ir.Hierarchy(2), k=k, kind="plain"),
-                              partitioning=ir.Partitioning(gradients=True), combine_placement=BLOCK_OWNERS)
+                              partitioning=ir.Partitioning(gradients=ir.Shard()), combine_placement=BLOCK_OWNERS)
     p = plan(dep)
     # the slices only: each owner keeps its own block (then assembles the parameters
     # along the tree, as the branch placement does)

@@ -35,11 +35,10 @@ def variant(dep, every=2, placement=None, **flags):
                                placement=tuple(placement or dep.placement))
 
 
-FLAGS = {"replicated": dict(optimizer_state=False, parameters=False, gradients=False),
-         "state": dict(optimizer_state=True, parameters=False, gradients=False),
-         "parameters": dict(optimizer_state=False, parameters=True, gradients=False),
-         "gradients": dict(optimizer_state=False, parameters=False, gradients=True),
-         "all": dict(optimizer_state=True, parameters=True, gradients=True)}
+REGIONS = {"replicated": (False, False, False), "state": (True, False, False),  # state, parameters, gradients
+           "parameters": (False, True, False), "gradients": (False, False, True), "all": (True, True, True)}
+FLAGS = {name: dict(optimizer_state=n.placed(state), parameters=n.placed(params), gradients=n.placed(grads))
+         for name, (state, params, grads) in REGIONS.items()}
 DEPS = {name: variant(ADAM7, **flags) for name, flags in FLAGS.items()}
 
 
@@ -144,7 +143,7 @@ def test_checkpoints_do_not_depend_on_how_gradients_are_partitioned(written):
         return files_of(written[name][0])
 
     assert files("gradients") == files("replicated")
-    ungraded = variant(ADAM7, **{**FLAGS["all"], "gradients": False})
+    ungraded = variant(ADAM7, **{**FLAGS["all"], "gradients": n.Replicate()})
     d = written["all"][0].parent / "all-no-gradients"
     d.mkdir()
     outputs(run("ckpt7-all-nograd", ungraded, d))

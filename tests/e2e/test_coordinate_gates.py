@@ -31,7 +31,7 @@ def test_owner_i_holds_coordinate_i_and_its_accumulator():
     dep = driver.deployment(HOST)
     L, part = dep.learner, dep.partitioning
     assert (L.k, L.m, L.s, dep.owners, L.samples.shares) == (2, 2, 3, 2, (1, 2))
-    assert (part.optimizer_state, part.parameters, part.gradients) == (True, True, True)
+    assert (part.optimizer_state, part.parameters, part.gradients) == (ir.Shard(),) * 3
     assert (part.words_per_coordinate, part.shared_state, part.block_words) == (1, (), 1)
     layout = driver.plan(dep).layout
     assert [list(layout.coordinates(o)) for o in range(2)] == [[0], [1]]

@@ -13,6 +13,7 @@ import pytest
 from alphac.checkpoint import logical_words, read_key, verify
 from alphac.diagnostics import DiagnosticBag, Span
 from alphac.image.ckpt import write_plan_checkpoint
+from alphac.ir import nodes as ir
 from alphac.plan.publication import prepared_owners, subtrees
 from alphac.testing import session
 from alphac.launch.checkpoints import checkpoint_key_file, run_arguments
@@ -79,7 +80,7 @@ def test_a_cycle_in_the_finish_ops_is_refused_not_walked_forever():
 
 
 LEARNERS = {"replicated": REPLICATED, "partitioned": PARTITIONED}
-PLACEMENTS = ("branch-owners", "block-owners")
+PLACEMENTS = tuple(ir.CombinePlacement)
 
 
 def all_cases():
@@ -97,7 +98,7 @@ def all_cases():
                                                        + PLACEMENTS.index(placement))))
                     marks = () if sample else (pytest.mark.exhaustive,)
                     out.append(pytest.param(n, name, root, learner, placement, marks=marks,
-                                            id=f"{n}-{name}-{learner}-{placement}"))
+                                            id=f"{n}-{name}-{learner}-{placement.value}"))
     return out
 
 
@@ -105,7 +106,7 @@ def all_cases():
 def test_every_admitted_tree_launches_equal_to_the_oracle_and_checkpoints(
         tmp_path, n, name, root, learner, placement):
     dep = with_tree(on_owners(LEARNERS[learner], n), root, placement, every=2)
-    key = f"tree-{n}-{name}-{learner}-{placement}"
+    key = f"tree-{n}-{name}-{learner}-{placement.value}"
     args = run_arguments(tmp_path)
     run = session.run(key, dep, timeout_ms=10000, deadline_s=60,
                       extra_argv={o: args for o in range(n)})

@@ -581,7 +581,7 @@ def test_the_tanh_network_partitions_by_coordinate():
 
     dep = load_deployment(str(TANH))
     k = dep.learner.k
-    part = n.Partitioning(True, True, True, 2, (2 * k, 2 * k + 1))
+    part = n.Partitioning(n.Shard(), n.Shard(), n.Shard(), 2, (2 * k, 2 * k + 1))
     plan = driver.plan(dataclasses.replace(dep, partitioning=part))
     assert len(plan.owners) == 4
 
@@ -597,7 +597,7 @@ def test_the_tanh_network_launches_partitioned_equal_to_the_oracle(tmp_path):
 
     dep = load_deployment(str(TANH))
     k = dep.learner.k
-    part = n.Partitioning(True, True, True, 2, (2 * k, 2 * k + 1))
+    part = n.Partitioning(n.Shard(), n.Shard(), n.Shard(), 2, (2 * k, 2 * k + 1))
     dep = dataclasses.replace(dep, partitioning=part)
     report = launch(dep, tmp_path / "out", plan=driver.plan(dep))
     assert report.match, report.failures

@@ -48,7 +48,7 @@ def claim(dep: n.Deployment) -> n.Partitioning:
     # a binary32 learner's blocks hold an even number of coordinates (a word's two values)
     block = 2 if dep.contract.profile.format == "binary32" else 1
     for w in range(m // k if k else 0, -1, -1):
-        part = n.Partitioning(True, True, True, w, tuple(range(w * k, m)), block_words=block)
+        part = n.Partitioning(n.Shard(), n.Shard(), n.Shard(), w, tuple(range(w * k, m)), block_words=block)
         try:
             session.plan(f"claim-{dep.name}-{k}-{m}-{w}", dataclasses.replace(dep, partitioning=part))
             return part
@@ -59,7 +59,8 @@ def claim(dep: n.Deployment) -> n.Partitioning:
 
 def variant(dep: n.Deployment, partitioning: str, topology: str) -> n.Deployment:
     state, params, grads = PARTITIONINGS[partitioning]
-    part = dataclasses.replace(claim(dep), optimizer_state=state, parameters=params, gradients=grads)
+    part = dataclasses.replace(claim(dep), optimizer_state=n.placed(state), parameters=n.placed(params),
+                               gradients=n.placed(grads))
     if dep.contract.profile.format == "binary32":  # a word's two values are one owner's
         part = dataclasses.replace(part, block_words=2 * -(-part.block_words // 2))
     return dataclasses.replace(dep, partitioning=part, topology=TOPOLOGIES[topology], updates=2,
@@ -153,7 +154,7 @@ def test_the_read_replica_is_counted_at_its_peak_and_freed():
     for stats in run.stats.values():
         assert (stats.high["replica"], stats.current["replica"]) == (8 * k, 0)
     state_only = dataclasses.replace(dep, partitioning=dataclasses.replace(
-        dep.partitioning, parameters=False, gradients=False))
+        dep.partitioning, parameters=n.Replicate(), gradients=n.Replicate()))
     run = session.run("mem-adam7-state", state_only, timeout_ms=20000)
     assert all(s.high["replica"] == 0 for s in run.stats.values())
 

@@ -67,7 +67,7 @@ def growth(key: str, dep) -> tuple[list[int], list[int]]:
 @pytest.mark.slow
 def test_a_million_coordinates_grow_by_their_laws_and_partitioning_by_the_predicted_ratio(capsys):
     replicated = growth("rss-replicated", deployment(N.Partitioning()))
-    partitioned = growth("rss-partitioned", deployment(N.Partitioning(True, True, True, 2, ())))
+    partitioned = growth("rss-partitioned", deployment(N.Partitioning(N.Shard(), N.Shard(), N.Shard(), 2, ())))
     with capsys.disabled():
         print()
         for o in range(4):

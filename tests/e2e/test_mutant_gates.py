@@ -22,6 +22,7 @@ from click.testing import CliRunner
 
 from alphac import driver
 from alphac.commands import main
+from alphac.ir.nodes import Replicate
 from alphac.testing import session
 from alphac.launch.launcher import launch
 from alphac.oracle import MUTANTS, evaluate
@@ -92,7 +93,7 @@ def test_deliver_to_next_with_partitioned_parameters_and_replicated_gradients():
     """Every owner receives the whole total and reads its coordinates' sums through the map
     (the update of its own coordinates reads the full vector), as with a replicated learner."""
     base = session.deployment(f"{SPECS}/{PARTITIONED}.alpha")
-    dep = dataclasses.replace(base, partitioning=dataclasses.replace(base.partitioning, gradients=False))
+    dep = dataclasses.replace(base, partitioning=dataclasses.replace(base.partitioning, gradients=Replicate()))
     report = launch(dep, out_dir=session.root() / "mutant-gates-grads-replicated",
                     mutant="deliver-to-next", deadline_s=120.0, timeout_ms=20000)
     assert report.mutant_match and not report.match

@@ -45,14 +45,14 @@ def _assemble(dep, run):
     k, m, nn = dep.learner.k, dep.learner.m, dep.owners
     params: list = [None] * k
     state: list = [None] * m
-    shared = set(dep.partitioning.shared_state) if dep.partitioning.optimizer_state else set(range(m))
+    shared = set(dep.partitioning.shared_state) if dep.partitioning.optimizer_state.sharded else set(range(m))
     for o in range(nn):
         out = run.outputs[o]
         assert out.version == dep.updates
         coords = out.param_coords if out.param_coords is not None else tuple(range(k))
         offs = out.state_offsets if out.state_offsets is not None else tuple(range(m))
         for i, word in zip(coords, out.params):
-            if dep.partitioning.parameters:
+            if dep.partitioning.parameters.sharded:
                 assert params[i] is None, f"parameter {i} held twice"
             elif params[i] is not None:
                 assert params[i] == word
@@ -94,7 +94,7 @@ def test_four_owners_partitioned_equal_replicated_and_oracle(name, replicated, h
     assert dep.owners == 4 and dep.updates == 5
     assert dep.placement == (X86, ARM, X86, ARM)
     part = dep.partitioning
-    assert part.optimizer_state and part.parameters and part.gradients
+    assert (part.optimizer_state, part.parameters, part.gradients) == (n.Shard(),) * 3
     run = _launch(name, dep)
     oracle = _oracle(dep)
     for o in range(4):
@@ -147,7 +147,7 @@ def test_five_coordinates_on_four_owners_equal_the_replicated_star():
 def test_gradient_partitioning_off_and_on_give_the_same_words():
     name = "lsq_momentum_partitioned_star"
     dep = session.deployment(f"{SPECS}/{name}.alpha")
-    off = dataclasses.replace(dep, partitioning=dataclasses.replace(dep.partitioning, gradients=False))
+    off = dataclasses.replace(dep, partitioning=dataclasses.replace(dep.partitioning, gradients=n.Replicate()))
     assert session.plan(name, dep).protocol_id != session.plan(name + "-grad-off", off).protocol_id
     on_run = _launch(name, dep)
     off_run = _launch(name + "-grad-off", off)
@@ -163,7 +163,7 @@ def test_optimizer_state_alone_assembles_parameters_by_selection():
     name = "lsq_adam_partitioned_hierarchy"
     dep = session.deployment(f"{SPECS}/{name}.alpha")
     state_only = dataclasses.replace(dep, partitioning=dataclasses.replace(
-        dep.partitioning, parameters=False, gradients=False))
+        dep.partitioning, parameters=n.Replicate(), gradients=n.Replicate()))
     run = _launch(name + "-state-only", state_only)
     rep = session.deployment(f"{SPECS}/lsq_adam_hierarchy.alpha")
     want_params, want_state = _replicated_words("lsq_adam_hierarchy", rep)
@@ -180,7 +180,7 @@ def test_gradients_alone_deliver_slices_and_assemble_everything_else():
     name = "lsq_adam_partitioned_hierarchy"
     dep = session.deployment(f"{SPECS}/{name}.alpha")
     grads = dataclasses.replace(dep, partitioning=dataclasses.replace(
-        dep.partitioning, parameters=False, optimizer_state=False))
+        dep.partitioning, parameters=n.Replicate(), optimizer_state=n.Replicate()))
     run = _launch(name + "-grads-only", grads)
     rep = session.deployment(f"{SPECS}/lsq_adam_hierarchy.alpha")
     want = _replicated_words("lsq_adam_hierarchy", rep)

@@ -10,16 +10,17 @@ from pathlib import Path
 
 import pytest
 
+from alphac.ir.nodes import Replicate, Shard
 from alphac.testing import session
 from test_partitioned import _assemble, _launch, _replicated, _replicated_words, needs_qemu
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 pytestmark = needs_qemu
 
-FLAGS = {"state": dict(optimizer_state=True, parameters=False, gradients=False),
-         "parameters": dict(optimizer_state=False, parameters=True, gradients=False),
-         "gradients": dict(optimizer_state=False, parameters=False, gradients=True),
-         "all": dict(optimizer_state=True, parameters=True, gradients=True)}
+FLAGS = {"state": dict(optimizer_state=Shard(), parameters=Replicate(), gradients=Replicate()),
+         "parameters": dict(optimizer_state=Replicate(), parameters=Shard(), gradients=Replicate()),
+         "gradients": dict(optimizer_state=Replicate(), parameters=Replicate(), gradients=Shard()),
+         "all": dict(optimizer_state=Shard(), parameters=Shard(), gradients=Shard())}
 
 
 SPEC_NAMES = ("lsq_adam_partitioned_hierarchy7", "lsq_momentum_partitioned_star")
@@ -37,7 +38,7 @@ def _blocked_runs(spec: str, flags: str, blocks: tuple[str, ...]) -> None:
         for o in range(nn):
             out = run.outputs[o]
             coords = tuple(i for i in range(k) if (i // block) % nn == o)
-            assert out.param_coords == (coords if blocked.partitioning.parameters else tuple(range(k)))
+            assert out.param_coords == (coords if blocked.partitioning.parameters.sharded else tuple(range(k)))
         assert _assemble(blocked, run) == want, (flags, block)
 
 

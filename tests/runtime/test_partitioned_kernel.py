@@ -19,6 +19,7 @@ from llvmlite import ir
 from alphac.codegen.owned import emit_owned_update
 from alphac.codegen.program import emit_program, program_regions
 from alphac.codegen.types import I64, VOID
+from alphac.ir.nodes import Replicate
 from alphac.testing import session
 from alphac.plan.layout import OwnerLayout
 from alphac.plan.separable import SHARED, layout_of
@@ -91,9 +92,9 @@ def _blocks(dep, block: int, **flags):
                                                                      **flags))
 
 
-FLAGS = {"all": {}, "state": {"parameters": False, "gradients": False},
-         "parameters": {"optimizer_state": False, "gradients": False},
-         "gradients": {"optimizer_state": False, "parameters": False}}
+FLAGS = {"all": {}, "state": {"parameters": Replicate(), "gradients": Replicate()},
+         "parameters": {"optimizer_state": Replicate(), "gradients": Replicate()},
+         "gradients": {"optimizer_state": Replicate(), "parameters": Replicate()}}
 
 
 @pytest.mark.parametrize("spec", ["lsq_adam_partitioned_hierarchy", "lsq_adam_partitioned_hierarchy7",

@@ -224,7 +224,7 @@ def test_explicit_tree_partitioning_contract_and_checkpoint_lower(tmp_path):
     dep = load_deployment(str(write(tmp_path, text)))
     assert dep.topology == ir.ExplicitTree(
         ir.TreeBranch(1, ir.TreeLeaf(1), ir.TreeLeaf(0)), "group", (0, 1))
-    assert dep.partitioning == ir.Partitioning(True, False, True, 1, ())
+    assert dep.partitioning == ir.Partitioning(optimizer_state=ir.Shard(), gradients=ir.Shard(), words_per_coordinate=1)
     assert dep.contract == ir.Contract(ir.Profile(subnormals="flush-to-zero"), "ulps:4")
     assert dep.checkpoint == ir.Checkpoint(2, "ckpt")
     assert dep.placement == ("sm86", "aarch64")

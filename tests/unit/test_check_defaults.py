@@ -175,15 +175,15 @@ def lowered(tmp_path: Path, text: str) -> ir.Deployment:
 def test_specs_that_declare_neither_lower_to_the_defaults(tmp_path):
     dep = lowered(tmp_path, deployment_text())
     assert dep.partitioning == ir.Partitioning() and dep.partitioning.block_words == 1
-    assert dep.combine_placement == "branch-owners"
+    assert dep.combine_placement is ir.CombinePlacement.BRANCH_OWNERS
     part = lowered(tmp_path, deployment_text(PARTITIONED.format(""))).partitioning
-    assert part == ir.Partitioning(False, True, True, 0, (), block_words=1)
+    assert part == ir.Partitioning(ir.Shard(), ir.Replicate(), ir.Shard(), 0, (), block_words=1)
 
 
 @pytest.mark.parametrize("blocks", [1, 2, 3, 1000])
 def test_block_words_lower_on_both_partitionings(tmp_path, blocks):
     dep = lowered(tmp_path, deployment_text(PARTITIONED.format(f", partitionBlockWords = {blocks}")))
-    assert dep.partitioning == ir.Partitioning(False, True, True, 0, (), block_words=blocks)
+    assert dep.partitioning == ir.Partitioning(ir.Shard(), ir.Replicate(), ir.Shard(), 0, (), block_words=blocks)
     rep = lowered(tmp_path, deployment_text(f"DataParallelReplicated {{ partitionBlockWords = {blocks} }}"))
     assert rep.partitioning == ir.Partitioning(block_words=blocks) and not rep.partitioning.any
 
@@ -197,11 +197,11 @@ def test_zero_block_words_are_refused_on_either_partitioning(tmp_path):
                                       "one coordinate")
 
 
-@pytest.mark.parametrize("placement, want", [("CombineAtBranchOwners", "branch-owners"),
-                                             ("CombineAtBlockOwners", "block-owners")])
+@pytest.mark.parametrize("placement, want", [("CombineAtBranchOwners", ir.CombinePlacement.BRANCH_OWNERS),
+                                             ("CombineAtBlockOwners", ir.CombinePlacement.BLOCK_OWNERS)])
 def test_the_combine_placement_lowers_with_where_it_is_written(tmp_path, placement, want):
     dep = lowered(tmp_path, deployment_text(extra=f"\n  deploymentCombinePlacement = {placement},"))
-    assert dep.combine_placement == want
+    assert dep.combine_placement is want
     span = dep.combine_placement_span
     assert (Path(span.file).name, span.line, span.col) == ("d.alpha", 26, 32)
 

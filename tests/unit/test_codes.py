@@ -41,7 +41,7 @@ def test_plan_codes_unreachable_from_one_spec_are_few_and_catalogued():
     # These compare two plans or check shard maps the planner itself builds; their tests
     # construct the offending data directly (tests/test_plan_*.py).
     assert codes.PLAN_API_ONLY <= set(codes.PLAN)
-    assert len(codes.PLAN_API_ONLY) == 9
+    assert len(codes.PLAN_API_ONLY) == 8
 
 
 def test_every_bad_spec_is_named_after_a_catalogued_code():

@@ -32,7 +32,7 @@ def test_the_star_lowers_to_one_region_per_owner():
     L = dep.learner
     assert (L.shape, L.region, L.k, L.s, L.m) == (ir.INDEPENDENT, 1, 4, 2, 0)
     assert L.samples.shares == (1, 2, 3, 0)
-    assert dep.partitioning == ir.Partitioning(parameters=True, block_words=1)
+    assert dep.partitioning == ir.Partitioning(parameters=ir.Shard(), block_words=1)
     assert isinstance(dep.topology, ir.Star)
     assert L.update == ir.Program(0, ())  # no update: nothing is combined
     assert L.contribution.slots == 4      # the rule: region | pair | scale
@@ -191,8 +191,8 @@ def test_a_deployment_for_another_owner_count_is_refused(tmp_path):
     assert [d.code for d in err.value.diagnostics] == ["owner-count"]
 
 
-@pytest.mark.parametrize("part", [ir.Partitioning(), ir.Partitioning(parameters=True),
-                                  ir.Partitioning(parameters=True, gradients=True, block_words=2)])
+@pytest.mark.parametrize("part", [ir.Partitioning(), ir.Partitioning(parameters=ir.Shard()),
+                                  ir.Partitioning(parameters=ir.Shard(), gradients=ir.Shard(), block_words=2)])
 def test_a_deployment_holding_other_words_than_the_regions_is_refused(part):
     dep = load_deployment(TREE)
     with pytest.raises(CompileError) as err:

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from alphac.ir.nodes import (Checkpoint, Contract, Deployment, ExplicitTree, Hierarchy, Learner,
-                             Partitioning, Program, Role, Samples, Star, TreeBranch, TreeLeaf, Words)
+                             Partitioning, Program, Role, Samples, Shard, Star, TreeBranch, TreeLeaf, Words,
+                             placed)
 from alphac.oracle import layout as oracle_layout
 from alphac.oracle import tree as oracle_tree
 from alphac.plan import plan
@@ -66,11 +67,11 @@ def assert_agrees(layout: OwnerLayout, dep: Deployment, owners=None) -> None:
         # coordinates are the held parameters once parameters are partitioned
         coords = oracle_layout.param_coordinates(
             bare(n, dep.learner.k, dep.learner.m,
-                 Partitioning(parameters=True, block_words=dep.partitioning.block_words)), o)
+                 Partitioning(parameters=Shard(), block_words=dep.partitioning.block_words)), o)
         assert layout.coordinates(o).tolist() == coords.tolist()
         assert layout.owned_count(o) == len(coords)
         assert all(layout.owner_of(int(i)) == o for i in coords[:64])
-        if dep.partitioning.optimizer_state:
+        if dep.partitioning.optimizer_state.sharded:
             # the per-coordinate words are block b's word for each coordinate, by rank
             per = layout.coordinate_state_offsets()
             k, w = layout.k, layout.w
@@ -94,7 +95,7 @@ def test_every_spec_plans_the_oracles_layout():
     for name, dep in deps:
         p = plan(dep)
         assert p.layout == OwnerLayout.of(dep) == layout_of_deployment(dep), name
-        partitioned += dep.partitioning.optimizer_state or dep.partitioning.parameters
+        partitioned += dep.partitioning.optimizer_state.sharded or dep.partitioning.parameters.sharded
         if dep.contract.profile.format == "binary32":
             # the layout is over words of two values, each the words of the oracle's values
             for o in range(dep.owners):
@@ -120,7 +121,7 @@ def test_constructed_layouts_agree_with_the_oracle(n):
                 m = m_of(w, k, shared)
                 for opt, par, grad in FLAGS:
                     for block in (1, 2, 3, k + 5):
-                        part = Partitioning(optimizer_state=opt, parameters=par, gradients=grad,
+                        part = Partitioning(placed(par), placed(opt), placed(grad),
                                             words_per_coordinate=w, shared_state=shared,
                                             block_words=block)
                         dep = bare(n, k, m, part)
@@ -137,7 +138,7 @@ def test_layouts_of_coordinate_blocks_agree_with_the_oracle(n):
             for w in range(3):
                 for shared in shared_choices(w, k):
                     for opt, par, grad in FLAGS:
-                        part = Partitioning(optimizer_state=opt, parameters=par, gradients=grad,
+                        part = Partitioning(placed(par), placed(opt), placed(grad),
                                             words_per_coordinate=w, shared_state=shared,
                                             block_words=block)
                         dep = bare(n, k, m_of(w, k, shared), part)
@@ -149,7 +150,7 @@ def test_layouts_of_coordinate_blocks_agree_with_the_oracle(n):
 def test_ten_thousand_owners_agree_with_the_oracle_where_sampled():
     n, k, w = 10_000, 25_003, 2
     shared = (w * k, w * k + 1)
-    part = Partitioning(optimizer_state=True, parameters=True, words_per_coordinate=w, shared_state=shared)
+    part = Partitioning(optimizer_state=Shard(), parameters=Shard(), words_per_coordinate=w, shared_state=shared)
     dep = bare(n, k, m_of(w, k, shared), part)
     layout = OwnerLayout.of(dep)
     assert_agrees(layout, dep, owners=[0, 1, 5_002, 5_003, 9_998, 9_999])
@@ -162,7 +163,8 @@ def test_planned_layouts_are_the_deployments():
     for n in (1, 3, 4, 7):
         for opt, par, grad in FLAGS:
             k = 5
-            part = adam_partitioning(k, optimizer_state=opt, parameters=par, gradients=grad)
+            part = adam_partitioning(k, optimizer_state=placed(opt), parameters=placed(par),
+                                     gradients=placed(grad))
             dep = deployment(n, Hierarchy(2), k=k, kind="adam", partitioning=part)
             p = plan(dep)
             assert p.layout == OwnerLayout.of(dep)
@@ -186,7 +188,7 @@ def test_coordinate_blocks_belong_to_owner_b_mod_n(block):
         for k in range(0, 23):
             w = 2
             shared = (w * k,)
-            L = OwnerLayout(k, w * k + 1, n, parameters=True, optimizer_state=True,
+            L = OwnerLayout(k, w * k + 1, n, parameters=Shard(), optimizer_state=Shard(),
                             words_per_coordinate=w, shared_state=shared, block_words=block)
             per = L.coordinate_state_offsets().tolist()
             assert per == list(range(w * k))

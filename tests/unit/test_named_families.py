@@ -12,7 +12,7 @@ import pytest
 
 from alphac.check import load_deployment
 from alphac.diagnostics import CompileError, DiagnosticBag, Span
-from alphac.ir.nodes import Hierarchy, Star
+from alphac.ir.nodes import Hierarchy, Shard, Star
 from alphac.plan import plan
 from alphac.plan.delivery import PathOwners, check_delivery
 from alphac.plan.phases import REPLICATE_ALL, Delivery
@@ -40,7 +40,7 @@ def test_the_owned_families_fix_their_topology_and_partitioning():
     assert isinstance(star.topology, Star) and tree.topology == Hierarchy(2)
     for dep in (star, tree):
         p = dep.partitioning
-        assert (p.optimizer_state, p.parameters, p.gradients, p.block_words) == (True, True, True, 1)
+        assert (p.optimizer_state, p.parameters, p.gradients, p.block_words) == (Shard(), Shard(), Shard(), 1)
     assert (tree.partitioning.words_per_coordinate, tree.partitioning.shared_state) == (2, (4, 5))
 
 

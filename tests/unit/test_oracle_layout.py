@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from alphac.ir.nodes import Hierarchy, Partitioning
+from alphac.ir.nodes import Hierarchy, Partitioning, Shard
 from alphac.oracle import Refusal, evaluate
 
 from test_oracle_learners import gate
@@ -19,7 +19,7 @@ def sha(params, state) -> str:
     return hashlib.sha256(struct.pack(f"<{len(words)}Q", *words)).hexdigest()
 
 
-ADAM_STATE = Partitioning(optimizer_state=True, words_per_coordinate=2, shared_state=(4, 5))
+ADAM_STATE = Partitioning(optimizer_state=Shard(), words_per_coordinate=2, shared_state=(4, 5))
 
 
 def test_replicated_owners_hold_every_word_and_the_same_digest():
@@ -48,7 +48,7 @@ def test_partitioned_optimizer_state_selects_each_owners_coordinates():
 
 
 def test_partitioned_parameters_select_coordinates_too():
-    p = Partitioning(optimizer_state=True, parameters=True, words_per_coordinate=1)
+    p = Partitioning(optimizer_state=Shard(), parameters=Shard(), words_per_coordinate=1)
     full = evaluate(gate("momentum", topology=Hierarchy(2), updates=3))
     part = evaluate(gate("momentum", topology=Hierarchy(2), updates=3, partitioning=p))
     assert (part.params, part.state) == (full.params, full.state)
@@ -59,7 +59,7 @@ def test_partitioned_parameters_select_coordinates_too():
 
 
 def test_an_overclaimed_partitioning_is_refused():
-    bad = Partitioning(optimizer_state=True, words_per_coordinate=3, shared_state=(4, 5))
+    bad = Partitioning(optimizer_state=Shard(), words_per_coordinate=3, shared_state=(4, 5))
     with pytest.raises(Refusal) as info:
         evaluate(gate("adam", partitioning=bad))
     assert info.value.code == "oracle-inconsistent"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from alphac.ir.nodes import ExplicitTree, Hierarchy, Partitioning, Star, TreeBranch, TreeLeaf
+from alphac.ir.nodes import ExplicitTree, Hierarchy, Partitioning, Shard, Star, TreeBranch, TreeLeaf
 from alphac.oracle import MUTANTS, Refusal, evaluate
 
 from test_oracle_learners import bits, deployment, lsq_learner
@@ -163,7 +163,7 @@ def test_mutants_that_do_not_apply_refuse_and_unknown_names_are_errors():
 
 
 def test_stale_replica_refuses_at_the_second_update_by_the_runtimes_code():
-    part = Partitioning(parameters=True, gradients=True)
+    part = Partitioning(parameters=Shard(), gradients=Shard())
     dep = deployment(lsq_learner("plain", "indexed", ROWS, SHARES10, W0, 1.0), 10, Star(), 3, part)
     assert evaluate(dep, 1, mutant="stale-replica").params == evaluate(dep, 1).params
     with pytest.raises(Refusal) as info:

@@ -10,7 +10,8 @@ import sys
 import pytest
 
 from alphac.diagnostics import CompileError, Span
-from alphac.ir.nodes import Contract, ExplicitTree, Hierarchy, Profile, Star, TreeBranch, TreeLeaf, Words
+from alphac.ir.nodes import (Contract, ExplicitTree, Hierarchy, Profile, Shard, Star, TreeBranch, TreeLeaf,
+                             Words, placed)
 from alphac.plan import Delivery, compatible, plan, replicate_phase
 from alphac.plan.protocol import Op
 from test_plan_sim import simulate, tree_expr
@@ -222,7 +223,8 @@ def test_partitioned_protocols_run_and_assemble_by_selection(flags):
 
     state, params, grads = flags
     n, k = 4, 6
-    part = adam_partitioning(k, optimizer_state=state, parameters=params, gradients=grads)
+    part = adam_partitioning(k, optimizer_state=placed(state), parameters=placed(params),
+                             gradients=placed(grads))
     p = plan(deployment(n, Hierarchy(2), k=k, kind="adam", partitioning=part))
     run = simulate(tuple(o.protocol for o in p.owners))
     for o in range(n):
@@ -370,7 +372,7 @@ def test_no_owners_is_a_located_refusal_not_a_crash():
 def test_star_hub_sends_each_coordinate_owner_one_result_under_gradient_partitioning():
     from alphac.ir.nodes import Partitioning
 
-    p = plan(deployment(4, partitioning=Partitioning(gradients=True)))
+    p = plan(deployment(4, partitioning=Partitioning(gradients=Shard())))
     hub = list(p.owners[0].protocol.update_ops)
     first = next(i for i, op in enumerate(hub) if op.kind == "slice")
     last = next(i for i, op in enumerate(hub) if op.kind == "update-owned")

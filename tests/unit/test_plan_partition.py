@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from alphac.diagnostics import CompileError, Span
-from alphac.ir.nodes import Hierarchy, Loop, Partitioning, Program, Sum
+from alphac.ir.nodes import Hierarchy, Loop, Partitioning, Program, Replicate, Shard, Sum, placed
 from alphac.plan import (Fragment, LogicalRegion, ShardMap, assemble, check_shard_map, offers_of,
                          plan)
 from alphac.plan.assembly import Offer
@@ -34,7 +34,7 @@ def part(**kw) -> Partitioning:
 @pytest.mark.parametrize("kind,w,shared", [("plain", 0, ()), ("momentum", 1, ()), ("adam", 2, (6, 7))])
 def test_admitted_updates(form, kind, w, shared):
     p = plan(deployment(4, k=3, kind=kind, form=form,
-                        partitioning=part(optimizer_state=True, parameters=True, gradients=True,
+                        partitioning=part(optimizer_state=Shard(), parameters=Shard(), gradients=Shard(),
                                           words_per_coordinate=w, shared_state=shared)))
     assert p.deployment.partitioning.any
 
@@ -44,7 +44,7 @@ def test_adam_second_moment_declared_shared_refuses(form):
     k = 3
     with pytest.raises(CompileError) as err:
         plan(deployment(4, k=k, kind="adam", form=form,
-                        partitioning=part(optimizer_state=True, words_per_coordinate=1,
+                        partitioning=part(optimizer_state=Shard(), words_per_coordinate=1,
                                           shared_state=(3, 4, 5, 6, 7))))
     (d,) = err.value.diagnostics
     assert (d.code, str(d.span)) == ("data-parallel-not-separable", "spec.alpha:30:28")
@@ -55,15 +55,15 @@ def test_adam_second_moment_declared_shared_refuses(form):
 
 
 def test_overclaimed_words_per_coordinate_refuse():
-    assert codes(deployment(4, kind="momentum", partitioning=part(optimizer_state=True,
+    assert codes(deployment(4, kind="momentum", partitioning=part(optimizer_state=Shard(),
                                                                    words_per_coordinate=2))) == [
         "data-parallel-words-overclaimed"]
     # Adam: three words per coordinate plus two powers is 8 > 6
-    assert codes(deployment(4, kind="adam", partitioning=part(optimizer_state=True, words_per_coordinate=3,
+    assert codes(deployment(4, kind="adam", partitioning=part(optimizer_state=Shard(), words_per_coordinate=3,
                                                                shared_state=(4, 5)))) == [
         "data-parallel-words-overclaimed"]
     # a shared offset the state does not have
-    assert codes(deployment(4, kind="momentum", partitioning=part(optimizer_state=True,
+    assert codes(deployment(4, kind="momentum", partitioning=part(optimizer_state=Shard(),
                                                                    words_per_coordinate=0,
                                                                    shared_state=(9,)))) == [
         "data-parallel-words-overclaimed"]
@@ -80,7 +80,7 @@ def test_cross_coordinate_update_refuses_in_both_forms():
     loop = Program(lr.update.slots, (Loop("i", 0, k, (
         assign(0, sub(S(0, "i"), mul(S(rate), div(S(mean, "i"), Sum("j", 0, k, S(mean, "j"))))), "i"),)),))
     for update in (per_slot, loop):
-        dep = deployment(4, partitioning=part(gradients=True))
+        dep = deployment(4, partitioning=part(gradients=Shard()))
         from dataclasses import replace
 
         dep = replace(dep, learner=replace(dep.learner, update=update))
@@ -94,8 +94,8 @@ def test_cross_coordinate_update_refuses_in_both_forms():
 
 
 @pytest.mark.parametrize("form", ["slots", "loop"])
-@pytest.mark.parametrize("which", [dict(gradients=True), dict(parameters=True),
-                                   dict(parameters=True, gradients=True)])
+@pytest.mark.parametrize("which", [dict(gradients=Shard()), dict(parameters=Shard()),
+                                   dict(parameters=Shard(), gradients=Shard())])
 def test_replicated_state_words_the_claim_leaves_unclaimed_refuse(form, which):
     # momentum with no word per coordinate: every owner updates only its coordinates, so
     # no owner would ever update the velocity the update writes
@@ -117,21 +117,21 @@ def test_replicated_state_words_the_claim_leaves_unclaimed_refuse(form, which):
 def test_unclaimed_state_words_only_read_are_replicated_constants():
     # Adam with its powers unclaimed and never written: each owner reads its replica of them
     k = 2
-    dep = deployment(4, k=k, kind="adam", partitioning=part(gradients=True, words_per_coordinate=2))
+    dep = deployment(4, k=k, kind="adam", partitioning=part(gradients=Shard(), words_per_coordinate=2))
     from dataclasses import replace
 
     upd = dep.learner.update
     dep = replace(dep, learner=replace(dep.learner, update=replace(upd, body=upd.body[2:])))
-    assert plan(dep).deployment.partitioning.gradients
+    assert plan(dep).deployment.partitioning.gradients.sharded
     # Adam's second moment left unclaimed (one word per coordinate, the powers shared)
     assert codes(deployment(4, k=k, kind="adam", partitioning=part(
-        gradients=True, words_per_coordinate=1, shared_state=(2 * k, 2 * k + 1)))) == [
+        gradients=Shard(), words_per_coordinate=1, shared_state=(2 * k, 2 * k + 1)))) == [
         "data-parallel-words-unclaimed"]
 
 
 def test_a_partitioned_state_reports_unclaimed_words_once_as_missing_coverage():
     assert codes(deployment(4, kind="momentum", partitioning=part(
-        optimizer_state=True, gradients=True, words_per_coordinate=0))) == ["shard-coverage-missing"]
+        optimizer_state=Shard(), gradients=Shard(), words_per_coordinate=0))) == ["shard-coverage-missing"]
 
 
 def test_a_million_coordinate_indexed_update_is_checked_without_unrolling():
@@ -216,7 +216,7 @@ def test_replicas_are_read_only_versioned_and_never_a_second_owner():
 
 def test_shared_word_listed_twice_is_duplicated_coverage():
     with pytest.raises(CompileError) as err:
-        plan(deployment(4, kind="adam", partitioning=part(optimizer_state=True, words_per_coordinate=2,
+        plan(deployment(4, kind="adam", partitioning=part(optimizer_state=Shard(), words_per_coordinate=2,
                                                           shared_state=(4, 5, 5))))
     (d,) = err.value.diagnostics
     assert (d.code, str(d.span)) == ("shard-coverage-duplicated", "spec.alpha:30:28")
@@ -225,7 +225,7 @@ def test_shared_word_listed_twice_is_duplicated_coverage():
 
 def test_underclaimed_state_is_missing_coverage():
     with pytest.raises(CompileError) as err:
-        plan(deployment(4, kind="adam", partitioning=part(optimizer_state=True, words_per_coordinate=1,
+        plan(deployment(4, kind="adam", partitioning=part(optimizer_state=Shard(), words_per_coordinate=1,
                                                           shared_state=(4, 5))))
     (d,) = err.value.diagnostics
     assert d.code == "shard-coverage-missing" and d.notes == ("words without an owner: 2, 3",)
@@ -234,8 +234,7 @@ def test_underclaimed_state_is_missing_coverage():
 def test_planned_maps_decode_to_the_initial_state():
     for flags in ((True, True, True), (True, False, False), (False, True, False)):
         dep = deployment(5, k=7, kind="adam", form="loop",
-                         partitioning=adam_partitioning(7, optimizer_state=flags[0], parameters=flags[1],
-                                                        gradients=flags[2]))
+                         partitioning=adam_partitioning(7, *map(placed, flags)))
         for m in learner_shard_maps(dep):
             logical = (dep.learner.initial if m.region.field == "parameters" else dep.learner.initial_state).as_array()
             assert check_shard_map(m, PSPAN, logical, fragment_contents(m, logical)) == []
@@ -249,8 +248,8 @@ def test_every_owner_writes_a_contiguous_block_of_a_replicated_region(n):
     k = 7
     for opt in (False, True):  # everything replicated; the state partitioned, the parameters not
         p = plan(deployment(n, k=k, kind="adam", form="loop",
-                            partitioning=adam_partitioning(k, optimizer_state=True, parameters=False,
-                                                           gradients=False) if opt else None))
+                            partitioning=adam_partitioning(k, optimizer_state=Shard(), parameters=Replicate(),
+                                                           gradients=Replicate()) if opt else None))
         maps = {m.region.field: m for m in p.shard_maps}
         for field in ("parameters",) if opt else ("parameters", "state"):
             m = maps[field]
@@ -298,20 +297,21 @@ def test_persistent_bytes_per_owner_for_four_owners():
     replicated = plan(deployment(4, k=k, kind="adam"))
     assert [o.persistent_bytes for o in replicated.owners] == [8 * (6 + 14)] * 4
     state_only = plan(deployment(4, k=k, kind="adam",
-                                 partitioning=adam_partitioning(k, parameters=False, gradients=False)))
+                                 partitioning=adam_partitioning(k, parameters=Replicate(), gradients=Replicate())))
     assert [o.persistent_bytes for o in state_only.owners] == [8 * (6 + 6), 8 * (6 + 6), 8 * (6 + 4), 8 * (6 + 4)]
     grads_only = plan(deployment(4, k=k, kind="adam",
-                                 partitioning=adam_partitioning(k, optimizer_state=False, parameters=False)))
+                                 partitioning=adam_partitioning(k, optimizer_state=Replicate(),
+                                                                parameters=Replicate())))
     assert [o.persistent_bytes for o in grads_only.owners] == [8 * 20] * 4   # gradients hold no state
     momentum = plan(deployment(4, k=k, kind="momentum",
-                               partitioning=part(optimizer_state=True, parameters=True, words_per_coordinate=1)))
+                               partitioning=part(optimizer_state=Shard(), parameters=Shard(), words_per_coordinate=1)))
     assert [o.persistent_bytes for o in momentum.owners] == [32, 32, 16, 16]
 
 
 def test_the_read_replica_counts_toward_peak_never_toward_persistent_state():
     k = 6
     with_replica = plan(deployment(4, k=k, kind="adam", partitioning=adam_partitioning(k)))
-    without = plan(deployment(4, k=k, kind="adam", partitioning=adam_partitioning(k, parameters=False)))
+    without = plan(deployment(4, k=k, kind="adam", partitioning=adam_partitioning(k, parameters=Replicate())))
     for o in range(4):
         a, b = with_replica.owners[o].bytes, without.owners[o].bytes
         assert a.replica == 8 * k and b.replica == 0
@@ -336,8 +336,7 @@ def test_shard_maps_hold_the_words_the_oracle_selects(n, k):
 
     for flags in ((True, True, True), (True, False, False), (False, True, True)):
         dep = deployment(n, k=k, kind="adam",
-                         partitioning=adam_partitioning(k, optimizer_state=flags[0], parameters=flags[1],
-                                                        gradients=flags[2]))
+                         partitioning=adam_partitioning(k, *map(placed, flags)))
         p = plan(dep)
         params, state = p.shard_maps
         for o in range(n):

@@ -10,7 +10,7 @@ import itertools
 import pytest
 
 from alphac import wire
-from alphac.ir.nodes import Hierarchy, Star
+from alphac.ir.nodes import Hierarchy, Star, placed
 from alphac.plan import plan
 from alphac.plan.registers import register_sizes, register_slots
 from test_plan_support import adam_partitioning, deployment
@@ -59,8 +59,7 @@ def assert_lawful(proto, k: int, tags: int) -> None:
 def test_every_planned_protocol_has_lawful_slots(n, topology):
     k = 5
     for flags in [None] + FLAGS[1:]:
-        part = None if flags is None else adam_partitioning(k, optimizer_state=flags[0], parameters=flags[1],
-                                                           gradients=flags[2])
+        part = None if flags is None else adam_partitioning(k, *map(placed, flags))
         p = plan(deployment(n, topology, k=k, kind="adam", partitioning=part))
         for o in p.owners:
             assert o.registers == register_slots(o.protocol, k)

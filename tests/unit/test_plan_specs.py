@@ -11,7 +11,7 @@ import pytest
 
 from alphac.check import load_deployment
 from alphac.diagnostics import CompileError
-from alphac.ir.nodes import Hierarchy, Partitioning, Star
+from alphac.ir.nodes import Hierarchy, Partitioning, Shard, Star
 from alphac.plan import compatible, plan, plan_spec
 from test_plan_sim import sample_tree_expr, simulate, tree_expr
 
@@ -35,7 +35,7 @@ def test_every_gate_plans_and_runs_its_declared_tree(deps):
             # the sample tree over the global sample sequence, whatever the shares
             assert {run[o]["update"] for o in range(dep.owners)} == {
                 sample_tree_expr(0, sum(dep.learner.samples.shares))}, name
-        elif dep.partitioning.gradients:
+        elif dep.partitioning.gradients.sharded:
             # one reduction per coordinate owner over the same tree, delivered to it alone
             for o in range(dep.owners):
                 assert run[o]["update"] == re.sub(r"c(\d+)", rf"c\g<1>@{o}", tree_expr(p.tree)), name
@@ -65,7 +65,7 @@ def test_plan_spec_equals_plan_of_the_loaded_deployment():
 
 
 def _adam(shared, w, **flags) -> Partitioning:
-    on = dict(optimizer_state=True, parameters=True, gradients=True)
+    on = dict(optimizer_state=Shard(), parameters=Shard(), gradients=Shard())
     on.update(flags)
     return Partitioning(words_per_coordinate=w, shared_state=tuple(shared), **on)
 

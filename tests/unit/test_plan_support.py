@@ -8,8 +8,8 @@ import numpy as np
 
 from alphac.ir.builders import C, S, add, assign, bits, div, mul, sub
 from alphac.ir.nodes import (
-    Checkpoint, Contract, Deployment, Learner, Let, Local, Loop, Partitioning, Program, Role,
-    Samples, Star, Sum, Unary, Words)
+    Checkpoint, Contract, Deployment, Learner, Let, Local, Loop, Partitioning, Placement, Program, Role,
+    Samples, Shard, Star, Sum, Unary, Words)
 
 B1, B2, EPS, BETA = 0.9, 0.999, 1e-8, 0.9
 
@@ -80,11 +80,12 @@ def deployment(n: int = 4, topology=None, *, k: int = 2, kind: str = "plain", fo
                       roles, tuple(placement), 3, contract or Contract(), Checkpoint())
 
 
-ADAM_SHARED = Partitioning(optimizer_state=True, parameters=True, gradients=True,
+ADAM_SHARED = Partitioning(optimizer_state=Shard(), parameters=Shard(), gradients=Shard(),
                            words_per_coordinate=2, shared_state=(4, 5))  # for k = 2
 
 
-def adam_partitioning(k: int, *, optimizer_state=True, parameters=True, gradients=True) -> Partitioning:
+def adam_partitioning(k: int, optimizer_state: Placement = Shard(), parameters: Placement = Shard(),
+                      gradients: Placement = Shard()) -> Partitioning:
     return Partitioning(optimizer_state=optimizer_state, parameters=parameters, gradients=gradients,
                         words_per_coordinate=2, shared_state=(2 * k, 2 * k + 1))
 

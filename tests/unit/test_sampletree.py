@@ -49,10 +49,10 @@ def on(shares, topology=None, part=None, rows=ROWS, placement=None) -> n.Deploym
 
 
 PARTS = {"replicated": n.Partitioning(),
-         "state": n.Partitioning(optimizer_state=True, words_per_coordinate=2, shared_state=(4, 5)),
-         "parameters": n.Partitioning(parameters=True, words_per_coordinate=2, shared_state=(4, 5)),
-         "gradients": n.Partitioning(gradients=True, words_per_coordinate=2, shared_state=(4, 5)),
-         "all": n.Partitioning(optimizer_state=True, parameters=True, gradients=True,
+         "state": n.Partitioning(optimizer_state=n.Shard(), words_per_coordinate=2, shared_state=(4, 5)),
+         "parameters": n.Partitioning(parameters=n.Shard(), words_per_coordinate=2, shared_state=(4, 5)),
+         "gradients": n.Partitioning(gradients=n.Shard(), words_per_coordinate=2, shared_state=(4, 5)),
+         "all": n.Partitioning(optimizer_state=n.Shard(), parameters=n.Shard(), gradients=n.Shard(),
                                words_per_coordinate=2, shared_state=(4, 5))}
 
 
@@ -104,7 +104,7 @@ def test_every_owner_updates_with_the_sample_trees_sum_whatever_the_shares(share
     want = sample_tree_expr(0, 13)
     for o in range(len(shares)):
         got = run[o]["update"]
-        if PARTS[part].gradients:
+        if PARTS[part].gradients.sharded:
             assert set(re.findall(r"@(\d+)", got)) == {str(o)}
             got = re.sub(r"@\d+", "", got)
         assert got == want, (shares, o)
