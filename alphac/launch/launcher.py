@@ -4,7 +4,7 @@ The API other tools call (the CLI, the demo, the gate tests, benchmarks), each i
 under alphac.launch:
 
     exes   = cache.ensure_built(plan, out_dir, cpu="host")        # {(role, target): Path}
-    run    = plan_run.run_plan(plan, exes, run_dir, updates=..)   # start owners, deadline, cleanup
+    run    = plan_run.run_plan(dep, exes, run_dir, root=plan.tree.owner)  # start owners, deadline, cleanup
     report = report.compare(plan, run, oracle, rounds)            # per-owner rows, word for word
     report = launcher.launch(dep, out_dir=.., rounds=..)          # all three
 

@@ -72,12 +72,12 @@ def run_plan(dep, exes: Mapping[tuple[str, str], Path] | list[Path], run_dir: st
              updates: int | None = None, timeout_ms: int | None = None,
              deadline_s: float = 120.0, owners: list[int] | None = None,
              extra_argv: Mapping[int, tuple[str, ...]] | None = None,
-             ports: list[int] | None = None, authenticate: bool = True,
-             root: int | None = None, stats: bool = True, transport: str | None = None,
+             ports: list[int] | None = None, authenticate: bool = True, *,
+             root: int, stats: bool = True, transport: str | None = None,
              progress=None) -> PlanRun:
     """Start owners (all, or `owners`) of `dep` from `exes` ({(role, target): exe}, or one
     exe per owner), wait up to `deadline_s`, kill and reap what is left, then settle the run
-    by its commit record (`root`: the owner at the tree's root, default the plan's) and read
+    by its commit record (`root`: the owner at the root of the plan's tree, `plan.tree.owner`) and read
     the committed outputs and every owner's connections report; a run stopped by a --timeout
     or a signal is settled too before `Interrupted` goes on. With `authenticate`, every
     owner gets the run's fresh key file (`run.key` in the run directory), so every frame
@@ -108,10 +108,6 @@ def run_plan(dep, exes: Mapping[tuple[str, str], Path] | list[Path], run_dir: st
             argv += ("--stats", str(_stats_path(run_dir, o)))
         argv += tuple((extra_argv or {}).get(o, ())) + (status.argv(o) if status else ())
         cmds.append(OwnerCommand(o, argv, outs[o], e.label, status.child_fds(o) if status else ()))
-    if root is None:
-        from alphac import driver
-
-        root = driver.plan(dep).tree.owner
     if progress is not None:
         progress.started(len(cmds), run_dir)
     try:

@@ -60,6 +60,7 @@ def run(key: str, dep, **kw) -> PlanRun:
     """Run every owner of a cached build in a fresh run directory (see plan_run.run_plan)."""
     exes = kw.pop("exes", None) or built(key, dep)
     kw.setdefault("deadline_s", 120.0)
+    kw.setdefault("root", plan(key, dep).tree.owner)
     return run_plan(dep, exes, new_run_dir(root(), key), **kw)
 
 

@@ -225,7 +225,8 @@ def _refusals(tmp_path, edit) -> dict[int, str]:
         zero, protocol=dataclasses.replace(zero.protocol, update_ops=ops)),) + good.owners[1:])
     exes = {(r, "x86_64"): build_executable(bad, r, "x86_64", tmp_path / "bin")
             for r in ("coordinator", "worker")}
-    run = run_plan(dep, exes, new_run_dir(tmp_path, "corrupt"), timeout_ms=3000, deadline_s=60.0)
+    run = run_plan(dep, exes, new_run_dir(tmp_path, "corrupt"), timeout_ms=3000, deadline_s=60.0,
+                   root=good.tree.owner)
     assert run.outputs == {}, "a corrupt table published"
     return {oc.owner: oc.stderr.strip().splitlines()[-1] for oc in run.result.outcomes}
 

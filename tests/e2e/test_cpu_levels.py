@@ -161,7 +161,7 @@ def _outputs_are_byte_identical_at_every_level(tmp_path: Path, stem: str) -> Non
         for (role, target), exe in exes.items():
             want = driver.cpu_level_for(target, level)
             assert driver.describe(exe)["metadata"]["cpu"]["level"] == want
-        run = run_plan(dep, exes, new_run_dir(tmp_path / level, stem), authenticate=False)
+        run = run_plan(dep, exes, new_run_dir(tmp_path / level, stem), authenticate=False, root=plan.tree.owner)
         assert run.committed, [oc.stderr for oc in run.result.outcomes]
         outputs[level] = [(run.run_dir / f"owner-{o}.out").read_bytes() for o in range(dep.owners)]
     assert len(outputs) == len(HERE) >= 2

@@ -347,7 +347,8 @@ def test_owners_past_the_runs_deadline_leave_no_staged_file(tmp_path, x86_spec, 
     from alphac import driver
     from alphac.launch.plan_run import run_plan
 
-    run = run_plan(driver.deployment(str(x86_spec)), x86_exes, tmp_path / "run", updates=10**7, deadline_s=1.5)
+    dep = driver.deployment(str(x86_spec))
+    run = run_plan(dep, x86_exes, tmp_path / "run", updates=10**7, deadline_s=1.5, root=driver.plan(dep).tree.owner)
     assert run.result.timed_out and not run.committed
     assert sorted(p.name for p in run.run_dir.iterdir()) == sorted(
         ["lsq_plain_x86.peers", "run.key"] + [f"owner-{o}.{what}" for o in range(4)

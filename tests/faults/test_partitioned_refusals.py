@@ -41,7 +41,7 @@ def _run_mutant(tmp_path, edit):
         key = (dep.role_of(o).name, dep.placement[o])
         if key not in exes:
             exes[key] = build_executable(plan, key[0], key[1], tmp_path / "bin")
-    run = run_plan(dep, exes, new_run_dir(tmp_path, NAME), timeout_ms=5000, deadline_s=60.0)
+    run = run_plan(dep, exes, new_run_dir(tmp_path, NAME), timeout_ms=5000, deadline_s=60.0, root=plan.tree.owner)
     assert run.outputs == {}, "a refused protocol published"
     for oc in run.result.outcomes:
         assert oc.returncode == 1, (oc.owner, oc.returncode, oc.stderr)
