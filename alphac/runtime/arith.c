@@ -1,7 +1,7 @@
 /* The owner's buffers and the arithmetic ops the interpreter (ops.c) runs: the local sum,
    the combine, the sample tree, the mean and the update, an independent-state rule. Every
    float operation is a kernel call. */
-#include "ops.h"
+#include "arith.h"
 
 /* Every register's buffer inside the pool, and the words held and their initial values
    inside the learner and the image: an image built for another owner or corrupted on disk

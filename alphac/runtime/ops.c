@@ -2,7 +2,7 @@
    update and once for the finish, over registers sized by the image. It serves replicated
    and partitioned plans alike; the arithmetic ops are arith.c's. Which coordinates an
    owner holds is the image's: the plan's owner layout as (start, step, count) runs. */
-#include "ops.h"
+#include "arith.h"
 
 #include <stdlib.h>
 #include <time.h>

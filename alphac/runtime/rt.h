@@ -7,7 +7,7 @@
    declared in the concern's header: base.h (refusals, digests), frame.h (frames and their
    authentication), store.h (storage and registers), net.h (connections and transport),
    durable.h (outputs, checkpoints, restore), dev.h (kernels and device), engine.h (engine,
-   command line, the op interpreter); manifest.h and ops.h, after this one, are the
+   command line, the op interpreter); manifest.h and arith.h, after this one, are the
    restore's and the ops' own. Headers include only headers before them in that order, and
    a file calls only files below it (tests/unit/test_structure_c.py). */
 #ifndef ALPHAC_RT_H

@@ -38,7 +38,7 @@ PART = re.compile(r"\brt(?:->|\.)(" + "|".join(PARTS) + r")\.")
 # and alphac/targets/runtime.py and include none of these.
 HEADERS = ["alphac_gen.h", "alphac_cpu.h", "base.h", "frame.h", "store.h", "net.h", "durable.h", "dev.h",
            "engine.h", "rt.h",
-           "manifest.h", "ops.h"]
+           "manifest.h", "arith.h"]
 HEADER_RANK = {h: i for i, h in enumerate(HEADERS)}
 
 

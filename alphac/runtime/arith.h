@@ -1,6 +1,6 @@
 /* The registers as the ops see them, and the arithmetic ops (arith.c) the interpreter runs. */
-#ifndef ALPHAC_OPS_H
-#define ALPHAC_OPS_H
+#ifndef ALPHAC_ARITH_H
+#define ALPHAC_ARITH_H
 
 #include "rt.h"
 
