@@ -40,8 +40,8 @@ int main(int argc, char **argv) {
         size_t got = fread(x + n, sizeof *x, cap - n, stdin);
         n += got;
         if (n < cap) break;
-        cap *= 2;
-        x = realloc(x, cap * sizeof *x);
+        double *more = realloc(x, (cap *= 2) * sizeof *x); /* the old block is freed on failure */
+        x = more ? more : (free(x), (double *)NULL);
     }
     double *y = malloc((n ? n : 1) * sizeof *y);
     if (y == NULL) { fprintf(stderr, "refused: out-of-memory\n"); return 1; }
