@@ -85,6 +85,7 @@ CHECK = {
                    "learner's samples",
     "invalid-fanout": "a hierarchy's fan-out is zero or larger than the deployment's owner count",
     "checkpoint-interval": "CheckpointEvery's interval is 0 (it would never checkpoint)",
+    "consistency-value": "ConsistencyLocalSteps declares 0 local steps (it would never update)",
     "updates-limit": "deploymentUpdates is above 10 000 000, the most updates a deployment "
                      "makes (and --rounds asks for)",
     "placement-length": "the placement does not name one target per owner",
@@ -115,6 +116,9 @@ PLAN = {
     "combine-delivery-law": "a planned delivery breaks a law of Runtime.NativeCombine's "
                             "NativeCombineDeliveryLaws (an owner receives the result twice, "
                             "before its sender holds it, off the path to the target, or never)",
+    "consistency-not-built": "a deployment declares a consistency other than the synchronous "
+                             "one (fixed staleness S > 0, local steps, bounded staleness): not "
+                             "built yet",
     "independent-state-partitioning": "an independent-state learner's deployment holds other "
                                       "words per owner than its own region (IR built by hand)",
     # numerical contracts (Learning.Numerics)
@@ -166,6 +170,8 @@ ORACLE = {
     # the oracle's finite-or-refuse failures use `non-finite` (listed under RUNTIME)
     "oracle-profile": "the contract's numeric profile is not the binary64 nearest-even "
                       "finite-or-refuse profile the oracle evaluates",
+    "oracle-consistency": "the deployment declares a consistency other than the synchronous one, "
+                          "which the oracle does not evaluate yet",
     "oracle-inconsistent": "the deployment's shapes disagree (sample shares per owner, word "
                            "or slot counts, tree coverage, partitioning claim); the checker "
                            "refuses these first",

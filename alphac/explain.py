@@ -90,6 +90,7 @@ FIXES = {
     "owner-count": "Give between 1 and 65536 owners, as many as the learner has sample lists.",
     "invalid-fanout": "Give a fan-out between 1 and the owner count.",
     "checkpoint-interval": "Checkpoint every I >= 1 updates, or write CheckpointNever.",
+    "consistency-value": "Declare localSteps >= 1.",
     "updates-limit": "Declare at most 10 000 000 updates (a typo of a few digits more would "
                      "run without end).",
     "placement-length": "Name one target per owner in the placement.",
@@ -134,6 +135,9 @@ FIXES = {
                                 "owner count.",
     "independent-state-foreign-region": "Write the rule over its own region, its input pair and its "
                                         "scale only; another owner's region is not in reach.",
+    "consistency-not-built": "Declare ConsistencySynchronous (the default; fixed staleness 0 is the "
+                             "same learner). Fixed staleness, local steps and bounded staleness "
+                             "are described in docs/learners.md and not built yet.",
     "independent-state-partitioning": "Build the deployment through the independent-state families, "
                                       "which hold each owner's region alone.",
     "coordinate-not-held": "Update each coordinate from its own words and accumulator only.",
@@ -174,6 +178,8 @@ FIXES = {
     "shard-replica-unversioned": "An internal planner law: report it with the spec.",
     # oracle
     "oracle-profile": "Declare the binary64 nearest-even finite-or-refuse profile.",
+    "oracle-consistency": "Declare ConsistencySynchronous (the default); the other kinds are "
+                          "described in docs/learners.md and not built yet.",
     "oracle-inconsistent": "Run `alphac check SPEC`: it names the inconsistent shape.",
     # executables at run time
     "frame-magic": "Something other than an owner of this run reached the port: use --key, "

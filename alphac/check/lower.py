@@ -36,6 +36,11 @@ MAX_ROLE_NAME = 64
 TARGETS = {"TargetX86_64": "x86_64", "TargetAArch64": "aarch64", "TargetSM86": "sm86"}
 PLACEMENTS = {"CombineAtBranchOwners": ir.CombinePlacement.BRANCH_OWNERS,
               "CombineAtBlockOwners": ir.CombinePlacement.BLOCK_OWNERS}
+# Learning.Deployment.Consistency's constructors: the kind and the field holding its number
+CONSISTENCY = {"ConsistencySynchronous": (ir.ConsistencyKind.SYNCHRONOUS, None),
+               "ConsistencyFixedStaleness": (ir.ConsistencyKind.FIXED_STALENESS, "staleness"),
+               "ConsistencyLocalSteps": (ir.ConsistencyKind.LOCAL_STEPS, "localSteps"),
+               "ConsistencyBoundedStaleness": (ir.ConsistencyKind.BOUNDED_STALENESS, "bound")}
 PROFILE_WORDS = {
     "StdBinary64": "binary64", "StdBinary32": "binary32", "StdRoundNearestEven": "nearest-even",
     "StdSubnormalsPreserve": "preserve", "StdSubnormalsFlushToZero": "flush-to-zero",
@@ -220,7 +225,8 @@ class Lowering:
                             ("deploymentPartitioning", self._partitioning),
                             ("deploymentContract", self._contract),
                             ("deploymentCheckpoint", self._checkpoint),
-                            ("deploymentCombinePlacement", self._combine_placement)):
+                            ("deploymentCombinePlacement", self._combine_placement),
+                            ("deploymentConsistency", self._consistency)):
             v = f.get(name)
             parts[name] = lower(v) if whole(v) else None
         roles_v = f.get("deploymentRoles")
@@ -255,7 +261,8 @@ class Lowering:
                              parts["deploymentContract"], parts["deploymentCheckpoint"],
                              source_file, obj.span,
                              combine_placement=parts["deploymentCombinePlacement"],
-                             combine_placement_span=f["deploymentCombinePlacement"].span)
+                             combine_placement_span=f["deploymentCombinePlacement"].span,
+                             consistency=parts["deploymentConsistency"])
 
     def resume(self, obj: VObj, source_file: str) -> tuple[VObj, ir.Resume] | None:
         """The deployment object a resume declaration names and its IR, or None when one of
@@ -445,6 +452,16 @@ class Lowering:
 
     def _combine_placement(self, c: VObj) -> ir.CombinePlacement:
         return PLACEMENTS[c.ctor]
+
+    def _consistency(self, c: VObj) -> ir.Consistency:
+        kind, field_name = CONSISTENCY[c.ctor]
+        n = c.fields[field_name].n if field_name else 0
+        if kind is ir.ConsistencyKind.FIXED_STALENESS and n == 0:  # the synchronous learner itself
+            kind = ir.ConsistencyKind.SYNCHRONOUS
+        if kind is ir.ConsistencyKind.LOCAL_STEPS and n == 0:
+            self.bag.error("consistency-value", "0 local steps between combines would never update",
+                           c.fields[field_name].span, ["an owner applies H >= 1 updates between combines"])
+        return ir.Consistency(kind, n, c.span)
 
     def _checkpoint(self, c: VObj) -> ir.Checkpoint:
         if c.ctor == "CheckpointNever":

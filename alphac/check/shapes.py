@@ -37,6 +37,7 @@ LEARNER = "Learning.DataParallel.DataParallelSystem"
 ROLE = "Learning.Deployment.DeploymentRole"
 TARGET = "Learning.Deployment.DeploymentTarget"
 COMBINE_PLACEMENT = "Learning.Deployment.CombinePlacement"
+CONSISTENCY = "Learning.Deployment.Consistency"
 # the Deployment fields every named family carries under its own prefix
 COMMON = ("Learner", "Owners", "Roles", "Placement", "Updates", "Contract", "Checkpoint")
 
@@ -114,11 +115,14 @@ def _all_owned(span, words, shared, blocks) -> dict:
 def _deployment(obj: VObj, fields: dict, topology: VObj, partitioning: VObj) -> VObj:
     """The Deployment object of a named family's value: `fields` (learner, owners, roles,
     placement, updates, contract, checkpoint), the topology and partitioning it fixes, and
-    each branch of the combine at the owner the tree names."""
+    each branch of the combine at the owner the tree names, every contribution reading the
+    version it updates (synchronous)."""
     placement = VObj(COMBINE_PLACEMENT, "CombineAtBranchOwners", {}, obj.span)
+    consistency = VObj(CONSISTENCY, "ConsistencySynchronous", {}, obj.span)
     return VObj(DEPLOYMENT, "DeploymentOf", {
         **fields, "deploymentTopology": topology, "deploymentPartitioning": partitioning,
-        "deploymentCombinePlacement": placement}, obj.span, name=obj.name, complete=obj.complete)
+        "deploymentCombinePlacement": placement, "deploymentConsistency": consistency},
+        obj.span, name=obj.name, complete=obj.complete)
 
 
 def _named(obj: VObj, named: Named) -> VObj:

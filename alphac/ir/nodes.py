@@ -48,7 +48,8 @@ from typing import Union
 from alphac.diagnostics import Span
 # A deployment's program-free parts live in parts.py; named here too, so that every stage
 # reads the whole IR as `nodes.X`.
-from alphac.ir.parts import (Checkpoint, CombinePlacement, Contract, ExplicitTree, Hierarchy,  # noqa: F401
+from alphac.ir.parts import (Checkpoint, CombinePlacement, Consistency, ConsistencyKind,  # noqa: F401
+                             Contract, ExplicitTree, Hierarchy,
                              Partitioning, Placement, Profile, Replicate, Resume, Role, SampleTree,
                              Shard, Star, Topology, TreeBranch, TreeLeaf, TreeNode, placed)
 from alphac.ir.parts import span_field as _span
@@ -470,6 +471,7 @@ class Deployment:
     # for coordinate block b at block b's owner
     combine_placement: CombinePlacement = CombinePlacement.BRANCH_OWNERS
     combine_placement_span: Span = _span()  # where its value is written
+    consistency: Consistency = Consistency()  # which parameter version each contribution reads
 
     def role_of(self, owner: int) -> Role:
         for role in self.roles:

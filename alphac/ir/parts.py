@@ -170,6 +170,27 @@ class CombinePlacement(Enum):
     BLOCK_OWNERS = "block-owners"    # CombineAtBlockOwners: the whole tree for block b at b's owner
 
 
+class ConsistencyKind(Enum):
+    """`Learning.Deployment.Consistency`'s constructors; the value is the kind's name in
+    diagnostics and plans."""
+
+    SYNCHRONOUS = "synchronous"              # the contribution to update u reads version u
+    FIXED_STALENESS = "fixed-staleness"      # it reads version u - S
+    LOCAL_STEPS = "local-steps"              # H local updates per owner between combines
+    BOUNDED_STALENESS = "bounded-staleness"  # the newest version held, at most S behind, recorded
+
+
+@dataclass(frozen=True)
+class Consistency:
+    """Which parameter version each contribution reads: `kind` and its one number, `value`
+    (the staleness S, the local steps H or the bound S; 0 for the synchronous learner).
+    Fixed staleness 0 is lowered as the synchronous learner: it is the same learner."""
+
+    kind: ConsistencyKind = ConsistencyKind.SYNCHRONOUS
+    value: int = 0
+    span: Span = span_field()
+
+
 @dataclass(frozen=True)
 class Role:
     name: str

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from alphac.ir.mutants import check_name, foreign_accumulator
-from alphac.ir.nodes import Deployment, Learner, SampleTree, TreeBranch, TreeNode
+from alphac.ir.nodes import ConsistencyKind, Deployment, Learner, SampleTree, TreeBranch, TreeNode
 from alphac.ir.words import to_float
 from alphac.oracle import independent, sampletree, scalar, vector
 from alphac.oracle.combine import Mass, _same, combine, deliver_to_next, mean, mutate_leaves, swap_branch
@@ -72,6 +72,9 @@ def _validate(dep: Deployment) -> None:
                       f"the contract's profile ({prof.format}, {prof.rounding}, subnormals "
                       f"{prof.subnormals}, {prof.exceptional}) is not a binary64 or binary32 "
                       "nearest-even finite-or-refuse profile the oracle evaluates")
+    if dep.consistency.kind is not ConsistencyKind.SYNCHRONOUS:
+        raise Refusal("oracle-consistency", f"deployment {dep.name} declares {dep.consistency.kind.value} "
+                      f"{dep.consistency.value}; the oracle evaluates synchronous learners only")
     if prof.format == "binary32" and L.independent:
         raise Refusal("oracle-profile", "binary32 storage is evaluated for data-parallel "
                       "learners only (the planner refuses the others)")

@@ -150,6 +150,21 @@ def plan(dep: ir.Deployment, mutant: str | None = None) -> Plan:
             gc.enable()
 
 
+def check_consistency(dep: ir.Deployment, bag: DiagnosticBag) -> None:
+    """Only the synchronous learner is built: a deployment declaring another consistency
+    is refused, located at the declaration, rather than run as the synchronous one."""
+    c = dep.consistency
+    if c.kind is ir.ConsistencyKind.SYNCHRONOUS:
+        return
+    what = {ir.ConsistencyKind.FIXED_STALENESS: f"fixed staleness {c.value}",
+            ir.ConsistencyKind.LOCAL_STEPS: f"{c.value} local steps between combines",
+            ir.ConsistencyKind.BOUNDED_STALENESS: f"staleness bounded by {c.value}"}[c.kind]
+    bag.error("consistency-not-built", f"deployment {dep.name} declares {what}; this alphac builds "
+              "synchronous learners only", c.span if c.span.line > 0 else dep.span,
+              ["ConsistencySynchronous (or ConsistencyFixedStaleness { staleness = 0 }) is the "
+               "learner whose contribution to update u reads version u"])
+
+
 def _plan(dep: ir.Deployment, mutant: str | None) -> Plan:
     dep = mutant_deployment(dep, mutant)
     bag = DiagnosticBag()
@@ -170,6 +185,7 @@ def _plan(dep: ir.Deployment, mutant: str | None) -> Plan:
     check_profile(dep.contract, dspan, bag, dep.learner)
     storage.check(dep, dspan, bag)
     check_independent_partitioning(dep, bag)
+    check_consistency(dep, bag)
     resumed = _resumed(dep.resume, dspan, bag) if dep.resume is not None else None
     # the single answer to who holds what; everything below reads it
     layout = OwnerLayout.of(dep)

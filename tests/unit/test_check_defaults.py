@@ -212,3 +212,50 @@ def test_a_placement_of_another_family_is_a_type_mismatch(tmp_path):
     _, diagnostics, _ = check_file(str(path))
     assert [(d.code, d.message) for d in diagnostics] == [
         ("type-mismatch", "CheckpointNever builds a CheckpointPolicy, expected CombinePlacement")]
+
+
+# ----------------------------------------------------------------------------- consistency
+
+@pytest.mark.parametrize("declared, want", [
+    ("", ir.Consistency()),
+    ("\n  deploymentConsistency = ConsistencySynchronous,", ir.Consistency()),
+    # fixed staleness 0 is the synchronous learner itself
+    ("\n  deploymentConsistency = ConsistencyFixedStaleness { staleness = 0 },", ir.Consistency()),
+    ("\n  deploymentConsistency = ConsistencyFixedStaleness { staleness = 3 },",
+     ir.Consistency(ir.ConsistencyKind.FIXED_STALENESS, 3)),
+    ("\n  deploymentConsistency = ConsistencyLocalSteps { localSteps = 8 },",
+     ir.Consistency(ir.ConsistencyKind.LOCAL_STEPS, 8)),
+    ("\n  deploymentConsistency = ConsistencyBoundedStaleness { bound = 2 },",
+     ir.Consistency(ir.ConsistencyKind.BOUNDED_STALENESS, 2)),
+])
+def test_the_consistency_lowers_to_its_kind_and_number(tmp_path, declared, want):
+    dep = lowered(tmp_path, deployment_text(extra=declared))
+    assert (dep.consistency.kind, dep.consistency.value) == (want.kind, want.value)
+
+
+def test_a_synchronous_declaration_plans_to_the_same_identity_and_others_are_refused(tmp_path):
+    from alphac.diagnostics import CompileError
+    from alphac.plan import plan
+
+    default = plan(lowered(tmp_path, deployment_text()))
+    for same in ("ConsistencySynchronous", "ConsistencyFixedStaleness { staleness = 0 }"):
+        dep = lowered(tmp_path, deployment_text(extra=f"\n  deploymentConsistency = {same},"))
+        assert plan(dep).protocol_hex == default.protocol_hex
+    for other in ("ConsistencyFixedStaleness { staleness = 1 }", "ConsistencyLocalSteps { localSteps = 1 }",
+                  "ConsistencyBoundedStaleness { bound = 0 }"):
+        dep = lowered(tmp_path, deployment_text(extra=f"\n  deploymentConsistency = {other},"))
+        with pytest.raises(CompileError) as refused:
+            plan(dep)
+        assert [d.code for d in refused.value.diagnostics] == ["consistency-not-built"]
+
+
+def test_the_oracle_refuses_a_consistency_it_does_not_evaluate(tmp_path):
+    from alphac.oracle import Refusal, evaluate
+
+    dep = lowered(tmp_path, deployment_text(
+        extra="\n  deploymentConsistency = ConsistencyFixedStaleness { staleness = 2 },"))
+    with pytest.raises(Refusal) as refused:
+        evaluate(dep)
+    assert refused.value.code == "oracle-consistency"
+    assert refused.value.detail == ("deployment run declares fixed-staleness 2; the oracle evaluates "
+                                    "synchronous learners only")
