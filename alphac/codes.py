@@ -116,9 +116,9 @@ PLAN = {
     "combine-delivery-law": "a planned delivery breaks a law of Runtime.NativeCombine's "
                             "NativeCombineDeliveryLaws (an owner receives the result twice, "
                             "before its sender holds it, off the path to the target, or never)",
-    "consistency-not-built": "a deployment declares a consistency other than the synchronous "
-                             "one (fixed staleness S > 0, local steps, bounded staleness): not "
-                             "built yet",
+    "consistency-not-built": "a deployment declares a consistency that is not built yet: local "
+                             "steps, bounded staleness, or fixed staleness with a partitioning, "
+                             "checkpoints, a resume, an SM86 owner or independent state",
     "independent-state-partitioning": "an independent-state learner's deployment holds other "
                                       "words per owner than its own region (IR built by hand)",
     # numerical contracts (Learning.Numerics)
@@ -170,8 +170,8 @@ ORACLE = {
     # the oracle's finite-or-refuse failures use `non-finite` (listed under RUNTIME)
     "oracle-profile": "the contract's numeric profile is not the binary64 nearest-even "
                       "finite-or-refuse profile the oracle evaluates",
-    "oracle-consistency": "the deployment declares a consistency other than the synchronous one, "
-                          "which the oracle does not evaluate yet",
+    "oracle-consistency": "the deployment declares a consistency the oracle does not evaluate "
+                          "yet (local steps, bounded staleness; fixed staleness from a checkpoint)",
     "oracle-inconsistent": "the deployment's shapes disagree (sample shares per owner, word "
                            "or slot counts, tree coverage, partitioning claim); the checker "
                            "refuses these first",

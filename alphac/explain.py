@@ -135,9 +135,9 @@ FIXES = {
                                 "owner count.",
     "independent-state-foreign-region": "Write the rule over its own region, its input pair and its "
                                         "scale only; another owner's region is not in reach.",
-    "consistency-not-built": "Declare ConsistencySynchronous (the default; fixed staleness 0 is the "
-                             "same learner). Fixed staleness, local steps and bounded staleness "
-                             "are described in docs/learners.md and not built yet.",
+    "consistency-not-built": "Declare ConsistencySynchronous (the default), or fixed staleness on a "
+                             "replicated learner on CPU targets without checkpoints; local steps and "
+                             "bounded staleness are described in docs/learners.md and not built yet.",
     "independent-state-partitioning": "Build the deployment through the independent-state families, "
                                       "which hold each owner's region alone.",
     "coordinate-not-held": "Update each coordinate from its own words and accumulator only.",
@@ -178,8 +178,9 @@ FIXES = {
     "shard-replica-unversioned": "An internal planner law: report it with the spec.",
     # oracle
     "oracle-profile": "Declare the binary64 nearest-even finite-or-refuse profile.",
-    "oracle-consistency": "Declare ConsistencySynchronous (the default); the other kinds are "
-                          "described in docs/learners.md and not built yet.",
+    "oracle-consistency": "Declare ConsistencySynchronous (the default) or a fixed staleness "
+                          "started from the initial words; the other kinds are described in "
+                          "docs/learners.md and not built yet.",
     "oracle-inconsistent": "Run `alphac check SPEC`: it names the inconsistent shape.",
     # executables at run time
     "frame-magic": "Something other than an owner of this run reached the port: use --key, "

@@ -30,8 +30,9 @@ BUDGETS = {
 CEILINGS = {
     # 5,886 before its state was split into per-concern headers and the fused receives became
     # ops; 6,002 before ops.c (644 lines) was split under the file limit into ops.c and arith.c
-    # with their own header arith.h (declarations and the shared register helpers: 16 lines)
-    "C runtime": 6018,
+    # with their own header arith.h (declarations and the shared register helpers: 16 lines);
+    # 6,018 before fixed staleness's parameter history (allocation, read, record: 23 lines)
+    "C runtime": 6041,
     "code generator": 3031,  # 2,872 before the contribution's lanes kernel (codegen/lanes.py)
 }
 FILE_CEILINGS = {}

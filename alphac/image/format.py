@@ -34,6 +34,7 @@ FIELDS = (
     "resume_mode",      # a declared resume: 0 none, 1 the same contract, 2 a new contract
     "leaf_mean",        # mutant unweighted-mean: an owner with samples reports sum / share
     "stale_replica",    # mutant stale-replica: an owner keeps its first read replica
+    "staleness",        # S of a fixed staleness: update u's contributions read version max(u - S, 0)
     "region",           # an independent-state learner's words per owner (r); 0: data-parallel
     "cpu_required",     # bit i: the kernels need the target's i-th cpu_checks feature
     "temporaries",      # words of the programs' vector temporaries: the larger program's

@@ -130,6 +130,7 @@ class RoleImage:
     version: str
     cpu: CpuNeeds = CpuNeeds()
     fmt: str = "binary64"           # the storage format (alphac/plan/storage.py)
+    staleness: int = 0              # S: update u's contributions read version max(u - S, 0)
 
     @property
     def words(self) -> tuple[int, int, int]:
@@ -196,6 +197,7 @@ class RoleImage:
             "str_resume": string(self.resume[0] if self.resume else ""),
             "leaf_mean": int(self.mutation.leaf_mean),
             "stale_replica": int(self.mutation.stale_replica),
+            "staleness": self.staleness,
             "region": self.region,
             "temporaries": temporaries(self.contribution, self.update, lanes_held(
                 self.contribution, self.k, self.s, "none" if self.region else self.fmt, self.target)),
@@ -459,4 +461,5 @@ def build_image(plan, role: str, target: str, cpu: CpuNeeds = CpuNeeds()) -> Rol
         shared=(tuple(int(j) for j in layout.replicated_state())
                 if layout.optimizer_state.sharded else ()),
         state_alike=init.alike, samples=samples, initial=init.params, initial_state=init.state,
-        usage=usage_text(plan, role, target, role_v.owners), version=version, cpu=cpu, fmt=fmt_)
+        usage=usage_text(plan, role, target, role_v.owners), version=version, cpu=cpu, fmt=fmt_,
+        staleness=dep.consistency.staleness)

@@ -190,6 +190,12 @@ class Consistency:
     value: int = 0
     span: Span = span_field()
 
+    @property
+    def staleness(self) -> int:
+        """S of a fixed staleness (update u's contributions read version max(u - S, 0)); 0
+        for the synchronous learner."""
+        return self.value if self.kind is ConsistencyKind.FIXED_STALENESS else 0
+
 
 @dataclass(frozen=True)
 class Role:

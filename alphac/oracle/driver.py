@@ -72,9 +72,10 @@ def _validate(dep: Deployment) -> None:
                       f"the contract's profile ({prof.format}, {prof.rounding}, subnormals "
                       f"{prof.subnormals}, {prof.exceptional}) is not a binary64 or binary32 "
                       "nearest-even finite-or-refuse profile the oracle evaluates")
-    if dep.consistency.kind is not ConsistencyKind.SYNCHRONOUS:
+    if dep.consistency.kind not in (ConsistencyKind.SYNCHRONOUS, ConsistencyKind.FIXED_STALENESS):
         raise Refusal("oracle-consistency", f"deployment {dep.name} declares {dep.consistency.kind.value} "
-                      f"{dep.consistency.value}; the oracle evaluates synchronous learners only")
+                      f"{dep.consistency.value}; the oracle evaluates synchronous learners and fixed "
+                      "staleness only")
     if prof.format == "binary32" and L.independent:
         raise Refusal("oracle-profile", "binary32 storage is evaluated for data-parallel "
                       "learners only (the planner refuses the others)")
@@ -349,16 +350,26 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
     samples = np.asarray(L.samples.words, dtype=np.uint64).reshape(
         sum(L.samples.shares), L.s).view(np.float64)
     shares = L.samples.shares
+    stale = dep.consistency.staleness
+    if stale and start is not None:
+        raise Refusal("oracle-consistency", f"deployment {dep.name} declares fixed staleness {stale}: "
+                      "a start from a checkpoint lacks the versions before it")
+    versions = {}  # fixed staleness: version v's parameters, kept while a contribution reads them
     for u in range(first, first + rounds):
+        read = params
+        if stale:  # update u's contributions read version max(u - S, 0): the initial words first
+            versions[u] = params.copy()
+            read = versions[max(u - stale, 0)]
+            versions.pop(u - stale - 1, None)
         if by_samples:
-            params, state = update(L, params, state, _sample_tree_mean(L, params, samples, u, kind, same),
+            params, state = update(L, params, state, _sample_tree_mean(L, read, samples, u, kind, same),
                                    rate, u)
             if tick is not None:
                 tick(u)
             continue
         if mutant == "stale-replica" and u > first:
             raise _stale(u, first)
-        sums = contributions(L, params, samples, u, narrow)
+        sums = contributions(L, read, samples, u, narrow)
         leaves = {o: Mass(sums[o], int(shares[o])) for o in range(dep.owners)}
         if mutant is not None:
             leaves = mutate_leaves(leaves, order, mutant, u, same)

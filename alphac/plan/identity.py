@@ -88,6 +88,8 @@ def identity_document(dep: ir.Deployment, nodes, resumed: str | None = None,
         doc["partitioning"]["block_words"] = part.block_words
     if dep.combine_placement is not ir.CombinePlacement.BRANCH_OWNERS:
         doc["combine_placement"] = dep.combine_placement.value
+    if dep.consistency.kind is not ir.ConsistencyKind.SYNCHRONOUS:
+        doc["consistency"] = {"kind": dep.consistency.kind.value, "value": dep.consistency.value}
     if mutant is not None:
         doc["mutant"] = mutant
     return doc

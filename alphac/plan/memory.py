@@ -82,7 +82,9 @@ def bytes_per_owner(dep: ir.Deployment, layout: OwnerLayout, slots: list[Registe
         share = shares[o] if o < len(shares) else 0
         lanes = lanes_held(dep.learner.contribution, k, s, "none" if independent else format_of(dep), dep.placement[o])
         temps = temporaries(dep.learner.contribution, dep.learner.update, lanes)
-        out.append(OwnerBytes(WORD * layout.params_count(o), WORD * layout.state_count(o),
+        # fixed staleness S: the versions u - S .. u - 1 beside the parameters
+        history = dep.consistency.staleness * layout.params_count(o)
+        out.append(OwnerBytes(WORD * (layout.params_count(o) + history), WORD * layout.state_count(o),
                               WORD * replica, WORD * slots[o].pool_words(leaf_tags),
                               WORD * ((k if share >= 2 and not independent else 0) + temps),
                               WORD * s * share))

@@ -151,18 +151,32 @@ def plan(dep: ir.Deployment, mutant: str | None = None) -> Plan:
 
 
 def check_consistency(dep: ir.Deployment, bag: DiagnosticBag) -> None:
-    """Only the synchronous learner is built: a deployment declaring another consistency
-    is refused, located at the declaration, rather than run as the synchronous one."""
+    """The synchronous learner is built, and fixed staleness for replicated data-parallel
+    learners on CPU targets without checkpoints; any other consistency is refused, located
+    at the declaration, rather than run as the synchronous one."""
     c = dep.consistency
     if c.kind is ir.ConsistencyKind.SYNCHRONOUS:
+        return
+    if c.kind is ir.ConsistencyKind.FIXED_STALENESS:
+        why = [reason for reason, present in (
+            ("an independent-state learner", dep.learner.independent),
+            ("a partitioning (its read replica carries no version yet)", dep.partitioning.any),
+            ("checkpoints (a checkpoint would need the last S versions)", dep.checkpoint.every > 0),
+            ("a resume", dep.resume is not None),
+            ("an SM86 owner", "sm86" in dep.placement)) if present]
+        if why:
+            bag.error("consistency-not-built", f"deployment {dep.name} declares fixed staleness "
+                      f"{c.value} with {' and '.join(why)}; fixed staleness is built for replicated "
+                      "data-parallel learners on CPU targets without checkpoints",
+                      c.span if c.span.line > 0 else dep.span)
         return
     what = {ir.ConsistencyKind.FIXED_STALENESS: f"fixed staleness {c.value}",
             ir.ConsistencyKind.LOCAL_STEPS: f"{c.value} local steps between combines",
             ir.ConsistencyKind.BOUNDED_STALENESS: f"staleness bounded by {c.value}"}[c.kind]
     bag.error("consistency-not-built", f"deployment {dep.name} declares {what}; this alphac builds "
-              "synchronous learners only", c.span if c.span.line > 0 else dep.span,
-              ["ConsistencySynchronous (or ConsistencyFixedStaleness { staleness = 0 }) is the "
-               "learner whose contribution to update u reads version u"])
+              "synchronous learners and fixed staleness only", c.span if c.span.line > 0 else dep.span,
+              ["ConsistencySynchronous reads version u for update u; ConsistencyFixedStaleness "
+               "{ staleness = S } reads version max(u - S, 0)"])
 
 
 def _plan(dep: ir.Deployment, mutant: str | None) -> Plan:

@@ -76,6 +76,8 @@ def plan_json(plan) -> dict:
         "topology": topology_name(dep.topology),
         "protocol": plan.protocol_hex,
         "combine_placement": dep.combine_placement.value,
+        **({"consistency": {"kind": dep.consistency.kind.value, "value": dep.consistency.value}}
+           if dep.consistency.kind is not ir.ConsistencyKind.SYNCHRONOUS else {}),
         "partitioning": {"optimizer_state": part.optimizer_state.sharded, "parameters": part.parameters.sharded,
                          "gradients": part.gradients.sharded, "words_per_coordinate": part.words_per_coordinate,
                          "shared_state": list(part.shared_state), "block_words": part.block_words},
@@ -140,6 +142,11 @@ def plan_text(plan) -> str:
     lines = [f"plan {dep.name}: {dep.owners} owners, {topology_name(dep.topology)}, "
              f"protocol {plan.protocol_hex}", partitioning_text(dep.partitioning),
              placement_text(dep.combine_placement)]
+    if dep.consistency.staleness:
+        S = dep.consistency.staleness
+        reads = ", ".join(f"{u} reads {max(u - S, 0)}" for u in range(min(dep.updates, S + 2)))
+        lines.append(f"consistency: fixed staleness {S}: the contributions to update u read parameter "
+                     f"version max(u - {S}, 0) ({reads}{', ...' if dep.updates > S + 2 else ''})")
     if dep.learner.independent:
         lines.append(f"independent state: each owner applies its rule to its own region of "
                      f"{dep.learner.region} words from its own inputs; nothing is combined, and the "

@@ -44,6 +44,15 @@ int rt_alloc(struct rt *rt) {
     rt_copy_from_image(rt->store.state, img_sec(rt, SEC_INITIAL_STATE), rt->store.alike);
     rt_copy_from_image(rt->store.state + rt->store.alike, img_sec(rt, SEC_INITIAL_STATE) + img_mine(rt, SEC_INIT_STATE),
                        rt->store.mp - rt->store.alike);
+    /* fixed staleness S: versions v - S .. v - 1 in slots v mod S, every one the initial words
+       at first (a version before 0 reads them) */
+    int64_t stale = (int64_t)img_field(rt, IMG_STALENESS);
+    if (stale > 0) {
+        rt->store.history = rt_buf_alloc(rt, MEM_PARAMETERS, stale * rt->store.kp, &rc);
+        TRY(rc);
+        for (int64_t v = 0; v < stale; v++)
+            memcpy(rt->store.history + v * rt->store.kp, rt->store.params, (size_t)rt->store.kp * 8);
+    }
     /* a mapped mean is selected into it; an independent-state rule runs in place */
     if ((share >= 2 || img_mine(rt, SEC_MEAN_COUNT) > 0) && !img_field(rt, IMG_REGION)) {
         rt->store.cbuf = rt_buf_alloc(rt, MEM_SCRATCH, rt->k, &rc);
@@ -61,12 +70,22 @@ static int mean_refused(struct rt *rt, int64_t coord, uint64_t u, uint64_t count
                    (long long)coord, (unsigned long long)u, (long long)rt->owner, (unsigned long long)count);
 }
 
+/* The parameter words update u's contributions read: the read replica of partitioned
+   parameters; version max(u - S, 0) under a fixed staleness S (its slot of the history);
+   else this owner's own, version u. */
+static const uint64_t *read_params(struct rt *rt, uint64_t u) {
+    uint64_t stale = img_field(rt, IMG_STALENESS);
+    if (img_field(rt, IMG_PART_PARAMETERS)) return rt->store.replica;
+    if (stale == 0) return rt->store.params;
+    return rt->store.history + ((u > stale ? u - stale : 0) % stale) * (uint64_t)rt->store.kp;
+}
+
 /* acc <- the sum of this owner's share >= 1 contributions in sample order from +0.0: with a
    lanes kernel of width n (alphac/codegen/lanes.py), acc starts at +0.0 and each aligned
    group of n samples is added at once unless the kernel declines it; the rest one at a
    time, sample 0's straight into acc (+0.0 + c is c but for -0.0) */
 static int local_sum(struct rt *rt, uint64_t *acc, int64_t share, uint64_t u) {
-    const uint64_t *params = img_field(rt, IMG_PART_PARAMETERS) ? rt->store.replica : rt->store.params;
+    const uint64_t *params = read_params(rt, u);
     const uint64_t *rows = img_sec(rt, SEC_SAMPLES) + img_mine(rt, SEC_SAMPLE_ROW) * rt->s;
     int64_t n = alphac_contribution_lanes_width, fail = -1;
     if (n > 1 && share >= n) memset(acc, 0, (size_t)rt->k * 8);
@@ -147,7 +166,7 @@ static int merge_levels(struct rt *rt, int64_t j, uint64_t u) {
    cut at N does. check_op has checked the range and that register 0 holds the stack. */
 int rt_op_sample_block(struct rt *rt, int64_t dst, int64_t first, int64_t count, uint64_t u) {
     int64_t k = rt->k, row0 = img_mine(rt, SEC_SAMPLE_ROW), depth = 0;
-    const uint64_t *params = img_field(rt, IMG_PART_PARAMETERS) ? rt->store.replica : rt->store.params;
+    const uint64_t *params = read_params(rt, u);
     const uint64_t *samples = img_sec(rt, SEC_SAMPLES);
     for (int64_t i = 0; i < count; i++) {
         int64_t fail = -1, at = first + i;
@@ -167,6 +186,9 @@ int rt_op_sample_block(struct rt *rt, int64_t dst, int64_t first, int64_t count,
 
 static int run_update(struct rt *rt, void *mean, uint64_t u) {
     if (rt_dev_update) return rt_dev_update(rt, mean, u);
+    uint64_t stale = img_field(rt, IMG_STALENESS); /* version u joins the history: slot u mod S */
+    if (stale > 0) memcpy(rt->store.history + (u % stale) * (uint64_t)rt->store.kp, rt->store.params,
+                          (size_t)rt->store.kp * 8);
     int64_t fail = -1;
     int64_t status = alphac_update(rt->store.params, rt->store.state, mean, &rt->rate, &fail);
     return status ? rt_non_finite_statement(rt, alphac_update_labels, status, fail, u, "update", -1) : RT_OK;

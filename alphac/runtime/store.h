@@ -17,6 +17,7 @@ struct rt_store {
     /* compact storage (alphac/image/image.py): kp parameter words, mp state words, the
        first `alike` of which every owner holds alike; kc coordinates of its own */
     uint64_t *params, *state, *replica, *cbuf;
+    uint64_t *history;          /* fixed staleness S: versions v - S .. v - 1, slot v mod S */
     int64_t kp, mp, alike, kc;
     uint64_t *regs;             /* the register pool: [header | payload | checksum | tag] each */
     const uint64_t *reg_off;    /* word offset of each register in regs (slots are shared) */

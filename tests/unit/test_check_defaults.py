@@ -241,8 +241,10 @@ def test_a_synchronous_declaration_plans_to_the_same_identity_and_others_are_ref
     for same in ("ConsistencySynchronous", "ConsistencyFixedStaleness { staleness = 0 }"):
         dep = lowered(tmp_path, deployment_text(extra=f"\n  deploymentConsistency = {same},"))
         assert plan(dep).protocol_hex == default.protocol_hex
-    for other in ("ConsistencyFixedStaleness { staleness = 1 }", "ConsistencyLocalSteps { localSteps = 1 }",
-                  "ConsistencyBoundedStaleness { bound = 0 }"):
+    stale = lowered(tmp_path, deployment_text(
+        extra="\n  deploymentConsistency = ConsistencyFixedStaleness { staleness = 1 },"))
+    assert plan(stale).protocol_hex != default.protocol_hex  # another learner, built
+    for other in ("ConsistencyLocalSteps { localSteps = 1 }", "ConsistencyBoundedStaleness { bound = 0 }"):
         dep = lowered(tmp_path, deployment_text(extra=f"\n  deploymentConsistency = {other},"))
         with pytest.raises(CompileError) as refused:
             plan(dep)
@@ -253,9 +255,9 @@ def test_the_oracle_refuses_a_consistency_it_does_not_evaluate(tmp_path):
     from alphac.oracle import Refusal, evaluate
 
     dep = lowered(tmp_path, deployment_text(
-        extra="\n  deploymentConsistency = ConsistencyFixedStaleness { staleness = 2 },"))
+        extra="\n  deploymentConsistency = ConsistencyBoundedStaleness { bound = 2 },"))
     with pytest.raises(Refusal) as refused:
         evaluate(dep)
     assert refused.value.code == "oracle-consistency"
-    assert refused.value.detail == ("deployment run declares fixed-staleness 2; the oracle evaluates "
-                                    "synchronous learners only")
+    assert refused.value.detail == ("deployment run declares bounded-staleness 2; the oracle evaluates "
+                                    "synchronous learners and fixed staleness only")

@@ -1,0 +1,96 @@
+"""Fixed staleness S (Learning.Deployment.ConsistencyFixedStaleness): the contributions to
+update u read parameter version max(u - S, 0). The gate specs (S = 1 on a star, S = 2 on a
+hierarchy, owners alternating x86-64 and AArch64) match the oracle bit for bit; S changes
+the words from the second update on; an executed mutant is refused; S = 0 is the
+synchronous learner itself; what is not built yet is refused by name."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from alphac import driver
+from alphac.diagnostics import CompileError
+from alphac.ir import nodes as ir
+from alphac.launch.launcher import launch
+from alphac.oracle import evaluate
+from alphac.plan.render import plan_json, plan_text
+from alphac.testing import session
+
+from shape_gates import needs_qemu
+
+SPECS = Path(__file__).resolve().parents[2] / "specs"
+GATE = str(SPECS / "fixed_staleness.alpha")
+
+
+def _dep(name: str) -> ir.Deployment:
+    return driver.deployment(GATE, name)
+
+
+def _stale(dep: ir.Deployment, S: int) -> ir.Deployment:
+    kind = ir.ConsistencyKind.FIXED_STALENESS if S else ir.ConsistencyKind.SYNCHRONOUS
+    return dataclasses.replace(dep, consistency=ir.Consistency(kind, S))
+
+
+def test_the_gates_declare_their_staleness_and_the_plan_shows_which_version_each_update_reads():
+    assert [(_dep(n).consistency.kind, _dep(n).consistency.staleness) for n in ("stale1", "stale2")] == [
+        (ir.ConsistencyKind.FIXED_STALENESS, 1), (ir.ConsistencyKind.FIXED_STALENESS, 2)]
+    plan = driver.plan(_dep("stale2"))
+    assert ("consistency: fixed staleness 2: the contributions to update u read parameter version "
+            "max(u - 2, 0) (0 reads 0, 1 reads 0, 2 reads 0, 3 reads 1, ...)") in plan_text(plan).splitlines()
+    assert plan_json(plan)["consistency"] == {"kind": "fixed-staleness", "value": 2}
+    assert "consistency" not in plan_json(driver.plan(_stale(_dep("stale2"), 0)))
+
+
+def test_the_staleness_is_part_of_the_protocol_identity_and_zero_is_the_synchronous_learner():
+    dep = _dep("stale1")
+    ids = {S: driver.plan(_stale(dep, S)).protocol_hex for S in (0, 1, 2)}
+    assert len(set(ids.values())) == 3
+    synchronous = dataclasses.replace(dep, consistency=ir.Consistency())
+    assert driver.plan(synchronous).protocol_hex == ids[0]
+
+
+def test_the_staleness_changes_the_words_from_the_second_update_on():
+    dep = _dep("stale1")
+    first = {S: evaluate(_stale(dep, S), rounds=1).params for S in (0, 1, 2)}
+    assert first[0] == first[1] == first[2]  # update 0 reads version 0 whatever S
+    after = {S: evaluate(_stale(dep, S)).params for S in (0, 1, 2)}
+    assert after[0] != after[1] and after[1] != after[2] and after[0] != after[2]
+    # S at least the update count: every update reads the initial words
+    assert evaluate(_stale(dep, 6)).params == evaluate(_stale(dep, 60)).params
+
+
+@needs_qemu
+@pytest.mark.parametrize("name", ["stale1", "stale2"])
+def test_every_owner_matches_the_oracle_on_mixed_instruction_sets(name):
+    dep = _dep(name)
+    report = launch(dep, out_dir=session.root() / f"fixed-staleness-{name}", spec=GATE)
+    assert report.match, report.failures
+    want = evaluate(dep)
+    assert [r.params for r in report.rows] == [w.params for w in want.owners]
+    assert {r.target for r in report.rows} == {"x86_64", "aarch64"}
+
+
+@needs_qemu
+def test_an_executed_mutant_is_refused():
+    report = launch(_dep("stale1"), out_dir=session.root() / "fixed-staleness-mutant", spec=GATE,
+                    mutant="duplicate-mass")
+    assert not report.match and report.mutant_match
+
+
+@pytest.mark.parametrize("change, why", [
+    (lambda d: dataclasses.replace(d, partitioning=ir.Partitioning(parameters=ir.Shard())),
+     "a partitioning (its read replica carries no version yet)"),
+    (lambda d: dataclasses.replace(d, checkpoint=ir.Checkpoint(2, "ck")),
+     "checkpoints (a checkpoint would need the last S versions)"),
+    (lambda d: dataclasses.replace(d, placement=("x86_64", "sm86", "x86_64", "aarch64")), "an SM86 owner"),
+])
+def test_what_is_not_built_yet_is_refused_by_name(change, why):
+    with pytest.raises(CompileError) as refused:
+        driver.plan(change(_dep("stale1")))
+    (d,) = refused.value.diagnostics
+    assert d.code == "consistency-not-built"
+    assert d.message == (f"deployment stale1 declares fixed staleness 1 with {why}; fixed staleness is "
+                         "built for replicated data-parallel learners on CPU targets without checkpoints")
