@@ -28,6 +28,8 @@ MUTANTS: dict[str, str] = {
     "foreign-accumulator": "coordinate-owned learners (one accumulator per coordinate): each "
                            "coordinate's parameter is updated with the accumulator of the next "
                            "coordinate, as its owner holds it at the start of the update",
+    "fresher-read": "fixed staleness S >= 1: the contributions to update u read version "
+                    "max(u - S + 1, 0), one newer than declared (the executables of staleness S - 1)",
 }
 
 NAMES: tuple[str, ...] = tuple(MUTANTS)
@@ -65,6 +67,20 @@ def foreign_accumulator(dep: ir.Deployment) -> ir.Deployment | str:
     update = replace(L.update, body=tuple(params + state))
     return replace(dep, learner=replace(L, update=update),
                    partitioning=replace(part, optimizer_state=ir.Replicate()))
+
+
+def fresher_read(dep: ir.Deployment) -> ir.Deployment | str:
+    """The deployment mutant fresher-read runs, or why it does not apply: staleness S - 1 in
+    place of the declared S (S - 1 = 0: the synchronous learner)."""
+    S = dep.consistency.staleness
+    if S == 0:
+        return "it needs a fixed staleness S >= 1"
+    kind = ir.ConsistencyKind.FIXED_STALENESS if S > 1 else ir.ConsistencyKind.SYNCHRONOUS
+    return replace(dep, consistency=replace(dep.consistency, kind=kind, value=S - 1))
+
+
+# The mutants whose executables run another deployment: the rewrite, or why it does not apply.
+REWRITES = {"foreign-accumulator": foreign_accumulator, "fresher-read": fresher_read}
 
 
 def _next_accumulator(e, k: int):

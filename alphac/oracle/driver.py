@@ -351,6 +351,10 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
         sum(L.samples.shares), L.s).view(np.float64)
     shares = L.samples.shares
     stale = dep.consistency.staleness
+    if mutant == "fresher-read":  # read one version newer than declared
+        if stale == 0:
+            raise Refusal("mutant-not-applicable", f"mutant {mutant}: it needs a fixed staleness S >= 1")
+        stale -= 1
     if stale and start is not None:
         raise Refusal("oracle-consistency", f"deployment {dep.name} declares fixed staleness {stale}: "
                       "a start from a checkpoint lacks the versions before it")

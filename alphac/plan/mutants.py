@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from alphac.ir import nodes as ir
-from alphac.ir.mutants import check_name, foreign_accumulator
+from alphac.ir.mutants import REWRITES, check_name
 from alphac.plan.layout import OwnerLayout
 
 # A word of the mean read from no delivered sum: the sum +0.0 (mean_from below).
@@ -65,12 +65,13 @@ def mutant_tree(root: ir.TreeNode, name: str | None) -> ir.TreeNode:
 
 
 def mutant_deployment(dep: ir.Deployment, name: str | None) -> ir.Deployment:
-    """The deployment a mutant's executables run: foreign-accumulator's (its update and its
-    replicated accumulators, alphac.ir.mutants.foreign_accumulator); for every other mutant
-    the declared one. MutantError when foreign-accumulator does not apply."""
-    if name != "foreign-accumulator" or isinstance(dep.topology, ir.SampleTree):
+    """The deployment a mutant's executables run: a rewrite's (alphac.ir.mutants.REWRITES:
+    foreign-accumulator's update and replicated accumulators, fresher-read's staleness
+    S - 1); for every other mutant the declared one. MutantError when a rewrite does not
+    apply."""
+    if name not in REWRITES or isinstance(dep.topology, ir.SampleTree):
         return dep  # (check_applies refuses every mutant on the sample tree)
-    got = foreign_accumulator(dep)
+    got = REWRITES[name](dep)
     if isinstance(got, str):
         raise MutantError(name, got)
     return got
@@ -94,7 +95,7 @@ def _inapplicable(dep: ir.Deployment, root: ir.TreeNode, name: str) -> str:
         return "the mutants are defined on trees over owners, not on the sample tree"
     if dep.contract.profile.format != "binary64":
         return "the mutants are built for binary64 storage only"
-    if name == "foreign-accumulator":
+    if name in REWRITES:
         return ""  # mutant_deployment decided
     if dep.learner.independent and name != "foreign-inputs":
         return "an independent-state learner combines nothing; only foreign-inputs applies to it"

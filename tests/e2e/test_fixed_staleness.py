@@ -74,10 +74,28 @@ def test_every_owner_matches_the_oracle_on_mixed_instruction_sets(name):
 
 
 @needs_qemu
-def test_an_executed_mutant_is_refused():
-    report = launch(_dep("stale1"), out_dir=session.root() / "fixed-staleness-mutant", spec=GATE,
-                    mutant="duplicate-mass")
+@pytest.mark.parametrize("name, mutant", [("stale1", "duplicate-mass"), ("stale2", "fresher-read"),
+                                          ("stale1", "fresher-read")])
+def test_an_executed_mutant_is_refused(name, mutant):
+    """fresher-read's executables read one version newer than declared (staleness S - 1): a
+    rewrite of the deployment, no branch of the runtime; the oracle reads its own way."""
+    dep = _dep(name)
+    report = launch(dep, out_dir=session.root() / f"fixed-staleness-{name}-{mutant}", spec=GATE, mutant=mutant)
     assert not report.match and report.mutant_match
+    assert evaluate(dep, mutant=mutant).params != evaluate(dep).params
+
+
+def test_fresher_read_applies_to_a_fixed_staleness_only():
+    from alphac.oracle import Refusal
+    from alphac.plan.mutants import MutantError
+
+    synchronous = _stale(_dep("stale1"), 0)
+    with pytest.raises(MutantError, match="fresher-read: it needs a fixed staleness S >= 1"):
+        driver.plan(synchronous, "fresher-read")
+    with pytest.raises(Refusal, match="it needs a fixed staleness S >= 1"):
+        evaluate(synchronous, mutant="fresher-read")
+    # S = 1 read one version newer is the synchronous learner's words (its protocol is the mutant's)
+    assert evaluate(_dep("stale1"), mutant="fresher-read").params == evaluate(synchronous).params
 
 
 @pytest.mark.parametrize("change, why", [

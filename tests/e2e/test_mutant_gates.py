@@ -38,8 +38,9 @@ needs_qemu = pytest.mark.skipif(shutil.which("qemu-aarch64") is None
 pytestmark = needs_qemu
 
 # foreign-inputs applies only to independent-state learners (tests/e2e/test_independent_gates.py),
-# foreign-accumulator to coordinate-owned ones (tests/e2e/test_coordinate_gates.py)
-COMBINE_MUTANTS = tuple(m for m in MUTANTS if m not in ("foreign-inputs", "foreign-accumulator"))
+# foreign-accumulator to coordinate-owned ones (tests/e2e/test_coordinate_gates.py), fresher-read
+# to a fixed staleness (tests/e2e/test_fixed_staleness.py)
+COMBINE_MUTANTS = tuple(m for m in MUTANTS if m not in ("foreign-inputs", "foreign-accumulator", "fresher-read"))
 CASES = [(spec, m) for spec in ORDER for m in COMBINE_MUTANTS if m != "stale-replica"] + \
         [(PARTITIONED, m) for m in COMBINE_MUTANTS]
 

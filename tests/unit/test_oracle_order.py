@@ -107,9 +107,10 @@ def _swapped(root):
     return TreeBranch(root.owner, TreeBranch(left.owner, left.left, root.right), left.right)
 
 
-# the mutants that apply to a replicated learner (stale-replica needs a read replica)
+# the mutants that apply to a replicated synchronous learner (stale-replica needs a read
+# replica, fresher-read a fixed staleness)
 REPLICATED_MUTANTS = tuple(m for m in MUTANTS
-                           if m not in ("stale-replica", "foreign-inputs", "foreign-accumulator"))
+                           if m not in ("stale-replica", "foreign-inputs", "foreign-accumulator", "fresher-read"))
 
 
 @pytest.mark.parametrize("topology", [Star(), Hierarchy(2)], ids=["star", "hierarchy"])
