@@ -117,8 +117,8 @@ PLAN = {
                             "NativeCombineDeliveryLaws (an owner receives the result twice, "
                             "before its sender holds it, off the path to the target, or never)",
     "consistency-not-built": "a deployment declares a consistency that is not built yet: local "
-                             "steps, bounded staleness, or fixed staleness with a partitioning, "
-                             "checkpoints, a resume, an SM86 owner or independent state",
+                             "steps, bounded staleness, or fixed staleness with checkpoints, a "
+                             "resume, an SM86 owner or independent state",
     "independent-state-partitioning": "an independent-state learner's deployment holds other "
                                       "words per owner than its own region (IR built by hand)",
     # numerical contracts (Learning.Numerics)

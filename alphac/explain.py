@@ -136,8 +136,9 @@ FIXES = {
     "independent-state-foreign-region": "Write the rule over its own region, its input pair and its "
                                         "scale only; another owner's region is not in reach.",
     "consistency-not-built": "Declare ConsistencySynchronous (the default), or fixed staleness on a "
-                             "replicated learner on CPU targets without checkpoints; local steps and "
-                             "bounded staleness are described in docs/learners.md and not built yet.",
+                             "data-parallel learner on CPU targets without checkpoints; local steps "
+                             "and bounded staleness are described in docs/learners.md and not built "
+                             "yet.",
     "independent-state-partitioning": "Build the deployment through the independent-state families, "
                                       "which hold each owner's region alone.",
     "coordinate-not-held": "Update each coordinate from its own words and accumulator only.",

@@ -31,8 +31,8 @@ CEILINGS = {
     # 5,886 before its state was split into per-concern headers and the fused receives became
     # ops; 6,002 before ops.c (644 lines) was split under the file limit into ops.c and arith.c
     # with their own header arith.h (declarations and the shared register helpers: 16 lines);
-    # 6,018 before fixed staleness's parameter history (allocation, read, record: 23 lines)
-    "C runtime": 6041,
+    # 6,018 before fixed staleness (the parameter history, the versioned read replicas: 48 lines)
+    "C runtime": 6066,
     "code generator": 3031,  # 2,872 before the contribution's lanes kernel (codegen/lanes.py)
 }
 FILE_CEILINGS = {}

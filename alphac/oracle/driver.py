@@ -407,6 +407,8 @@ def _mutant_tree(dep: Deployment, root: TreeNode, mutant: str | None) -> TreeNod
         why = "needs at least two owners (with one, the next owner is the owner itself)"
     elif mutant == "stale-replica" and not dep.partitioning.parameters.sharded:
         why = "needs partitioned parameters (only they are read through a read replica)"
+    elif mutant == "stale-replica" and dep.consistency.staleness:
+        why = "needs a synchronous learner (under a fixed staleness the replicas are kept by version)"
     if why:
         raise Refusal("mutant-not-applicable", f"mutant {mutant} {why}")
     return swap_branch(root) if mutant == "swap-branch" else root

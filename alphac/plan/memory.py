@@ -75,15 +75,17 @@ def bytes_per_owner(dep: ir.Deployment, layout: OwnerLayout, slots: list[Registe
     reads only its owner's region and runs in place: no read replica, no buffer."""
     k, s, _ = word_counts(dep)
     independent = dep.learner.independent
-    replica = k if layout.parameters.sharded and not independent else 0
+    stale = dep.consistency.staleness
+    # the read replica; under a fixed staleness S, those of S + 1 versions
+    replica = k * (stale + 1) if layout.parameters.sharded and not independent else 0
     shares = dep.learner.samples.shares
     out = []
     for o in range(dep.owners):
         share = shares[o] if o < len(shares) else 0
         lanes = lanes_held(dep.learner.contribution, k, s, "none" if independent else format_of(dep), dep.placement[o])
         temps = temporaries(dep.learner.contribution, dep.learner.update, lanes)
-        # fixed staleness S: the versions u - S .. u - 1 beside the parameters
-        history = dep.consistency.staleness * layout.params_count(o)
+        # fixed staleness S, replicated parameters: S + 1 versions beside them
+        history = (stale + 1) * layout.params_count(o) if stale and not layout.parameters.sharded else 0
         out.append(OwnerBytes(WORD * (layout.params_count(o) + history), WORD * layout.state_count(o),
                               WORD * replica, WORD * slots[o].pool_words(leaf_tags),
                               WORD * ((k if share >= 2 and not independent else 0) + temps),

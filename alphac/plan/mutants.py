@@ -110,6 +110,8 @@ def _inapplicable(dep: ir.Deployment, root: ir.TreeNode, name: str) -> str:
         return "no leaf holds samples"
     if name == "deliver-to-next" and dep.owners < 2:
         return "a single owner's next owner is itself"
+    if name == "stale-replica" and dep.consistency.staleness:
+        return "under a fixed staleness the read replicas are kept by version (fresher-read applies)"
     if name == "stale-replica" and not dep.partitioning.parameters.sharded:
         return ("the deployment's parameters are not partitioned: there is no read replica "
                 "to go stale")

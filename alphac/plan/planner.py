@@ -151,8 +151,8 @@ def plan(dep: ir.Deployment, mutant: str | None = None) -> Plan:
 
 
 def check_consistency(dep: ir.Deployment, bag: DiagnosticBag) -> None:
-    """The synchronous learner is built, and fixed staleness for replicated data-parallel
-    learners on CPU targets without checkpoints; any other consistency is refused, located
+    """The synchronous learner is built, and fixed staleness for data-parallel learners on
+    CPU targets without checkpoints; any other consistency is refused, located
     at the declaration, rather than run as the synchronous one."""
     c = dep.consistency
     if c.kind is ir.ConsistencyKind.SYNCHRONOUS:
@@ -160,13 +160,12 @@ def check_consistency(dep: ir.Deployment, bag: DiagnosticBag) -> None:
     if c.kind is ir.ConsistencyKind.FIXED_STALENESS:
         why = [reason for reason, present in (
             ("an independent-state learner", dep.learner.independent),
-            ("a partitioning (its read replica carries no version yet)", dep.partitioning.any),
             ("checkpoints (a checkpoint would need the last S versions)", dep.checkpoint.every > 0),
             ("a resume", dep.resume is not None),
             ("an SM86 owner", "sm86" in dep.placement)) if present]
         if why:
             bag.error("consistency-not-built", f"deployment {dep.name} declares fixed staleness "
-                      f"{c.value} with {' and '.join(why)}; fixed staleness is built for replicated "
+                      f"{c.value} with {' and '.join(why)}; fixed staleness is built for "
                       "data-parallel learners on CPU targets without checkpoints",
                       c.span if c.span.line > 0 else dep.span)
         return

@@ -44,14 +44,12 @@ int rt_alloc(struct rt *rt) {
     rt_copy_from_image(rt->store.state, img_sec(rt, SEC_INITIAL_STATE), rt->store.alike);
     rt_copy_from_image(rt->store.state + rt->store.alike, img_sec(rt, SEC_INITIAL_STATE) + img_mine(rt, SEC_INIT_STATE),
                        rt->store.mp - rt->store.alike);
-    /* fixed staleness S: versions v - S .. v - 1 in slots v mod S, every one the initial words
-       at first (a version before 0 reads them) */
+    /* fixed staleness S, replicated parameters: versions v - S .. v in slots v mod (S + 1)
+       (partitioned ones keep their read replicas so: ops.c) */
     int64_t stale = (int64_t)img_field(rt, IMG_STALENESS);
-    if (stale > 0) {
-        rt->store.history = rt_buf_alloc(rt, MEM_PARAMETERS, stale * rt->store.kp, &rc);
+    if (stale > 0 && !img_field(rt, IMG_PART_PARAMETERS)) {
+        rt->store.history = rt_buf_alloc(rt, MEM_PARAMETERS, (stale + 1) * rt->store.kp, &rc);
         TRY(rc);
-        for (int64_t v = 0; v < stale; v++)
-            memcpy(rt->store.history + v * rt->store.kp, rt->store.params, (size_t)rt->store.kp * 8);
     }
     /* a mapped mean is selected into it; an independent-state rule runs in place */
     if ((share >= 2 || img_mine(rt, SEC_MEAN_COUNT) > 0) && !img_field(rt, IMG_REGION)) {
@@ -71,13 +69,16 @@ static int mean_refused(struct rt *rt, int64_t coord, uint64_t u, uint64_t count
 }
 
 /* The parameter words update u's contributions read: the read replica of partitioned
-   parameters; version max(u - S, 0) under a fixed staleness S (its slot of the history);
+   parameters (of the version they read: ops.c); under a fixed staleness S, version u joins
+   the history (slot u mod (S + 1); again the same words on a second call) and version
+   max(u - S, 0) is read from it, a version before 0 being version 0, the initial words;
    else this owner's own, version u. */
 static const uint64_t *read_params(struct rt *rt, uint64_t u) {
-    uint64_t stale = img_field(rt, IMG_STALENESS);
+    uint64_t stale = img_field(rt, IMG_STALENESS), kp = (uint64_t)rt->store.kp;
     if (img_field(rt, IMG_PART_PARAMETERS)) return rt->store.replica;
     if (stale == 0) return rt->store.params;
-    return rt->store.history + ((u > stale ? u - stale : 0) % stale) * (uint64_t)rt->store.kp;
+    memcpy(rt->store.history + (u % (stale + 1)) * kp, rt->store.params, (size_t)kp * 8);
+    return rt->store.history + ((u > stale ? u - stale : 0) % (stale + 1)) * kp;
 }
 
 /* acc <- the sum of this owner's share >= 1 contributions in sample order from +0.0: with a
@@ -186,9 +187,6 @@ int rt_op_sample_block(struct rt *rt, int64_t dst, int64_t first, int64_t count,
 
 static int run_update(struct rt *rt, void *mean, uint64_t u) {
     if (rt_dev_update) return rt_dev_update(rt, mean, u);
-    uint64_t stale = img_field(rt, IMG_STALENESS); /* version u joins the history: slot u mod S */
-    if (stale > 0) memcpy(rt->store.history + (u % stale) * (uint64_t)rt->store.kp, rt->store.params,
-                          (size_t)rt->store.kp * 8);
     int64_t fail = -1;
     int64_t status = alphac_update(rt->store.params, rt->store.state, mean, &rt->rate, &fail);
     return status ? rt_non_finite_statement(rt, alphac_update_labels, status, fail, u, "update", -1) : RT_OK;

@@ -157,18 +157,20 @@ static int check_op(struct rt *rt, const int64_t *op, int64_t rest) {
     return RT_OK;
 }
 
-/* Under parameter partitioning a contribution reads the held read replica of this version. */
+/* Under parameter partitioning a contribution reads the held read replica of the version it
+   reads: this one, or max(v - S, 0) under a fixed staleness S. */
 static int replica_readable(struct rt *rt, uint64_t v) {
     long long me = (long long)rt->owner;
+    uint64_t stale = img_field(rt, IMG_STALENESS), read = v > stale ? v - stale : 0;
     if (!img_field(rt, IMG_PART_PARAMETERS)) return RT_OK;
     if (!rt->store.replica_held)
         return rt_fail(rt, RT_DATA_PARALLEL_REPLICA_RELEASED, "owner %lld: the contribution of "
                        "version %llu reads no held replica (released or never installed)", me,
                        (unsigned long long)v);
-    if ((uint64_t)rt->store.replica_version != v)
+    if ((uint64_t)rt->store.replica_version != read)
         return rt_fail(rt, RT_DATA_PARALLEL_REPLICA_VERSION, "owner %lld: the contribution of "
-                       "version %llu reads a replica of version %lld", me, (unsigned long long)v,
-                       (long long)rt->store.replica_version);
+                       "version %llu reads a replica of version %lld, not %llu", me, (unsigned long long)v,
+                       (long long)rt->store.replica_version, (unsigned long long)read);
     return RT_OK;
 }
 
@@ -235,6 +237,25 @@ static int op_exchange(struct rt *rt, const int64_t *ops, int64_t count, uint64_
     if (rc == RT_OK) rc = rt_exchange(rt, x, count);
     free(x);
     return rc;
+}
+
+/* Fixed staleness S: the read replicas of versions v - S .. v, slot v mod (S + 1) with its
+   version beside it, kept across updates; version v's contributions read max(v - S, 0)'s. */
+static int install_versioned(struct rt *rt, int64_t a, uint64_t v) {
+    uint64_t slots = img_field(rt, IMG_STALENESS) + 1, read = v + 1 > slots ? v + 1 - slots : 0;
+    int rc = RT_OK;
+    if (!rt->store.history) {
+        rt->store.history = rt_buf_alloc(rt, MEM_REPLICA, (int64_t)slots * rt->k, &rc);
+        TRY(rc);
+        rt->store.history_versions = rt_alloc_words(rt, (int64_t)slots, &rc);
+        TRY(rc);
+    }
+    TRY(op_install(rt, a, REGION_PARAMETERS, rt->store.history + (v % slots) * (uint64_t)rt->k, v));
+    rt->store.history_versions[v % slots] = v;
+    rt->store.replica = rt->store.history + (read % slots) * (uint64_t)rt->k;
+    rt->store.replica_version = (int64_t)rt->store.history_versions[read % slots];
+    rt->store.replica_held = 1;
+    return RT_OK;
 }
 
 static void release_replica(struct rt *rt) {
@@ -349,6 +370,10 @@ static int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
             if (rt_dev_upload) TRY(rt_dev_upload(rt, (uint64_t)b, rt->store.params));
             break;
         case OP_REPLICA_INSTALL: /* the replica exists only while held */
+            if (img_field(rt, IMG_STALENESS)) {
+                TRY(install_versioned(rt, a, v));
+                break;
+            }
             /* the stale-replica mutant keeps the replica of its first update instead */
             if (!(img_field(rt, IMG_STALE_REPLICA) && rt->store.replica_installed)) {
                 release_replica(rt);
@@ -362,7 +387,7 @@ static int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
             rt->store.replica_held = 1;
             break;
         case OP_REPLICA_RELEASE: /* the stale-replica mutant keeps its buffer for the next update */
-            if (img_field(rt, IMG_STALE_REPLICA)) rt->store.replica_held = 0;
+            if (img_field(rt, IMG_STALE_REPLICA) || img_field(rt, IMG_STALENESS)) rt->store.replica_held = 0;
             else release_replica(rt);
             break;
         case OP_UPDATE_OWNED: TRY(rt_op_update_owned(rt, a, v)); break;

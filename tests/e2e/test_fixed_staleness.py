@@ -1,6 +1,7 @@
 """Fixed staleness S (Learning.Deployment.ConsistencyFixedStaleness): the contributions to
 update u read parameter version max(u - S, 0). The gate specs (S = 1 on a star, S = 2 on a
-hierarchy, owners alternating x86-64 and AArch64) match the oracle bit for bit; S changes
+hierarchy, S = 1 with every region partitioned, owners alternating x86-64 and AArch64)
+match the oracle bit for bit, the partitioned one the replicated learner too; S changes
 the words from the second update on; an executed mutant is refused; S = 0 is the
 synchronous learner itself; what is not built yet is refused by name."""
 
@@ -63,7 +64,7 @@ def test_the_staleness_changes_the_words_from_the_second_update_on():
 
 
 @needs_qemu
-@pytest.mark.parametrize("name", ["stale1", "stale2"])
+@pytest.mark.parametrize("name", ["stale1", "stale2", "stale1Partitioned"])
 def test_every_owner_matches_the_oracle_on_mixed_instruction_sets(name):
     dep = _dep(name)
     report = launch(dep, out_dir=session.root() / f"fixed-staleness-{name}", spec=GATE)
@@ -75,7 +76,7 @@ def test_every_owner_matches_the_oracle_on_mixed_instruction_sets(name):
 
 @needs_qemu
 @pytest.mark.parametrize("name, mutant", [("stale1", "duplicate-mass"), ("stale2", "fresher-read"),
-                                          ("stale1", "fresher-read")])
+                                          ("stale1", "fresher-read"), ("stale1Partitioned", "fresher-read")])
 def test_an_executed_mutant_is_refused(name, mutant):
     """fresher-read's executables read one version newer than declared (staleness S - 1): a
     rewrite of the deployment, no branch of the runtime; the oracle reads its own way."""
@@ -98,9 +99,16 @@ def test_fresher_read_applies_to_a_fixed_staleness_only():
     assert evaluate(_dep("stale1"), mutant="fresher-read").params == evaluate(synchronous).params
 
 
+def test_the_partitioned_learner_is_the_replicated_one_bit_for_bit():
+    part = _dep("stale1Partitioned")
+    replicated = dataclasses.replace(part, partitioning=ir.Partitioning())
+    assert evaluate(part).params == evaluate(replicated).params
+    assert evaluate(part).params != evaluate(_stale(part, 0)).params
+    with pytest.raises(Exception, match="kept by version"):
+        driver.plan(part, "stale-replica")
+
+
 @pytest.mark.parametrize("change, why", [
-    (lambda d: dataclasses.replace(d, partitioning=ir.Partitioning(parameters=ir.Shard())),
-     "a partitioning (its read replica carries no version yet)"),
     (lambda d: dataclasses.replace(d, checkpoint=ir.Checkpoint(2, "ck")),
      "checkpoints (a checkpoint would need the last S versions)"),
     (lambda d: dataclasses.replace(d, placement=("x86_64", "sm86", "x86_64", "aarch64")), "an SM86 owner"),
@@ -111,4 +119,4 @@ def test_what_is_not_built_yet_is_refused_by_name(change, why):
     (d,) = refused.value.diagnostics
     assert d.code == "consistency-not-built"
     assert d.message == (f"deployment stale1 declares fixed staleness 1 with {why}; fixed staleness is "
-                         "built for replicated data-parallel learners on CPU targets without checkpoints")
+                         "built for data-parallel learners on CPU targets without checkpoints")

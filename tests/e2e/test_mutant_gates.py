@@ -87,7 +87,7 @@ def test_stale_replica_owners_refuse_the_replica_of_the_previous_version():
         assert row["params"] is None
         assert row["error"] == (f"owner-failed: owner {row['owner']} ({row['role']} on {row['target']}) "
                                 f"exited 1: refused: data-parallel-replica-version: owner {row['owner']}: "
-                                "the contribution of version 1 reads a replica of version 0"), row["error"]
+                                "the contribution of version 1 reads a replica of version 0, not 1"), row["error"]
 
 
 def test_deliver_to_next_with_partitioned_parameters_and_replicated_gradients():
