@@ -44,8 +44,7 @@ int rt_alloc(struct rt *rt) {
     rt_copy_from_image(rt->store.state, img_sec(rt, SEC_INITIAL_STATE), rt->store.alike);
     rt_copy_from_image(rt->store.state + rt->store.alike, img_sec(rt, SEC_INITIAL_STATE) + img_mine(rt, SEC_INIT_STATE),
                        rt->store.mp - rt->store.alike);
-    /* fixed staleness S, replicated parameters: versions v - S .. v in slots v mod (S + 1)
-       (partitioned ones keep their read replicas so: ops.c) */
+    /* fixed staleness S, replicated parameters: version v in slot v mod (S + 1) (ops.c: replicas) */
     int64_t stale = (int64_t)img_field(rt, IMG_STALENESS);
     if (stale > 0 && !img_field(rt, IMG_PART_PARAMETERS)) {
         rt->store.history = rt_buf_alloc(rt, MEM_PARAMETERS, (stale + 1) * rt->store.kp, &rc);
@@ -68,17 +67,21 @@ static int mean_refused(struct rt *rt, int64_t coord, uint64_t u, uint64_t count
                    (long long)coord, (unsigned long long)u, (long long)rt->owner, (unsigned long long)count);
 }
 
-/* The parameter words update u's contributions read: the read replica of partitioned
-   parameters (of the version they read: ops.c); under a fixed staleness S, version u joins
-   the history (slot u mod (S + 1); again the same words on a second call) and version
-   max(u - S, 0) is read from it, a version before 0 being version 0, the initial words;
-   else this owner's own, version u. */
+/* Fixed staleness S: version u (the parameters as update u starts) joins the history */
+void rt_record_version(struct rt *rt, uint64_t u) {
+    uint64_t slots = img_field(rt, IMG_STALENESS) + 1, kp = (uint64_t)rt->store.kp;
+    if (rt->store.history && !img_field(rt, IMG_PART_PARAMETERS))
+        memcpy(rt->store.history + (u % slots) * kp, rt->store.params, (size_t)kp * 8);
+}
+
+/* What update u's contributions read: the read replica of partitioned parameters (of the
+   version they read: ops.c); version max(u - S, 0) of the history under a fixed staleness
+   S (before 0: version 0, the initial words); else this owner's own, version u. */
 static const uint64_t *read_params(struct rt *rt, uint64_t u) {
-    uint64_t stale = img_field(rt, IMG_STALENESS), kp = (uint64_t)rt->store.kp;
+    uint64_t stale = img_field(rt, IMG_STALENESS);
     if (img_field(rt, IMG_PART_PARAMETERS)) return rt->store.replica;
     if (stale == 0) return rt->store.params;
-    memcpy(rt->store.history + (u % (stale + 1)) * kp, rt->store.params, (size_t)kp * 8);
-    return rt->store.history + ((u > stale ? u - stale : 0) % (stale + 1)) * kp;
+    return rt->store.history + ((u > stale ? u - stale : 0) % (stale + 1)) * (uint64_t)rt->store.kp;
 }
 
 /* acc <- the sum of this owner's share >= 1 contributions in sample order from +0.0: with a

@@ -24,5 +24,6 @@ int rt_op_sample_block(struct rt *rt, int64_t dst, int64_t first, int64_t count,
 int rt_op_update(struct rt *rt, int64_t a, uint64_t u, int meaned);
 int rt_op_update_owned(struct rt *rt, int64_t a, uint64_t u);
 int rt_op_evolve(struct rt *rt, uint64_t u);
+void rt_record_version(struct rt *rt, uint64_t u);
 
 #endif

@@ -157,8 +157,7 @@ static int check_op(struct rt *rt, const int64_t *op, int64_t rest) {
     return RT_OK;
 }
 
-/* Under parameter partitioning a contribution reads the held read replica of the version it
-   reads: this one, or max(v - S, 0) under a fixed staleness S. */
+/* Under parameter partitioning a contribution reads the held read replica of version max(v - S, 0). */
 static int replica_readable(struct rt *rt, uint64_t v) {
     long long me = (long long)rt->owner;
     uint64_t stale = img_field(rt, IMG_STALENESS), read = v > stale ? v - stale : 0;
@@ -370,10 +369,7 @@ static int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
             if (rt_dev_upload) TRY(rt_dev_upload(rt, (uint64_t)b, rt->store.params));
             break;
         case OP_REPLICA_INSTALL: /* the replica exists only while held */
-            if (img_field(rt, IMG_STALENESS)) {
-                TRY(install_versioned(rt, a, v));
-                break;
-            }
+            if (img_field(rt, IMG_STALENESS)) { TRY(install_versioned(rt, a, v)); break; } /* kept by version */
             /* the stale-replica mutant keeps the replica of its first update instead */
             if (!(img_field(rt, IMG_STALE_REPLICA) && rt->store.replica_installed)) {
                 release_replica(rt);
@@ -404,6 +400,7 @@ int rt_run(struct rt *rt) {
     int64_t n_update = img_mine(rt, SEC_N_UPDATE), n_finish = img_mine(rt, SEC_N_FINISH);
     int64_t every = rt->ck.interval;
     for (int64_t u = rt->start; u < rt->updates; u++) {
+        rt_record_version(rt, (uint64_t)u);
         TRY(rt_run_ops(rt, 0, n_update, (uint64_t)u));
         if (every && (u + 1) % every == 0) {
             if (rt_dev_capture) TRY(rt_dev_capture(rt)); /* a checkpoint holds the device's words */

@@ -17,8 +17,7 @@ struct rt_store {
     /* compact storage (alphac/image/image.py): kp parameter words, mp state words, the
        first `alike` of which every owner holds alike; kc coordinates of its own */
     uint64_t *params, *state, *replica, *cbuf;
-    uint64_t *history;          /* fixed staleness S: versions v - S .. v in slot v mod (S + 1): the
-                                   parameters, or the read replicas of partitioned parameters */
+    uint64_t *history;          /* fixed staleness S: version v (parameters or read replica) in slot v mod (S + 1) */
     uint64_t *history_versions; /* the version each replica slot holds */
     int64_t kp, mp, alike, kc;
     uint64_t *regs;             /* the register pool: [header | payload | checksum | tag] each */
