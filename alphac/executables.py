@@ -141,7 +141,9 @@ def build(plan: "Plan", role: str, target: str, out_dir: "str | os.PathLike",
     test-sanitize`; targets that run natively), the runtime is compiled and the whole
     linked with AddressSanitizer and UBSan (alphac.targets.runtime.SANITIZE). With `faults`
     (a test build), the runtime has the fault-injection hooks of docs/runtime.md, which no
-    other build compiles."""
+    other build compiles; a mutant's executables that need them (the unweighted-mean,
+    deliver-to-next and stale-replica mutants: `Mutation.test_build`) are test builds
+    whatever `faults` says."""
     from dataclasses import replace
 
     from alphac.codegen.module import IMAGE, KERNEL_FIELDS, METADATA, kernel_module
@@ -160,7 +162,8 @@ def build(plan: "Plan", role: str, target: str, out_dir: "str | os.PathLike",
     meta = metadata_for(plan, role, target, the_target.triple, levels.record(the_target))
     kernel_key = hashlib.sha256(pickle.dumps([getattr(the_image, f) for f in KERNEL_FIELDS], protocol=5)).hexdigest()
     obj = compile_kept(kernel_key, lambda: kernel_module(the_image), the_target)
-    runtime = runtime_object(target, pic=shared, sanitize=sanitize, faults=faults)
+    # three executed mutants compute in a test build's runtime only (Mutation.test_build)
+    runtime = runtime_object(target, pic=shared, sanitize=sanitize, faults=faults or plan.mutation.test_build)
     libraries = libraries_object(the_target, runtime)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

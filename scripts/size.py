@@ -31,8 +31,11 @@ CEILINGS = {
     # 5,886 before its state was split into per-concern headers and the fused receives became
     # ops; 6,002 before ops.c (644 lines) was split under the file limit into ops.c and arith.c
     # with their own header arith.h (declarations and the shared register helpers: 16 lines);
-    # 6,018 before fixed staleness (the parameter history, the versioned read replicas: 48 lines)
-    "C runtime": 6066,
+    # 6,018 before fixed staleness (the parameter history, the versioned read replicas: 48 lines);
+    # 6,066 before the contribution computed ahead under a fixed staleness (its thread, its
+    # buffers, the local sum split from its report: 100 lines) and the three runtime-computed
+    # mutants compiled into the test build only (17 lines of #ifdef and refusal)
+    "C runtime": 6183,
     "code generator": 3031,  # 2,872 before the contribution's lanes kernel (codegen/lanes.py)
 }
 FILE_CEILINGS = {}

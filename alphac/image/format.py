@@ -35,6 +35,8 @@ FIELDS = (
     "leaf_mean",        # mutant unweighted-mean: an owner with samples reports sum / share
     "stale_replica",    # mutant stale-replica: an owner keeps its first read replica
     "staleness",        # S of a fixed staleness: update u's contributions read version max(u - S, 0)
+    "ahead",            # 1: an owner with samples computes update u + 1's contributions on a thread
+                        # while update u combines (alphac.plan.memory.computes_ahead)
     "region",           # an independent-state learner's words per owner (r); 0: data-parallel
     "cpu_required",     # bit i: the kernels need the target's i-th cpu_checks feature
     "temporaries",      # words of the programs' vector temporaries: the larger program's

@@ -32,7 +32,7 @@ from alphac.plan import separable, storage
 from alphac.plan.mutants import ZERO
 from alphac.plan.ops import EXPECT_CHECKPOINT, EXPECT_PREPARED, OP_TABLE, WORD_INDEX
 from alphac.plan.protocol import LEAF_TAG_WORDS, peers
-from alphac.plan.memory import lanes_held, temporaries
+from alphac.plan.memory import computes_ahead, lanes_held, temporaries
 from alphac.plan.registers import register_sizes
 from alphac.plan.steps import op_checks
 
@@ -131,6 +131,7 @@ class RoleImage:
     cpu: CpuNeeds = CpuNeeds()
     fmt: str = "binary64"           # the storage format (alphac/plan/storage.py)
     staleness: int = 0              # S: update u's contributions read version max(u - S, 0)
+    ahead: bool = False             # update u + 1's contributions computed while update u combines
 
     @property
     def words(self) -> tuple[int, int, int]:
@@ -198,6 +199,7 @@ class RoleImage:
             "leaf_mean": int(self.mutation.leaf_mean),
             "stale_replica": int(self.mutation.stale_replica),
             "staleness": self.staleness,
+            "ahead": int(self.ahead),
             "region": self.region,
             "temporaries": temporaries(self.contribution, self.update, lanes_held(
                 self.contribution, self.k, self.s, "none" if self.region else self.fmt, self.target)),
@@ -462,4 +464,4 @@ def build_image(plan, role: str, target: str, cpu: CpuNeeds = CpuNeeds()) -> Rol
                 if layout.optimizer_state.sharded else ()),
         state_alike=init.alike, samples=samples, initial=init.params, initial_state=init.state,
         usage=usage_text(plan, role, target, role_v.owners), version=version, cpu=cpu, fmt=fmt_,
-        staleness=dep.consistency.staleness)
+        staleness=dep.consistency.staleness, ahead=computes_ahead(dep, layout))

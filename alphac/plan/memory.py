@@ -11,7 +11,10 @@ vector temporaries (`let z[i] = e`: the words of the larger program's, stack scr
 the kernel that runs, one at a time, the contribution's eight times over where it runs
 over eight samples at once; `temporaries`), and, under parameter
 partitioning, the read replica of the gathered parameters (k words, allocated by
-`replica-install` and freed by `replica-release`). A read replica never counts toward
+`replica-install` and freed by `replica-release`). Under a fixed staleness S with
+replicated parameters, S + 1 versions of the parameters beside them, and the scratch of the
+contribution computed ahead (`computes_ahead`): its sum, its contribution buffer and its
+thread's temporaries. A read replica never counts toward
 persistent state. Samples are reported apart: they are read in place from the image.
 
 The executables count these buffers as they allocate them and report the high-water mark
@@ -67,6 +70,16 @@ def lanes_held(contribution: ir.Program, k: int, s: int, fmt: str, target: str) 
     return target != "sm86" and lanes_ok(contribution, k, s, fmt)
 
 
+def computes_ahead(dep: ir.Deployment, layout: OwnerLayout) -> bool:
+    """Whether the owners (those with samples, on a CPU target) compute the next update's
+    contributions on a thread while this update combines: under a fixed staleness S >= 1 the
+    contributions to update u + 1 read version max(u + 1 - S, 0), which exists before update
+    u combines. Built for replicated parameters (a partitioned read replica is gathered by
+    update u + 1's own ops) and one local sum per update (not the sample tree's blocks)."""
+    return (dep.consistency.staleness > 0 and not layout.parameters.sharded and not dep.learner.independent
+            and not isinstance(dep.topology, ir.SampleTree))
+
+
 def bytes_per_owner(dep: ir.Deployment, layout: OwnerLayout, slots: list[RegisterSlots],
                     leaf_tags: int) -> list[OwnerBytes]:
     """Each owner's bytes: the words the layout says it holds, the read replica under
@@ -79,6 +92,7 @@ def bytes_per_owner(dep: ir.Deployment, layout: OwnerLayout, slots: list[Registe
     # the read replica; under a fixed staleness S, those of S + 1 versions
     replica = k * (stale + 1) if layout.parameters.sharded and not independent else 0
     shares = dep.learner.samples.shares
+    ahead = computes_ahead(dep, layout)
     out = []
     for o in range(dep.owners):
         share = shares[o] if o < len(shares) else 0
@@ -86,8 +100,10 @@ def bytes_per_owner(dep: ir.Deployment, layout: OwnerLayout, slots: list[Registe
         temps = temporaries(dep.learner.contribution, dep.learner.update, lanes)
         # fixed staleness S, replicated parameters: S + 1 versions beside them
         history = (stale + 1) * layout.params_count(o) if stale and not layout.parameters.sharded else 0
+        # the contribution computed ahead: its sum, its buffer, its thread's temporaries
+        early = k + (k if share >= 2 else 0) + temps if ahead and share > 0 and dep.placement[o] != "sm86" else 0
         out.append(OwnerBytes(WORD * (layout.params_count(o) + history), WORD * layout.state_count(o),
                               WORD * replica, WORD * slots[o].pool_words(leaf_tags),
-                              WORD * ((k if share >= 2 and not independent else 0) + temps),
+                              WORD * ((k if share >= 2 and not independent else 0) + temps + early),
                               WORD * s * share))
     return out

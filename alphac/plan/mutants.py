@@ -46,6 +46,13 @@ class Mutation:
     inputs_from: tuple[int, ...] = ()  # per owner: whose inputs its rule runs on (independent
                                    # state; (): its own)
 
+    @property
+    def test_build(self) -> bool:
+        """Whether the executables need a test build of the runtime: a leaf's own mean, a
+        mapped mean and a kept replica are computed only by the runtime compiled with its
+        test hooks (alphac.targets.runtime.FAULTS), never by a product executable's."""
+        return self.leaf_mean or self.stale_replica or any(self.mean_from)
+
 
 def declared(dep: ir.Deployment) -> Mutation:
     """The declared program: every owner's share, its own reduction, its own sums."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from alphac.ir import nodes as ir
 from alphac.plan.contract import topology_name
+from alphac.plan.memory import computes_ahead
 from alphac.plan.phases import branch_numbers, value_name
 from alphac.plan.ops import Op, render
 from alphac.plan.registers import sent_words
@@ -76,7 +77,8 @@ def plan_json(plan) -> dict:
         "topology": topology_name(dep.topology),
         "protocol": plan.protocol_hex,
         "combine_placement": dep.combine_placement.value,
-        **({"consistency": {"kind": dep.consistency.kind.value, "value": dep.consistency.value}}
+        **({"consistency": {"kind": dep.consistency.kind.value, "value": dep.consistency.value,
+                            "overlap": computes_ahead(dep, plan.layout)}}
            if dep.consistency.kind is not ir.ConsistencyKind.SYNCHRONOUS else {}),
         "partitioning": {"optimizer_state": part.optimizer_state.sharded, "parameters": part.parameters.sharded,
                          "gradients": part.gradients.sharded, "words_per_coordinate": part.words_per_coordinate,
@@ -147,6 +149,10 @@ def plan_text(plan) -> str:
         reads = ", ".join(f"{u} reads {max(u - S, 0)}" for u in range(min(dep.updates, S + 2)))
         lines.append(f"consistency: fixed staleness {S}: the contributions to update u read parameter "
                      f"version max(u - {S}, 0) ({reads}{', ...' if dep.updates > S + 2 else ''})")
+        lines.append("overlap: " + ("each owner computes the contributions to update u + 1 while update u "
+                                    "combines and updates" if computes_ahead(dep, plan.layout) else
+                                    "none (built for replicated parameters and one local sum per update): "
+                                    "each update's contributions are computed as it starts"))
     if dep.learner.independent:
         lines.append(f"independent state: each owner applies its rule to its own region of "
                      f"{dep.learner.region} words from its own inputs; nothing is combined, and the "

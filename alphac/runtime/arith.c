@@ -32,6 +32,12 @@ int rt_alloc(struct rt *rt) {
     rt->store.kp = img_mine(rt, SEC_PARAMS_COUNT);
     rt->store.mp = img_mine(rt, SEC_STATE_COUNT);
     rt->store.alike = (int64_t)img_field(rt, IMG_STATE_ALIKE);
+#ifndef ALPHAC_FAULTS
+    /* three executed mutants compute in a test build only (docs/oracle.md): alphac builds no
+       image that asks this runtime for one */
+    if (img_field(rt, IMG_LEAF_MEAN) || img_field(rt, IMG_STALE_REPLICA) || img_mine(rt, SEC_MEAN_COUNT) > 0)
+        return corrupt(rt, "executed mutant outside a test build at owner", (long long)rt->owner);
+#endif
     rt->store.kc = rt_owned_count(rt, rt->owner);
     TRY(check_storage(rt, pool));
     rt->store.regs = rt_buf_alloc(rt, MEM_REGISTERS, pool, &rc);
@@ -49,6 +55,14 @@ int rt_alloc(struct rt *rt) {
     if (stale > 0 && !img_field(rt, IMG_PART_PARAMETERS)) {
         rt->store.history = rt_buf_alloc(rt, MEM_PARAMETERS, (stale + 1) * rt->store.kp, &rc);
         TRY(rc);
+    }
+    /* the contribution computed ahead: its sum, its contribution buffer, its thread's scratch */
+    if (img_field(rt, IMG_AHEAD) && share > 0 && !rt_dev_local) {
+        rt->store.ahead.acc = rt_buf_alloc(rt, MEM_SCRATCH, rt->k, &rc);
+        TRY(rc);
+        if (share >= 2) rt->store.ahead.cbuf = rt_buf_alloc(rt, MEM_SCRATCH, rt->k, &rc);
+        TRY(rc);
+        rt_buf_hold(rt, MEM_SCRATCH, (int64_t)img_field(rt, IMG_TEMPORARIES));
     }
     /* a mapped mean is selected into it; an independent-state rule runs in place */
     if ((share >= 2 || img_mine(rt, SEC_MEAN_COUNT) > 0) && !img_field(rt, IMG_REGION)) {
@@ -84,42 +98,123 @@ static const uint64_t *read_params(struct rt *rt, uint64_t u) {
     return rt->store.history + ((u > stale ? u - stale : 0) % (stale + 1)) * (uint64_t)rt->store.kp;
 }
 
+/* Fault injection, in a test build only (ALPHAC_FAULTS, docs/runtime.md): with ALPHAC_DELAY_AT=KIND (an op
+   kind's code) and ALPHAC_DELAY_MS=MS, an owner sleeps MS before every op of that kind (a kill's window; a
+   contribution's, OP_LOCAL, where the contribution is computed: ahead, on its thread). */
+#ifdef ALPHAC_FAULTS
+void rt_delay_before(int64_t kind) {
+    const char *k = getenv("ALPHAC_DELAY_AT"), *d = getenv("ALPHAC_DELAY_MS");
+    int64_t ms = k && d && strtoll(k, NULL, 10) == kind ? strtoll(d, NULL, 10) : 0;
+    if (ms > 0) nanosleep(&(struct timespec){(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L}, NULL);
+}
+#endif
+
 /* acc <- the sum of this owner's share >= 1 contributions in sample order from +0.0: with a
    lanes kernel of width n (alphac/codegen/lanes.py), acc starts at +0.0 and each aligned
    group of n samples is added at once unless the kernel declines it; the rest one at a
-   time, sample 0's straight into acc (+0.0 + c is c but for -0.0) */
-static int local_sum(struct rt *rt, uint64_t *acc, int64_t share, uint64_t u) {
-    const uint64_t *params = read_params(rt, u);
+   time, sample 0's straight into acc (+0.0 + c is c but for -0.0). It touches nothing of rt
+   but reads (so a thread may run it: below): cbuf is its contribution buffer. */
+static struct rt_local_outcome local_sum(const struct rt *rt, const uint64_t *params, uint64_t *acc, uint64_t *cbuf,
+                                      int64_t share) {
     const uint64_t *rows = img_sec(rt, SEC_SAMPLES) + img_mine(rt, SEC_SAMPLE_ROW) * rt->s;
-    int64_t n = alphac_contribution_lanes_width, fail = -1;
+    int64_t n = alphac_contribution_lanes_width;
+    struct rt_local_outcome out = {0, -1, 0, -1};
+    rt_delay_before(OP_LOCAL);
     if (n > 1 && share >= n) memset(acc, 0, (size_t)rt->k * 8);
     for (int64_t i = 0; i < share; i++) {
-        if (n > 1 && i % n == 0 && i + n <= share &&
-            alphac_contribution_lanes(params, rows + i * rt->s, acc, rt->store.cbuf) == 0) {
-            memcpy(acc, rt->store.cbuf, (size_t)rt->k * 8);
+        if (n > 1 && i % n == 0 && i + n <= share && alphac_contribution_lanes(params, rows + i * rt->s, acc, cbuf) == 0) {
+            memcpy(acc, cbuf, (size_t)rt->k * 8);
             i += n - 1;
             continue;
         }
-        int64_t status = alphac_contribution(params, rows + i * rt->s, i == 0 ? acc : rt->store.cbuf, &fail);
-        if (status != 0) return rt_non_finite_statement(rt, alphac_contribution_labels, status, fail, u, "contribution", i);
-        int64_t j = i == 0 ? alphac_local_first(acc, rt->k) : alphac_local_add(acc, rt->store.cbuf, rt->k);
-        if (j >= 0) return rt_local_refused(rt, j, u, i);
+        out.at = i;
+        out.status = alphac_contribution(params, rows + i * rt->s, i == 0 ? acc : cbuf, &out.fail);
+        if (out.status != 0) return out;
+        out.bad = i == 0 ? alphac_local_first(acc, rt->k) : alphac_local_add(acc, cbuf, rt->k);
+        if (out.bad >= 0) return out;
     }
+    return out;
+}
+
+static int local_refused(struct rt *rt, struct rt_local_outcome o, uint64_t u) {
+    if (o.status != 0) return rt_non_finite_statement(rt, alphac_contribution_labels, o.status, o.fail, u, "contribution", o.at);
+    return o.bad >= 0 ? rt_local_refused(rt, o.bad, u, o.at) : RT_OK;
+}
+
+/* -- the contribution computed ahead (docs/runtime.md "Fixed staleness") ---------------------
+   Under a fixed staleness S >= 1 with replicated parameters (IMG_AHEAD), update u + 1's
+   contributions read version max(u + 1 - S, 0) <= u, which the history holds before update
+   u combines: a thread computes their sum while this one runs update u's exchanges and
+   update, so communication overlaps computation. The same kernels on the same words in the
+   same order: the bits are those computed in place. The thread reads the image, the
+   history slot of its version (rt_record_version writes another slot until it is joined)
+   and writes only its own buffers; an outcome is reported when its update takes the sum. */
+static void *ahead_run(void *arg) {
+    struct rt *rt = arg;
+    struct rt_ahead *a = &rt->store.ahead;
+    a->outcome = local_sum(rt, read_params(rt, a->version), a->acc, a->cbuf, img_mine(rt, SEC_SHARE));
+    return NULL;
+}
+
+static int ahead_start(struct rt *rt, uint64_t u) {
+    struct rt_ahead *a = &rt->store.ahead;
+    pthread_attr_t attr;
+    a->version = u;
+    /* the kernels' vector temporaries are stack scratch */
+    size_t stack = (size_t)img_field(rt, IMG_TEMPORARIES) * 8 + ((size_t)8 << 20);
+    int err = pthread_attr_init(&attr);
+    if (!err && !(err = pthread_attr_setstacksize(&attr, stack))) err = pthread_create(&a->thread, &attr, ahead_run, rt);
+    pthread_attr_destroy(&attr);
+    if (err) return rt_fail(rt, RT_IO_ERROR, "owner %lld: no thread for the contribution of update %llu: %s",
+                            (long long)rt->owner, (unsigned long long)u, strerror(err));
+    a->running = 1;
     return RT_OK;
 }
 
+/* Wait for the thread (on every path out of the run too: rt_run). */
+void rt_ahead_join(struct rt *rt) {
+    if (!rt->store.ahead.running) return;
+    pthread_join(rt->store.ahead.thread, NULL);
+    rt->store.ahead.running = 0;
+}
+
+/* acc <- this owner's sum for update u: the thread's, or computed here; then, under
+   IMG_AHEAD, the thread starts on update u + 1's. */
+static int local_value(struct rt *rt, uint64_t *acc, int64_t share, uint64_t u) {
+    struct rt_ahead *a = &rt->store.ahead;
+    if (a->running && a->version == u) {
+        rt_ahead_join(rt);
+        TRY(local_refused(rt, a->outcome, u));
+        memcpy(acc, a->acc, (size_t)rt->k * 8);
+    } else {
+        rt_ahead_join(rt);
+        TRY(local_refused(rt, local_sum(rt, read_params(rt, u), acc, rt->store.cbuf, share), u));
+    }
+    return a->acc && u + 1 < (uint64_t)rt->updates ? ahead_start(rt, u + 1) : RT_OK;
+}
+
 /* dst <- (sum of this owner's contributions in sample order from +0.0, its leaf count: the
-   share, or an executed mutant's count); the unweighted-mean mutant reports sum / share */
+   share, or an executed mutant's count); the unweighted-mean mutant (a test build) reports
+   sum / share */
 int rt_op_local(struct rt *rt, uint64_t *dst, uint64_t u) {
     int64_t k = rt->k, share = img_mine(rt, SEC_SHARE);
     uint64_t *acc = dst + H;
-    if (share == 0) memset(acc, 0, (size_t)k * 8);
-    else TRY(rt_dev_local ? rt_dev_local(rt, acc, u) : local_sum(rt, acc, share, u)); /* SM86: on the GPU */
+    if (share == 0) {
+        rt_delay_before(OP_LOCAL);
+        memset(acc, 0, (size_t)k * 8);
+    } else if (rt_dev_local) { /* SM86: on the GPU */
+        rt_delay_before(OP_LOCAL);
+        TRY(rt_dev_local(rt, acc, u));
+    } else {
+        TRY(local_value(rt, acc, share, u));
+    }
     acc[k] = (uint64_t)img_mine(rt, SEC_LEAF_COUNT);
+#ifdef ALPHAC_FAULTS
     if (share > 0 && img_field(rt, IMG_LEAF_MEAN)) {
         int64_t j = alphac_mean(acc, share, k);
         if (j >= 0) return mean_refused(rt, j, u, (uint64_t)share);
     }
+#endif
     clear_tags(rt, acc, k + 1);
     return RT_OK;
 }
@@ -195,14 +290,15 @@ static int run_update(struct rt *rt, void *mean, uint64_t u) {
     return status ? rt_non_finite_statement(rt, alphac_update_labels, status, fail, u, "update", -1) : RT_OK;
 }
 
-/* The delivered sums the mean reads: register a's own, or, when the image maps this owner's
-   mean words (the deliver-to-next mutant), the sums it names, copied into cbuf (the word
-   MEAN_ZERO names none: +0.0). Selection only: words are moved, never computed. */
+/* The delivered sums the mean reads: register a's own, or, in a test build, when the image
+   maps this owner's mean words (the deliver-to-next mutant), the sums it names, copied into
+   cbuf (the word MEAN_ZERO names none: +0.0). Selection only: words are moved, never computed. */
 static int mean_sums(struct rt *rt, int64_t a, uint64_t **sums) {
-    int64_t count = img_mine(rt, SEC_MEAN_COUNT), have = words(rt, a) - 1;
-    const uint64_t *from = img_sec(rt, SEC_MEAN_FROM) + img_mine(rt, SEC_MEAN_START);
     uint64_t *p = reg(rt, a) + H;
     *sums = p;
+#ifdef ALPHAC_FAULTS
+    int64_t count = img_mine(rt, SEC_MEAN_COUNT), have = words(rt, a) - 1;
+    const uint64_t *from = img_sec(rt, SEC_MEAN_FROM) + img_mine(rt, SEC_MEAN_START);
     if (count == 0) return RT_OK;
     if (count > rt->k) return corrupt(rt, "mean map", count);
     for (int64_t j = 0; j < count; j++) {
@@ -211,6 +307,9 @@ static int mean_sums(struct rt *rt, int64_t a, uint64_t **sums) {
         rt->store.cbuf[j] = from[j] == MEAN_ZERO ? 0 : p[from[j]];
     }
     *sums = rt->store.cbuf;
+#else
+    (void)a;
+#endif
     return RT_OK;
 }
 

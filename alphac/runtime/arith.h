@@ -4,7 +4,9 @@
 
 #include "rt.h"
 
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define H HEADER_WORDS
 static inline uint64_t *reg(struct rt *rt, int64_t r) { return rt->store.regs + rt->store.reg_off[r]; }
@@ -25,5 +27,15 @@ int rt_op_update(struct rt *rt, int64_t a, uint64_t u, int meaned);
 int rt_op_update_owned(struct rt *rt, int64_t a, uint64_t u);
 int rt_op_evolve(struct rt *rt, uint64_t u);
 void rt_record_version(struct rt *rt, uint64_t u);
+void rt_ahead_join(struct rt *rt);
+/* A test build's (ALPHAC_FAULTS): the fault-injection delay, and the stale-replica mutant's
+   kept replica; neither is compiled into another build. */
+#ifdef ALPHAC_FAULTS
+void rt_delay_before(int64_t kind);
+#define rt_keeps_replica(rt) (img_field(rt, IMG_STALE_REPLICA) != 0)
+#else
+#define rt_delay_before(kind) ((void)(kind))
+#define rt_keeps_replica(rt) ((void)(rt), 0)
+#endif
 
 #endif

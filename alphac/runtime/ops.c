@@ -5,7 +5,6 @@
 #include "arith.h"
 
 #include <stdlib.h>
-#include <time.h>
 
 static int64_t frame_len(struct rt *rt, int64_t r) { return words(rt, r) + (int64_t)img_field(rt, IMG_TAG_WORDS); }
 
@@ -173,21 +172,6 @@ static int replica_readable(struct rt *rt, uint64_t v) {
     return RT_OK;
 }
 
-/* Fault injection, in a test build only (ALPHAC_FAULTS, docs/runtime.md): with ALPHAC_DELAY_AT=KIND (an op
-   kind's code) and ALPHAC_DELAY_MS=MS, an owner sleeps MS before every op of that kind (a kill's window). */
-#ifdef ALPHAC_FAULTS
-static void delay_before(int64_t kind) {
-    static int64_t at = -2, ms;
-    if (at == -2) {
-        const char *k = getenv("ALPHAC_DELAY_AT"), *d = getenv("ALPHAC_DELAY_MS");
-        at = k && d ? strtoll(k, NULL, 10) : -1;
-        ms = d ? strtoll(d, NULL, 10) : 0;
-    }
-    if (kind == at && ms > 0) nanosleep(&(struct timespec){(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L}, NULL);
-}
-#else
-#define delay_before(kind) ((void)(kind))
-#endif
 
 /* A sum received into register r carries the sample count the plan declares beneath it (op[6]). */
 static int check_count(struct rt *rt, const int64_t *op, int64_t r) {
@@ -273,7 +257,7 @@ static int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
         int64_t kind = op[0], peer = op[1], dst = op[2], a = op[3], b = op[4];
         uint64_t step = (uint64_t)op[5];
         TRY(check_op(rt, op, count - i));
-        delay_before(kind);
+        if (kind != OP_LOCAL) rt_delay_before(kind); /* a contribution's: where it is computed */
         int fd = peer >= 0 && peer < rt->n ? rt->net.fds[peer] : -1;
         /* the payload hash kept for a register is valid until an op other than a send */
         if (kind != OP_SEND) rt_sent_forget(rt);
@@ -370,8 +354,8 @@ static int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
             break;
         case OP_REPLICA_INSTALL: /* the replica exists only while held */
             if (img_field(rt, IMG_STALENESS)) { TRY(install_versioned(rt, a, v)); break; } /* kept by version */
-            /* the stale-replica mutant keeps the replica of its first update instead */
-            if (!(img_field(rt, IMG_STALE_REPLICA) && rt->store.replica_installed)) {
+            /* the stale-replica mutant (a test build) keeps the replica of its first update instead */
+            if (!(rt_keeps_replica(rt) && rt->store.replica_installed)) {
                 release_replica(rt);
                 rt->store.replica = rt_buf_alloc(rt, MEM_REPLICA, rt->k, &rc);
                 TRY(rc);
@@ -383,7 +367,7 @@ static int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
             rt->store.replica_held = 1;
             break;
         case OP_REPLICA_RELEASE: /* the stale-replica mutant keeps its buffer for the next update */
-            if (img_field(rt, IMG_STALE_REPLICA) || img_field(rt, IMG_STALENESS)) rt->store.replica_held = 0;
+            if (rt_keeps_replica(rt) || img_field(rt, IMG_STALENESS)) rt->store.replica_held = 0;
             else release_replica(rt);
             break;
         case OP_UPDATE_OWNED: TRY(rt_op_update_owned(rt, a, v)); break;
@@ -401,7 +385,9 @@ int rt_run(struct rt *rt) {
     int64_t every = rt->ck.interval;
     for (int64_t u = rt->start; u < rt->updates; u++) {
         rt_record_version(rt, (uint64_t)u);
-        TRY(rt_run_ops(rt, 0, n_update, (uint64_t)u));
+        int rc = rt_run_ops(rt, 0, n_update, (uint64_t)u);
+        if (rc != RT_OK) rt_ahead_join(rt); /* the next update's contribution, computed ahead */
+        TRY(rc);
         if (every && (u + 1) % every == 0) {
             if (rt_dev_capture) TRY(rt_dev_capture(rt)); /* a checkpoint holds the device's words */
             TRY(rt_run_ops(rt, n_update + n_finish, img_mine(rt, SEC_N_CHECKPOINT), (uint64_t)(u + 1)));

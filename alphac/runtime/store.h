@@ -6,11 +6,30 @@
 
 #include "base.h"
 
+#include <pthread.h>
+
 /* The learner buffers' bytes by category (MEM_*), now and at their highest, and the
    high-water mark of their sum (samples apart). */
 struct rt_mem {
     int64_t current[MEM_KINDS], peak[MEM_KINDS];
     int64_t total, total_peak;
+};
+
+/* A local sum's outcome (arith.c): status 0 (every contribution finite and added), or the
+   failed contribution's status and coordinate (sample `at`), or (status 0) the first
+   non-finite sum's coordinate `bad` >= 0 after sample `at`. */
+struct rt_local_outcome {
+    int64_t status, fail, at, bad;
+};
+
+/* Under IMG_AHEAD, the next update's local sum computed by a thread (arith.c): its buffers
+   (acc NULL: never), the update it is for, and, once joined, its outcome. */
+struct rt_ahead {
+    uint64_t *acc, *cbuf;
+    pthread_t thread;
+    int running;
+    uint64_t version;
+    struct rt_local_outcome outcome;
 };
 
 struct rt_store {
@@ -20,6 +39,7 @@ struct rt_store {
     uint64_t *history;          /* fixed staleness S: version v (parameters or read replica) in slot v mod (S + 1) */
     uint64_t *history_versions; /* the version each replica slot holds */
     int64_t kp, mp, alike, kc;
+    struct rt_ahead ahead;
     uint64_t *regs;             /* the register pool: [header | payload | checksum | tag] each */
     const uint64_t *reg_off;    /* word offset of each register in regs (slots are shared) */
     const uint64_t *reg_words;  /* data words of each register */

@@ -41,8 +41,14 @@ def test_the_gates_declare_their_staleness_and_the_plan_shows_which_version_each
     plan = driver.plan(_dep("stale2"))
     assert ("consistency: fixed staleness 2: the contributions to update u read parameter version "
             "max(u - 2, 0) (0 reads 0, 1 reads 0, 2 reads 0, 3 reads 1, ...)") in plan_text(plan).splitlines()
-    assert plan_json(plan)["consistency"] == {"kind": "fixed-staleness", "value": 2}
+    assert plan_json(plan)["consistency"] == {"kind": "fixed-staleness", "value": 2, "overlap": True}
+    assert ("overlap: each owner computes the contributions to update u + 1 while update u combines and "
+            "updates") in plan_text(plan).splitlines()
     assert "consistency" not in plan_json(driver.plan(_stale(_dep("stale2"), 0)))
+    # a partitioned read replica is gathered by the update's own ops: nothing computed ahead
+    partitioned = driver.plan(_dep("stale1Partitioned"))
+    assert plan_json(partitioned)["consistency"]["overlap"] is False
+    assert any(line.startswith("overlap: none") for line in plan_text(partitioned).splitlines())
 
 
 def test_the_staleness_is_part_of_the_protocol_identity_and_zero_is_the_synchronous_learner():

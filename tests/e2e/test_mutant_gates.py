@@ -106,6 +106,8 @@ def test_deliver_to_next_with_partitioned_parameters_and_replicated_gradients():
 def test_the_partitioned_gate_itself_matches_and_its_mutants_build_beside_it():
     dep, status, report = _launch(PARTITIONED, None)
     assert status == 0 and report["match"] and "mutant" not in report
+    from alphac.launch.cache import ensure_built
+    ensure_built(driver.plan(dep, "deliver-to-next"), out_dir())  # (a no-op after its gate ran)
     assert [len(r["params"]) for r in report["owners"]] == [2, 1, 1, 1]  # k = 5 on four owners
     names = {p.name for p in out_dir().iterdir() if p.is_file()}
     assert f"{PARTITIONED}-worker-aarch64" in names
@@ -114,6 +116,21 @@ def test_the_partitioned_gate_itself_matches_and_its_mutants_build_beside_it():
     meta = read_metadata(out_dir() / f"{PARTITIONED}-worker-aarch64-mutant-deliver-to-next")
     assert (meta["mutant"], meta["protocol"]) == ("deliver-to-next",
                                                   driver.plan(dep, "deliver-to-next").protocol_hex)
+
+
+def test_the_mutants_the_runtime_computes_are_test_builds_and_no_product_executable_has_them(tmp_path):
+    """unweighted-mean, deliver-to-next and stale-replica compute in the runtime: their
+    executables are test builds (the fault-injection hooks' names are in them); every other
+    mutant is plan data or a rewrite, built as a product executable, as the declared one is."""
+    from alphac.executables import build
+
+    dep = session.deployment(f"{SPECS}/{PARTITIONED}.alpha")
+    for mutant in (None, "swap-branch", "duplicate-mass", "unweighted-mean", "deliver-to-next", "stale-replica"):
+        plan = driver.plan(dep, mutant)
+        exe = build(plan, "worker", "x86_64", tmp_path)
+        test_build = b"ALPHAC_DELAY_AT" in exe.read_bytes()
+        assert test_build == plan.mutation.test_build == (
+            mutant in ("unweighted-mean", "deliver-to-next", "stale-replica")), mutant
 
 
 def test_launch_command_reports_every_owner_of_a_mutant_and_exits_1():
