@@ -135,10 +135,11 @@ FIXES = {
                                 "owner count.",
     "independent-state-foreign-region": "Write the rule over its own region, its input pair and its "
                                         "scale only; another owner's region is not in reach.",
-    "consistency-not-built": "Declare ConsistencySynchronous (the default), or fixed staleness on a "
-                             "data-parallel learner on CPU targets without checkpoints; local steps "
-                             "and bounded staleness are described in docs/learners.md and not built "
-                             "yet.",
+    "consistency-not-built": "Declare ConsistencySynchronous (the default), fixed staleness on a "
+                             "data-parallel learner on CPU targets without checkpoints, or local "
+                             "steps on a replicated binary64 learner without optimizer state on a "
+                             "star or a hierarchy of CPU owners; bounded staleness is described in "
+                             "docs/learners.md and not built yet.",
     "independent-state-partitioning": "Build the deployment through the independent-state families, "
                                       "which hold each owner's region alone.",
     "coordinate-not-held": "Update each coordinate from its own words and accumulator only.",

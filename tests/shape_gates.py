@@ -18,6 +18,27 @@ needs_qemu = pytest.mark.skipif(shutil.which("qemu-aarch64") is None
                                 reason="qemu-aarch64 / aarch64-linux-gnu-gcc not installed")
 
 
+def consistent(dep, kind, value: int):
+    """`dep` under consistency `kind` with its number `value` (0: the synchronous learner)."""
+    from alphac.ir import nodes as ir
+
+    return dataclasses.replace(dep, consistency=ir.Consistency(kind if value else ir.ConsistencyKind.SYNCHRONOUS,
+                                                               value))
+
+
+def assert_launch_matches_on_mixed_instruction_sets(dep, spec: str, key: str) -> None:
+    """`alphac launch` of the gate deployment `dep` (of `spec`) matches the oracle, every
+    owner's words its evaluation's, on owners of both instruction sets."""
+    from alphac.launch.launcher import launch
+    from alphac.oracle import evaluate
+    from alphac.testing import session
+
+    report = launch(dep, out_dir=session.root() / key, spec=spec)
+    assert report.match, report.failures
+    assert [r.params for r in report.rows] == [w.params for w in evaluate(dep).owners]
+    assert {r.target for r in report.rows} == {"x86_64", "aarch64"}
+
+
 def one_owner(dep):
     """`dep` on one owner holding every sample."""
     from alphac.ir import nodes as ir

@@ -13,6 +13,7 @@ these; every floating-point operation of an executable is emitted here or in pro
     i64 alphac_mean(double* g, i64 count, i64 k)                -> -1 or the first bad j
     i64 alphac_mean_owned(double* mean, double* src, i64 count, i64 at, i64 first, i64 step,
                           i64 cnt, i64 sliced)                  -> -1 or the bad coordinate
+    i64 alphac_delta(double* d, double* x, double* v, i64 count, i64 k) -> -1 or the first bad j
 
 "Bad": a non-finite operand or result. Element loops only OR a flag, so they vectorise;
 when it is set a second pass finds the first failing coordinate (the caller refuses, so
@@ -409,8 +410,28 @@ def _mean_owned(module: ir.Module, el: Element) -> None:
     b.ret(_c(-1))
 
 
+def _delta(module: ir.Module, el: Element) -> None:
+    """Local steps: an owner's leaf value, d[j] = (x[j] - v[j]) * (double) count, its
+    parameters' delta from the shared version weighted by its sample count (exact as a
+    double below 2^53), the difference and the product each rounded once."""
+    f = _Fn(module, "alphac_delta", (PTR, PTR, PTR, I64, I64), ("d", "x", "v", "count", "k"), el)
+    d, x, v, count, k = f.fn.args
+    b = f.b
+    c, _, _ = _divisor(f, count)
+
+    def body(j):
+        diff = b.fsub(f.load(x, j), f.load(v, j))
+        r = b.fmul(diff, c)
+        b.store(r, f.at(d, j))
+        return f.bad(diff, r)
+
+    f.flagged(f.elements(k), body, lambda j: f.bad(b.fsub(f.load(x, j), f.load(v, j)), f.load(d, j)))
+    b.ret(_c(-1))
+
+
 def emit_arith(module: ir.Module, fmt: str = "binary64") -> None:
     """Add every kernel of this module's docstring to `module`, over the elements of storage
     format `fmt`."""
-    for emit in (_add_range, _add_lanes, _mean_lanes, _first_nonfinite, _local_first, _local_add, _mean, _mean_owned):
+    for emit in (_add_range, _add_lanes, _mean_lanes, _first_nonfinite, _local_first, _local_add, _mean, _mean_owned,
+                 _delta):
         emit(module, ELEMENTS[fmt])

@@ -37,6 +37,8 @@ FIELDS = (
     "staleness",        # S of a fixed staleness: update u's contributions read version max(u - S, 0)
     "ahead",            # 1: an owner with samples computes update u + 1's contributions on a thread
                         # while update u combines (alphac.plan.memory.computes_ahead)
+    "local_steps",      # H of local steps: each owner applies H updates on its own samples, then
+                        # the tree combines the weighted parameter deltas (0: another consistency)
     "region",           # an independent-state learner's words per owner (r); 0: data-parallel
     "cpu_required",     # bit i: the kernels need the target's i-th cpu_checks feature
     "temporaries",      # words of the programs' vector temporaries: the larger program's

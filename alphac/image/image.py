@@ -132,6 +132,7 @@ class RoleImage:
     fmt: str = "binary64"           # the storage format (alphac/plan/storage.py)
     staleness: int = 0              # S: update u's contributions read version max(u - S, 0)
     ahead: bool = False             # update u + 1's contributions computed while update u combines
+    local_steps: int = 0            # H: each owner's H updates on its own samples between combines
 
     @property
     def words(self) -> tuple[int, int, int]:
@@ -200,6 +201,7 @@ class RoleImage:
             "stale_replica": int(self.mutation.stale_replica),
             "staleness": self.staleness,
             "ahead": int(self.ahead),
+            "local_steps": self.local_steps,
             "region": self.region,
             "temporaries": temporaries(self.contribution, self.update, lanes_held(
                 self.contribution, self.k, self.s, "none" if self.region else self.fmt, self.target)),
@@ -464,4 +466,5 @@ def build_image(plan, role: str, target: str, cpu: CpuNeeds = CpuNeeds()) -> Rol
                 if layout.optimizer_state.sharded else ()),
         state_alike=init.alike, samples=samples, initial=init.params, initial_state=init.state,
         usage=usage_text(plan, role, target, role_v.owners), version=version, cpu=cpu, fmt=fmt_,
-        staleness=dep.consistency.staleness, ahead=computes_ahead(dep, layout))
+        staleness=dep.consistency.staleness, ahead=computes_ahead(dep, layout),
+        local_steps=dep.consistency.local_steps)

@@ -30,6 +30,8 @@ MUTANTS: dict[str, str] = {
                            "coordinate, as its owner holds it at the start of the update",
     "fresher-read": "fixed staleness S >= 1: the contributions to update u read version "
                     "max(u - S + 1, 0), one newer than declared (the executables of staleness S - 1)",
+    "fewer-local-steps": "local steps H >= 2: each owner applies H - 1 updates on its own samples "
+                         "between combines, one fewer than declared (the executables of H - 1 local steps)",
 }
 
 NAMES: tuple[str, ...] = tuple(MUTANTS)
@@ -79,8 +81,18 @@ def fresher_read(dep: ir.Deployment) -> ir.Deployment | str:
     return replace(dep, consistency=replace(dep.consistency, kind=kind, value=S - 1))
 
 
+def fewer_local_steps(dep: ir.Deployment) -> ir.Deployment | str:
+    """The deployment mutant fewer-local-steps runs, or why it does not apply: H - 1 local
+    steps in place of the declared H >= 2."""
+    H = dep.consistency.local_steps
+    if H < 2:
+        return "it needs local steps H >= 2"
+    return replace(dep, consistency=replace(dep.consistency, value=H - 1))
+
+
 # The mutants whose executables run another deployment: the rewrite, or why it does not apply.
-REWRITES = {"foreign-accumulator": foreign_accumulator, "fresher-read": fresher_read}
+REWRITES = {"foreign-accumulator": foreign_accumulator, "fresher-read": fresher_read,
+            "fewer-local-steps": fewer_local_steps}
 
 
 def _next_accumulator(e, k: int):

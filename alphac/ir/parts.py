@@ -196,6 +196,12 @@ class Consistency:
         for the synchronous learner."""
         return self.value if self.kind is ConsistencyKind.FIXED_STALENESS else 0
 
+    @property
+    def local_steps(self) -> int:
+        """H of local steps (each owner applies H updates on its own samples between
+        combines); 0 for every other kind."""
+        return self.value if self.kind is ConsistencyKind.LOCAL_STEPS else 0
+
 
 @dataclass(frozen=True)
 class Role:

@@ -25,6 +25,7 @@ from alphac.ir.nodes import ConsistencyKind, Deployment, Learner, SampleTree, Tr
 from alphac.ir.words import to_float
 from alphac.oracle import independent, sampletree, scalar, vector
 from alphac.oracle.combine import Mass, _same, combine, deliver_to_next, mean, mutate_leaves, swap_branch
+from alphac.oracle.localsteps import round_of as local_round
 from alphac.oracle.layout import owned_coordinates, param_coordinates, state_offsets
 from alphac.oracle.refusal import Refusal, Site
 from alphac.oracle.tree import combine_tree, leaves as tree_leaves
@@ -72,10 +73,15 @@ def _validate(dep: Deployment) -> None:
                       f"the contract's profile ({prof.format}, {prof.rounding}, subnormals "
                       f"{prof.subnormals}, {prof.exceptional}) is not a binary64 or binary32 "
                       "nearest-even finite-or-refuse profile the oracle evaluates")
-    if dep.consistency.kind not in (ConsistencyKind.SYNCHRONOUS, ConsistencyKind.FIXED_STALENESS):
+    if dep.consistency.kind is ConsistencyKind.BOUNDED_STALENESS:
         raise Refusal("oracle-consistency", f"deployment {dep.name} declares {dep.consistency.kind.value} "
-                      f"{dep.consistency.value}; the oracle evaluates synchronous learners and fixed "
-                      "staleness only")
+                      f"{dep.consistency.value}; the oracle evaluates synchronous learners, fixed "
+                      "staleness and local steps only")
+    if dep.consistency.local_steps and (L.independent or L.m > 0 or prof.format != "binary64"
+                                        or isinstance(dep.topology, SampleTree)):
+        raise Refusal("oracle-consistency", f"deployment {dep.name} declares {dep.consistency.value} local "
+                      "steps; the oracle evaluates them for binary64 data-parallel learners without "
+                      "optimizer state, on trees over owners")
     if prof.format == "binary32" and L.independent:
         raise Refusal("oracle-profile", "binary32 storage is evaluated for data-parallel "
                       "learners only (the planner refuses the others)")
@@ -355,9 +361,14 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
         if stale == 0:
             raise Refusal("mutant-not-applicable", f"mutant {mutant}: it needs a fixed staleness S >= 1")
         stale -= 1
+    H = dep.consistency.local_steps
+    if mutant == "fewer-local-steps":  # one local step fewer per round than declared
+        if H < 2:
+            raise Refusal("mutant-not-applicable", f"mutant {mutant}: it needs local steps H >= 2")
+        H -= 1
     if stale and start is not None:
-        raise Refusal("oracle-consistency", f"deployment {dep.name} declares fixed staleness {stale}: "
-                      "a start from a checkpoint lacks the versions before it")
+        raise Refusal("oracle-consistency", f"deployment {dep.name} declares {dep.consistency.kind.value} "
+                      f"{dep.consistency.value}: the oracle evaluates it from the initial words only")
     versions = {}  # fixed staleness: version v's parameters, kept while a contribution reads them
     for u in range(first, first + rounds):
         read = params
@@ -373,6 +384,16 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
             continue
         if mutant == "stale-replica" and u > first:
             raise _stale(u, first)
+        if H:  # local steps: each owner's H updates, then the weighted deltas combined
+            params, state = local_round(
+                L, params, state, H, dep.owners, shares, lambda x: contributions(L, x, samples, u, narrow),
+                update, root, u, rate,
+                mutate=None if mutant is None else (lambda leaves: mutate_leaves(leaves, order, mutant, u, same)),
+                select=None if mutant != "deliver-to-next" else (lambda m_: deliver_to_next(
+                    m_, [owned_coordinates(dep, o) for o in range(dep.owners)])))
+            if tick is not None:
+                tick(u)
+            continue
         sums = contributions(L, read, samples, u, narrow)
         leaves = {o: Mass(sums[o], int(shares[o])) for o in range(dep.owners)}
         if mutant is not None:

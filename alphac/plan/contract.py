@@ -91,10 +91,23 @@ def derive(dep: ir.Deployment, nodes) -> NumericalContract:
         ops = ["contribution: in sample order, per owner"]
         combine = combine_ops(nodes)
         total = value_name(nodes[-1], branch_numbers(nodes))
+    c = dep.consistency
+    if c.staleness:
+        ops.append(f"consistency: fixed staleness {c.value}: the contributions to update u read version "
+                   f"max(u - {c.value}, 0)")
+    H = c.local_steps
+    if H:  # docs/learners.md "Local steps"
+        ops = [f"local steps {H}: per owner with samples, {H} times from the shared version v: its "
+               "contributions in sample order at its own parameters, its own mean := sum / its count, "
+               "the update program on its own parameters"]
     ops += [f"contribution: {line}" for line in program_lines(learner.contribution)]
+    if H:
+        ops += [f"update: {line}" for line in program_lines(learner.update)]
+        ops.append("delta: per owner, d := (x - v) * count, per coordinate; an owner without samples (+0.0, 0)")
     ops += [f"combine: {line}" for line in combine]
     ops.append(f"normalise: mean := {total}.sum / {total}.mass")
-    ops += [f"update: {line}" for line in program_lines(learner.update)]
+    ops += ["outer: v := v + mean, per coordinate"] if H else [
+        f"update: {line}" for line in program_lines(learner.update)]
     return NumericalContract(dep.contract.profile, dep.contract.relation,
                              topology_name(dep.topology), tuple(ops))
 

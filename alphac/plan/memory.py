@@ -14,7 +14,7 @@ partitioning, the read replica of the gathered parameters (k words, allocated by
 `replica-install` and freed by `replica-release`). Under a fixed staleness S with
 replicated parameters, S + 1 versions of the parameters beside them, and the scratch of the
 contribution computed ahead (`computes_ahead`): its sum, its contribution buffer and its
-thread's temporaries. A read replica never counts toward
+thread's temporaries. Under local steps, the shared version beside the owner's parameters. A read replica never counts toward
 persistent state. Samples are reported apart: they are read in place from the image.
 
 The executables count these buffers as they allocate them and report the high-water mark
@@ -102,6 +102,8 @@ def bytes_per_owner(dep: ir.Deployment, layout: OwnerLayout, slots: list[Registe
         history = (stale + 1) * layout.params_count(o) if stale and not layout.parameters.sharded else 0
         # the contribution computed ahead: its sum, its buffer, its thread's temporaries
         early = k + (k if share >= 2 else 0) + temps if ahead and share > 0 and dep.placement[o] != "sm86" else 0
+        # local steps: the shared version beside the owner's own parameters
+        history += layout.params_count(o) if dep.consistency.local_steps else 0
         out.append(OwnerBytes(WORD * (layout.params_count(o) + history), WORD * layout.state_count(o),
                               WORD * replica, WORD * slots[o].pool_words(leaf_tags),
                               WORD * ((k if share >= 2 and not independent else 0) + temps + early),

@@ -151,31 +151,44 @@ def plan(dep: ir.Deployment, mutant: str | None = None) -> Plan:
 
 
 def check_consistency(dep: ir.Deployment, bag: DiagnosticBag) -> None:
-    """The synchronous learner is built, and fixed staleness for data-parallel learners on
-    CPU targets without checkpoints; any other consistency is refused, located
-    at the declaration, rather than run as the synchronous one."""
+    """The synchronous learner is built, fixed staleness for data-parallel learners on CPU
+    targets without checkpoints, and local steps for replicated binary64 learners without
+    optimizer state on a star or a hierarchy; any other consistency is refused, located at
+    the declaration, rather than run as the synchronous one."""
     c = dep.consistency
-    if c.kind is ir.ConsistencyKind.SYNCHRONOUS:
-        return
+    span = c.span if c.span.line > 0 else dep.span
+    L = dep.learner
+
+    def unless(declared: str, reasons, built: str) -> None:
+        why = [reason for reason, present in reasons if present]
+        if why:
+            bag.error("consistency-not-built", f"deployment {dep.name} declares {declared} with "
+                      f"{' and '.join(why)}; {built}", span)
+
     if c.kind is ir.ConsistencyKind.FIXED_STALENESS:
-        why = [reason for reason, present in (
-            ("an independent-state learner", dep.learner.independent),
+        unless(f"fixed staleness {c.value}", (
+            ("an independent-state learner", L.independent),
             ("checkpoints (a checkpoint would need the last S versions)", dep.checkpoint.every > 0),
             ("a resume", dep.resume is not None),
-            ("an SM86 owner", "sm86" in dep.placement)) if present]
-        if why:
-            bag.error("consistency-not-built", f"deployment {dep.name} declares fixed staleness "
-                      f"{c.value} with {' and '.join(why)}; fixed staleness is built for "
-                      "data-parallel learners on CPU targets without checkpoints",
-                      c.span if c.span.line > 0 else dep.span)
-        return
-    what = {ir.ConsistencyKind.FIXED_STALENESS: f"fixed staleness {c.value}",
-            ir.ConsistencyKind.LOCAL_STEPS: f"{c.value} local steps between combines",
-            ir.ConsistencyKind.BOUNDED_STALENESS: f"staleness bounded by {c.value}"}[c.kind]
-    bag.error("consistency-not-built", f"deployment {dep.name} declares {what}; this alphac builds "
-              "synchronous learners and fixed staleness only", c.span if c.span.line > 0 else dep.span,
-              ["ConsistencySynchronous reads version u for update u; ConsistencyFixedStaleness "
-               "{ staleness = S } reads version max(u - S, 0)"])
+            ("an SM86 owner", "sm86" in dep.placement)),
+            "fixed staleness is built for data-parallel learners on CPU targets without checkpoints")
+    elif c.kind is ir.ConsistencyKind.LOCAL_STEPS:
+        unless(f"{c.value} local steps", (
+            ("an independent-state learner", L.independent),
+            ("optimizer state (each owner's inner state would be its own)", L.m > 0),
+            ("partitioning", dep.partitioning.any),
+            ("the sample tree", isinstance(dep.topology, ir.SampleTree)),
+            ("the combine at the block owners", dep.combine_placement is ir.CombinePlacement.BLOCK_OWNERS),
+            ("binary32 storage", dep.contract.profile.format != "binary64"),
+            ("an SM86 owner", "sm86" in dep.placement)),
+            "local steps are built for replicated binary64 learners without optimizer state, on a star "
+            "or a hierarchy of CPU owners")
+    elif c.kind is ir.ConsistencyKind.BOUNDED_STALENESS:
+        bag.error("consistency-not-built", f"deployment {dep.name} declares staleness bounded by {c.value}; "
+                  "this alphac builds synchronous learners, fixed staleness and local steps", span,
+                  ["ConsistencySynchronous reads version u for update u; ConsistencyFixedStaleness "
+                   "{ staleness = S } reads version max(u - S, 0); ConsistencyLocalSteps { localSteps = H } "
+                   "applies H updates per owner between combines"])
 
 
 def _plan(dep: ir.Deployment, mutant: str | None) -> Plan:

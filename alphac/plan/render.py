@@ -139,6 +139,13 @@ def placement_text(placement: ir.CombinePlacement) -> str:
     return "combine placement: CombineAtBranchOwners, each branch at the owner the tree names"
 
 
+def _traffic(words: int, H: int) -> str:
+    """An owner's words sent per update; under local steps H, also per local update."""
+    if not H:
+        return f"{words} words per update"
+    return f"{words} words per update of {H} local updates ({words / H:g} per local update)"
+
+
 def plan_text(plan) -> str:
     dep = plan.deployment
     lines = [f"plan {dep.name}: {dep.owners} owners, {topology_name(dep.topology)}, "
@@ -153,6 +160,12 @@ def plan_text(plan) -> str:
                                     "combines and updates" if computes_ahead(dep, plan.layout) else
                                     "none (built for replicated parameters and one local sum per update): "
                                     "each update's contributions are computed as it starts"))
+    H = dep.consistency.local_steps
+    if H:
+        lines.append(f"consistency: local steps {H}: between combines each owner applies {H} updates on its "
+                     "own samples alone; the tree combines the deltas (x_o - v) * n_o of its parameters x_o "
+                     "from the shared version v, weighted by its sample count n_o, and every owner sets "
+                     f"v + sum / count: one combine per {H} local updates")
     if dep.learner.independent:
         lines.append(f"independent state: each owner applies its rule to its own region of "
                      f"{dep.learner.region} words from its own inputs; nothing is combined, and the "
@@ -184,7 +197,7 @@ def plan_text(plan) -> str:
         lines.append(f"  owner {o.owner} ({o.role or '-'}, {o.target or '-'}): persistent {o.persistent_bytes} B "
                      f"(parameters {b.parameters}, state {b.state}), peak {o.peak_bytes} B "
                      f"(replica {b.replica}, registers {b.registers}, scratch {b.scratch}); sends "
-                     f"{sent_words(o.protocol, word_counts(dep)[0])} words per update")
+                     f"{_traffic(sent_words(o.protocol, word_counts(dep)[0]), H)}")
         lines.append("    per update: " + "; ".join(op_text(op) for op in o.protocol.update_ops))
         if o.protocol.finish_ops:
             lines.append("    before publishing: " + "; ".join(op_text(op) for op in o.protocol.finish_ops))

@@ -56,6 +56,11 @@ int rt_alloc(struct rt *rt) {
         rt->store.history = rt_buf_alloc(rt, MEM_PARAMETERS, (stale + 1) * rt->store.kp, &rc);
         TRY(rc);
     }
+    /* local steps: the shared version the owner's own updates start from (rt_record_version) */
+    if (img_field(rt, IMG_LOCAL_STEPS)) {
+        rt->store.shared = rt_buf_alloc(rt, MEM_PARAMETERS, rt->store.kp, &rc);
+        TRY(rc);
+    }
     /* the contribution computed ahead: its sum, its contribution buffer, its thread's scratch */
     if (img_field(rt, IMG_AHEAD) && share > 0 && !rt_dev_local) {
         rt->store.ahead.acc = rt_buf_alloc(rt, MEM_SCRATCH, rt->k, &rc);
@@ -81,9 +86,11 @@ static int mean_refused(struct rt *rt, int64_t coord, uint64_t u, uint64_t count
                    (long long)coord, (unsigned long long)u, (long long)rt->owner, (unsigned long long)count);
 }
 
-/* Fixed staleness S: version u (the parameters as update u starts) joins the history */
+/* Version u, the parameters as update u starts: under a fixed staleness S it joins the
+   history; under local steps it is the shared version of the round (a resumed run's too) */
 void rt_record_version(struct rt *rt, uint64_t u) {
     uint64_t slots = img_field(rt, IMG_STALENESS) + 1, kp = (uint64_t)rt->store.kp;
+    if (rt->store.shared) memcpy(rt->store.shared, rt->store.params, (size_t)kp * 8);
     if (rt->store.history && !img_field(rt, IMG_PART_PARAMETERS))
         memcpy(rt->store.history + (u % slots) * kp, rt->store.params, (size_t)kp * 8);
 }
@@ -193,6 +200,22 @@ static int local_value(struct rt *rt, uint64_t *acc, int64_t share, uint64_t u) 
     return a->acc && u + 1 < (uint64_t)rt->updates ? ahead_start(rt, u + 1) : RT_OK;
 }
 
+/* Local steps H (docs/runtime.md "Local steps"): from the shared version, this owner's H
+   updates on its own samples alone (its ordered sum, its mean, the update kernel on its own
+   parameters), then acc <- (its parameters - the shared version) * its share. */
+static int local_steps(struct rt *rt, uint64_t *acc, int64_t share, uint64_t u) {
+    for (uint64_t j = 0; j < img_field(rt, IMG_LOCAL_STEPS); j++) {
+        TRY(local_refused(rt, local_sum(rt, rt->store.params, acc, rt->store.cbuf, share), u));
+        int64_t bad = alphac_mean(acc, share, rt->k), fail = -1;
+        if (bad >= 0) return mean_refused(rt, bad, u, (uint64_t)share);
+        int64_t status = alphac_update(rt->store.params, rt->store.state, acc, &rt->rate, &fail);
+        if (status) return rt_non_finite_statement(rt, alphac_update_labels, status, fail, u, "update", -1);
+    }
+    int64_t bad = alphac_delta(acc, rt->store.params, rt->store.shared, share, rt->k);
+    return bad < 0 ? RT_OK : rt_fail(rt, RT_NON_FINITE, "delta coordinate %lld at update %llu (owner %lld)",
+                                     (long long)bad, (unsigned long long)u, (long long)rt->owner);
+}
+
 /* dst <- (sum of this owner's contributions in sample order from +0.0, its leaf count: the
    share, or an executed mutant's count); the unweighted-mean mutant (a test build) reports
    sum / share */
@@ -205,6 +228,8 @@ int rt_op_local(struct rt *rt, uint64_t *dst, uint64_t u) {
     } else if (rt_dev_local) { /* SM86: on the GPU */
         rt_delay_before(OP_LOCAL);
         TRY(rt_dev_local(rt, acc, u));
+    } else if (img_field(rt, IMG_LOCAL_STEPS)) {
+        TRY(local_steps(rt, acc, share, u));
     } else {
         TRY(local_value(rt, acc, share, u));
     }
@@ -283,8 +308,17 @@ int rt_op_sample_block(struct rt *rt, int64_t dst, int64_t first, int64_t count,
     return RT_OK;
 }
 
+/* The update kernel on the mean; under local steps the outer update instead: the shared
+   version plus the mean of the weighted deltas becomes the parameters. */
 static int run_update(struct rt *rt, void *mean, uint64_t u) {
     if (rt_dev_update) return rt_dev_update(rt, mean, u);
+    if (img_field(rt, IMG_LOCAL_STEPS)) {
+        uint64_t *p = rt->store.params;
+        if (alphac_add_range(p, rt->store.shared, mean, 0, rt->k))
+            return rt_fail(rt, RT_NON_FINITE, "outer coordinate %lld at update %llu (owner %lld)",
+                           (long long)alphac_first_nonfinite(p, 0, rt->k), (unsigned long long)u, (long long)rt->owner);
+        return RT_OK;
+    }
     int64_t fail = -1;
     int64_t status = alphac_update(rt->store.params, rt->store.state, mean, &rt->rate, &fail);
     return status ? rt_non_finite_statement(rt, alphac_update_labels, status, fail, u, "update", -1) : RT_OK;

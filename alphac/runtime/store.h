@@ -38,6 +38,7 @@ struct rt_store {
     uint64_t *params, *state, *replica, *cbuf;
     uint64_t *history;          /* fixed staleness S: version v (parameters or read replica) in slot v mod (S + 1) */
     uint64_t *history_versions; /* the version each replica slot holds */
+    uint64_t *shared;           /* local steps: the shared version this round's own updates start from */
     int64_t kp, mp, alike, kc;
     struct rt_ahead ahead;
     uint64_t *regs;             /* the register pool: [header | payload | checksum | tag] each */

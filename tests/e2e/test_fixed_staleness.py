@@ -8,6 +8,7 @@ synchronous learner itself; what is not built yet is refused by name."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from pathlib import Path
 
 import pytest
@@ -20,19 +21,17 @@ from alphac.oracle import evaluate
 from alphac.plan.render import plan_json, plan_text
 from alphac.testing import session
 
-from shape_gates import needs_qemu
+from shape_gates import assert_launch_matches_on_mixed_instruction_sets, consistent, needs_qemu
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 GATE = str(SPECS / "fixed_staleness.alpha")
 
 
-def _dep(name: str) -> ir.Deployment:
-    return driver.deployment(GATE, name)
+_dep = functools.partial(driver.deployment, GATE)  # a gate deployment by name
 
 
 def _stale(dep: ir.Deployment, S: int) -> ir.Deployment:
-    kind = ir.ConsistencyKind.FIXED_STALENESS if S else ir.ConsistencyKind.SYNCHRONOUS
-    return dataclasses.replace(dep, consistency=ir.Consistency(kind, S))
+    return consistent(dep, ir.ConsistencyKind.FIXED_STALENESS, S)
 
 
 def test_the_gates_declare_their_staleness_and_the_plan_shows_which_version_each_update_reads():
@@ -72,12 +71,7 @@ def test_the_staleness_changes_the_words_from_the_second_update_on():
 @needs_qemu
 @pytest.mark.parametrize("name", ["stale1", "stale2", "stale1Partitioned"])
 def test_every_owner_matches_the_oracle_on_mixed_instruction_sets(name):
-    dep = _dep(name)
-    report = launch(dep, out_dir=session.root() / f"fixed-staleness-{name}", spec=GATE)
-    assert report.match, report.failures
-    want = evaluate(dep)
-    assert [r.params for r in report.rows] == [w.params for w in want.owners]
-    assert {r.target for r in report.rows} == {"x86_64", "aarch64"}
+    assert_launch_matches_on_mixed_instruction_sets(_dep(name), GATE, f"fixed-staleness-{name}")
 
 
 @needs_qemu

@@ -39,8 +39,10 @@ pytestmark = needs_qemu
 
 # foreign-inputs applies only to independent-state learners (tests/e2e/test_independent_gates.py),
 # foreign-accumulator to coordinate-owned ones (tests/e2e/test_coordinate_gates.py), fresher-read
-# to a fixed staleness (tests/e2e/test_fixed_staleness.py)
-COMBINE_MUTANTS = tuple(m for m in MUTANTS if m not in ("foreign-inputs", "foreign-accumulator", "fresher-read"))
+# to a fixed staleness (tests/e2e/test_fixed_staleness.py), fewer-local-steps to local steps
+# (tests/e2e/test_local_steps.py)
+COMBINE_MUTANTS = tuple(m for m in MUTANTS if m not in ("foreign-inputs", "foreign-accumulator", "fresher-read",
+                                                               "fewer-local-steps"))
 CASES = [(spec, m) for spec in ORDER for m in COMBINE_MUTANTS if m != "stale-replica"] + \
         [(PARTITIONED, m) for m in COMBINE_MUTANTS]
 

@@ -244,11 +244,13 @@ def test_a_synchronous_declaration_plans_to_the_same_identity_and_others_are_ref
     stale = lowered(tmp_path, deployment_text(
         extra="\n  deploymentConsistency = ConsistencyFixedStaleness { staleness = 1 },"))
     assert plan(stale).protocol_hex != default.protocol_hex  # another learner, built
-    for other in ("ConsistencyLocalSteps { localSteps = 1 }", "ConsistencyBoundedStaleness { bound = 0 }"):
-        dep = lowered(tmp_path, deployment_text(extra=f"\n  deploymentConsistency = {other},"))
-        with pytest.raises(CompileError) as refused:
-            plan(dep)
-        assert [d.code for d in refused.value.diagnostics] == ["consistency-not-built"]
+    local = lowered(tmp_path, deployment_text(
+        extra="\n  deploymentConsistency = ConsistencyLocalSteps { localSteps = 1 },"))
+    assert plan(local).protocol_hex not in (default.protocol_hex, plan(stale).protocol_hex)
+    dep = lowered(tmp_path, deployment_text(extra="\n  deploymentConsistency = ConsistencyBoundedStaleness { bound = 0 },"))
+    with pytest.raises(CompileError) as refused:
+        plan(dep)
+    assert [d.code for d in refused.value.diagnostics] == ["consistency-not-built"]
 
 
 def test_the_oracle_refuses_a_consistency_it_does_not_evaluate(tmp_path):
@@ -260,4 +262,4 @@ def test_the_oracle_refuses_a_consistency_it_does_not_evaluate(tmp_path):
         evaluate(dep)
     assert refused.value.code == "oracle-consistency"
     assert refused.value.detail == ("deployment run declares bounded-staleness 2; the oracle evaluates "
-                                    "synchronous learners and fixed staleness only")
+                                    "synchronous learners, fixed staleness and local steps only")

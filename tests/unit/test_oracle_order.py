@@ -110,7 +110,8 @@ def _swapped(root):
 # the mutants that apply to a replicated synchronous learner (stale-replica needs a read
 # replica, fresher-read a fixed staleness)
 REPLICATED_MUTANTS = tuple(m for m in MUTANTS
-                           if m not in ("stale-replica", "foreign-inputs", "foreign-accumulator", "fresher-read"))
+                           if m not in ("stale-replica", "foreign-inputs", "foreign-accumulator", "fresher-read",
+                                     "fewer-local-steps"))
 
 
 @pytest.mark.parametrize("topology", [Star(), Hierarchy(2)], ids=["star", "hierarchy"])

@@ -1,0 +1,54 @@
+"""Local steps H (docs/learners.md, "Consistency"): one round per version. From the shared
+version v, each owner with samples applies H updates of the learner on its own samples
+alone: its own ordered sum, its own mean (sum / its count), the update program on its own
+copy. Its leaf value is its parameter delta weighted by its sample count, (x_o - v) * n_o,
+one subtraction and one multiplication per coordinate, each rounded once; an owner without
+samples contributes (+0.0, 0). The declared tree adds the leaves as it adds contributions,
+the mean divides by the total count, and every owner sets v + mean.
+
+The oracle's own arithmetic: numpy element-wise operations on float64 (each one IEEE
+operation per element, no reduction), the combine and the mean of alphac.oracle.combine.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from alphac.oracle.combine import Mass, _first_bad, combine, mean
+from alphac.oracle.refusal import Site, non_finite
+
+
+def _finite(values: np.ndarray, update: int, owner: int | None, what: str, statement: str) -> np.ndarray:
+    if not np.isfinite(values).all():
+        raise non_finite(Site(update, "local steps", owner=owner), what, statement=statement,
+                         coordinate=f"coordinate {_first_bad(values)}")
+    return values
+
+
+def round_of(L, v: np.ndarray, state: np.ndarray, H: int, owners: int, shares, sums_of, update, root,
+             u: int, rate: float, mutate=None, select=None) -> tuple[np.ndarray, np.ndarray]:
+    """Version u + 1 from version v (and the state, which a learner of local steps does not
+    have: m = 0). `sums_of(params)` gives every owner's ordered sum of its contributions at
+    `params` (the oracle's contribution engine), `update(L, params, state, mean, rate, u)`
+    the update program; `mutate(leaves)` a mutant's leaf values, `select(mean)` the mean a
+    mutant's owners read."""
+    leaves = {}
+    for o in range(owners):
+        n = int(shares[o])
+        if n == 0:
+            leaves[o] = Mass(np.zeros(v.size), 0)
+            continue
+        x, st = v.copy(), state.copy()
+        for _ in range(H):
+            own = mean(Mass(sums_of(x)[o], n), u)
+            x, st = update(L, x, st, own, rate, u)
+        with np.errstate(all="ignore"):
+            delta = _finite(x - v, u, o, "result of sub", "delta")
+            leaves[o] = Mass(_finite(delta * np.float64(n), u, o, "result of mul", "delta"), n)
+    if mutate is not None:
+        leaves = mutate(leaves)
+    m_ = mean(combine(root, leaves, u), u)
+    if select is not None:
+        m_ = select(m_)
+    with np.errstate(all="ignore"):
+        return _finite(v + m_, u, None, "result of add", "outer"), state

@@ -1,0 +1,181 @@
+"""Local steps H (Learning.Deployment.ConsistencyLocalSteps): between combines each owner
+applies H updates on its own samples alone, then the declared tree combines the owners'
+parameter deltas weighted by their sample counts and every owner adds their mean to the
+shared version. The gate specs (H = 2 on a star, H = 3 on a hierarchy, owners alternating
+x86-64 and AArch64) match the oracle bit for bit; the oracle's rounds are the synchronous
+oracle's single-owner updates combined by hand; H changes the words; an executed mutant
+is refused; the combine runs once per H local updates; what is not built is refused by name."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from alphac import driver
+from alphac.diagnostics import CompileError
+from alphac.ir import nodes as ir
+from alphac.ir.words import to_float
+from alphac.launch.launcher import launch
+from alphac.oracle import evaluate
+from alphac.plan.render import plan_json, plan_text
+from alphac.testing import session
+
+from shape_gates import assert_launch_matches_on_mixed_instruction_sets, SWAP, consistent, needs_qemu
+
+SPECS = Path(__file__).resolve().parents[2] / "specs"
+GATE = str(SPECS / "local_steps.alpha")
+_dep = functools.partial(driver.deployment, GATE)  # a gate deployment by name
+
+
+def _steps(dep: ir.Deployment, H: int) -> ir.Deployment:
+    return consistent(dep, ir.ConsistencyKind.LOCAL_STEPS, H)
+
+
+def _alone(dep: ir.Deployment, o: int) -> ir.Deployment:
+    """Owner o alone with its samples: the synchronous learner of one owner."""
+    s = dep.learner.samples
+    rows = s.owner_rows(o)
+    learner = dataclasses.replace(dep.learner, samples=ir.Samples(s.width, (s.shares[o],), rows))
+    return dataclasses.replace(dep, learner=learner, owners=1, topology=ir.Star(), placement=("x86_64",),
+                               roles=(ir.Role("solo", (0,)),), consistency=ir.Consistency())
+
+
+def _by_hand(dep: ir.Deployment, rounds: int) -> list[int]:
+    """Local steps on the star from the synchronous oracle: each owner's H updates are the
+    one-owner learner's H updates from the shared words; then the deltas (x_o - v) * n_o,
+    added in the star's order, divided by the total count, added to v, in Python floats."""
+    H, shares = dep.consistency.local_steps, dep.learner.samples.shares
+    v = [to_float(int(w)) for w in dep.learner.initial.as_array()]
+    for _ in range(rounds):
+        words = np.array(v, dtype=np.float64).view(np.uint64)
+        total = None
+        for o in range(dep.owners):  # the star: ((c0 + c1) + c2) + c3
+            n = shares[o]
+            x = evaluate(_alone(dep, o), rounds=H, start=(words, np.zeros(0, np.uint64), 0)).params if n else None
+            d = [(to_float(int(x[j])) - v[j]) * float(n) if n else 0.0 for j in range(len(v))]
+            total = d if total is None else [a + b for a, b in zip(total, d)]
+        v = [v[j] + total[j] / float(sum(shares)) for j in range(len(v))]
+    return [int(w) for w in np.array(v, dtype=np.float64).view(np.uint64)]
+
+
+def test_the_oracle_is_the_single_owner_updates_combined_by_their_weighted_deltas():
+    dep = _dep("local2")
+    assert sum(1 for n in dep.learner.samples.shares if n) == 3  # an owner without samples too
+    for rounds in (1, 3):
+        assert [int(w) for w in evaluate(dep, rounds=rounds).params] == _by_hand(dep, rounds)
+
+
+def test_the_local_steps_change_the_words():
+    """H = 2 and 3 differ from each other and from the synchronous learner. (For plain
+    steps, linear in the mean, H = 1 is the synchronous learner but for rounding: on this
+    data the two round alike.)"""
+    dep = _dep("local2")
+    words = {H: tuple(evaluate(_steps(dep, H)).params) for H in (0, 1, 2, 3)}
+    assert len({words[0], words[2], words[3]}) == 3 and words[1] != words[2]
+    ids = {H: driver.plan(_steps(dep, H)).protocol_hex for H in (0, 1, 2, 3)}
+    assert len(set(ids.values())) == 4
+
+
+def test_the_plan_shows_one_combine_per_H_local_updates():
+    plan = driver.plan(_dep("local3"))
+    text = plan_text(plan).splitlines()
+    assert any(line.startswith("consistency: local steps 3: between combines each owner applies 3 updates")
+               for line in text)
+    assert plan_json(plan)["consistency"] == {"kind": "local-steps", "value": 3, "overlap": False}
+    sync = plan_text(driver.plan(_steps(_dep("local3"), 0)))
+    assert "sends 3 words per update of 3 local updates (1 per local update)" in "\n".join(text)
+    assert "sends 3 words per update\n" in sync + "\n"
+    # the shared version is kept beside the parameters
+    k_bytes = 8 * plan.deployment.learner.k
+    synchronous = driver.plan(_steps(_dep("local3"), 0))
+    assert [o.bytes.parameters for o in plan.owners] == [o.bytes.parameters + k_bytes for o in synchronous.owners]
+
+
+@needs_qemu
+@pytest.mark.parametrize("name", ["local2", "local3"])
+def test_every_owner_matches_the_oracle_on_mixed_instruction_sets(name):
+    assert_launch_matches_on_mixed_instruction_sets(_dep(name), GATE, f"local-steps-{name}")
+
+
+@needs_qemu
+def test_checkpoints_resume_on_the_other_instruction_set_and_another_consistency_is_a_new_contract(tmp_path):
+    """A checkpoint after every second round holds the shared version (the owners' words
+    between rounds); resumed with every owner on the other instruction set the run ends
+    with the uninterrupted run's words. The consistency is part of the ordered operation
+    list: resumed as the synchronous learner, the same contract refuses, a new one goes on."""
+    from alphac.launch.checkpoints import run_arguments
+    from alphac.launch.report import compare
+    from alphac.oracle import start_of
+
+    def launched(key, d, directory, ckpt=None, new_contract=False):
+        args = run_arguments(tmp_path / directory, ckpt, new_contract)
+        run = session.run(key, d, timeout_ms=20000, extra_argv={o: args for o in range(d.owners)})
+        start = None if ckpt is None else start_of(ckpt, d.learner)
+        return run, compare(session.plan(key, d), run, evaluate(d, start=start), d.updates)
+
+    dep = dataclasses.replace(_dep("local2"), checkpoint=ir.Checkpoint(2, "ck"))
+    _, report = launched("local2-ck", dep, "ck")
+    assert report.match, [r.why for r in report.rows]
+    ckpt = tmp_path / "ck" / "ckpt-2"
+    assert tuple(int(w) for w in start_of(ckpt, dep.learner).params) == evaluate(dep, rounds=2).params
+    swapped = dataclasses.replace(dep, placement=tuple(SWAP[t] for t in dep.placement))
+    _, resumed = launched("local2-ck-swapped", swapped, "ck2", ckpt)
+    assert resumed.match, [r.why for r in resumed.rows]
+    assert [r.params for r in resumed.rows] == [r.params for r in report.rows]
+    synchronous = _steps(dep, 0)
+    run, _ = launched("local2-ck-synchronous", synchronous, "ck3", ckpt)
+    assert {oc.returncode for oc in run.result.outcomes} == {1}
+    assert all("refused: numerical-order-mismatch: " in oc.stderr for oc in run.result.outcomes)
+    _, fresh = launched("local2-ck-synchronous-new", synchronous, "ck4", ckpt, new_contract=True)
+    assert fresh.match, [r.why for r in fresh.rows]
+
+
+@needs_qemu
+def test_an_executed_mutant_is_refused():
+    """fewer-local-steps's executables apply H - 1 local updates: a rewrite of the
+    deployment; the oracle counts its own way."""
+    dep = _dep("local3")
+    report = launch(dep, out_dir=session.root() / "local-steps-fewer", spec=GATE, mutant="fewer-local-steps")
+    assert not report.match and report.mutant_match
+    assert evaluate(dep, mutant="fewer-local-steps").params == evaluate(_steps(dep, 2)).params
+
+
+def test_fewer_local_steps_needs_two_or_more():
+    from alphac.oracle import Refusal
+    from alphac.plan.mutants import MutantError
+
+    one = _steps(_dep("local2"), 1)
+    with pytest.raises(MutantError, match="fewer-local-steps: it needs local steps H >= 2"):
+        driver.plan(one, "fewer-local-steps")
+    with pytest.raises(Refusal, match="it needs local steps H >= 2"):
+        evaluate(one, mutant="fewer-local-steps")
+
+
+@pytest.mark.parametrize("change, why", [
+    (lambda d: dataclasses.replace(d, partitioning=ir.Partitioning(parameters=ir.Shard())), "partitioning"),
+    (lambda d: dataclasses.replace(d, topology=ir.SampleTree()), "the sample tree"),
+    (lambda d: dataclasses.replace(d, placement=("x86_64", "sm86", "x86_64", "aarch64")), "an SM86 owner"),
+])
+def test_what_is_not_built_yet_is_refused_by_name(change, why):
+    with pytest.raises(CompileError) as refused:
+        driver.plan(change(_dep("local2")))
+    (d,) = refused.value.diagnostics
+    assert d.code == "consistency-not-built"
+    assert d.message == (f"deployment local2 declares 2 local steps with {why}; local steps are built for "
+                         "replicated binary64 learners without optimizer state, on a star or a hierarchy "
+                         "of CPU owners")
+
+
+def test_a_learner_with_optimizer_state_is_refused_by_the_planner_and_the_oracle():
+    from alphac.oracle import Refusal
+
+    momentum = driver.deployment(str(SPECS / "lsq_momentum_star.alpha"))
+    dep = dataclasses.replace(momentum, consistency=ir.Consistency(ir.ConsistencyKind.LOCAL_STEPS, 2))
+    with pytest.raises(CompileError, match="optimizer state"):
+        driver.plan(dep)
+    with pytest.raises(Refusal, match="without optimizer state"):
+        evaluate(dep)
