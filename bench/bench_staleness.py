@@ -108,7 +108,7 @@ def main() -> None:
           f"aim <= 1.1 x max(D, C) = {aim:.2f}: {'met' if got['S = 1'] <= aim else 'not met'}; "
           f"synchronous / S = 1 {got['synchronous'] / got['S = 1']:.2f}x")
     print(f"  S = 1, no delay                     {got['S = 1, no delay']:8.2f} ms/update  "
-          f"(its cost over C: the history's and the sum's copies, the thread)")
+          f"(its cost over C: the sum's copy into the register, the thread)")
     _, run = seconds(deps[1], exes[1], args.updates, delay)
     report = compare(session.plan(deps[1].name, deps[1]), run, evaluate(deps[1], args.updates), args.updates)
     print(f"  the last S = 1 run ({args.updates} updates) equals the oracle: {report.match}")

@@ -12,7 +12,8 @@ the kernel that runs, one at a time, the contribution's eight times over where i
 over eight samples at once; `temporaries`), and, under parameter
 partitioning, the read replica of the gathered parameters (k words, allocated by
 `replica-install` and freed by `replica-release`). Under a fixed staleness S with
-replicated parameters, S + 1 versions of the parameters beside them, and the scratch of the
+replicated parameters, S + 1 versions of the parameters beside them (none for S = 1 computed
+ahead: the thread reads the parameters before the update changes them), and the scratch of the
 contribution computed ahead (`computes_ahead`): its sum, its contribution buffer and its
 thread's temporaries. Under local steps, the shared version beside the owner's parameters. A read replica never counts toward
 persistent state. Samples are reported apart: they are read in place from the image.
@@ -99,7 +100,9 @@ def bytes_per_owner(dep: ir.Deployment, layout: OwnerLayout, slots: list[Registe
         lanes = lanes_held(dep.learner.contribution, k, s, "none" if independent else format_of(dep), dep.placement[o])
         temps = temporaries(dep.learner.contribution, dep.learner.update, lanes)
         # fixed staleness S, replicated parameters: S + 1 versions beside them
-        history = (stale + 1) * layout.params_count(o) if stale and not layout.parameters.sharded else 0
+        # (S = 1 computed ahead: none, the thread reads the parameters before the update)
+        history = (stale + 1) * layout.params_count(o) if stale and not layout.parameters.sharded and not (
+            stale == 1 and ahead) else 0
         # the contribution computed ahead: its sum, its buffer, its thread's temporaries
         early = k + (k if share >= 2 else 0) + temps if ahead and share > 0 and dep.placement[o] != "sm86" else 0
         # local steps: the shared version beside the owner's own parameters

@@ -52,7 +52,9 @@ int rt_alloc(struct rt *rt) {
                        rt->store.mp - rt->store.alike);
     /* fixed staleness S, replicated parameters: version v in slot v mod (S + 1) (ops.c: replicas) */
     int64_t stale = (int64_t)img_field(rt, IMG_STALENESS);
-    if (stale > 0 && !img_field(rt, IMG_PART_PARAMETERS)) {
+    /* (S = 1 with the contribution computed ahead: none, the thread reads the parameters
+       themselves before update u changes them: run_update) */
+    if (stale > 0 && !img_field(rt, IMG_PART_PARAMETERS) && !(stale == 1 && img_field(rt, IMG_AHEAD))) {
         rt->store.history = rt_buf_alloc(rt, MEM_PARAMETERS, (stale + 1) * rt->store.kp, &rc);
         TRY(rc);
     }
@@ -101,7 +103,10 @@ void rt_record_version(struct rt *rt, uint64_t u) {
 static const uint64_t *read_params(struct rt *rt, uint64_t u) {
     uint64_t stale = img_field(rt, IMG_STALENESS);
     if (img_field(rt, IMG_PART_PARAMETERS)) return rt->store.replica;
-    if (stale == 0) return rt->store.params;
+    /* S = 1 ahead (no history): update u's sum is computed during update u - 1, before its
+       update kernel (run_update joins first), from the parameters, version u - 1; update
+       0's in place, from version 0 */
+    if (stale == 0 || !rt->store.history) return rt->store.params;
     return rt->store.history + ((u > stale ? u - stale : 0) % (stale + 1)) * (uint64_t)rt->store.kp;
 }
 
@@ -183,20 +188,21 @@ void rt_ahead_join(struct rt *rt) {
     if (!rt->store.ahead.running) return;
     pthread_join(rt->store.ahead.thread, NULL);
     rt->store.ahead.running = 0;
+    rt->store.ahead.ready = 1;
 }
 
 /* acc <- this owner's sum for update u: the thread's, or computed here; then, under
    IMG_AHEAD, the thread starts on update u + 1's. */
 static int local_value(struct rt *rt, uint64_t *acc, int64_t share, uint64_t u) {
     struct rt_ahead *a = &rt->store.ahead;
-    if (a->running && a->version == u) {
-        rt_ahead_join(rt);
+    rt_ahead_join(rt);
+    if (a->ready && a->version == u) {
         TRY(local_refused(rt, a->outcome, u));
         memcpy(acc, a->acc, (size_t)rt->k * 8);
     } else {
-        rt_ahead_join(rt);
         TRY(local_refused(rt, local_sum(rt, read_params(rt, u), acc, rt->store.cbuf, share), u));
     }
+    a->ready = 0;
     return a->acc && u + 1 < (uint64_t)rt->updates ? ahead_start(rt, u + 1) : RT_OK;
 }
 
@@ -312,6 +318,7 @@ int rt_op_sample_block(struct rt *rt, int64_t dst, int64_t first, int64_t count,
    version plus the mean of the weighted deltas becomes the parameters. */
 static int run_update(struct rt *rt, void *mean, uint64_t u) {
     if (rt_dev_update) return rt_dev_update(rt, mean, u);
+    if (!rt->store.history) rt_ahead_join(rt); /* S = 1 ahead: it reads version u, which this update changes */
     if (img_field(rt, IMG_LOCAL_STEPS)) {
         uint64_t *p = rt->store.params;
         if (alphac_add_range(p, rt->store.shared, mean, 0, rt->k))

@@ -27,7 +27,7 @@ struct rt_local_outcome {
 struct rt_ahead {
     uint64_t *acc, *cbuf;
     pthread_t thread;
-    int running;
+    int running, ready; /* its thread runs; joined, its outcome not yet taken */
     uint64_t version;
     struct rt_local_outcome outcome;
 };

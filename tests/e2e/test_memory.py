@@ -110,6 +110,11 @@ REPRESENTATIVE = {
     "lsq_adam_partitioned_hierarchy7": [(p, "hierarchy") for p in EVERY],
     "partitioned_regression": [(p, t) for p in ("replicated", "all") for t in TOPOLOGIES],
     "local_correlation_star": [("parameters", t) for t in TOPOLOGIES] + [("state", "star")],
+    # the consistencies' buffers: S = 1 computed ahead (no history), S = 2 (a history of three
+    # versions and the thread's), local steps (the shared version)
+    "fixed_staleness:stale1": [("replicated", "star")],
+    "fixed_staleness:stale2": [("replicated", "hierarchy")],
+    "local_steps:local2": [("replicated", "star")],
 }
 
 
@@ -121,7 +126,7 @@ def test_representative_specs_under_the_partitionings_and_trees_measure_their_la
         r, u = sweep({name: specs[name]}, combos)
         ran += r
         unplanned += u
-    assert len(ran) == 5 + 5 + 4 + 2
+    assert len(ran) == 5 + 5 + 4 + 2 + 3
     assert unplanned == [("mem-local_correlation_star-state-star", "independent-state-partitioning")]
 
 
@@ -138,10 +143,13 @@ def test_every_spec_under_every_partitioning_and_topology_measures_its_laws():
     # the independent-state specs hold their regions only and refuse the other claims; the
     # Huber gate clips by the global norm, which reads every coordinate: not separable
     whole = sum(name.startswith("huber_clip") for name in specs)
-    assert len(ran) == (len(specs) - independent - whole) * 5 * 2 + (independent + whole) * 2
+    # local steps are built replicated only
+    local = sum(dep.consistency.local_steps > 0 for dep in specs.values())
+    assert len(ran) == (len(specs) - independent - whole - local) * 5 * 2 + (independent + whole + local) * 2
     assert Counter(code for _, code in unplanned) == {
         "independent-state-partitioning": independent * 4 * 2,
-        "data-parallel-not-separable": whole * 4 * 2}
+        "data-parallel-not-separable": whole * 4 * 2,
+        "consistency-not-built": local * 4 * 2}
 
 
 @needs_qemu
