@@ -178,7 +178,6 @@ def check_consistency(dep: ir.Deployment, bag: DiagnosticBag) -> None:
             ("optimizer state (each owner's inner state would be its own)", L.m > 0),
             ("partitioning", dep.partitioning.any),
             ("the sample tree", isinstance(dep.topology, ir.SampleTree)),
-            ("the combine at the block owners", dep.combine_placement is ir.CombinePlacement.BLOCK_OWNERS),
             ("binary32 storage", dep.contract.profile.format != "binary64"),
             ("an SM86 owner", "sm86" in dep.placement)),
             "local steps are built for replicated binary64 learners without optimizer state, on a star "

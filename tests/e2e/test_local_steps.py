@@ -102,6 +102,17 @@ def test_every_owner_matches_the_oracle_on_mixed_instruction_sets(name):
 
 
 @needs_qemu
+def test_the_block_placement_combines_the_deltas_to_the_same_words(tmp_path):
+    """At the block owners (the ordered reduce-scatter of the deltas, then the gather) the
+    tree's order per coordinate is the declared one: the oracle's words."""
+    for name in ("local2", "local3"):
+        dep = dataclasses.replace(_dep(name), combine_placement=ir.CombinePlacement.BLOCK_OWNERS)
+        report = launch(dep, out_dir=session.root() / f"local-steps-{name}-blocks", spec=GATE)
+        assert report.match, report.failures
+        assert [r.params for r in report.rows] == [w.params for w in evaluate(_dep(name)).owners]
+
+
+@needs_qemu
 def test_checkpoints_resume_on_the_other_instruction_set_and_another_consistency_is_a_new_contract(tmp_path):
     """A checkpoint after every second round holds the shared version (the owners' words
     between rounds); resumed with every owner on the other instruction set the run ends
