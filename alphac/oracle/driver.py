@@ -77,11 +77,10 @@ def _validate(dep: Deployment) -> None:
         raise Refusal("oracle-consistency", f"deployment {dep.name} declares {dep.consistency.kind.value} "
                       f"{dep.consistency.value}; the oracle evaluates synchronous learners, fixed "
                       "staleness and local steps only")
-    if dep.consistency.local_steps and (L.independent or L.m > 0 or prof.format != "binary64"
-                                        or isinstance(dep.topology, SampleTree)):
+    if dep.consistency.local_steps and (L.independent or L.m > 0 or isinstance(dep.topology, SampleTree)):
         raise Refusal("oracle-consistency", f"deployment {dep.name} declares {dep.consistency.value} local "
-                      "steps; the oracle evaluates them for binary64 data-parallel learners without "
-                      "optimizer state, on trees over owners")
+                      "steps; the oracle evaluates them for data-parallel learners without optimizer "
+                      "state, on trees over owners")
     if prof.format == "binary32" and L.independent:
         raise Refusal("oracle-profile", "binary32 storage is evaluated for data-parallel "
                       "learners only (the planner refuses the others)")
@@ -387,7 +386,7 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
         if H:  # local steps: each owner's H updates, then the weighted deltas combined
             params, state = local_round(
                 L, params, state, H, dep.owners, shares, lambda x: contributions(L, x, samples, u, narrow),
-                update, root, u, rate,
+                update, root, u, rate, same,
                 mutate=None if mutant is None else (lambda leaves: mutate_leaves(leaves, order, mutant, u, same)),
                 select=None if mutant != "deliver-to-next" else (lambda m_: deliver_to_next(
                     m_, [owned_coordinates(dep, o) for o in range(dep.owners)])))

@@ -7,14 +7,16 @@ samples contributes (+0.0, 0). The declared tree adds the leaves as it adds cont
 the mean divides by the total count, and every owner sets v + mean.
 
 The oracle's own arithmetic: numpy element-wise operations on float64 (each one IEEE
-operation per element, no reduction), the combine and the mean of alphac.oracle.combine.
+operation per element, no reduction), the combine and the mean of alphac.oracle.combine;
+`narrow` (a binary32 learner's: `words.narrow32`) rounds each result to binary32, which is
+binary32's own operation (binary64 has more than twice binary32's precision).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from alphac.oracle.combine import Mass, _first_bad, combine, mean
+from alphac.oracle.combine import Mass, _first_bad, _same, combine, mean
 from alphac.oracle.refusal import Site, non_finite
 
 
@@ -26,7 +28,7 @@ def _finite(values: np.ndarray, update: int, owner: int | None, what: str, state
 
 
 def round_of(L, v: np.ndarray, state: np.ndarray, H: int, owners: int, shares, sums_of, update, root,
-             u: int, rate: float, mutate=None, select=None) -> tuple[np.ndarray, np.ndarray]:
+             u: int, rate: float, narrow=_same, mutate=None, select=None) -> tuple[np.ndarray, np.ndarray]:
     """Version u + 1 from version v (and the state, which a learner of local steps does not
     have: m = 0). `sums_of(params)` gives every owner's ordered sum of its contributions at
     `params` (the oracle's contribution engine), `update(L, params, state, mean, rate, u)`
@@ -40,15 +42,15 @@ def round_of(L, v: np.ndarray, state: np.ndarray, H: int, owners: int, shares, s
             continue
         x, st = v.copy(), state.copy()
         for _ in range(H):
-            own = mean(Mass(sums_of(x)[o], n), u)
+            own = mean(Mass(sums_of(x)[o], n), u, narrow)
             x, st = update(L, x, st, own, rate, u)
         with np.errstate(all="ignore"):
-            delta = _finite(x - v, u, o, "result of sub", "delta")
-            leaves[o] = Mass(_finite(delta * np.float64(n), u, o, "result of mul", "delta"), n)
+            delta = _finite(narrow(x - v), u, o, "result of sub", "delta")
+            leaves[o] = Mass(_finite(narrow(delta * np.float64(n)), u, o, "result of mul", "delta"), n)
     if mutate is not None:
         leaves = mutate(leaves)
-    m_ = mean(combine(root, leaves, u), u)
+    m_ = mean(combine(root, leaves, u, narrow), u, narrow)
     if select is not None:
         m_ = select(m_)
     with np.errstate(all="ignore"):
-        return _finite(v + m_, u, None, "result of add", "outer"), state
+        return _finite(narrow(v + m_), u, None, "result of add", "outer"), state

@@ -152,8 +152,8 @@ def plan(dep: ir.Deployment, mutant: str | None = None) -> Plan:
 
 def check_consistency(dep: ir.Deployment, bag: DiagnosticBag) -> None:
     """The synchronous learner is built, fixed staleness for data-parallel learners on CPU
-    targets without checkpoints, and local steps for replicated binary64 learners without
-    optimizer state on a star or a hierarchy; any other consistency is refused, located at
+    targets without checkpoints, and local steps for replicated learners without optimizer
+    state on a star or a hierarchy; any other consistency is refused, located at
     the declaration, rather than run as the synchronous one."""
     c = dep.consistency
     span = c.span if c.span.line > 0 else dep.span
@@ -178,10 +178,9 @@ def check_consistency(dep: ir.Deployment, bag: DiagnosticBag) -> None:
             ("optimizer state (each owner's inner state would be its own)", L.m > 0),
             ("partitioning", dep.partitioning.any),
             ("the sample tree", isinstance(dep.topology, ir.SampleTree)),
-            ("binary32 storage", dep.contract.profile.format != "binary64"),
             ("an SM86 owner", "sm86" in dep.placement)),
-            "local steps are built for replicated binary64 learners without optimizer state, on a star "
-            "or a hierarchy of CPU owners")
+            "local steps are built for replicated learners without optimizer state, on a star or a "
+            "hierarchy of CPU owners")
     elif c.kind is ir.ConsistencyKind.BOUNDED_STALENESS:
         bag.error("consistency-not-built", f"deployment {dep.name} declares staleness bounded by {c.value}; "
                   "this alphac builds synchronous learners, fixed staleness and local steps", span,

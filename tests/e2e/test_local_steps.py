@@ -113,6 +113,20 @@ def test_the_block_placement_combines_the_deltas_to_the_same_words(tmp_path):
 
 
 @needs_qemu
+def test_binary32_storage_rounds_every_step_to_binary32():
+    """The logistic regression gate stored in binary32 (two values a word, the exp kernel)
+    under 3 local steps: each delta, product, sum, quotient and outer add is binary32's own;
+    the owners on both instruction sets match the oracle, and the words are not the
+    synchronous learner's."""
+    dep = _steps(driver.deployment(str(SPECS / "logistic_regression_storage32.alpha"), "run"), 3)
+    assert dep.contract.profile.format == "binary32"
+    report = launch(dep, out_dir=session.root() / "local-steps-binary32")
+    assert report.match, report.failures
+    assert {r.target for r in report.rows} == {"x86_64", "aarch64"}
+    assert evaluate(dep).params != evaluate(_steps(dep, 0)).params
+
+
+@needs_qemu
 def test_checkpoints_resume_on_the_other_instruction_set_and_another_consistency_is_a_new_contract(tmp_path):
     """A checkpoint after every second round holds the shared version (the owners' words
     between rounds); resumed with every owner on the other instruction set the run ends
@@ -177,8 +191,8 @@ def test_what_is_not_built_yet_is_refused_by_name(change, why):
     (d,) = refused.value.diagnostics
     assert d.code == "consistency-not-built"
     assert d.message == (f"deployment local2 declares 2 local steps with {why}; local steps are built for "
-                         "replicated binary64 learners without optimizer state, on a star or a hierarchy "
-                         "of CPU owners")
+                         "replicated learners without optimizer state, on a star or a hierarchy of CPU "
+                         "owners")
 
 
 def test_a_learner_with_optimizer_state_is_refused_by_the_planner_and_the_oracle():
