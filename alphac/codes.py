@@ -118,8 +118,8 @@ PLAN = {
                             "before its sender holds it, off the path to the target, or never)",
     "consistency-not-built": "a deployment declares a consistency that is not built yet: bounded "
                              "staleness, fixed staleness with checkpoints, a resume, an SM86 owner "
-                             "or independent state, or local steps outside replicated learners "
-                             "without optimizer state on a star or a hierarchy",
+                             "or independent state, or local steps outside replicated learners on a "
+                             "star or a hierarchy, or with checkpoints of optimizer state",
     "independent-state-partitioning": "an independent-state learner's deployment holds other "
                                       "words per owner than its own region (IR built by hand)",
     # numerical contracts (Learning.Numerics)

@@ -137,8 +137,8 @@ FIXES = {
                                         "scale only; another owner's region is not in reach.",
     "consistency-not-built": "Declare ConsistencySynchronous (the default), fixed staleness on a "
                              "data-parallel learner on CPU targets without checkpoints, or local "
-                             "steps on a replicated learner without optimizer state on a star or a "
-                             "hierarchy of CPU owners; bounded staleness is described in "
+                             "steps on a replicated learner on a star or a hierarchy of CPU owners "
+                             "(checkpointed only without optimizer state); bounded staleness is described in "
                              "docs/learners.md and not built yet.",
     "independent-state-partitioning": "Build the deployment through the independent-state families, "
                                       "which hold each owner's region alone.",

@@ -377,20 +377,21 @@ class InitialWords:
     alike: int
 
 
-def initial_words(layout, learner, role_owners, fmt: str = "binary64") -> InitialWords:
+def initial_words(layout, learner, role_owners, fmt: str = "binary64", own_state: bool = False) -> InitialWords:
     """The initial words of `role_owners` in their storage order (`OwnerLayout.params_held`,
     `OwnerLayout.state_stored`): what every owner holds alike once, then each owner's own;
-    in storage format `fmt`."""
+    in storage format `fmt`. With `own_state` (local steps: each owner's optimizer state is
+    its own from the first round on) no state word is held alike."""
     p0 = storage.pack(learner.initial.as_array(), fmt)
     s0 = storage.pack(learner.initial_state.as_array(), fmt)
     if layout.parameters.sharded:
         params, param_starts = _concatenated([p0[layout.params_held(o)] for o in role_owners])
     else:
         params, param_starts = p0, (0,) * len(role_owners)
-    alike = len(layout.replicated_state())
+    alike = 0 if own_state else len(layout.replicated_state())
     own = [s0[layout.state_stored(o)[alike:]] for o in role_owners]
     rest, state_starts = _concatenated(own, alike)
-    return InitialWords(params, param_starts, np.concatenate([s0[layout.replicated_state()], rest]),
+    return InitialWords(params, param_starts, np.concatenate([s0[layout.replicated_state()[:alike]], rest]),
                         state_starts, alike)
 
 
@@ -428,7 +429,7 @@ def build_image(plan, role: str, target: str, cpu: CpuNeeds = CpuNeeds()) -> Rol
     except ValueError as err:
         raise ImageError("build-failed", f"the publication reports: {err}") from None
     fmt_ = storage.format_of(dep)
-    init = initial_words(layout, learner, role_v.owners, fmt_)
+    init = initial_words(layout, learner, role_v.owners, fmt_, own_state=dep.consistency.local_steps > 0)
     # whose inputs each owner reads: its own, or (mutant foreign-inputs) another owner's
     inputs = mutated.inputs_from or tuple(range(n))
     owners, row = [], 0

@@ -55,7 +55,8 @@ class OracleResult:
     deployment: str
     rounds: int  # the updates evaluated
     params: tuple[int, ...]  # the logical parameter words (all k), as stored (binary32: packed)
-    state: tuple[int, ...]  # the logical state words (all m), as stored
+    state: tuple[int, ...]  # the logical state words (all m), as stored (local steps: owner 0's;
+                            # each owner's own is its OwnerResult's)
     owners: tuple[OwnerResult, ...]
     version: int = 0  # the final version: the start's version + rounds
     start: int = 0  # the version evaluated from (a checkpoint's; 0 from the initial words)
@@ -77,10 +78,9 @@ def _validate(dep: Deployment) -> None:
         raise Refusal("oracle-consistency", f"deployment {dep.name} declares {dep.consistency.kind.value} "
                       f"{dep.consistency.value}; the oracle evaluates synchronous learners, fixed "
                       "staleness and local steps only")
-    if dep.consistency.local_steps and (L.independent or L.m > 0 or isinstance(dep.topology, SampleTree)):
+    if dep.consistency.local_steps and (L.independent or isinstance(dep.topology, SampleTree)):
         raise Refusal("oracle-consistency", f"deployment {dep.name} declares {dep.consistency.value} local "
-                      "steps; the oracle evaluates them for data-parallel learners without optimizer "
-                      "state, on trees over owners")
+                      "steps; the oracle evaluates them for data-parallel learners on trees over owners")
     if prof.format == "binary32" and L.independent:
         raise Refusal("oracle-profile", "binary32 storage is evaluated for data-parallel "
                       "learners only (the planner refuses the others)")
@@ -365,10 +365,11 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
         if H < 2:
             raise Refusal("mutant-not-applicable", f"mutant {mutant}: it needs local steps H >= 2")
         H -= 1
-    if stale and start is not None:
+    if (stale or (H and L.m)) and start is not None:  # (local steps: each owner's own state)
         raise Refusal("oracle-consistency", f"deployment {dep.name} declares {dep.consistency.kind.value} "
                       f"{dep.consistency.value}: the oracle evaluates it from the initial words only")
     versions = {}  # fixed staleness: version v's parameters, kept while a contribution reads them
+    states = [state.copy() for _ in range(dep.owners)] if H else []  # local steps: each owner's own state
     for u in range(first, first + rounds):
         read = params
         if stale:  # update u's contributions read version max(u - S, 0): the initial words first
@@ -384,8 +385,8 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
         if mutant == "stale-replica" and u > first:
             raise _stale(u, first)
         if H:  # local steps: each owner's H updates, then the weighted deltas combined
-            params, state = local_round(
-                L, params, state, H, dep.owners, shares, lambda x: contributions(L, x, samples, u, narrow),
+            params, states = local_round(
+                L, params, states, H, dep.owners, shares, lambda x: contributions(L, x, samples, u, narrow),
                 update, root, u, rate, same,
                 mutate=None if mutant is None else (lambda leaves: mutate_leaves(leaves, order, mutant, u, same)),
                 select=None if mutant != "deliver-to-next" else (lambda m_: deliver_to_next(
@@ -403,6 +404,9 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
         params, state = update(L, params, state, m_, rate, u)
         if tick is not None:
             tick(u)
+    if H and L.m:  # each owner's own state: owner 0's stands for `state`
+        return _result(dep, rounds, bits_of(params), bits_of(states[0]), first,
+                       tuple(bits_of(st) for st in states))
     return _result(dep, rounds, bits_of(params), bits_of(state), first)
 
 
@@ -442,10 +446,11 @@ def _stale(u: int, first: int) -> Refusal:
 
 
 def _result(dep: Deployment, rounds: int, pw: np.ndarray, sw: np.ndarray,
-            first: int = 0) -> OracleResult:
+            first: int = 0, own_states: tuple | None = None) -> OracleResult:
     """The result, in the words the executables hold: a binary32 learner's pack two values a
     word, so an owner holds the words of its coordinates and state offsets (their two values
-    are always one owner's)."""
+    are always one owner's). `own_states`: each owner's own state (local steps), in place
+    of `sw` for that owner."""
     fmt = dep.contract.profile.format
     pw, sw = storage_words(pw, fmt), storage_words(sw, fmt)
     owners = []
@@ -454,9 +459,9 @@ def _result(dep: Deployment, rounds: int, pw: np.ndarray, sw: np.ndarray,
         pc, so = param_coordinates(dep, o), state_offsets(dep, o)
         if fmt == "binary32":
             pc, so = np.unique(pc // 2), np.unique(so // 2)
-        key = (pc.tobytes(), so.tobytes())
+        key = (pc.tobytes(), so.tobytes(), o if own_states else -1)
         if key not in views:  # replicated owners share one view and one digest
-            p, s = pw[pc], sw[so]
+            p, s = pw[pc], (sw if own_states is None else storage_words(own_states[o], fmt))[so]
             views[key] = (tuple(p.tolist()), tuple(s.tolist()), digest(p, s))
         p, s, d = views[key]
         owners.append(OwnerResult(o, dep.role_of(o).name, dep.placement[o], first + rounds, p, s, d))

@@ -4,7 +4,8 @@ alone: its own ordered sum, its own mean (sum / its count), the update program o
 copy. Its leaf value is its parameter delta weighted by its sample count, (x_o - v) * n_o,
 one subtraction and one multiplication per coordinate, each rounded once; an owner without
 samples contributes (+0.0, 0). The declared tree adds the leaves as it adds contributions,
-the mean divides by the total count, and every owner sets v + mean.
+the mean divides by the total count, and every owner sets v + mean. A learner's optimizer
+state is each owner's own: its updates carry it from round to round, and nothing combines it.
 
 The oracle's own arithmetic: numpy element-wise operations on float64 (each one IEEE
 operation per element, no reduction), the combine and the mean of alphac.oracle.combine;
@@ -27,23 +28,24 @@ def _finite(values: np.ndarray, update: int, owner: int | None, what: str, state
     return values
 
 
-def round_of(L, v: np.ndarray, state: np.ndarray, H: int, owners: int, shares, sums_of, update, root,
-             u: int, rate: float, narrow=_same, mutate=None, select=None) -> tuple[np.ndarray, np.ndarray]:
-    """Version u + 1 from version v (and the state, which a learner of local steps does not
-    have: m = 0). `sums_of(params)` gives every owner's ordered sum of its contributions at
-    `params` (the oracle's contribution engine), `update(L, params, state, mean, rate, u)`
-    the update program; `mutate(leaves)` a mutant's leaf values, `select(mean)` the mean a
-    mutant's owners read."""
-    leaves = {}
+def round_of(L, v: np.ndarray, states: list, H: int, owners: int, shares, sums_of, update, root,
+             u: int, rate: float, narrow=_same, mutate=None, select=None) -> tuple[np.ndarray, list]:
+    """Version u + 1 from version v, and every owner's optimizer state after its own
+    updates: `states[o]`, owner o's own (an owner without samples keeps its state).
+    `sums_of(params)` gives every owner's ordered sum of its contributions at `params` (the
+    oracle's contribution engine), `update(L, params, state, mean, rate, u)` the update
+    program; `mutate(leaves)` a mutant's leaf values, `select(mean)` the mean a mutant's
+    owners read."""
+    leaves, states = {}, list(states)
     for o in range(owners):
         n = int(shares[o])
         if n == 0:
             leaves[o] = Mass(np.zeros(v.size), 0)
             continue
-        x, st = v.copy(), state.copy()
+        x = v.copy()
         for _ in range(H):
             own = mean(Mass(sums_of(x)[o], n), u, narrow)
-            x, st = update(L, x, st, own, rate, u)
+            x, states[o] = update(L, x, states[o], own, rate, u)
         with np.errstate(all="ignore"):
             delta = _finite(narrow(x - v), u, o, "result of sub", "delta")
             leaves[o] = Mass(_finite(narrow(delta * np.float64(n)), u, o, "result of mul", "delta"), n)
@@ -53,4 +55,4 @@ def round_of(L, v: np.ndarray, state: np.ndarray, H: int, owners: int, shares, s
     if select is not None:
         m_ = select(m_)
     with np.errstate(all="ignore"):
-        return _finite(narrow(v + m_), u, None, "result of add", "outer"), state
+        return _finite(narrow(v + m_), u, None, "result of add", "outer"), states

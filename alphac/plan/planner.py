@@ -175,12 +175,13 @@ def check_consistency(dep: ir.Deployment, bag: DiagnosticBag) -> None:
     elif c.kind is ir.ConsistencyKind.LOCAL_STEPS:
         unless(f"{c.value} local steps", (
             ("an independent-state learner", L.independent),
-            ("optimizer state (each owner's inner state would be its own)", L.m > 0),
+            ("checkpoints of optimizer state (each owner's is its own)", L.m > 0 and dep.checkpoint.every > 0),
+            ("a resume of optimizer state (each owner's is its own)", L.m > 0 and dep.resume is not None),
             ("partitioning", dep.partitioning.any),
             ("the sample tree", isinstance(dep.topology, ir.SampleTree)),
             ("an SM86 owner", "sm86" in dep.placement)),
-            "local steps are built for replicated learners without optimizer state, on a star or a "
-            "hierarchy of CPU owners")
+            "local steps are built for replicated learners on a star or a hierarchy of CPU owners, "
+            "checkpointed only without optimizer state")
     elif c.kind is ir.ConsistencyKind.BOUNDED_STALENESS:
         bag.error("consistency-not-built", f"deployment {dep.name} declares staleness bounded by {c.value}; "
                   "this alphac builds synchronous learners, fixed staleness and local steps", span,

@@ -44,29 +44,37 @@ def _alone(dep: ir.Deployment, o: int) -> ir.Deployment:
                                roles=(ir.Role("solo", (0,)),), consistency=ir.Consistency())
 
 
-def _by_hand(dep: ir.Deployment, rounds: int) -> list[int]:
+def _by_hand(dep: ir.Deployment, rounds: int) -> tuple[list[int], list[tuple[int, ...]]]:
     """Local steps on the star from the synchronous oracle: each owner's H updates are the
-    one-owner learner's H updates from the shared words; then the deltas (x_o - v) * n_o,
-    added in the star's order, divided by the total count, added to v, in Python floats."""
+    one-owner learner's H updates from the shared words and its own state; then the deltas
+    (x_o - v) * n_o, added in the star's order, divided by the total count, added to v, in
+    Python floats. The parameters and each owner's state."""
     H, shares = dep.consistency.local_steps, dep.learner.samples.shares
     v = [to_float(int(w)) for w in dep.learner.initial.as_array()]
+    states = [np.asarray(dep.learner.initial_state.as_array(), dtype=np.uint64)] * dep.owners
     for _ in range(rounds):
         words = np.array(v, dtype=np.float64).view(np.uint64)
         total = None
         for o in range(dep.owners):  # the star: ((c0 + c1) + c2) + c3
             n = shares[o]
-            x = evaluate(_alone(dep, o), rounds=H, start=(words, np.zeros(0, np.uint64), 0)).params if n else None
+            if n:
+                alone = evaluate(_alone(dep, o), rounds=H, start=(words, states[o], 0))
+                x, states[o] = alone.params, np.asarray(alone.state, dtype=np.uint64)
             d = [(to_float(int(x[j])) - v[j]) * float(n) if n else 0.0 for j in range(len(v))]
             total = d if total is None else [a + b for a, b in zip(total, d)]
         v = [v[j] + total[j] / float(sum(shares)) for j in range(len(v))]
-    return [int(w) for w in np.array(v, dtype=np.float64).view(np.uint64)]
+    return [int(w) for w in np.array(v, dtype=np.float64).view(np.uint64)], [tuple(int(w) for w in s) for s in states]
 
 
-def test_the_oracle_is_the_single_owner_updates_combined_by_their_weighted_deltas():
-    dep = _dep("local2")
+@pytest.mark.parametrize("name", ["local2", "local2Momentum"])
+def test_the_oracle_is_the_single_owner_updates_combined_by_their_weighted_deltas(name):
+    dep = _dep(name)
     assert sum(1 for n in dep.learner.samples.shares if n) == 3  # an owner without samples too
     for rounds in (1, 3):
-        assert [int(w) for w in evaluate(dep, rounds=rounds).params] == _by_hand(dep, rounds)
+        got = evaluate(dep, rounds=rounds)
+        params, states = _by_hand(dep, rounds)
+        assert [int(w) for w in got.params] == params
+        assert [o.state for o in got.owners] == states
 
 
 def test_the_local_steps_change_the_words():
@@ -96,9 +104,21 @@ def test_the_plan_shows_one_combine_per_H_local_updates():
 
 
 @needs_qemu
-@pytest.mark.parametrize("name", ["local2", "local3"])
+@pytest.mark.parametrize("name", ["local2", "local3", "local2Momentum"])
 def test_every_owner_matches_the_oracle_on_mixed_instruction_sets(name):
     assert_launch_matches_on_mixed_instruction_sets(_dep(name), GATE, f"local-steps-{name}")
+
+
+def test_each_owner_keeps_its_own_optimizer_state():
+    """Momentum under local steps: the owners' parameters agree, their momentum does not
+    (an owner without samples keeps its initial state); so no checkpoint holds it yet."""
+    dep = _dep("local2Momentum")
+    owners = evaluate(dep).owners
+    assert len({o.params for o in owners}) == 1 and len({o.state for o in owners}) == 4
+    assert owners[3].state == tuple(int(w) for w in dep.learner.initial_state.as_array())
+    with pytest.raises(CompileError) as refused:
+        driver.plan(dataclasses.replace(dep, checkpoint=ir.Checkpoint(2, "ck")))
+    assert "checkpoints of optimizer state (each owner's is its own)" in refused.value.diagnostics[0].message
 
 
 @needs_qemu
@@ -191,16 +211,19 @@ def test_what_is_not_built_yet_is_refused_by_name(change, why):
     (d,) = refused.value.diagnostics
     assert d.code == "consistency-not-built"
     assert d.message == (f"deployment local2 declares 2 local steps with {why}; local steps are built for "
-                         "replicated learners without optimizer state, on a star or a hierarchy of CPU "
-                         "owners")
+                         "replicated learners on a star or a hierarchy of CPU owners, checkpointed only "
+                         "without optimizer state")
 
 
-def test_a_learner_with_optimizer_state_is_refused_by_the_planner_and_the_oracle():
+def test_the_oracle_starts_each_owners_own_state_from_the_initial_words_only():
+    """A checkpoint holds one state: under local steps with optimizer state each owner's is
+    its own, so the oracle refuses a start from one (as the planner refuses checkpoints)."""
     from alphac.oracle import Refusal
 
-    momentum = driver.deployment(str(SPECS / "lsq_momentum_star.alpha"))
-    dep = dataclasses.replace(momentum, consistency=ir.Consistency(ir.ConsistencyKind.LOCAL_STEPS, 2))
-    with pytest.raises(CompileError, match="optimizer state"):
-        driver.plan(dep)
-    with pytest.raises(Refusal, match="without optimizer state"):
-        evaluate(dep)
+    dep = _dep("local2Momentum")
+    got = evaluate(dep, rounds=2)
+    start = (np.asarray(got.params, dtype=np.uint64), np.asarray(got.state, dtype=np.uint64), 2)
+    with pytest.raises(Refusal, match="from the initial words only"):
+        evaluate(dep, start=start)
+    assert evaluate(_dep("local2"), start=(np.asarray(evaluate(_dep("local2"), rounds=2).params,
+                                                      dtype=np.uint64), np.zeros(0, np.uint64), 2)).params

@@ -117,6 +117,7 @@ REPRESENTATIVE = {
     "fixed_staleness:stale1": [("replicated", "star")],
     "fixed_staleness:stale2": [("replicated", "hierarchy")],
     "local_steps:local2": [("replicated", "star")],
+    "local_steps:local2Momentum": [("replicated", "star")],
 }
 
 
@@ -128,7 +129,7 @@ def test_representative_specs_under_the_partitionings_and_trees_measure_their_la
         r, u = sweep({name: specs[name]}, combos)
         ran += r
         unplanned += u
-    assert len(ran) == 5 + 5 + 4 + 2 + 3
+    assert len(ran) == 5 + 5 + 4 + 2 + 4
     assert unplanned == [("mem-local_correlation_star-state-star", "independent-state-partitioning")]
 
 
