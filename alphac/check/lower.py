@@ -225,7 +225,7 @@ class Lowering:
                             ("deploymentPartitioning", self._partitioning),
                             ("deploymentContract", self._contract),
                             ("deploymentCheckpoint", self._checkpoint),
-                            ("deploymentCombinePlacement", self._combine_placement),
+                            ("deploymentCombinePlacement", lambda c: PLACEMENTS[c.ctor]),
                             ("deploymentConsistency", self._consistency)):
             v = f.get(name)
             parts[name] = lower(v) if whole(v) else None
@@ -450,9 +450,6 @@ class Lowering:
             bounded_relation(rel.fields["numericalBoundUlps"].n, rel.fields["numericalEvidence"].s)
         return ir.Contract(profile, relation, c.span)
 
-    def _combine_placement(self, c: VObj) -> ir.CombinePlacement:
-        return PLACEMENTS[c.ctor]
-
     def _consistency(self, c: VObj) -> ir.Consistency:
         kind, field_name = CONSISTENCY[c.ctor]
         n = c.fields[field_name].n if field_name else 0
@@ -461,7 +458,9 @@ class Lowering:
         if kind is ir.ConsistencyKind.LOCAL_STEPS and n == 0:
             self.bag.error("consistency-value", "0 local steps between combines would never update",
                            c.fields[field_name].span, ["an owner applies H >= 1 updates between combines"])
-        return ir.Consistency(kind, n, c.span)
+        o = c.fields.get("localOuter")  # local steps' outer update (OuterAverage: None)
+        m = o.fields if o is not None and o.ctor == "OuterMomentum" else None
+        return ir.Consistency(kind, n, c.span, m and ir.OuterMomentum(m["outerRate"].w, m["outerMomentum"].w))
 
     def _checkpoint(self, c: VObj) -> ir.Checkpoint:
         if c.ctor == "CheckpointNever":

@@ -14,6 +14,8 @@ these; every floating-point operation of an executable is emitted here or in pro
     i64 alphac_mean_owned(double* mean, double* src, i64 count, i64 at, i64 first, i64 step,
                           i64 cnt, i64 sliced)                  -> -1 or the bad coordinate
     i64 alphac_delta(double* d, double* x, double* v, i64 count, i64 k) -> -1 or the first bad j
+    i64 alphac_outer_momentum(double* x, double* b, double* v, double* mean, double* rate,
+                              double* momentum, i64 k)          -> -1 or the first bad j
 
 "Bad": a non-finite operand or result. Element loops only OR a flag, so they vectorise;
 when it is set a second pass finds the first failing coordinate (the caller refuses, so
@@ -429,9 +431,29 @@ def _delta(module: ir.Module, el: Element) -> None:
     b.ret(_c(-1))
 
 
+def _outer_momentum(module: ir.Module, el: Element) -> None:
+    """Local steps' outer momentum: b[j] = momentum * b[j] + mean[j], then x[j] = v[j] +
+    rate * b[j], each product and sum rounded once (rate and momentum: one element each)."""
+    f = _Fn(module, "alphac_outer_momentum", (PTR, PTR, PTR, PTR, PTR, PTR, I64),
+            ("x", "b", "v", "mean", "rate", "momentum", "k"), el)
+    x, bm, v, mean, rate, momentum, k = f.fn.args
+    b = f.b
+    r, mu = f.load(rate, _c(0)), f.load(momentum, _c(0))
+
+    def body(j):
+        nb = b.fadd(b.fmul(mu, f.load(bm, j)), f.load(mean, j))
+        b.store(nb, f.at(bm, j))
+        nx = b.fadd(f.load(v, j), b.fmul(r, nb))
+        b.store(nx, f.at(x, j))
+        return f.bad(nb, nx)
+
+    f.flagged(f.elements(k), body, lambda j: f.bad(f.load(bm, j), f.load(x, j)))
+    b.ret(_c(-1))
+
+
 def emit_arith(module: ir.Module, fmt: str = "binary64") -> None:
     """Add every kernel of this module's docstring to `module`, over the elements of storage
     format `fmt`."""
     for emit in (_add_range, _add_lanes, _mean_lanes, _first_nonfinite, _local_first, _local_add, _mean, _mean_owned,
-                 _delta):
+                 _delta, _outer_momentum):
         emit(module, ELEMENTS[fmt])

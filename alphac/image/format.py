@@ -39,6 +39,9 @@ FIELDS = (
                         # while update u combines (alphac.plan.memory.computes_ahead)
     "local_steps",      # H of local steps: each owner applies H updates on its own samples, then
                         # the tree combines the weighted parameter deltas (0: another consistency)
+    "outer",            # 1: local steps' outer update keeps a momentum b (0: it averages)
+    "outer_rate", "outer_momentum",  # its rate and momentum, a storage word each (binary32: the
+                        # value in the word's first half)
     "region",           # an independent-state learner's words per owner (r); 0: data-parallel
     "cpu_required",     # bit i: the kernels need the target's i-th cpu_checks feature
     "temporaries",      # words of the programs' vector temporaries: the larger program's

@@ -133,6 +133,7 @@ class RoleImage:
     staleness: int = 0              # S: update u's contributions read version max(u - S, 0)
     ahead: bool = False             # update u + 1's contributions computed while update u combines
     local_steps: int = 0            # H: each owner's H updates on its own samples between combines
+    outer: tuple[int, int] | None = None  # local steps' outer momentum: (rate, momentum) storage words
 
     @property
     def words(self) -> tuple[int, int, int]:
@@ -202,6 +203,9 @@ class RoleImage:
             "staleness": self.staleness,
             "ahead": int(self.ahead),
             "local_steps": self.local_steps,
+            "outer": int(self.outer is not None),
+            "outer_rate": self.outer[0] if self.outer else 0,
+            "outer_momentum": self.outer[1] if self.outer else 0,
             "region": self.region,
             "temporaries": temporaries(self.contribution, self.update, lanes_held(
                 self.contribution, self.k, self.s, "none" if self.region else self.fmt, self.target)),
@@ -468,4 +472,7 @@ def build_image(plan, role: str, target: str, cpu: CpuNeeds = CpuNeeds()) -> Rol
         state_alike=init.alike, samples=samples, initial=init.params, initial_state=init.state,
         usage=usage_text(plan, role, target, role_v.owners), version=version, cpu=cpu, fmt=fmt_,
         staleness=dep.consistency.staleness, ahead=computes_ahead(dep, layout),
-        local_steps=dep.consistency.local_steps)
+        local_steps=dep.consistency.local_steps,
+        outer=None if dep.consistency.outer is None else tuple(
+            int(storage.pack([w & (2**64 - 1)], fmt_)[0]) for w in (dep.consistency.outer.rate,
+                                                                    dep.consistency.outer.momentum)))

@@ -48,7 +48,7 @@ from typing import Union
 from alphac.diagnostics import Span
 # A deployment's program-free parts live in parts.py; named here too, so that every stage
 # reads the whole IR as `nodes.X`.
-from alphac.ir.parts import (Checkpoint, CombinePlacement, Consistency, ConsistencyKind,  # noqa: F401
+from alphac.ir.parts import (Checkpoint, CombinePlacement, Consistency, ConsistencyKind, OuterMomentum,  # noqa: F401
                              Contract, ExplicitTree, Hierarchy,
                              Partitioning, Placement, Profile, Replicate, Resume, Role, SampleTree,
                              Shard, Star, Topology, TreeBranch, TreeLeaf, TreeNode, placed)

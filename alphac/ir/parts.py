@@ -181,6 +181,15 @@ class ConsistencyKind(Enum):
 
 
 @dataclass(frozen=True)
+class OuterMomentum:
+    """Local steps' outer momentum (`Learning.Deployment.OuterMomentum`): b := momentum * b +
+    mean, v := v + rate * b; `rate` and `momentum` as binary64 bits."""
+
+    rate: int
+    momentum: int
+
+
+@dataclass(frozen=True)
 class Consistency:
     """Which parameter version each contribution reads: `kind` and its one number, `value`
     (the staleness S, the local steps H or the bound S; 0 for the synchronous learner).
@@ -189,6 +198,7 @@ class Consistency:
     kind: ConsistencyKind = ConsistencyKind.SYNCHRONOUS
     value: int = 0
     span: Span = span_field()
+    outer: OuterMomentum | None = None  # local steps' outer update: None averages
 
     @property
     def staleness(self) -> int:

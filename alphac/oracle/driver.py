@@ -365,11 +365,16 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
         if H < 2:
             raise Refusal("mutant-not-applicable", f"mutant {mutant}: it needs local steps H >= 2")
         H -= 1
-    if (stale or (H and L.m)) and start is not None:  # (local steps: each owner's own state)
+    if (stale or (H and (L.m or dep.consistency.outer))) and start is not None:  # (local steps: each owner's own state)
         raise Refusal("oracle-consistency", f"deployment {dep.name} declares {dep.consistency.kind.value} "
                       f"{dep.consistency.value}: the oracle evaluates it from the initial words only")
     versions = {}  # fixed staleness: version v's parameters, kept while a contribution reads them
     states = [state.copy() for _ in range(dep.owners)] if H else []  # local steps: each owner's own state
+    outer = dep.consistency.outer
+    momentum = np.zeros(params.size) if outer is not None else None  # local steps' outer momentum b
+
+    def narrow_scalar(w: int) -> float:  # a coefficient as the storage format holds it
+        return float(same(np.array([to_float(w)]))[0])
     for u in range(first, first + rounds):
         read = params
         if stale:  # update u's contributions read version max(u - S, 0): the initial words first
@@ -385,12 +390,14 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
         if mutant == "stale-replica" and u > first:
             raise _stale(u, first)
         if H:  # local steps: each owner's H updates, then the weighted deltas combined
-            params, states = local_round(
+            params, states, momentum = local_round(
                 L, params, states, H, dep.owners, shares, lambda x: contributions(L, x, samples, u, narrow),
                 update, root, u, rate, same,
                 mutate=None if mutant is None else (lambda leaves: mutate_leaves(leaves, order, mutant, u, same)),
                 select=None if mutant != "deliver-to-next" else (lambda m_: deliver_to_next(
-                    m_, [owned_coordinates(dep, o) for o in range(dep.owners)])))
+                    m_, [owned_coordinates(dep, o) for o in range(dep.owners)])),
+                outer=None if outer is None else (narrow_scalar(outer.rate), narrow_scalar(outer.momentum),
+                                                  momentum))
             if tick is not None:
                 tick(u)
             continue

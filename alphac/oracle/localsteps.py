@@ -29,13 +29,15 @@ def _finite(values: np.ndarray, update: int, owner: int | None, what: str, state
 
 
 def round_of(L, v: np.ndarray, states: list, H: int, owners: int, shares, sums_of, update, root,
-             u: int, rate: float, narrow=_same, mutate=None, select=None) -> tuple[np.ndarray, list]:
+             u: int, rate: float, narrow=_same, mutate=None, select=None,
+             outer=None) -> tuple[np.ndarray, list, np.ndarray | None]:
     """Version u + 1 from version v, and every owner's optimizer state after its own
     updates: `states[o]`, owner o's own (an owner without samples keeps its state).
     `sums_of(params)` gives every owner's ordered sum of its contributions at `params` (the
     oracle's contribution engine), `update(L, params, state, mean, rate, u)` the update
     program; `mutate(leaves)` a mutant's leaf values, `select(mean)` the mean a mutant's
-    owners read."""
+    owners read. `outer` = (rate, momentum, b): the outer momentum b, carried from round to
+    round (returned: the next b), b := momentum * b + mean and v + rate * b; None: v + mean."""
     leaves, states = {}, list(states)
     for o in range(owners):
         n = int(shares[o])
@@ -55,4 +57,8 @@ def round_of(L, v: np.ndarray, states: list, H: int, owners: int, shares, sums_o
     if select is not None:
         m_ = select(m_)
     with np.errstate(all="ignore"):
-        return _finite(narrow(v + m_), u, None, "result of add", "outer"), states
+        if outer is None:
+            return _finite(narrow(v + m_), u, None, "result of add", "outer"), states, None
+        r, mu, b = outer
+        b = _finite(narrow(narrow(np.float64(mu) * b) + m_), u, None, "result of add", "outer momentum")
+        return _finite(narrow(v + narrow(np.float64(r) * b)), u, None, "result of add", "outer"), states, b

@@ -106,7 +106,10 @@ def derive(dep: ir.Deployment, nodes) -> NumericalContract:
         ops.append("delta: per owner, d := (x - v) * count, per coordinate; an owner without samples (+0.0, 0)")
     ops += [f"combine: {line}" for line in combine]
     ops.append(f"normalise: mean := {total}.sum / {total}.mass")
-    ops += ["outer: v := v + mean, per coordinate"] if H else [
+    outer = c.outer
+    ops += ([f"outer: b := {outer.momentum:016x} * b + mean, v := v + {outer.rate:016x} * b, per coordinate "
+             "(b from +0.0; each product and sum rounded once)"] if outer is not None else
+            ["outer: v := v + mean, per coordinate"]) if H else [
         f"update: {line}" for line in program_lines(learner.update)]
     return NumericalContract(dep.contract.profile, dep.contract.relation,
                              topology_name(dep.topology), tuple(ops))

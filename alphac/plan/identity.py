@@ -90,6 +90,9 @@ def identity_document(dep: ir.Deployment, nodes, resumed: str | None = None,
         doc["combine_placement"] = dep.combine_placement.value
     if dep.consistency.kind is not ir.ConsistencyKind.SYNCHRONOUS:
         doc["consistency"] = {"kind": dep.consistency.kind.value, "value": dep.consistency.value}
+        if dep.consistency.outer is not None:  # (present only when declared: averaging's identities stay)
+            doc["consistency"]["outer"] = {"rate": f"{dep.consistency.outer.rate:016x}",
+                                           "momentum": f"{dep.consistency.outer.momentum:016x}"}
     if mutant is not None:
         doc["mutant"] = mutant
     return doc

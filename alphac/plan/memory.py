@@ -15,7 +15,8 @@ partitioning, the read replica of the gathered parameters (k words, allocated by
 replicated parameters, S + 1 versions of the parameters beside them (none for S = 1 computed
 ahead: the thread reads the parameters before the update changes them), and the scratch of the
 contribution computed ahead (`computes_ahead`): its sum, its contribution buffer and its
-thread's temporaries. Under local steps, the shared version beside the owner's parameters. A read replica never counts toward
+thread's temporaries. Under local steps, the shared version beside the owner's parameters,
+and with an outer momentum its k words as state. A read replica never counts toward
 persistent state. Samples are reported apart: they are read in place from the image.
 
 The executables count these buffers as they allocate them and report the high-water mark
@@ -107,7 +108,9 @@ def bytes_per_owner(dep: ir.Deployment, layout: OwnerLayout, slots: list[Registe
         early = k + (k if share >= 2 else 0) + temps if ahead and share > 0 and dep.placement[o] != "sm86" else 0
         # local steps: the shared version beside the owner's own parameters
         history += layout.params_count(o) if dep.consistency.local_steps else 0
-        out.append(OwnerBytes(WORD * (layout.params_count(o) + history), WORD * layout.state_count(o),
+        # local steps' outer momentum: k words of state
+        outer = layout.params_count(o) if dep.consistency.outer is not None else 0
+        out.append(OwnerBytes(WORD * (layout.params_count(o) + history), WORD * (layout.state_count(o) + outer),
                               WORD * replica, WORD * slots[o].pool_words(leaf_tags),
                               WORD * ((k if share >= 2 and not independent else 0) + temps + early),
                               WORD * s * share))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from alphac.ir import nodes as ir
+from alphac.ir.words import to_float
 from alphac.plan.contract import topology_name
 from alphac.plan.memory import computes_ahead
 from alphac.plan.phases import branch_numbers, value_name
@@ -78,7 +79,10 @@ def plan_json(plan) -> dict:
         "protocol": plan.protocol_hex,
         "combine_placement": dep.combine_placement.value,
         **({"consistency": {"kind": dep.consistency.kind.value, "value": dep.consistency.value,
-                            "overlap": computes_ahead(dep, plan.layout)}}
+                            "overlap": computes_ahead(dep, plan.layout),
+                            **({"outer": {"kind": "momentum", "rate": f"{dep.consistency.outer.rate:016x}",
+                                          "momentum": f"{dep.consistency.outer.momentum:016x}"}}
+                               if dep.consistency.outer is not None else {})}}
            if dep.consistency.kind is not ir.ConsistencyKind.SYNCHRONOUS else {}),
         "partitioning": {"optimizer_state": part.optimizer_state.sharded, "parameters": part.parameters.sharded,
                          "gradients": part.gradients.sharded, "words_per_coordinate": part.words_per_coordinate,
@@ -166,6 +170,10 @@ def plan_text(plan) -> str:
                      "own samples alone; the tree combines the deltas (x_o - v) * n_o of its parameters x_o "
                      "from the shared version v, weighted by its sample count n_o, and every owner sets "
                      f"v + sum / count: one combine per {H} local updates")
+        if dep.consistency.outer is not None:
+            o = dep.consistency.outer
+            lines.append(f"outer update: momentum b := {to_float(o.momentum)!r} * b + mean, v := v + "
+                         f"{to_float(o.rate)!r} * b (b kept by every owner alike, from +0.0)")
     if dep.learner.independent:
         lines.append(f"independent state: each owner applies its rule to its own region of "
                      f"{dep.learner.region} words from its own inputs; nothing is combined, and the "

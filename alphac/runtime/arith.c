@@ -63,6 +63,10 @@ int rt_alloc(struct rt *rt) {
         rt->store.shared = rt_buf_alloc(rt, MEM_PARAMETERS, rt->store.kp, &rc);
         TRY(rc);
     }
+    if (img_field(rt, IMG_OUTER)) { /* its outer momentum b, from +0.0 (mapped zeroed) */
+        rt->store.outer = rt_buf_alloc(rt, MEM_STATE, rt->store.kp, &rc);
+        TRY(rc);
+    }
     /* the contribution computed ahead: its sum, its contribution buffer, its thread's scratch */
     if (img_field(rt, IMG_AHEAD) && share > 0 && !rt_dev_local) {
         rt->store.ahead.acc = rt_buf_alloc(rt, MEM_SCRATCH, rt->k, &rc);
@@ -321,6 +325,12 @@ static int run_update(struct rt *rt, void *mean, uint64_t u) {
     if (!rt->store.history) rt_ahead_join(rt); /* S = 1 ahead: it reads version u, which this update changes */
     if (img_field(rt, IMG_LOCAL_STEPS)) {
         uint64_t *p = rt->store.params;
+        if (rt->store.outer) { /* b := momentum * b + mean, v + rate * b */
+            int64_t bad = alphac_outer_momentum(p, rt->store.outer, rt->store.shared, mean, rt->img + IMG_OUTER_RATE,
+                                                rt->img + IMG_OUTER_MOMENTUM, rt->k);
+            return bad < 0 ? RT_OK : rt_fail(rt, RT_NON_FINITE, "outer coordinate %lld at update %llu (owner %lld)",
+                                             (long long)bad, (unsigned long long)u, (long long)rt->owner);
+        }
         if (alphac_add_range(p, rt->store.shared, mean, 0, rt->k))
             return rt_fail(rt, RT_NON_FINITE, "outer coordinate %lld at update %llu (owner %lld)",
                            (long long)alphac_first_nonfinite(p, 0, rt->k), (unsigned long long)u, (long long)rt->owner);

@@ -30,6 +30,8 @@ extern int64_t alphac_mean(void *g, int64_t count, int64_t k);
 extern int64_t alphac_mean_owned(void *mean, const void *src, int64_t count, int64_t at, int64_t first,
                                  int64_t step, int64_t cnt, int64_t sliced);
 extern int64_t alphac_delta(void *d, const void *x, const void *v, int64_t count, int64_t k);
+extern int64_t alphac_outer_momentum(void *x, void *b, const void *v, const void *mean, const void *rate,
+                                     const void *momentum, int64_t k);
 
 /* -- device/cuda.c: SM86 executables only. Weak: in a CPU executable they are null, and
    every caller tests them first. ------------------------------------------------------- */

@@ -39,6 +39,7 @@ struct rt_store {
     uint64_t *history;          /* fixed staleness S: version v (parameters or read replica) in slot v mod (S + 1) */
     uint64_t *history_versions; /* the version each replica slot holds */
     uint64_t *shared;           /* local steps: the shared version this round's own updates start from */
+    uint64_t *outer;            /* local steps' outer momentum b */
     int64_t kp, mp, alike, kc;
     struct rt_ahead ahead;
     uint64_t *regs;             /* the register pool: [header | payload | checksum | tag] each */

@@ -47,11 +47,13 @@ def _alone(dep: ir.Deployment, o: int) -> ir.Deployment:
 def _by_hand(dep: ir.Deployment, rounds: int) -> tuple[list[int], list[tuple[int, ...]]]:
     """Local steps on the star from the synchronous oracle: each owner's H updates are the
     one-owner learner's H updates from the shared words and its own state; then the deltas
-    (x_o - v) * n_o, added in the star's order, divided by the total count, added to v, in
-    Python floats. The parameters and each owner's state."""
+    (x_o - v) * n_o, added in the star's order, divided by the total count, added to v (with
+    an outer momentum b: b = mu * b + mean, v + r * b), in Python floats. The parameters and
+    each owner's state."""
     H, shares = dep.consistency.local_steps, dep.learner.samples.shares
     v = [to_float(int(w)) for w in dep.learner.initial.as_array()]
     states = [np.asarray(dep.learner.initial_state.as_array(), dtype=np.uint64)] * dep.owners
+    outer, b = dep.consistency.outer, [0.0] * len(v)
     for _ in range(rounds):
         words = np.array(v, dtype=np.float64).view(np.uint64)
         total = None
@@ -62,11 +64,16 @@ def _by_hand(dep: ir.Deployment, rounds: int) -> tuple[list[int], list[tuple[int
                 x, states[o] = alone.params, np.asarray(alone.state, dtype=np.uint64)
             d = [(to_float(int(x[j])) - v[j]) * float(n) if n else 0.0 for j in range(len(v))]
             total = d if total is None else [a + b for a, b in zip(total, d)]
-        v = [v[j] + total[j] / float(sum(shares)) for j in range(len(v))]
+        mean = [total[j] / float(sum(shares)) for j in range(len(v))]
+        if outer is None:
+            v = [v[j] + mean[j] for j in range(len(v))]
+        else:
+            b = [to_float(outer.momentum) * b[j] + mean[j] for j in range(len(v))]
+            v = [v[j] + to_float(outer.rate) * b[j] for j in range(len(v))]
     return [int(w) for w in np.array(v, dtype=np.float64).view(np.uint64)], [tuple(int(w) for w in s) for s in states]
 
 
-@pytest.mark.parametrize("name", ["local2", "local2Momentum"])
+@pytest.mark.parametrize("name", ["local2", "local2Momentum", "local2Outer"])
 def test_the_oracle_is_the_single_owner_updates_combined_by_their_weighted_deltas(name):
     dep = _dep(name)
     assert sum(1 for n in dep.learner.samples.shares if n) == 3  # an owner without samples too
@@ -104,9 +111,31 @@ def test_the_plan_shows_one_combine_per_H_local_updates():
 
 
 @needs_qemu
-@pytest.mark.parametrize("name", ["local2", "local3", "local2Momentum"])
+@pytest.mark.parametrize("name", ["local2", "local3", "local2Momentum", "local2Outer"])
 def test_every_owner_matches_the_oracle_on_mixed_instruction_sets(name):
     assert_launch_matches_on_mixed_instruction_sets(_dep(name), GATE, f"local-steps-{name}")
+
+
+def test_the_outer_momentum_is_part_of_the_learner():
+    """OuterMomentum { outerRate = 0.7, outerMomentum = 0.9 } gives other words than the
+    average, its own protocol identity and ordered operation list, a plan line, k words of
+    state per owner; checkpoints of it are refused (a checkpoint does not hold b yet)."""
+    dep = _dep("local2Outer")
+    averaged = _steps(dep, 2)
+    assert dep.consistency.outer == ir.OuterMomentum(0x3FE6666666666666, 0x3FECCCCCCCCCCCCD)
+    assert evaluate(dep).params != evaluate(averaged).params
+    plan, plain = driver.plan(dep), driver.plan(averaged)
+    assert plan.protocol_hex != plain.protocol_hex
+    assert plan.contract.order_digest != plain.contract.order_digest
+    assert ("outer update: momentum b := 0.9 * b + mean, v := v + 0.7 * b (b kept by every owner alike, "
+            "from +0.0)") in plan_text(plan).splitlines()
+    assert plan_json(plan)["consistency"]["outer"] == {"kind": "momentum", "rate": "3fe6666666666666",
+                                                       "momentum": "3feccccccccccccd"}
+    k_bytes = 8 * dep.learner.k
+    assert [o.bytes.state for o in plan.owners] == [o.bytes.state + k_bytes for o in plain.owners]
+    with pytest.raises(CompileError) as refused:
+        driver.plan(dataclasses.replace(dep, checkpoint=ir.Checkpoint(2, "ck")))
+    assert "checkpoints of the outer momentum" in refused.value.diagnostics[0].message
 
 
 def test_each_owner_keeps_its_own_optimizer_state():
@@ -212,7 +241,7 @@ def test_what_is_not_built_yet_is_refused_by_name(change, why):
     assert d.code == "consistency-not-built"
     assert d.message == (f"deployment local2 declares 2 local steps with {why}; local steps are built for "
                          "replicated learners on a star or a hierarchy of CPU owners, checkpointed only "
-                         "without optimizer state")
+                         "without optimizer state or outer momentum")
 
 
 def test_the_oracle_starts_each_owners_own_state_from_the_initial_words_only():

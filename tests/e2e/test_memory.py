@@ -118,6 +118,7 @@ REPRESENTATIVE = {
     "fixed_staleness:stale2": [("replicated", "hierarchy")],
     "local_steps:local2": [("replicated", "star")],
     "local_steps:local2Momentum": [("replicated", "star")],
+    "local_steps:local2Outer": [("replicated", "star")],
 }
 
 
@@ -129,7 +130,7 @@ def test_representative_specs_under_the_partitionings_and_trees_measure_their_la
         r, u = sweep({name: specs[name]}, combos)
         ran += r
         unplanned += u
-    assert len(ran) == 5 + 5 + 4 + 2 + 4
+    assert len(ran) == 5 + 5 + 4 + 2 + 5
     assert unplanned == [("mem-local_correlation_star-state-star", "independent-state-partitioning")]
 
 

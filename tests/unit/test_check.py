@@ -182,7 +182,7 @@ def test_cli_ok_line_json_and_help():
     runner = CliRunner()
     result = runner.invoke(main, ["check", str(SPECS / "demo.alpha")])
     assert result.exit_code == 0
-    assert result.output == f"ok: {SPECS / 'demo.alpha'}: 29 families, 1 learner, 1 deployment\n"
+    assert result.output == f"ok: {SPECS / 'demo.alpha'}: 30 families, 1 learner, 1 deployment\n"
     result = runner.invoke(main, ["check", "--json", str(ROOT / "tests" / "errors" / "nat-range.alpha")])
     assert result.exit_code == 1
     payload = json.loads(result.stdout)
