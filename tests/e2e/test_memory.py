@@ -113,12 +113,11 @@ REPRESENTATIVE = {
     "partitioned_regression": [(p, t) for p in ("replicated", "all") for t in TOPOLOGIES],
     "local_correlation_star": [("parameters", t) for t in TOPOLOGIES] + [("state", "star")],
     # the consistencies' buffers: S = 1 computed ahead (no history), S = 2 (a history of three
-    # versions and the thread's), local steps (the shared version)
+    # versions and the thread's), local steps (the shared version; with each owner's own state
+    # and an outer momentum in the exhaustive sweep)
     "fixed_staleness:stale1": [("replicated", "star")],
     "fixed_staleness:stale2": [("replicated", "hierarchy")],
     "local_steps:local2": [("replicated", "star")],
-    "local_steps:local2Momentum": [("replicated", "star")],
-    "local_steps:local2Outer": [("replicated", "star")],
 }
 
 
@@ -130,7 +129,7 @@ def test_representative_specs_under_the_partitionings_and_trees_measure_their_la
         r, u = sweep({name: specs[name]}, combos)
         ran += r
         unplanned += u
-    assert len(ran) == 5 + 5 + 4 + 2 + 5
+    assert len(ran) == 5 + 5 + 4 + 2 + 3
     assert unplanned == [("mem-local_correlation_star-state-star", "independent-state-partitioning")]
 
 
