@@ -33,19 +33,16 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
 
 import bench_combine as bc  # noqa: E402
+import learner_bench as lb  # noqa: E402
 import peers  # noqa: E402
 
 from alphac.ir import nodes as N  # noqa: E402
 
 
 def seconds(dep, exes, updates: int):
-    from alphac.testing import session
-
-    run = session.run(dep.name, dep, exes=exes, updates=updates, timeout_ms=300000, deadline_s=1800,
-                      transport="tcp")
-    if not run.result.ok:
-        sys.exit("bench: owners failed: " + "; ".join(oc.stderr.strip() for oc in run.result.outcomes))
-    return max(oc.seconds for oc in run.result.outcomes), run
+    """The slowest owner's wall seconds of one run over TCP; and the run."""
+    run = lb.alphac_run(dep.name, dep, exes, updates, transport="tcp")
+    return lb.owners_seconds(run), run
 
 
 def main() -> None:

@@ -28,6 +28,7 @@ import os
 import statistics
 import sys
 from dataclasses import replace
+from unittest.mock import patch
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,6 +36,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
 
 import bench_combine as bc  # noqa: E402
+import learner_bench as lb  # noqa: E402
 
 from alphac.ir import nodes as N  # noqa: E402
 from alphac.plan.protocol import OP_CODE  # noqa: E402
@@ -47,21 +49,12 @@ def staleness(dep: N.Deployment, S: int) -> N.Deployment:
 
 
 def seconds(dep, exes, updates: int, delay_ms: int):
-    """The slowest owner's wall seconds of one run, each owner's contribution slowed by
-    `delay_ms`; and the run."""
-    from alphac.testing import session
-
-    saved = {v: os.environ.get(v) for v in ("ALPHAC_DELAY_AT", "ALPHAC_DELAY_MS")}
-    os.environ.update(ALPHAC_DELAY_AT=str(OP_CODE["local"]), ALPHAC_DELAY_MS=str(delay_ms))
-    try:
-        run = session.run(dep.name, dep, exes=exes, updates=updates, timeout_ms=120000, deadline_s=600,
-                          transport="tcp")
-    finally:
-        for v, old in saved.items():
-            os.environ.pop(v) if old is None else os.environ.__setitem__(v, old)
-    if not run.result.ok:
-        sys.exit("bench: owners failed: " + "; ".join(oc.stderr.strip() for oc in run.result.outcomes))
-    return max(oc.seconds for oc in run.result.outcomes), run
+    """The slowest owner's wall seconds of one run over TCP, each owner's contribution
+    slowed by `delay_ms` (the owners inherit the environment); and the run."""
+    delay = {"ALPHAC_DELAY_AT": str(OP_CODE["local"]), "ALPHAC_DELAY_MS": str(delay_ms)}
+    with patch.dict(os.environ, delay):
+        run = lb.alphac_run(dep.name, dep, exes, updates, transport="tcp")
+    return lb.owners_seconds(run), run
 
 
 def per_update(walls: dict, updates: int) -> float:

@@ -1,4 +1,5 @@
-"""What the learner benchmarks (bench/bench_logistic.py, bench/bench_e2e.py) share: their
+"""What the learner benchmarks (bench/bench_logistic.py, bench/bench_e2e.py; the consistency
+benchmarks use its runs) share: their
 data, alphac's owners timed through the launch session, numpy's full-batch step and the
 torch + gloo peer (bench/peer_logistic.py) in the same run, interleaved round by round.
 
@@ -120,10 +121,12 @@ class Rounds:
             verify(self.name, self.dep, self.run, u)
 
 
-def alphac_run(name: str, dep, exes, updates: int):
+def alphac_run(name: str, dep, exes, updates: int, **kw):
+    """One run of `updates` updates (`kw`: more of session.run's options, such as the
+    transport); every owner must succeed."""
     from alphac.testing import session
 
-    run = session.run(name, dep, exes=exes, updates=updates, timeout_ms=600000, deadline_s=1800)
+    run = session.run(name, dep, exes=exes, updates=updates, timeout_ms=600000, deadline_s=1800, **kw)
     if not run.result.ok:
         sys.exit("bench: owners failed: " + "; ".join(oc.stderr.strip() for oc in run.result.outcomes))
     return run

@@ -37,7 +37,7 @@ CEILINGS = {
     # mutants compiled into the test build only (17 lines of #ifdef and refusal); 6,183 before
     # local steps (the round in `local`, the outer update, the shared version: 36 lines) and S = 1
     # ahead without a history (7 lines); 6,226 before local steps' outer momentum (13 lines)
-    "C runtime": 6239,
+    "C runtime": 6238,
     # 2,872 before the contribution's lanes kernel (codegen/lanes.py); 3,031 before local
     # steps' delta kernel (codegen/arith.py: 21 lines); 3,052 before the outer momentum kernel (22)
     "code generator": 3074,

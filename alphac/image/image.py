@@ -458,7 +458,7 @@ def build_image(plan, role: str, target: str, cpu: CpuNeeds = CpuNeeds()) -> Rol
                f"wire format {wire.WIRE_FORMAT}\n{mutant_note(plan)}")
     return RoleImage(
         spec=spec, deployment=dep.name, role=role, target=target, protocol_id=plan.protocol_id,
-        n=n, k=k, s=s, m=m, updates=dep.updates, rate=int(storage.pack([int(learner.rate) & (2**64 - 1)], fmt_)[0]),
+        n=n, k=k, s=s, m=m, updates=dep.updates, rate=storage.pack_word(int(learner.rate), fmt_),
         contribution=learner.contribution, update=learner.update, partitioning=part,
         update_layout=separable.layout_of(learner, part) if part.any else None,
         owners=tuple(owners), runs=tuple(layout.coordinate_runs(o) for o in range(n)),
@@ -473,6 +473,5 @@ def build_image(plan, role: str, target: str, cpu: CpuNeeds = CpuNeeds()) -> Rol
         usage=usage_text(plan, role, target, role_v.owners), version=version, cpu=cpu, fmt=fmt_,
         staleness=dep.consistency.staleness, ahead=computes_ahead(dep, layout),
         local_steps=dep.consistency.local_steps,
-        outer=None if dep.consistency.outer is None else tuple(
-            int(storage.pack([w & (2**64 - 1)], fmt_)[0]) for w in (dep.consistency.outer.rate,
-                                                                    dep.consistency.outer.momentum)))
+        outer=None if dep.consistency.outer is None else (
+            storage.pack_word(dep.consistency.outer.rate, fmt_), storage.pack_word(dep.consistency.outer.momentum, fmt_)))

@@ -57,6 +57,12 @@ def pack(values, fmt: str) -> np.ndarray:
     return pack_rows(np.asarray(values, dtype=np.uint64).reshape(1, -1), fmt).reshape(-1)
 
 
+def pack_word(bits: int, fmt: str) -> int:
+    """The storage word of one binary64 value (`bits`) in format `fmt` (binary32: the value
+    in the word's first half): a learner's rate, an outer update's coefficients."""
+    return int(pack([bits & (2**64 - 1)], fmt)[0])
+
+
 def pack_rows(rows, fmt: str) -> np.ndarray:
     """An (N, s) matrix of binary64 words packed row by row: (N, words(s)) words, a row of
     odd length padded with +0.0."""

@@ -87,6 +87,19 @@ int rt_alloc(struct rt *rt) {
     return rc;
 }
 
+/* A non-finite WHAT coordinate (combine, delta, outer) at update u: refused by name. */
+static int coordinate_refused(struct rt *rt, const char *what, int64_t coord, uint64_t u) {
+    return rt_fail(rt, RT_NON_FINITE, "%s coordinate %lld at update %llu (owner %lld)", what, (long long)coord,
+                   (unsigned long long)u, (long long)rt->owner);
+}
+
+/* The update kernel on this owner's parameters and state, reading `mean`. */
+static int update_kernel(struct rt *rt, void *mean, uint64_t u) {
+    int64_t fail = -1;
+    int64_t status = alphac_update(rt->store.params, rt->store.state, mean, &rt->rate, &fail);
+    return status ? rt_non_finite_statement(rt, alphac_update_labels, status, fail, u, "update", -1) : RT_OK;
+}
+
 static int mean_refused(struct rt *rt, int64_t coord, uint64_t u, uint64_t count) {
     return rt_fail(rt, RT_NON_FINITE, "mean coordinate %lld at update %llu (owner %lld, %llu samples)",
                    (long long)coord, (unsigned long long)u, (long long)rt->owner, (unsigned long long)count);
@@ -216,14 +229,12 @@ static int local_value(struct rt *rt, uint64_t *acc, int64_t share, uint64_t u) 
 static int local_steps(struct rt *rt, uint64_t *acc, int64_t share, uint64_t u) {
     for (uint64_t j = 0; j < img_field(rt, IMG_LOCAL_STEPS); j++) {
         TRY(local_refused(rt, local_sum(rt, rt->store.params, acc, rt->store.cbuf, share), u));
-        int64_t bad = alphac_mean(acc, share, rt->k), fail = -1;
+        int64_t bad = alphac_mean(acc, share, rt->k);
         if (bad >= 0) return mean_refused(rt, bad, u, (uint64_t)share);
-        int64_t status = alphac_update(rt->store.params, rt->store.state, acc, &rt->rate, &fail);
-        if (status) return rt_non_finite_statement(rt, alphac_update_labels, status, fail, u, "update", -1);
+        TRY(update_kernel(rt, acc, u));
     }
     int64_t bad = alphac_delta(acc, rt->store.params, rt->store.shared, share, rt->k);
-    return bad < 0 ? RT_OK : rt_fail(rt, RT_NON_FINITE, "delta coordinate %lld at update %llu (owner %lld)",
-                                     (long long)bad, (unsigned long long)u, (long long)rt->owner);
+    return bad < 0 ? RT_OK : coordinate_refused(rt, "delta", bad, u);
 }
 
 /* dst <- (sum of this owner's contributions in sample order from +0.0, its leaf count: the
@@ -254,11 +265,6 @@ int rt_op_local(struct rt *rt, uint64_t *dst, uint64_t u) {
     return RT_OK;
 }
 
-static int combine_refused(struct rt *rt, int64_t coord, uint64_t u) {
-    return rt_fail(rt, RT_NON_FINITE, "combine coordinate %lld at update %llu (owner %lld)", (long long)coord,
-                   (unsigned long long)u, (long long)rt->owner);
-}
-
 /* dst <- a + b over the sums (left, then right), counts added. After the receive of a
    recv-add, which added on arrival (added = 1), only its flag is left to check, here,
    after that receive verified the frame's checksum, so refusals come in the order of
@@ -270,7 +276,7 @@ int rt_op_combine(struct rt *rt, int64_t dst, int64_t a, int64_t b, uint64_t u, 
     /* x + y is non-finite whenever x or y is: the first bad sum is the coordinate (an
        exchange's flag is its every add's: this one's sums may all be finite) */
     int64_t at = bad ? alphac_first_nonfinite(d, 0, sums) : -1;
-    if (at >= 0) return combine_refused(rt, at, u);
+    if (at >= 0) return coordinate_refused(rt, "combine", at, u);
     d[sums] = x[sums] + y[sums];
     clear_tags(rt, d, sums + 1);
     return RT_OK;
@@ -287,7 +293,7 @@ static uint64_t *level(struct rt *rt, int64_t j) { return reg(rt, 0) + H + j * (
 static int merge_levels(struct rt *rt, int64_t j, uint64_t u) {
     uint64_t *x = level(rt, j), *y = level(rt, j + 1);
     int64_t bad = alphac_local_add(x, y, rt->k);
-    if (bad >= 0) return combine_refused(rt, bad, u);
+    if (bad >= 0) return coordinate_refused(rt, "combine", bad, u);
     x[rt->k] += y[rt->k];
     return RT_OK;
 }
@@ -323,22 +329,15 @@ int rt_op_sample_block(struct rt *rt, int64_t dst, int64_t first, int64_t count,
 static int run_update(struct rt *rt, void *mean, uint64_t u) {
     if (rt_dev_update) return rt_dev_update(rt, mean, u);
     if (!rt->store.history) rt_ahead_join(rt); /* S = 1 ahead: it reads version u, which this update changes */
-    if (img_field(rt, IMG_LOCAL_STEPS)) {
+    if (img_field(rt, IMG_LOCAL_STEPS)) { /* b := momentum * b + mean, v + rate * b; or v + mean */
         uint64_t *p = rt->store.params;
-        if (rt->store.outer) { /* b := momentum * b + mean, v + rate * b */
-            int64_t bad = alphac_outer_momentum(p, rt->store.outer, rt->store.shared, mean, rt->img + IMG_OUTER_RATE,
-                                                rt->img + IMG_OUTER_MOMENTUM, rt->k);
-            return bad < 0 ? RT_OK : rt_fail(rt, RT_NON_FINITE, "outer coordinate %lld at update %llu (owner %lld)",
-                                             (long long)bad, (unsigned long long)u, (long long)rt->owner);
-        }
-        if (alphac_add_range(p, rt->store.shared, mean, 0, rt->k))
-            return rt_fail(rt, RT_NON_FINITE, "outer coordinate %lld at update %llu (owner %lld)",
-                           (long long)alphac_first_nonfinite(p, 0, rt->k), (unsigned long long)u, (long long)rt->owner);
-        return RT_OK;
+        int64_t bad = rt->store.outer ? alphac_outer_momentum(p, rt->store.outer, rt->store.shared, mean,
+                                                              rt->img + IMG_OUTER_RATE, rt->img + IMG_OUTER_MOMENTUM, rt->k)
+                      : alphac_add_range(p, rt->store.shared, mean, 0, rt->k) ? alphac_first_nonfinite(p, 0, rt->k)
+                                                                               : -1;
+        return bad < 0 ? RT_OK : coordinate_refused(rt, "outer", bad, u);
     }
-    int64_t fail = -1;
-    int64_t status = alphac_update(rt->store.params, rt->store.state, mean, &rt->rate, &fail);
-    return status ? rt_non_finite_statement(rt, alphac_update_labels, status, fail, u, "update", -1) : RT_OK;
+    return update_kernel(rt, mean, u);
 }
 
 /* The delivered sums the mean reads: register a's own, or, in a test build, when the image
