@@ -172,7 +172,10 @@ ORACLE = {
     "oracle-profile": "the contract's numeric profile is not the binary64 nearest-even "
                       "finite-or-refuse profile the oracle evaluates",
     "oracle-consistency": "the deployment declares a consistency the oracle does not evaluate "
-                          "yet (local steps, bounded staleness; fixed staleness from a checkpoint)",
+                          "yet (from a checkpoint: fixed or bounded staleness, local steps with optimizer state "
+                          "or outer momentum)",
+    "oracle-schedule": "bounded staleness: the oracle was given no recorded schedule, or one of "
+                       "another shape than the run's owners and updates",
     "oracle-inconsistent": "the deployment's shapes disagree (sample shares per owner, word "
                            "or slot counts, tree coverage, partitioning claim); the checker "
                            "refuses these first",
@@ -209,6 +212,8 @@ RUNTIME = {
     # the planner's data-parallel-assembly-* codes)
     "data-parallel-replica-released": "a contribution reads the parameters' read replica after it was released (or before it was installed)",
     "data-parallel-replica-version": "a contribution reads a read replica of another version than the update's",
+    "data-parallel-stale-read": "a recorded contribution read a version more than the bound S behind "
+                                "its update (or one after it)",
     "data-parallel-replica-retained": "the version would advance while the read replica is still held",
     "owner-not-in-role": "the executable was started as an owner outside its role",
     "owner-ambiguous": "two sources of the owner index (--owner, SLURM_PROCID, "

@@ -205,7 +205,7 @@ def resumed(dep: "Deployment", path: "str | os.PathLike", new_contract: bool = F
 
 
 def oracle(dep: "Deployment", rounds: int | None = None, mutant: str | None = None,
-           tick=None, key: bytes | None = None, start=None) -> "OracleResult":
+           tick=None, key: bytes | None = None, start=None, schedule=None) -> "OracleResult":
     """The independent binary64 evaluation of `rounds` updates (default: the deployment's);
     with `mutant`, of that executed mutant instead of the declared program (ValueError when
     it does not apply). A resumed deployment (`dep.resume`, declared or `resumed`) starts
@@ -216,11 +216,12 @@ def oracle(dep: "Deployment", rounds: int | None = None, mutant: str | None = No
     checkpoint's codes; with `key` (a run's key bytes) one whose root manifest is not tagged
     under it refuses `checkpoint-auth`. `start`: the checkpoint's Start already read (the
     words a launch verified), checked here like a fresh read. `tick(u)` hears each update u
-    as the oracle finishes it."""
+    as the oracle finishes it. `schedule`: a bounded-staleness run's recorded reads
+    (alphac.oracle.schedule)."""
     from alphac.oracle import evaluate
 
     if dep.resume is None:
-        return evaluate(dep, rounds, mutant=mutant, tick=tick)
+        return evaluate(dep, rounds, mutant=mutant, tick=tick, schedule=schedule)
     from alphac.image.ckpt import inputs_line, learner_line
     from alphac.oracle import Refusal, start_of
     from alphac.plan.storage import format_of
@@ -234,7 +235,7 @@ def oracle(dep: "Deployment", rounds: int | None = None, mutant: str | None = No
         raise Refusal("checkpoint-learner-mismatch", f"{dep.resume.path} was taken on inputs {start.inputs}; "
                       f"deployment {dep.name} reads {inputs_line(dep.learner)} (a new contract goes on from "
                       "its state with these)")
-    return evaluate(dep, rounds, start, mutant=mutant, tick=tick)
+    return evaluate(dep, rounds, start, mutant=mutant, tick=tick, schedule=schedule)
 
 
 def inspect_checkpoint(path: "str | os.PathLike", key: bytes | None = None) -> dict:

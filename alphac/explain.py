@@ -180,9 +180,11 @@ FIXES = {
     "shard-replica-unversioned": "An internal planner law: report it with the spec.",
     # oracle
     "oracle-profile": "Declare the binary64 nearest-even finite-or-refuse profile.",
-    "oracle-consistency": "Declare ConsistencySynchronous (the default) or a fixed staleness "
-                          "started from the initial words; the other kinds are described in "
-                          "docs/learners.md and not built yet.",
+    "oracle-consistency": "Evaluate a fixed or bounded staleness, or local steps with optimizer state "
+                          "or an outer momentum, from the initial words, on a tree over owners "
+                          "(docs/learners.md \"Consistency\").",
+    "oracle-schedule": "Verify the run with `alphac verify RUN SPEC` (it reads each owner's recorded "
+                       "reads), or give `alphac oracle --schedule RUN` the run directory of a whole run.",
     "oracle-inconsistent": "Run `alphac check SPEC`: it names the inconsistent shape.",
     # executables at run time
     "frame-magic": "Something other than an owner of this run reached the port: use --key, "
@@ -209,6 +211,9 @@ FIXES = {
     "replica-divergence": "Rebuild every owner from the same spec; replicas computed other words.",
     "data-parallel-replica-released": "An internal runtime law: report it with the spec.",
     "data-parallel-replica-version": "An internal runtime law: report it with the spec.",
+    "data-parallel-stale-read": "The run's executables read further behind than the declared bound (an "
+                                "executed mutant such as looser-bound, or executables of another bound): "
+                                "rebuild them from the spec and run again.",
     "data-parallel-replica-retained": "An internal runtime law: report it with the spec.",
     "owner-not-in-role": "Start the executable of the owner's role (`alphac inspect EXE` lists "
                          "its owners).",

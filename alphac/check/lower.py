@@ -453,7 +453,8 @@ class Lowering:
     def _consistency(self, c: VObj) -> ir.Consistency:
         kind, field_name = CONSISTENCY[c.ctor]
         n = c.fields[field_name].n if field_name else 0
-        if kind is ir.ConsistencyKind.FIXED_STALENESS and n == 0:  # the synchronous learner itself
+        if n == 0 and kind in (ir.ConsistencyKind.FIXED_STALENESS, ir.ConsistencyKind.BOUNDED_STALENESS):
+            # (every read is version u: the synchronous learner itself)
             kind = ir.ConsistencyKind.SYNCHRONOUS
         if kind is ir.ConsistencyKind.LOCAL_STEPS and n == 0:
             self.bag.error("consistency-value", "0 local steps between combines would never update",

@@ -200,7 +200,8 @@ def describe_output(path: str) -> tuple[dict, dict]:
             "protocol": f"{r.protocol:016x}", "k": k, "m": m, "params": len(r.params),
             "state": len(r.state), "holds": "owned words" if owned else "every word",
             "param_coords": None if not owned else list(r.param_coords),
-            "state_offsets": None if not owned else list(r.state_offsets)}, {
+            "state_offsets": None if not owned else list(r.state_offsets),
+            **({"reads": list(r.reads)} if r.reads is not None else {})}, {
             "params": r.params, "state": r.state}
 
 
@@ -229,6 +230,8 @@ def render_output(o: dict) -> str:
         ("learner", f"k {o['k']} m {o['m']}"),
         ("words", f"{o['params']} parameter and {o['state']} state words ({o['holds']}, "
                   f"format {o['output_format']})"),
+        *([("reads", " ".join(map(str, o["reads"])) + " (the version each of the run's contributions read)")]
+          if "reads" in o else []),
     ])
 
 

@@ -52,6 +52,9 @@ from alphac.diagnostics import CompileError
                    "docs/oracle.md): the words `alphac build --mutant` executables compute.")
 @click.option("--deployment", "deployment", default=None, metavar="NAME",
               help="The deployment to evaluate, where SPEC declares several.")
+@click.option("--schedule", "schedule", type=click.Path(exists=True, file_okay=False), default=None,
+              metavar="RUN_DIR", help="Bounded staleness: replay the versions the owners' outputs in RUN_DIR "
+              "(owner-I.out) record each contribution read (default rounds: as many as they record).")
 @click.option("--full", is_flag=True, help="Every word, in hex (default: a summary per owner).")
 @click.option("--quiet", is_flag=True, help="No progress on stderr (default: shown on a terminal).")
 @click.option("--progress", is_flag=True, help="Progress on stderr even when it is not a terminal.")
@@ -60,13 +63,13 @@ from alphac.diagnostics import CompileError
                    "take about an hour); when they run out, error[launch-timeout] names the last update done.")
 @click.option("--json", "as_json", is_flag=True, help="Per-owner words as JSON (keys in the README).")
 def command(spec: str, rounds: int | None, resume: str | None, new_contract: bool, key: str | None,
-            mutant: str | None, deployment: str | None, full: bool, quiet: bool, progress: bool,
-            timeout: float | None, as_json: bool) -> None:
+            mutant: str | None, deployment: str | None, schedule: str | None, full: bool, quiet: bool,
+            progress: bool, timeout: float | None, as_json: bool) -> None:
     """Evaluate SPEC's deployment with the independent binary64 oracle."""
     from alphac.launch.progress import Progress
 
     sys.exit(run(spec, rounds, as_json, resume, new_contract, mutant, deployment, full,
-                 Progress.for_stderr(quiet, progress), key, timeout))
+                 Progress.for_stderr(quiet, progress), key, timeout, schedule))
 
 
 def protocol_hex(dep, mutant: str | None = None) -> str | None:
@@ -125,6 +128,28 @@ def as_table(spec: str, result, resume=None, mutant: str | None = None, full: bo
     return "\n".join(rows)
 
 
+def _schedule(run_dir: str, owners: int):
+    """The versions each owner's contributions read, from the outputs in run_dir."""
+    from pathlib import Path
+
+    from alphac.launch.results import ResultError, read_result, recorded_schedule
+    from alphac.wire import output_name
+
+    outputs = {}
+    for o in range(owners):
+        path = Path(run_dir) / output_name(o)
+        try:
+            outputs[o] = read_result(path) if path.is_file() else None
+        except (OSError, ResultError) as err:
+            raise driver.Refusal("oracle-schedule", f"{path}: {err}") from None
+    got = recorded_schedule(outputs, owners)
+    if got is None:
+        missing = [o for o in range(owners) if outputs[o] is None or outputs[o].reads is None]
+        raise driver.Refusal("oracle-schedule", f"{run_dir} holds no recorded reads of owner(s) "
+                             f"{', '.join(map(str, missing))} (owner-I.out of a bounded-staleness run)")
+    return got
+
+
 def _untagged(path: str) -> bool:
     """Whether the checkpoint's root manifest says `auth none` (it verified a moment ago)."""
     from alphac.checkpoint import read_manifest
@@ -137,10 +162,11 @@ def _untagged(path: str) -> bool:
 
 def run(spec: str, rounds: int | None, as_json_flag: bool, resume: str | None = None,
         new_contract: bool = False, mutant: str | None = None, deployment: str | None = None,
-        full: bool = False, progress=None, key: str | None = None, timeout: float | None = None) -> int:
+        full: bool = False, progress=None, key: str | None = None, timeout: float | None = None,
+        schedule: str | None = None) -> int:
     """The command's exit status; with `timeout`, the whole command runs under it
     (`interrupts.bounded`, as launch and verify do)."""
-    go = (lambda: _run(spec, rounds, resume, new_contract, mutant, deployment, full, progress, key))
+    go = (lambda: _run(spec, rounds, resume, new_contract, mutant, deployment, full, progress, key, schedule))
     if timeout is None:
         return report.reported("oracle", as_json_flag, go)
     from alphac.launch.interrupts import bounded, doing, interruptible
@@ -171,7 +197,8 @@ class _Done:
 
 
 def _run(spec: str, rounds: int | None, resume: str | None, new_contract: bool,
-         mutant: str | None, deployment: str | None, full: bool, progress, key: str | None = None) -> int:
+         mutant: str | None, deployment: str | None, full: bool, progress, key: str | None = None,
+         schedule: str | None = None) -> int:
     from alphac.launch.interrupts import doing
 
     try:
@@ -195,7 +222,10 @@ def _run(spec: str, rounds: int | None, resume: str | None, new_contract: bool,
     doing(done)
     try:
         secret = driver.read_key(key) if key is not None else None
-        result = driver.oracle(dep, rounds, mutant, key=secret, tick=done.tick)
+        reads = _schedule(schedule, dep.owners) if schedule is not None else None
+        if reads is not None and rounds is None:
+            rounds = len(reads[0])
+        result = driver.oracle(dep, rounds, mutant, key=secret, tick=done.tick, schedule=reads)
     except driver.Refusal as r:
         report.refused(r.code, r.detail)
         return 1

@@ -35,8 +35,10 @@ FIELDS = (
     "leaf_mean",        # mutant unweighted-mean: an owner with samples reports sum / share
     "stale_replica",    # mutant stale-replica: an owner keeps its first read replica
     "staleness",        # S of a fixed staleness: update u's contributions read version max(u - S, 0)
-    "ahead",            # 1: an owner with samples computes update u + 1's contributions on a thread
-                        # while update u combines (alphac.plan.memory.computes_ahead)
+    "ahead",            # D >= 1: an owner with samples computes the contributions of up to D updates
+                        # ahead on a thread while this update combines (alphac.plan.memory.computes_ahead)
+    "bound",            # S of a bounded staleness: each contribution reads the newest version its owner
+                        # has, at least u - S, and records which (0: another consistency)
     "local_steps",      # H of local steps: each owner applies H updates on its own samples, then
                         # the tree combines the weighted parameter deltas (0: another consistency)
     "outer",            # 1: local steps' outer update keeps a momentum b (0: it averages)

@@ -131,7 +131,8 @@ class RoleImage:
     cpu: CpuNeeds = CpuNeeds()
     fmt: str = "binary64"           # the storage format (alphac/plan/storage.py)
     staleness: int = 0              # S: update u's contributions read version max(u - S, 0)
-    ahead: bool = False             # update u + 1's contributions computed while update u combines
+    ahead: int = 0                  # D: the contributions of up to D updates computed ahead on a thread
+    bound: int = 0                  # S of a bounded staleness (its outputs record the versions read)
     local_steps: int = 0            # H: each owner's H updates on its own samples between combines
     outer: tuple[int, int] | None = None  # local steps' outer momentum: (rate, momentum) storage words
 
@@ -179,7 +180,8 @@ class RoleImage:
             "magic": fmt.IMAGE_MAGIC, "format": fmt.IMAGE_FORMAT, "protocol": self.protocol_id,
             "k": k, "m": m, "s": s, "n": self.n, "updates": self.updates,
             "rate": self.rate, "tag_words": self.tag_words,
-            "output_format": wire.OUTPUT_OWNED if self.owned else wire.OUTPUT_REPLICATED,
+            "output_format": wire.OUTPUT_OWNED if self.owned else
+            wire.OUTPUT_SCHEDULED if self.bound else wire.OUTPUT_REPLICATED,
             "part_parameters": int(part.parameters.sharded), "part_state": int(part.optimizer_state.sharded),
             "part_gradients": int(part.gradients.sharded), "w": part.words_per_coordinate,
             "leaves": len(self.leaf_order), "max_payload": self.max_payload,
@@ -201,7 +203,8 @@ class RoleImage:
             "leaf_mean": int(self.mutation.leaf_mean),
             "stale_replica": int(self.mutation.stale_replica),
             "staleness": self.staleness,
-            "ahead": int(self.ahead),
+            "ahead": self.ahead,
+            "bound": self.bound,
             "local_steps": self.local_steps,
             "outer": int(self.outer is not None),
             "outer_rate": self.outer[0] if self.outer else 0,
@@ -471,7 +474,7 @@ def build_image(plan, role: str, target: str, cpu: CpuNeeds = CpuNeeds()) -> Rol
                 if layout.optimizer_state.sharded else ()),
         state_alike=init.alike, samples=samples, initial=init.params, initial_state=init.state,
         usage=usage_text(plan, role, target, role_v.owners), version=version, cpu=cpu, fmt=fmt_,
-        staleness=dep.consistency.staleness, ahead=computes_ahead(dep, layout),
+        staleness=dep.consistency.staleness, ahead=computes_ahead(dep, layout), bound=dep.consistency.bound,
         local_steps=dep.consistency.local_steps,
         outer=None if dep.consistency.outer is None else (
             storage.pack_word(dep.consistency.outer.rate, fmt_), storage.pack_word(dep.consistency.outer.momentum, fmt_)))

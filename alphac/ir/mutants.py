@@ -32,6 +32,9 @@ MUTANTS: dict[str, str] = {
                     "max(u - S + 1, 0), one newer than declared (the executables of staleness S - 1)",
     "fewer-local-steps": "local steps H >= 2: each owner applies H - 1 updates on its own samples "
                          "between combines, one fewer than declared (the executables of H - 1 local steps)",
+    "looser-bound": "bounded staleness S: the contributions run up to S + 1 updates ahead and may read "
+                    "version u - S - 1 (the executables of bound S + 1; such a read refuses "
+                    "data-parallel-stale-read)",
 }
 
 NAMES: tuple[str, ...] = tuple(MUTANTS)
@@ -90,9 +93,18 @@ def fewer_local_steps(dep: ir.Deployment) -> ir.Deployment | str:
     return replace(dep, consistency=replace(dep.consistency, value=H - 1))
 
 
+def looser_bound(dep: ir.Deployment) -> ir.Deployment | str:
+    """The deployment mutant looser-bound runs, or why it does not apply: bound S + 1 in
+    place of the declared bounded staleness S."""
+    S = dep.consistency.bound
+    if S == 0:
+        return "it needs a bounded staleness"
+    return replace(dep, consistency=replace(dep.consistency, value=S + 1))
+
+
 # The mutants whose executables run another deployment: the rewrite, or why it does not apply.
 REWRITES = {"foreign-accumulator": foreign_accumulator, "fresher-read": fresher_read,
-            "fewer-local-steps": fewer_local_steps}
+            "fewer-local-steps": fewer_local_steps, "looser-bound": looser_bound}
 
 
 def _next_accumulator(e, k: int):

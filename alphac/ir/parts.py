@@ -193,7 +193,8 @@ class OuterMomentum:
 class Consistency:
     """Which parameter version each contribution reads: `kind` and its one number, `value`
     (the staleness S, the local steps H or the bound S; 0 for the synchronous learner).
-    Fixed staleness 0 is lowered as the synchronous learner: it is the same learner."""
+    Fixed staleness 0 and bound 0 are lowered as the synchronous learner: it is the same
+    learner."""
 
     kind: ConsistencyKind = ConsistencyKind.SYNCHRONOUS
     value: int = 0
@@ -205,6 +206,12 @@ class Consistency:
         """S of a fixed staleness (update u's contributions read version max(u - S, 0)); 0
         for the synchronous learner."""
         return self.value if self.kind is ConsistencyKind.FIXED_STALENESS else 0
+
+    @property
+    def bound(self) -> int:
+        """S of a bounded staleness (each contribution reads the newest version its owner
+        has, at most S behind, and the version is recorded); 0 for every other kind."""
+        return self.value if self.kind is ConsistencyKind.BOUNDED_STALENESS else 0
 
     @property
     def local_steps(self) -> int:

@@ -15,26 +15,27 @@ from alphac.launch.interrupts import INTERRUPT_SIGNALS, TIMEOUT_SIGNAL, Interrup
 
 
 def evaluate(dep, n: int, start, resume, new_contract: bool, mutant: str | None = None, tick=None,
-             kept: str | None = None):
+             kept: str | None = None, schedule=None):
     """The oracle's words for the run (or None) and its refusal (or ""); `tick(u)` hears
     each update it finishes. With `kept` (a key of alphac.launch.oracle_cache) the words
-    an earlier launch kept under it, else evaluated and kept."""
+    an earlier launch kept under it, else evaluated and kept. `schedule`: the reads a
+    bounded-staleness run recorded (never kept: another run reads other versions)."""
     from alphac import driver
     from alphac.launch import oracle_cache
     from alphac.oracle import Refusal
 
     try:
         if start is None:
-            got = oracle_cache.load(kept) if kept else None
+            got = oracle_cache.load(kept) if kept and schedule is None else None
             if got is None:
-                got = driver.oracle(dep, n, mutant, tick=tick)
-                if kept:
+                got = driver.oracle(dep, n, mutant, tick=tick, schedule=schedule)
+                if kept and schedule is None:
                     oracle_cache.store(kept, got)
             return got, ""
         # the owners run from the checkpoint's version up to update n, the oracle from the
         # words the launcher verified (read once: the same inputs)
         return driver.oracle(driver.resumed(dep, resume, new_contract), max(0, n - start.version), tick=tick,
-                             start=start), ""
+                             start=start, schedule=schedule), ""
     except Refusal as exc:
         return None, f"{exc.code}: {exc.detail}"
 

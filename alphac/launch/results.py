@@ -4,6 +4,10 @@ connections report (which transport each of its connections used).
 Layout, little-endian u64 words: magic, format (1), owner, version (completed updates),
 protocol id, k, m, then k parameter words, then m state words. Nothing else follows.
 
+Format 3 (bounded staleness): magic, 3, owner, version, protocol id, k, m, r, then k
+parameter words, m state words, then r words: the version this owner's contributions to
+each of the run's r updates read (version - r, ..., version - 1).
+
 Format 2 (partitioned learners: the owner's own words only): magic, 2, owner, version,
 protocol id, k, m, kp, mp, then the kp parameter coordinates and the mp state offsets the
 owner holds (ascending), then their kp parameter words and mp state words.
@@ -17,7 +21,7 @@ from pathlib import Path
 
 from alphac.resources import open_regular
 from alphac.wire import OUTPUT_MAGIC as OUT_MAGIC, OUTPUT_OWNED as OUT_FORMAT_OWNED
-from alphac.wire import OUTPUT_REPLICATED as OUT_FORMAT
+from alphac.wire import OUTPUT_REPLICATED as OUT_FORMAT, OUTPUT_SCHEDULED as OUT_FORMAT_SCHEDULED
 
 HEAD_WORDS = 7
 HEAD_WORDS_OWNED = 9
@@ -37,6 +41,8 @@ class OwnerResult:
     # format 2: which parameter coordinates and state offsets the words are (None: all)
     param_coords: tuple[int, ...] | None = None
     state_offsets: tuple[int, ...] | None = None
+    # format 3: the version its contributions to each of the run's updates read
+    reads: tuple[int, ...] | None = None
 
 
 def parse_result(data: bytes, where: str = "<bytes>") -> OwnerResult:
@@ -49,6 +55,8 @@ def parse_result(data: bytes, where: str = "<bytes>") -> OwnerResult:
         raise ResultError(f"{where}: magic {magic:#018x}, expected {OUT_MAGIC:#018x}")
     if fmt == OUT_FORMAT_OWNED:
         return _parse_owned(data, where)
+    if fmt == OUT_FORMAT_SCHEDULED:
+        return _parse_scheduled(data, where)
     if fmt != OUT_FORMAT:
         raise ResultError(f"{where}: format {fmt}, expected {OUT_FORMAT}")
     words = len(data) // 8 - HEAD_WORDS
@@ -56,6 +64,28 @@ def parse_result(data: bytes, where: str = "<bytes>") -> OwnerResult:
         raise ResultError(f"{where}: {words} words after the header, k + m = {k + m}")
     body = struct.unpack_from(f"<{words}Q", data, HEAD_WORDS * 8)
     return OwnerResult(owner, version, protocol, tuple(body[:k]), tuple(body[k:]))
+
+
+def _parse_scheduled(data: bytes, where: str) -> OwnerResult:
+    if len(data) < (HEAD_WORDS + 1) * 8:
+        raise ResultError(f"{where}: format 3: {len(data)} bytes, short of the {HEAD_WORDS + 1}-word header")
+    _, _, owner, version, protocol, k, m, r = struct.unpack_from("<8Q", data, 0)
+    words = len(data) // 8 - HEAD_WORDS - 1
+    if words != k + m + r or r > version:
+        raise ResultError(f"{where}: format 3: {words} words after the header, k + m + r = {k + m + r} "
+                          f"(r = {r} reads of version {version})")
+    body = struct.unpack_from(f"<{words}Q", data, (HEAD_WORDS + 1) * 8)
+    return OwnerResult(owner, version, protocol, tuple(body[:k]), tuple(body[k:k + m]),
+                       reads=tuple(body[k + m:]))
+
+
+def recorded_schedule(outputs: dict, owners: int) -> tuple[tuple[int, ...], ...] | None:
+    """The versions each owner's contributions read, from the run's outputs (format 3), in
+    owner order; None unless every owner's output records them."""
+    got = [outputs.get(o) for o in range(owners)]
+    if any(r is None or r.reads is None for r in got):
+        return None
+    return tuple(r.reads for r in got)
 
 
 def _parse_owned(data: bytes, where: str) -> OwnerResult:

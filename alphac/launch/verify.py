@@ -139,7 +139,10 @@ def verify(dep, run_dir: str | Path, rounds: int | None = None, spec: str = "", 
     first = 0 if start is None else int(start.version)
     counted = OracleProgress(first, max(first, n) - 1)
     doing(counted)
-    oracle, refusal = evaluate(dep, n, start, resume, new_contract, tick=counted.tick)
+    from alphac.launch.results import recorded_schedule
+
+    schedule = recorded_schedule(run.outputs, dep.owners) if dep.consistency.bound else None
+    oracle, refusal = evaluate(dep, n, start, resume, new_contract, tick=counted.tick, schedule=schedule)
     doing("comparing the owners' words with the oracle's")
     report = resumed(compare(plan, run, oracle, n, spec, refusal), resume, first, n, new_contract,
                      _tag(start, key_file))

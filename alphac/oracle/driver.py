@@ -28,6 +28,7 @@ from alphac.oracle.combine import Mass, _same, combine, deliver_to_next, mean, m
 from alphac.oracle.localsteps import round_of as local_round
 from alphac.oracle.layout import owned_coordinates, param_coordinates, state_offsets
 from alphac.oracle.refusal import Refusal, Site
+from alphac.oracle.schedule import check_schedule, scheduled_sums
 from alphac.oracle.tree import combine_tree, leaves as tree_leaves
 from alphac.oracle.words import (bits_of, digest, floats, narrow32, storage_count, storage_floats,
                                  storage_words)
@@ -74,10 +75,10 @@ def _validate(dep: Deployment) -> None:
                       f"the contract's profile ({prof.format}, {prof.rounding}, subnormals "
                       f"{prof.subnormals}, {prof.exceptional}) is not a binary64 or binary32 "
                       "nearest-even finite-or-refuse profile the oracle evaluates")
-    if dep.consistency.kind is ConsistencyKind.BOUNDED_STALENESS:
-        raise Refusal("oracle-consistency", f"deployment {dep.name} declares {dep.consistency.kind.value} "
-                      f"{dep.consistency.value}; the oracle evaluates synchronous learners, fixed "
-                      "staleness and local steps only")
+    if dep.consistency.bound and (L.independent or isinstance(dep.topology, SampleTree)):
+        raise Refusal("oracle-consistency", f"deployment {dep.name} declares staleness bounded by "
+                      f"{dep.consistency.value}; the oracle evaluates it for data-parallel learners on trees "
+                      "over owners")
     if dep.consistency.local_steps and (L.independent or isinstance(dep.topology, SampleTree)):
         raise Refusal("oracle-consistency", f"deployment {dep.name} declares {dep.consistency.value} local "
                       "steps; the oracle evaluates them for data-parallel learners on trees over owners")
@@ -294,14 +295,16 @@ _ENGINES = {"scalar": (_contributions_scalar, _update_scalar),
 # ----------------------------------------------------------------------------- driver
 
 def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: str | None = None,
-             engine: str = "auto", tick=None) -> OracleResult:
+             engine: str = "auto", tick=None, schedule=None) -> OracleResult:
     """Run `rounds` updates of `dep` and report every owner's words. From the initial words
     by default; from `start` = (parameter words, state words, version u) — a checkpoint's
     (`alphac.oracle.resume.start_of`) — updates u, u+1, ...: by default up to the
     deployment's update count. `mutant` evaluates one of `alphac.ir.mutants.NAMES` instead
     of the declared program (docs/oracle.md): ValueError for another name; a mutant that
     does not apply to `dep` refuses `mutant-not-applicable`. `tick(u)`, if given, hears each
-    update u as it is done (a launcher shows how far the oracle is)."""
+    update u as it is done (a launcher shows how far the oracle is). Under bounded staleness
+    `schedule[o][i]` is the version owner o's contributions to update first + i read, as
+    the run recorded it (`alphac.oracle.schedule`)."""
     check_name(mutant)
     by_samples = isinstance(dep.topology, SampleTree)
     if not by_samples:  # on the sample tree every mutant refuses below, by one message
@@ -365,7 +368,14 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
         if H < 2:
             raise Refusal("mutant-not-applicable", f"mutant {mutant}: it needs local steps H >= 2")
         H -= 1
-    if (stale or (H and (L.m or dep.consistency.outer))) and start is not None:  # (local steps: each owner's own state)
+    bound = dep.consistency.bound
+    if mutant == "looser-bound":  # the executables of bound S + 1, replayed under it
+        if bound == 0:
+            raise Refusal("mutant-not-applicable", f"mutant {mutant}: it needs a bounded staleness")
+        bound += 1
+    if bound and not by_samples:
+        schedule = check_schedule(schedule, dep.owners, first, rounds, bound)
+    if (stale or bound or (H and (L.m or dep.consistency.outer))) and start is not None:  # (local steps: each owner's own state)
         raise Refusal("oracle-consistency", f"deployment {dep.name} declares {dep.consistency.kind.value} "
                       f"{dep.consistency.value}: the oracle evaluates it from the initial words only")
     versions = {}  # fixed staleness: version v's parameters, kept while a contribution reads them
@@ -401,7 +411,13 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
             if tick is not None:
                 tick(u)
             continue
-        sums = contributions(L, read, samples, u, narrow)
+        if bound:  # each owner's at the version it read, as the run recorded
+            versions[u] = params.copy()
+            sums = scheduled_sums(lambda x: contributions(L, x, samples, u, narrow), versions, schedule,
+                                  u - first, dep.owners)
+            versions.pop(u - bound, None)
+        else:
+            sums = contributions(L, read, samples, u, narrow)
         leaves = {o: Mass(sums[o], int(shares[o])) for o in range(dep.owners)}
         if mutant is not None:
             leaves = mutate_leaves(leaves, order, mutant, u, same)

@@ -95,6 +95,10 @@ def derive(dep: ir.Deployment, nodes) -> NumericalContract:
     if c.staleness:
         ops.append(f"consistency: fixed staleness {c.value}: the contributions to update u read version "
                    f"max(u - {c.value}, 0)")
+    if c.bound:
+        ops.append(f"consistency: bounded staleness {c.value}: each owner's contributions to update u read "
+                   f"the newest version it has, one of max(u - {c.value}, 0) .. u, recorded in its output "
+                   "and replayed")
     H = c.local_steps
     if H:  # docs/learners.md "Local steps"
         ops = [f"local steps {H}: per owner with samples, {H} times from the shared version v: its "

@@ -72,14 +72,18 @@ def lanes_held(contribution: ir.Program, k: int, s: int, fmt: str, target: str) 
     return target != "sm86" and lanes_ok(contribution, k, s, fmt)
 
 
-def computes_ahead(dep: ir.Deployment, layout: OwnerLayout) -> bool:
-    """Whether the owners (those with samples, on a CPU target) compute the next update's
-    contributions on a thread while this update combines: under a fixed staleness S >= 1 the
-    contributions to update u + 1 read version max(u + 1 - S, 0), which exists before update
-    u combines. Built for replicated parameters (a partitioned read replica is gathered by
-    update u + 1's own ops) and one local sum per update (not the sample tree's blocks)."""
-    return (dep.consistency.staleness > 0 and not layout.parameters.sharded and not dep.learner.independent
-            and not isinstance(dep.topology, ir.SampleTree))
+def computes_ahead(dep: ir.Deployment, layout: OwnerLayout) -> int:
+    """D >= 1 where the owners (those with samples, on a CPU target) compute the
+    contributions of up to D updates ahead on a thread while this update combines, else 0:
+    under a fixed staleness S >= 1, D = 1 (the contributions to update u + 1 read version
+    max(u + 1 - S, 0), which exists before update u combines); under bounded staleness S,
+    D = S (each reads the newest version its owner has, at least u - S). Built for
+    replicated parameters (a partitioned read replica is gathered by update u + 1's own
+    ops) and one local sum per update (not the sample tree's blocks)."""
+    c = dep.consistency
+    if layout.parameters.sharded or dep.learner.independent or isinstance(dep.topology, ir.SampleTree):
+        return 0
+    return c.bound if c.bound else 1 if c.staleness else 0
 
 
 def bytes_per_owner(dep: ir.Deployment, layout: OwnerLayout, slots: list[RegisterSlots],
@@ -104,8 +108,10 @@ def bytes_per_owner(dep: ir.Deployment, layout: OwnerLayout, slots: list[Registe
         # (S = 1 computed ahead: none, the thread reads the parameters before the update)
         history = (stale + 1) * layout.params_count(o) if stale and not layout.parameters.sharded and not (
             stale == 1 and ahead) else 0
-        # the contribution computed ahead: its sum, its buffer, its thread's temporaries
-        early = k + (k if share >= 2 else 0) + temps if ahead and share > 0 and dep.placement[o] != "sm86" else 0
+        # the contributions computed ahead: D sums, a buffer, the thread's temporaries; under
+        # bounded staleness the schedule, a word per update
+        early = ahead * k + (k if share >= 2 else 0) + temps if ahead and share > 0 and dep.placement[o] != "sm86" else 0
+        early += dep.updates if dep.consistency.bound else 0
         # local steps: the shared version beside the owner's own parameters
         history += layout.params_count(o) if dep.consistency.local_steps else 0
         # local steps' outer momentum: k words of state

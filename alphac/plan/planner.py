@@ -152,18 +152,19 @@ def plan(dep: ir.Deployment, mutant: str | None = None) -> Plan:
 
 def check_consistency(dep: ir.Deployment, bag: DiagnosticBag) -> None:
     """The synchronous learner is built, fixed staleness for data-parallel learners on CPU
-    targets without checkpoints, and local steps for replicated learners without optimizer
-    state on a star or a hierarchy; any other consistency is refused, located at
-    the declaration, rather than run as the synchronous one."""
+    targets without checkpoints, local steps for replicated learners on a star or a
+    hierarchy, and bounded staleness for replicated learners on a star or a hierarchy of CPU
+    owners without checkpoints; anything else is refused, located at the declaration,
+    rather than run as another learner."""
     c = dep.consistency
     span = c.span if c.span.line > 0 else dep.span
     L = dep.learner
 
-    def unless(declared: str, reasons, built: str) -> None:
+    def unless(declared: str, reasons, built: str, notes=()) -> None:
         why = [reason for reason, present in reasons if present]
         if why:
             bag.error("consistency-not-built", f"deployment {dep.name} declares {declared} with "
-                      f"{' and '.join(why)}; {built}", span)
+                      f"{' and '.join(why)}; {built}", span, list(notes))
 
     if c.kind is ir.ConsistencyKind.FIXED_STALENESS:
         unless(f"fixed staleness {c.value}", (
@@ -185,11 +186,18 @@ def check_consistency(dep: ir.Deployment, bag: DiagnosticBag) -> None:
             "local steps are built for replicated learners on a star or a hierarchy of CPU owners, "
             "checkpointed only without optimizer state or outer momentum")
     elif c.kind is ir.ConsistencyKind.BOUNDED_STALENESS:
-        bag.error("consistency-not-built", f"deployment {dep.name} declares staleness bounded by {c.value}; "
-                  "this alphac builds synchronous learners, fixed staleness and local steps", span,
-                  ["ConsistencySynchronous reads version u for update u; ConsistencyFixedStaleness "
-                   "{ staleness = S } reads version max(u - S, 0); ConsistencyLocalSteps { localSteps = H } "
-                   "applies H updates per owner between combines"])
+        unless(f"staleness bounded by {c.value}", (
+            ("an independent-state learner", L.independent),
+            ("checkpoints (a checkpoint would need the schedule so far and the versions it reads)",
+             dep.checkpoint.every > 0),
+            ("a resume", dep.resume is not None),
+            ("partitioning", dep.partitioning.any),
+            ("the sample tree", isinstance(dep.topology, ir.SampleTree)),
+            ("an SM86 owner", "sm86" in dep.placement)),
+            "bounded staleness is built for replicated data-parallel learners on a star or a hierarchy "
+            "of CPU owners, without checkpoints",
+            ["a run's reads are recorded in its outputs only; ConsistencyFixedStaleness { staleness = S } "
+             "reads version max(u - S, 0) whatever the timing"])
 
 
 def _plan(dep: ir.Deployment, mutant: str | None) -> Plan:

@@ -79,7 +79,7 @@ def plan_json(plan) -> dict:
         "protocol": plan.protocol_hex,
         "combine_placement": dep.combine_placement.value,
         **({"consistency": {"kind": dep.consistency.kind.value, "value": dep.consistency.value,
-                            "overlap": computes_ahead(dep, plan.layout),
+                            "overlap": computes_ahead(dep, plan.layout) > 0,
                             **({"outer": {"kind": "momentum", "rate": f"{dep.consistency.outer.rate:016x}",
                                           "momentum": f"{dep.consistency.outer.momentum:016x}"}}
                                if dep.consistency.outer is not None else {})}}
@@ -164,6 +164,15 @@ def plan_text(plan) -> str:
                                     "combines and updates" if computes_ahead(dep, plan.layout) else
                                     "none (built for replicated parameters and one local sum per update): "
                                     "each update's contributions are computed as it starts"))
+    if dep.consistency.bound:
+        S = dep.consistency.bound
+        lines.append(f"consistency: bounded staleness {S}: each owner's contributions to update u read the "
+                     f"newest parameter version it has when it starts them, one of max(u - {S}, 0) .. u; "
+                     "each owner's output records which, and the oracle replays that schedule")
+        lines.append(f"overlap: each owner computes the contributions of up to {S} updates ahead on a thread "
+                     "while the combines and updates run; a contribution waits only for version u - "
+                     f"{S}" if computes_ahead(dep, plan.layout) else
+                     "overlap: none (built for replicated parameters and one local sum per update)")
     H = dep.consistency.local_steps
     if H:
         lines.append(f"consistency: local steps {H}: between combines each owner applies {H} updates on its "

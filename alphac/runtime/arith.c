@@ -67,13 +67,23 @@ int rt_alloc(struct rt *rt) {
         rt->store.outer = rt_buf_alloc(rt, MEM_STATE, rt->store.kp, &rc);
         TRY(rc);
     }
-    /* the contribution computed ahead: its sum, its contribution buffer, its thread's scratch */
+    /* the contributions computed ahead: D sums, a contribution buffer, the thread's scratch */
+    struct rt_ahead *a = &rt->store.ahead;
     if (img_field(rt, IMG_AHEAD) && share > 0 && !rt_dev_local) {
-        rt->store.ahead.acc = rt_buf_alloc(rt, MEM_SCRATCH, rt->k, &rc);
+        a->depth = (int64_t)img_field(rt, IMG_AHEAD);
+        a->sums = rt_buf_alloc(rt, MEM_SCRATCH, a->depth * rt->k, &rc);
         TRY(rc);
-        if (share >= 2) rt->store.ahead.cbuf = rt_buf_alloc(rt, MEM_SCRATCH, rt->k, &rc);
+        if (share >= 2) a->cbuf = rt_buf_alloc(rt, MEM_SCRATCH, rt->k, &rc);
         TRY(rc);
         rt_buf_hold(rt, MEM_SCRATCH, (int64_t)img_field(rt, IMG_TEMPORARIES));
+        a->read = rt_alloc_words(rt, a->depth, &rc);
+        TRY(rc);
+        a->outcome = rt_alloc_words(rt, (a->depth * (int64_t)sizeof *a->outcome + 7) / 8, &rc);
+        TRY(rc);
+    }
+    if (img_field(rt, IMG_BOUND)) { /* the schedule: the version each contribution read */
+        rt->store.reads = rt_buf_alloc(rt, MEM_SCRATCH, rt->updates, &rc);
+        TRY(rc);
     }
     /* a mapped mean is selected into it; an independent-state rule runs in place */
     if ((share >= 2 || img_mine(rt, SEC_MEAN_COUNT) > 0) && !img_field(rt, IMG_REGION)) {
@@ -128,12 +138,14 @@ static const uint64_t *read_params(struct rt *rt, uint64_t u) {
 }
 
 /* Fault injection, in a test build only (ALPHAC_FAULTS, docs/runtime.md): with ALPHAC_DELAY_AT=KIND (an op
-   kind's code) and ALPHAC_DELAY_MS=MS, an owner sleeps MS before every op of that kind (a kill's window; a
-   contribution's, OP_LOCAL, where the contribution is computed: ahead, on its thread). */
+   kind's code) and ALPHAC_DELAY_MS=MS, an owner (every one, or only ALPHAC_DELAY_OWNER's) sleeps MS before
+   every op of that kind (a kill's window; a contribution's, OP_LOCAL, where the contribution is computed:
+   ahead, on its thread, before it picks the version it reads). */
 #ifdef ALPHAC_FAULTS
-void rt_delay_before(int64_t kind) {
-    const char *k = getenv("ALPHAC_DELAY_AT"), *d = getenv("ALPHAC_DELAY_MS");
+void rt_delay_before(const struct rt *rt, int64_t kind) {
+    const char *k = getenv("ALPHAC_DELAY_AT"), *d = getenv("ALPHAC_DELAY_MS"), *o = getenv("ALPHAC_DELAY_OWNER");
     int64_t ms = k && d && strtoll(k, NULL, 10) == kind ? strtoll(d, NULL, 10) : 0;
+    if (o && *o && strtoll(o, NULL, 10) != rt->owner) ms = 0;
     if (ms > 0) nanosleep(&(struct timespec){(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L}, NULL);
 }
 #endif
@@ -148,7 +160,6 @@ static struct rt_local_outcome local_sum(const struct rt *rt, const uint64_t *pa
     const uint64_t *rows = img_sec(rt, SEC_SAMPLES) + img_mine(rt, SEC_SAMPLE_ROW) * rt->s;
     int64_t n = alphac_contribution_lanes_width;
     struct rt_local_outcome out = {0, -1, 0, -1};
-    rt_delay_before(OP_LOCAL);
     if (n > 1 && share >= n) memset(acc, 0, (size_t)rt->k * 8);
     for (int64_t i = 0; i < share; i++) {
         if (n > 1 && i % n == 0 && i + n <= share && alphac_contribution_lanes(params, rows + i * rt->s, acc, cbuf) == 0) {
@@ -170,57 +181,116 @@ static int local_refused(struct rt *rt, struct rt_local_outcome o, uint64_t u) {
     return o.bad >= 0 ? rt_local_refused(rt, o.bad, u, o.at) : RT_OK;
 }
 
-/* -- the contribution computed ahead (docs/runtime.md "Fixed staleness") ---------------------
-   Under a fixed staleness S >= 1 with replicated parameters (IMG_AHEAD), update u + 1's
-   contributions read version max(u + 1 - S, 0) <= u, which the history holds before update
-   u combines: a thread computes their sum while this one runs update u's exchanges and
-   update, so communication overlaps computation. The same kernels on the same words in the
-   same order: the bits are those computed in place. The thread reads the image, the
-   history slot of its version (rt_record_version writes another slot until it is joined)
-   and writes only its own buffers; an outcome is reported when its update takes the sum. */
-static void *ahead_run(void *arg) {
+/* -- the contributions computed ahead (docs/runtime.md "Fixed staleness", "Bounded staleness")
+   Under IMG_AHEAD = D (replicated parameters), a producer thread computes the local sums of
+   updates u, u + 1, ... into D slots while this thread runs the exchanges, combines and
+   updates: update w's once update w - D's sum was taken. Under a fixed staleness S (D = 1)
+   update w reads version max(w - S, 0), which exists once update w - 1 has taken its sum:
+   the history's slot (rt_record_version writes another until it is taken), or for S = 1
+   the parameters themselves, which update w - 1 changes only once that sum is done
+   (params_enter). Under bounded staleness S (D = S) it reads the parameters as they are
+   when it starts, the newest version this owner has, at least w - S (the slot waits for
+   update w - S's sum, taken after update w - S - 1's update), and records which; the
+   update waits while it reads them, and it waits while the update writes them. The same
+   kernels on the same words in the same order: the bits are those computed in place. */
+static void *producer(void *arg) {
     struct rt *rt = arg;
     struct rt_ahead *a = &rt->store.ahead;
-    a->outcome = local_sum(rt, read_params(rt, a->version), a->acc, a->cbuf, img_mine(rt, SEC_SHARE));
+    int bounded = img_field(rt, IMG_BOUND) > 0, locks = bounded || !rt->store.history;
+    pthread_mutex_lock(&a->lock);
+    for (uint64_t w = a->ready; w < (uint64_t)rt->updates; w++) {
+        while (!a->stop && w >= a->taken + (uint64_t)a->depth) pthread_cond_wait(&a->moved, &a->lock);
+        if (a->stop) break;
+        pthread_mutex_unlock(&a->lock);
+        rt_delay_before(rt, OP_LOCAL);
+        pthread_mutex_lock(&a->lock);
+        while (locks && a->updating) pthread_cond_wait(&a->moved, &a->lock);
+        uint64_t r = bounded ? a->current : w, slot = w % (uint64_t)a->depth;
+        a->reading = locks;
+        pthread_mutex_unlock(&a->lock);
+        struct rt_local_outcome o = local_sum(rt, bounded ? rt->store.params : read_params(rt, w),
+                                              a->sums + slot * (uint64_t)rt->k, a->cbuf, img_mine(rt, SEC_SHARE));
+        pthread_mutex_lock(&a->lock);
+        a->outcome[slot] = o, a->read[slot] = r, a->reading = 0, a->ready = w + 1;
+        pthread_cond_broadcast(&a->moved);
+    }
+    pthread_mutex_unlock(&a->lock);
     return NULL;
 }
 
-static int ahead_start(struct rt *rt, uint64_t u) {
+static int producer_start(struct rt *rt, uint64_t u) {
     struct rt_ahead *a = &rt->store.ahead;
     pthread_attr_t attr;
-    a->version = u;
+    a->ready = a->taken = a->current = u;
     /* the kernels' vector temporaries are stack scratch */
     size_t stack = (size_t)img_field(rt, IMG_TEMPORARIES) * 8 + ((size_t)8 << 20);
-    int err = pthread_attr_init(&attr);
-    if (!err && !(err = pthread_attr_setstacksize(&attr, stack))) err = pthread_create(&a->thread, &attr, ahead_run, rt);
-    pthread_attr_destroy(&attr);
-    if (err) return rt_fail(rt, RT_IO_ERROR, "owner %lld: no thread for the contribution of update %llu: %s",
+    int err = pthread_mutex_init(&a->lock, NULL);
+    if (!err) err = pthread_cond_init(&a->moved, NULL);
+    if (!err) err = pthread_attr_init(&attr);
+    if (!err && !(err = pthread_attr_setstacksize(&attr, stack))) err = pthread_create(&a->thread, &attr, producer, rt);
+    if (err) return rt_fail(rt, RT_IO_ERROR, "owner %lld: no thread for the contributions from update %llu: %s",
                             (long long)rt->owner, (unsigned long long)u, strerror(err));
+    pthread_attr_destroy(&attr);
     a->running = 1;
     return RT_OK;
 }
 
-/* Wait for the thread (on every path out of the run too: rt_run). */
+/* Stop the producer and wait for it (at the end of the run, and on every path out: rt_run). */
 void rt_ahead_join(struct rt *rt) {
-    if (!rt->store.ahead.running) return;
-    pthread_join(rt->store.ahead.thread, NULL);
-    rt->store.ahead.running = 0;
-    rt->store.ahead.ready = 1;
+    struct rt_ahead *a = &rt->store.ahead;
+    if (!a->running) return;
+    pthread_mutex_lock(&a->lock);
+    a->stop = 1;
+    pthread_cond_broadcast(&a->moved);
+    pthread_mutex_unlock(&a->lock);
+    pthread_join(a->thread, NULL);
+    a->running = 0;
 }
 
-/* acc <- this owner's sum for update u: the thread's, or computed here; then, under
-   IMG_AHEAD, the thread starts on update u + 1's. */
-static int local_value(struct rt *rt, uint64_t *acc, int64_t share, uint64_t u) {
+/* Update u is about to change the parameters (params_enter), or has (params_leave): a
+   producer reading them waits, and is waited for (fixed staleness 1: until update u + 1's
+   sum, which reads version u, is done). */
+static void params_enter(struct rt *rt, uint64_t u) {
     struct rt_ahead *a = &rt->store.ahead;
-    rt_ahead_join(rt);
-    if (a->ready && a->version == u) {
-        TRY(local_refused(rt, a->outcome, u));
-        memcpy(acc, a->acc, (size_t)rt->k * 8);
-    } else {
-        TRY(local_refused(rt, local_sum(rt, read_params(rt, u), acc, rt->store.cbuf, share), u));
+    if (!a->running || (rt->store.history && !img_field(rt, IMG_BOUND))) return;
+    pthread_mutex_lock(&a->lock);
+    while (a->reading || (!img_field(rt, IMG_BOUND) && a->ready < u + 2 && u + 1 < (uint64_t)rt->updates))
+        pthread_cond_wait(&a->moved, &a->lock);
+    a->updating = 1;
+    pthread_mutex_unlock(&a->lock);
+}
+
+static void params_leave(struct rt *rt, uint64_t u) {
+    struct rt_ahead *a = &rt->store.ahead;
+    if (!a->running) return;
+    pthread_mutex_lock(&a->lock);
+    a->updating = 0, a->current = u + 1;
+    pthread_cond_broadcast(&a->moved);
+    pthread_mutex_unlock(&a->lock);
+}
+
+/* acc <- this owner's sum for update u, the producer's (started at the first) or computed
+   here; *read <- the version it read. */
+static int local_value(struct rt *rt, uint64_t *acc, int64_t share, uint64_t u, uint64_t *read) {
+    struct rt_ahead *a = &rt->store.ahead;
+    if (!a->sums) {
+        rt_delay_before(rt, OP_LOCAL);
+        return local_refused(rt, local_sum(rt, read_params(rt, u), acc, rt->store.cbuf, share), u);
     }
-    a->ready = 0;
-    return a->acc && u + 1 < (uint64_t)rt->updates ? ahead_start(rt, u + 1) : RT_OK;
+    if (!a->running) TRY(producer_start(rt, u));
+    uint64_t slot = u % (uint64_t)a->depth;
+    pthread_mutex_lock(&a->lock);
+    while (a->ready <= u) pthread_cond_wait(&a->moved, &a->lock);
+    struct rt_local_outcome o = a->outcome[slot];
+    *read = a->read[slot];
+    pthread_mutex_unlock(&a->lock);
+    TRY(local_refused(rt, o, u));
+    memcpy(acc, a->sums + slot * (uint64_t)rt->k, (size_t)rt->k * 8);
+    pthread_mutex_lock(&a->lock);
+    a->taken = u + 1;
+    pthread_cond_broadcast(&a->moved);
+    pthread_mutex_unlock(&a->lock);
+    return RT_OK;
 }
 
 /* Local steps H (docs/runtime.md "Local steps"): from the shared version, this owner's H
@@ -228,6 +298,7 @@ static int local_value(struct rt *rt, uint64_t *acc, int64_t share, uint64_t u) 
    parameters), then acc <- (its parameters - the shared version) * its share. */
 static int local_steps(struct rt *rt, uint64_t *acc, int64_t share, uint64_t u) {
     for (uint64_t j = 0; j < img_field(rt, IMG_LOCAL_STEPS); j++) {
+        rt_delay_before(rt, OP_LOCAL);
         TRY(local_refused(rt, local_sum(rt, rt->store.params, acc, rt->store.cbuf, share), u));
         int64_t bad = alphac_mean(acc, share, rt->k);
         if (bad >= 0) return mean_refused(rt, bad, u, (uint64_t)share);
@@ -242,18 +313,19 @@ static int local_steps(struct rt *rt, uint64_t *acc, int64_t share, uint64_t u) 
    sum / share */
 int rt_op_local(struct rt *rt, uint64_t *dst, uint64_t u) {
     int64_t k = rt->k, share = img_mine(rt, SEC_SHARE);
-    uint64_t *acc = dst + H;
+    uint64_t *acc = dst + H, read = u;
     if (share == 0) {
-        rt_delay_before(OP_LOCAL);
+        rt_delay_before(rt, OP_LOCAL);
         memset(acc, 0, (size_t)k * 8);
     } else if (rt_dev_local) { /* SM86: on the GPU */
-        rt_delay_before(OP_LOCAL);
+        rt_delay_before(rt, OP_LOCAL);
         TRY(rt_dev_local(rt, acc, u));
     } else if (img_field(rt, IMG_LOCAL_STEPS)) {
         TRY(local_steps(rt, acc, share, u));
     } else {
-        TRY(local_value(rt, acc, share, u));
+        TRY(local_value(rt, acc, share, u, &read));
     }
+    if (rt->store.reads) rt->store.reads[u - (uint64_t)rt->start] = read;
     acc[k] = (uint64_t)img_mine(rt, SEC_LEAF_COUNT);
 #ifdef ALPHAC_FAULTS
     if (share > 0 && img_field(rt, IMG_LEAF_MEAN)) {
@@ -328,7 +400,6 @@ int rt_op_sample_block(struct rt *rt, int64_t dst, int64_t first, int64_t count,
    version plus the mean of the weighted deltas becomes the parameters. */
 static int run_update(struct rt *rt, void *mean, uint64_t u) {
     if (rt_dev_update) return rt_dev_update(rt, mean, u);
-    if (!rt->store.history) rt_ahead_join(rt); /* S = 1 ahead: it reads version u, which this update changes */
     if (img_field(rt, IMG_LOCAL_STEPS)) { /* b := momentum * b + mean, v + rate * b; or v + mean */
         uint64_t *p = rt->store.params;
         int64_t bad = rt->store.outer ? alphac_outer_momentum(p, rt->store.outer, rt->store.shared, mean,
@@ -337,7 +408,10 @@ static int run_update(struct rt *rt, void *mean, uint64_t u) {
                                                                                : -1;
         return bad < 0 ? RT_OK : coordinate_refused(rt, "outer", bad, u);
     }
-    return update_kernel(rt, mean, u);
+    params_enter(rt, u);
+    int rc = update_kernel(rt, mean, u);
+    params_leave(rt, u);
+    return rc;
 }
 
 /* The delivered sums the mean reads: register a's own, or, in a test build, when the image

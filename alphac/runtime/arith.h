@@ -31,10 +31,10 @@ void rt_ahead_join(struct rt *rt);
 /* A test build's (ALPHAC_FAULTS): the fault-injection delay, and the stale-replica mutant's
    kept replica; neither is compiled into another build. */
 #ifdef ALPHAC_FAULTS
-void rt_delay_before(int64_t kind);
+void rt_delay_before(const struct rt *rt, int64_t kind);
 #define rt_keeps_replica(rt) (img_field(rt, IMG_STALE_REPLICA) != 0)
 #else
-#define rt_delay_before(kind) ((void)(kind))
+#define rt_delay_before(rt, kind) ((void)(rt), (void)(kind))
 #define rt_keeps_replica(rt) ((void)(rt), 0)
 #endif
 

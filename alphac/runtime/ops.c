@@ -257,7 +257,7 @@ static int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
         int64_t kind = op[0], peer = op[1], dst = op[2], a = op[3], b = op[4];
         uint64_t step = (uint64_t)op[5];
         TRY(check_op(rt, op, count - i));
-        if (kind != OP_LOCAL) rt_delay_before(kind); /* a contribution's: where it is computed */
+        if (kind != OP_LOCAL) rt_delay_before(rt, kind); /* a contribution's: where it is computed */
         int fd = peer >= 0 && peer < rt->n ? rt->net.fds[peer] : -1;
         /* the payload hash kept for a register is valid until an op other than a send */
         if (kind != OP_SEND) rt_sent_forget(rt);
@@ -394,6 +394,7 @@ int rt_run(struct rt *rt) {
         }
         rt_status(rt, u + 1);
     }
+    rt_ahead_join(rt);
     if (rt_dev_capture) TRY(rt_dev_capture(rt)); /* the digest and the output read the host's copy */
     rt_digest(rt);
     return rt_run_ops(rt, n_update, n_finish, (uint64_t)rt->updates);

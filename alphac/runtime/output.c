@@ -216,11 +216,20 @@ static void put_held(void *ctx, int64_t pos, int64_t slot) {
     rt_writer_put(c->w, c->words ? c->words[slot] : (uint64_t)pos);
 }
 
-/* The "stage" op: format 1 (every word of the learner) or, for a partitioned learner,
+/* The "stage" op: format 1 (every word of the learner), format 3 under bounded staleness
+   (then the version each of the run's contributions read) or, for a partitioned learner,
    format 2 (the words this owner holds, after their positions, both by ascending position),
    staged and fsynced. */
 int rt_stage_output(struct rt *rt) {
     int64_t k = rt->k, m = rt->m;
+    if (img_field(rt, IMG_OUTPUT_FORMAT) == OUTPUT_SCHEDULED) { /* then the version each contribution read */
+        uint64_t reads = (uint64_t)(rt->updates - rt->start);
+        uint64_t head[8] = {OUTPUT_MAGIC, OUTPUT_SCHEDULED, (uint64_t)rt->owner, (uint64_t)rt->updates,
+                            rt->protocol, (uint64_t)k, (uint64_t)m, reads};
+        const void *bufs[4] = {head, rt->store.params, rt->store.state, rt->store.reads};
+        size_t sizes[4] = {sizeof head, (size_t)k * 8, (size_t)m * 8, (size_t)reads * 8};
+        return rt_stage_write(rt, &rt->pub.out, bufs, sizes, 4, rt->pub.out_digest);
+    }
     if (img_field(rt, IMG_OUTPUT_FORMAT) == OUTPUT_REPLICATED) {
         uint64_t head[7] = {OUTPUT_MAGIC, OUTPUT_REPLICATED, (uint64_t)rt->owner, (uint64_t)rt->updates,
                             rt->protocol, (uint64_t)k, (uint64_t)m};

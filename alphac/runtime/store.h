@@ -22,14 +22,20 @@ struct rt_local_outcome {
     int64_t status, fail, at, bad;
 };
 
-/* Under IMG_AHEAD, the next update's local sum computed by a thread (arith.c): its buffers
-   (acc NULL: never), the update it is for, and, once joined, its outcome. */
+/* Under IMG_AHEAD = D, the contributions computed ahead by a producer thread (arith.c
+   "The contributions computed ahead"): the local sums of up to D updates in D slots
+   (sums NULL: no producer), each slot's version read and outcome; ready: the sums of
+   updates below it are done; taken: the sums below it were taken; current: the version the
+   parameters hold; reading, updating: which thread is on the parameters. */
 struct rt_ahead {
-    uint64_t *acc, *cbuf;
+    uint64_t *sums, *cbuf, *read;
+    struct rt_local_outcome *outcome;
+    int64_t depth;
     pthread_t thread;
-    int running, ready; /* its thread runs; joined, its outcome not yet taken */
-    uint64_t version;
-    struct rt_local_outcome outcome;
+    pthread_mutex_t lock;
+    pthread_cond_t moved;
+    int running, stop, reading, updating;
+    uint64_t ready, taken, current;
 };
 
 struct rt_store {
@@ -40,6 +46,7 @@ struct rt_store {
     uint64_t *history_versions; /* the version each replica slot holds */
     uint64_t *shared;           /* local steps: the shared version this round's own updates start from */
     uint64_t *outer;            /* local steps' outer momentum b */
+    uint64_t *reads;            /* bounded staleness: the version each of this run's contributions read */
     int64_t kp, mp, alike, kc;
     struct rt_ahead ahead;
     uint64_t *regs;             /* the register pool: [header | payload | checksum | tag] each */

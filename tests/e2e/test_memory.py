@@ -118,6 +118,8 @@ REPRESENTATIVE = {
     "fixed_staleness:stale1": [("replicated", "star")],
     "fixed_staleness:stale2": [("replicated", "hierarchy")],
     "local_steps:local2": [("replicated", "star")],
+    # bounded staleness 2: two sums computed ahead and the schedule
+    "bounded_staleness:bounded2": [("replicated", "hierarchy")],
 }
 
 
@@ -129,7 +131,7 @@ def test_representative_specs_under_the_partitionings_and_trees_measure_their_la
         r, u = sweep({name: specs[name]}, combos)
         ran += r
         unplanned += u
-    assert len(ran) == 5 + 5 + 4 + 2 + 3
+    assert len(ran) == 5 + 5 + 4 + 2 + 3 + 1
     assert unplanned == [("mem-local_correlation_star-state-star", "independent-state-partitioning")]
 
 
@@ -146,8 +148,8 @@ def test_every_spec_under_every_partitioning_and_topology_measures_its_laws():
     # the independent-state specs hold their regions only and refuse the other claims; the
     # Huber gate clips by the global norm, which reads every coordinate: not separable
     whole = sum(name.startswith("huber_clip") for name in specs)
-    # local steps are built replicated only
-    local = sum(dep.consistency.local_steps > 0 for dep in specs.values())
+    # local steps and bounded staleness are built replicated only
+    local = sum(dep.consistency.local_steps > 0 or dep.consistency.bound > 0 for dep in specs.values())
     assert len(ran) == (len(specs) - independent - whole - local) * 5 * 2 + (independent + whole + local) * 2
     assert Counter(code for _, code in unplanned) == {
         "independent-state-partitioning": independent * 4 * 2,

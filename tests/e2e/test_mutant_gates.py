@@ -42,7 +42,7 @@ pytestmark = needs_qemu
 # to a fixed staleness (tests/e2e/test_fixed_staleness.py), fewer-local-steps to local steps
 # (tests/e2e/test_local_steps.py)
 COMBINE_MUTANTS = tuple(m for m in MUTANTS if m not in ("foreign-inputs", "foreign-accumulator", "fresher-read",
-                                                               "fewer-local-steps"))
+                                                               "fewer-local-steps", "looser-bound"))
 CASES = [(spec, m) for spec in ORDER for m in COMBINE_MUTANTS if m != "stale-replica"] + \
         [(PARTITIONED, m) for m in COMBINE_MUTANTS]
 

@@ -48,7 +48,7 @@ def dep(name: str):
 def test_one_list_one_spelling():
     assert names.NAMES == ("swap-branch", "duplicate-mass", "unweighted-mean", "deliver-to-next",
                            "stale-replica", "foreign-inputs", "foreign-accumulator", "fresher-read",
-                           "fewer-local-steps")
+                           "fewer-local-steps", "looser-bound")
     assert ORACLE_MUTANTS == names.NAMES == tuple(driver.MUTANTS)
     # the oracle's former spellings are gone from the code and the docs
     old = re.compile(r"swapped-branch|duplicated-mass")
@@ -66,7 +66,7 @@ def test_normal_identities_are_unchanged_and_every_mutant_has_its_own():
     for name in (STAR, PART):
         d = dep(name)
         ids = {driver.plan(d, m).protocol_id for m in names.NAMES
-               if m not in ("foreign-inputs", "foreign-accumulator", "fresher-read", "fewer-local-steps")
+               if m not in ("foreign-inputs", "foreign-accumulator", "fresher-read", "fewer-local-steps", "looser-bound")
                and (m != "stale-replica" or name == PART)}
         ids.add(driver.plan(d).protocol_id)
         assert len(ids) == (6 if name == PART else 5)

@@ -24,9 +24,9 @@ def counted(monkeypatch, tmp_path):
     calls = []
     real = driver.oracle
 
-    def oracle(dep, rounds=None, mutant=None, tick=None):
+    def oracle(dep, rounds=None, mutant=None, tick=None, schedule=None):
         calls.append((rounds, mutant))
-        return real(dep, rounds, mutant, tick=tick)
+        return real(dep, rounds, mutant, tick=tick, schedule=schedule)
 
     monkeypatch.setattr(driver, "oracle", oracle)
     return calls

@@ -5,6 +5,7 @@ deploymentCombinePlacement lower to the IR."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -238,7 +239,8 @@ def test_a_synchronous_declaration_plans_to_the_same_identity_and_others_are_ref
     from alphac.plan import plan
 
     default = plan(lowered(tmp_path, deployment_text()))
-    for same in ("ConsistencySynchronous", "ConsistencyFixedStaleness { staleness = 0 }"):
+    for same in ("ConsistencySynchronous", "ConsistencyFixedStaleness { staleness = 0 }",
+                 "ConsistencyBoundedStaleness { bound = 0 }"):
         dep = lowered(tmp_path, deployment_text(extra=f"\n  deploymentConsistency = {same},"))
         assert plan(dep).protocol_hex == default.protocol_hex
     stale = lowered(tmp_path, deployment_text(
@@ -247,19 +249,27 @@ def test_a_synchronous_declaration_plans_to_the_same_identity_and_others_are_ref
     local = lowered(tmp_path, deployment_text(
         extra="\n  deploymentConsistency = ConsistencyLocalSteps { localSteps = 1 },"))
     assert plan(local).protocol_hex not in (default.protocol_hex, plan(stale).protocol_hex)
-    dep = lowered(tmp_path, deployment_text(extra="\n  deploymentConsistency = ConsistencyBoundedStaleness { bound = 0 },"))
+    bounded = lowered(tmp_path, deployment_text(
+        extra="\n  deploymentConsistency = ConsistencyBoundedStaleness { bound = 1 },"))
+    assert plan(bounded).protocol_hex not in (default.protocol_hex, plan(stale).protocol_hex,
+                                              plan(local).protocol_hex)
+    dep = dataclasses.replace(bounded, checkpoint=ir.Checkpoint(2, "ck"))
     with pytest.raises(CompileError) as refused:
         plan(dep)
     assert [d.code for d in refused.value.diagnostics] == ["consistency-not-built"]
 
 
-def test_the_oracle_refuses_a_consistency_it_does_not_evaluate(tmp_path):
+def test_the_oracle_replays_bounded_staleness_only_from_a_recorded_schedule(tmp_path):
     from alphac.oracle import Refusal, evaluate
 
     dep = lowered(tmp_path, deployment_text(
         extra="\n  deploymentConsistency = ConsistencyBoundedStaleness { bound = 2 },"))
     with pytest.raises(Refusal) as refused:
         evaluate(dep)
+    assert refused.value.code == "oracle-schedule"
+    independent = dataclasses.replace(dep, learner=dataclasses.replace(dep.learner, shape="independent-state"))
+    with pytest.raises(Refusal) as refused:
+        evaluate(independent)
     assert refused.value.code == "oracle-consistency"
-    assert refused.value.detail == ("deployment run declares bounded-staleness 2; the oracle evaluates "
-                                    "synchronous learners, fixed staleness and local steps only")
+    assert refused.value.detail == ("deployment run declares staleness bounded by 2; the oracle evaluates it "
+                                    "for data-parallel learners on trees over owners")

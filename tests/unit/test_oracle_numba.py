@@ -28,10 +28,17 @@ INF, NAN, HUGE = 0x7FF0000000000000, 0x7FF8000000000000, 0x7FE0000000000000  # H
 SPEC_DEPS = every_deployment()
 
 
+def _schedule(dep):
+    """Bounded staleness: a schedule to replay, each owner S behind but an odd owner at odd
+    updates one version fresher; None for every other consistency."""
+    S = dep.consistency.bound
+    return [[max(u - S + (o % 2) * (u % 2), 0) for u in range(dep.updates)] for o in range(dep.owners)] if S else None
+
+
 def _outcome(dep, engine: str):
     """The words and every owner's view, or the refusal's full identity."""
     try:
-        r = evaluate(dep, engine=engine)
+        r = evaluate(dep, engine=engine, schedule=_schedule(dep))
     except Refusal as exc:
         return ("refused", exc.code, exc.detail, exc.site, exc.statement, exc.span, exc.coordinate)
     return ("words", r.params, r.state, r.version, r.owners)

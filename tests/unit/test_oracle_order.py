@@ -111,7 +111,7 @@ def _swapped(root):
 # replica, fresher-read a fixed staleness)
 REPLICATED_MUTANTS = tuple(m for m in MUTANTS
                            if m not in ("stale-replica", "foreign-inputs", "foreign-accumulator", "fresher-read",
-                                     "fewer-local-steps"))
+                                     "fewer-local-steps", "looser-bound"))
 
 
 @pytest.mark.parametrize("topology", [Star(), Hierarchy(2)], ids=["star", "hierarchy"])
