@@ -1,6 +1,6 @@
-"""Fixed staleness benchmark: does S = 1 hide the combine? The synchronous learner (S = 0)
-and fixed staleness S = 1 on the same deployment, measured in the same run, interleaved
-round by round: seconds per update.
+"""Fixed and bounded staleness benchmark: does S = 1 hide the combine? The synchronous
+learner (S = 0), fixed staleness S = 1 and bounded staleness S = 1 on the same deployment,
+measured in the same run, interleaved round by round: seconds per update.
 
 The learner is bench/bench_combine.py's (k parameters in the indexed form, one sample per
 owner), on --owners owners of this host in a star over TCP, authenticated as `alphac launch`
@@ -12,9 +12,12 @@ millisecond (the case where overlap gains most: the sum 2C against C); --delay-m
 
 Under S = 1 each owner computes update u + 1's contributions on a thread while update u
 combines (docs/runtime.md "Fixed staleness"), so the aim is a time per update of at most
-1.1 x max(D, C), where the synchronous learner takes about D + C. Each line gives ms per
-update = (T(N) - T(1)) / (N - 1) of the slowest owner's wall time, medians over --repeat
-rounds; the last S = 1 run's words are compared with the oracle's, word for word.
+1.1 x max(D, C), where the synchronous learner takes about D + C. Under bounded staleness
+S = 1 the same thread reads the newest version when its delay ends (docs/runtime.md
+"Bounded staleness"): the bench says how many of its reads were one version behind. Each
+line gives ms per update = (T(N) - T(1)) / (N - 1) of the slowest owner's wall time, medians
+over --repeat rounds; the last S = 1 runs' words are compared with the oracle's (bounded:
+its replay of the run's schedule), word for word.
 
     python bench/bench_staleness.py [--words 1000000] [--owners 4] [--updates 11]
                                     [--repeat 3] [--delay-ms D]
@@ -42,9 +45,10 @@ from alphac.ir import nodes as N  # noqa: E402
 from alphac.plan.protocol import OP_CODE  # noqa: E402
 
 
-def staleness(dep: N.Deployment, S: int) -> N.Deployment:
-    kind = N.ConsistencyKind.FIXED_STALENESS if S else N.ConsistencyKind.SYNCHRONOUS
-    return replace(dep, name=f"{dep.name}_s{S}", source_file=f"bench/{dep.name}_s{S}.alpha",
+def staleness(dep: N.Deployment, S: int, kind=N.ConsistencyKind.FIXED_STALENESS) -> N.Deployment:
+    kind = kind if S else N.ConsistencyKind.SYNCHRONOUS
+    tag = "b" if kind is N.ConsistencyKind.BOUNDED_STALENESS else "s"
+    return replace(dep, name=f"{dep.name}_{tag}{S}", source_file=f"bench/{dep.name}_{tag}{S}.alpha",
                    consistency=N.Consistency(kind, S))
 
 
@@ -83,28 +87,41 @@ def main() -> None:
     from alphac.oracle import evaluate
     from alphac.testing import session
 
+    from alphac.launch.results import recorded_schedule
+
     base = bc.deployment(args.words, args.owners, N.Star())
     deps = {S: staleness(base, S) for S in (0, 1)}
+    deps["b1"] = staleness(base, 1, N.ConsistencyKind.BOUNDED_STALENESS)
     exes = {S: session.built(d.name, d, faults=True) for S, d in deps.items()}
     combine = timed({"combine": (deps[0], exes[0])}, args.updates, args.repeat, {"combine": 0})["combine"]
     delay = args.delay_ms if args.delay_ms is not None else max(1, math.ceil(combine))
     cases = {"synchronous": (deps[0], exes[0]), "S = 1": (deps[1], exes[1]),
-             "S = 1, no delay": (deps[1], exes[1])}
-    got = timed(cases, args.updates, args.repeat, {"synchronous": delay, "S = 1": delay, "S = 1, no delay": 0})
+             "bounded S = 1": (deps["b1"], exes["b1"]), "S = 1, no delay": (deps[1], exes[1])}
+    got = timed(cases, args.updates, args.repeat, {"synchronous": delay, "S = 1": delay, "bounded S = 1": delay,
+                                                   "S = 1, no delay": 0})
     aim = 1.1 * max(delay, combine)
-    print(f"fixed staleness: {args.words:,} words, {args.owners} owners on {os.cpu_count()} cores, star, TCP, "
-          f"authenticated; {args.updates} updates, medians of {args.repeat} rounds")
+    print(f"fixed and bounded staleness: {args.words:,} words, {args.owners} owners on {os.cpu_count()} cores, "
+          f"star, TCP, authenticated; {args.updates} updates, medians of {args.repeat} rounds")
     print(f"  combine C (synchronous, no delay)   {combine:8.2f} ms/update")
     print(f"  contribution delay D (every owner)  {delay:8d} ms (plus the contribution's own work)")
     print(f"  synchronous, delayed                {got['synchronous']:8.2f} ms/update  (about D + C)")
     print(f"  S = 1, delayed                      {got['S = 1']:8.2f} ms/update  "
           f"aim <= 1.1 x max(D, C) = {aim:.2f}: {'met' if got['S = 1'] <= aim else 'not met'}; "
           f"synchronous / S = 1 {got['synchronous'] / got['S = 1']:.2f}x")
+    print(f"  bounded S = 1, delayed              {got['bounded S = 1']:8.2f} ms/update  "
+          f"synchronous / bounded {got['synchronous'] / got['bounded S = 1']:.2f}x")
     print(f"  S = 1, no delay                     {got['S = 1, no delay']:8.2f} ms/update  "
           f"(its cost over C: the sum's copy into the register, the thread)")
     _, run = seconds(deps[1], exes[1], args.updates, delay)
     report = compare(session.plan(deps[1].name, deps[1]), run, evaluate(deps[1], args.updates), args.updates)
     print(f"  the last S = 1 run ({args.updates} updates) equals the oracle: {report.match}")
+    _, run = seconds(deps["b1"], exes["b1"], args.updates, delay)
+    reads = recorded_schedule(run.outputs, args.owners)
+    behind = sum(u - r for o in reads for u, r in enumerate(o))
+    oracle = evaluate(deps["b1"], args.updates, schedule=reads)
+    report = compare(session.plan(deps["b1"].name, deps["b1"]), run, oracle, args.updates)
+    print(f"  the last bounded S = 1 run: {behind} of its {args.owners * args.updates} reads one version "
+          f"behind; it equals the oracle's replay of its schedule: {report.match}")
 
 
 if __name__ == "__main__":
