@@ -116,10 +116,11 @@ PLAN = {
     "combine-delivery-law": "a planned delivery breaks a law of Runtime.NativeCombine's "
                             "NativeCombineDeliveryLaws (an owner receives the result twice, "
                             "before its sender holds it, off the path to the target, or never)",
-    "consistency-not-built": "a deployment declares a consistency that is not built yet: bounded "
-                             "staleness, fixed staleness with checkpoints, a resume, an SM86 owner "
-                             "or independent state, or local steps outside replicated learners on a "
-                             "star or a hierarchy, or with checkpoints of optimizer state",
+    "consistency-not-built": "a deployment declares a consistency that is not built yet: fixed "
+                             "staleness with checkpoints, a resume, an SM86 owner or independent "
+                             "state, or local steps or bounded staleness outside replicated learners "
+                             "on a star or a hierarchy of CPU owners, or local steps with checkpoints "
+                             "of optimizer state or outer momentum",
     "independent-state-partitioning": "an independent-state learner's deployment holds other "
                                       "words per owner than its own region (IR built by hand)",
     # numerical contracts (Learning.Numerics)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from alphac.checkpoint.manifest import (ROOT_MANIFEST, Manifest, child_manifests, runs_text,
-                                        verify)
+from alphac.checkpoint.directory import child_manifests, schedule, verify
+from alphac.checkpoint.manifest import ROOT_MANIFEST, Manifest, runs_text
 from alphac.resources import sha256_file
 
 PROFILE = ("format", "rounding", "subnormals", "exceptional", "relation", "order_digest")
@@ -64,6 +64,7 @@ def describe_checkpoint(path, key: bytes | None = None) -> dict:
                               "runs": runs_text(f.runs), "sha256": f.sha256}
                              for f in root.fragments if f.owner == s.owner]}
               for s in root.shards]
+    reads = schedule(d, root)
     resumed = None
     if root.resumed:
         resumed = {"sha256": root.resumed[0], "version": root.resumed[1], "contract": root.resumed[2]}
@@ -80,10 +81,14 @@ def describe_checkpoint(path, key: bytes | None = None) -> dict:
         "manifests": manifests,
         "shards": shards,
         "resumed_from": resumed,
+        # bounded staleness: each owner's schedule file, the versions its contributions read
+        **({"schedule": [{"owner": r.owner, "file": r.file, "first": r.first, "reads": list(reads[r.owner][1]),
+                          "sha256": r.sha256} for r in root.reads]} if root.reads else {}),
         # whether the root manifest is tagged, and whether that tag was checked (under a key)
         "auth": {"tagged": root.auth != "none", "checked": key is not None},
         "sha256": root.sha256,
         "verified": {"ok": True, "manifests": len(manifests), "shards": len(root.shards),
                      "fragments": len(root.fragments),
-                     "hashes": len(manifests) + len(children) + len(root.shards) + len(root.fragments)},
+                     "hashes": len(manifests) + len(children) + len(root.shards) + len(root.fragments)
+                     + len(root.reads)},
     }

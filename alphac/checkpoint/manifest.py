@@ -1,10 +1,8 @@
-"""The checkpoint manifest and shard files (docs/checkpoints.md): parse, render, verify.
+"""The checkpoint manifest and shard files (docs/checkpoints.md): parse and render; a
+checkpoint directory is checked by alphac/checkpoint/directory.py.
 
     parse(text, path) -> Manifest          CheckpointError (located: line, column)
     read_manifest(ckpt_dir) -> Manifest    its manifest.txt, trailer hash checked
-    verify(ckpt_dir, key=None) -> Manifest every hash, file, header, version and coverage; the tag
-    child_manifests(ckpt_dir, root)        every manifest below the root, each checked
-    logical_words(ckpt_dir, manifest)      {region: uint64 words}, assembled by selection
     checkpoint_key(run_key) -> bytes       the key a checkpoint's tag is made with
     manifest_tag(manifest, run_key) -> str  the tag a keyed run writes on the root manifest
     check_tag(manifest, run_key)           CheckpointError(checkpoint-auth) unless it has it
@@ -16,7 +14,6 @@ import hashlib
 import hmac
 import json
 import re
-import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +29,7 @@ CHECKPOINT_KEY_LABEL = "alphac-checkpt-1"
 ROOT_MANIFEST = "manifest.txt"
 SHARD_MAGIC = 0x54504B4341484C41  # "ALHACKPT"
 SHARD_FORMAT = 2
+SCHEDULE_MAGIC = 0x4441455241484C41  # "ALHAREAD": an owner's schedule file under bounded staleness
 REGIONS = {"parameters": 1, "state": 2}
 REGION_NAMES = {v: k for k, v in REGIONS.items()}
 Run = tuple[int, int, int]  # (start, step, count): positions start, start + step, ... (count of them)
@@ -87,6 +85,18 @@ class FragmentEntry:
 
 
 @dataclass(frozen=True)
+class ReadsEntry:
+    """Bounded staleness: owner's schedule file, the versions its contributions to updates
+    first .. first + count - 1 read (docs/checkpoints.md, "The schedule file")."""
+
+    owner: int
+    file: str
+    first: int
+    count: int
+    sha256: str
+
+
+@dataclass(frozen=True)
 class Manifest:
     path: str
     version: int
@@ -109,6 +119,7 @@ class Manifest:
     # item -> the line of its first occurrence; also "manifest O", "shard O", "region NAME",
     # "fragment O REGION"
     line_of: dict[str, int] = field(default_factory=dict, compare=False)
+    reads: tuple[ReadsEntry, ...] = ()  # bounded staleness: each owner's schedule file
 
 
 def identity_of(learner: str, inputs: str, contract: str, layout: str) -> int:
@@ -142,6 +153,7 @@ def render(m: Manifest) -> str:
         lines.append(f"shard {s.owner} {s.file} {s.bytes} {s.sha256}")
         lines += [f"fragment {f.owner} {f.region} {f.offset} {f.words} {runs_text(f.runs)} {f.sha256}"
                   for f in m.fragments if f.owner == s.owner]
+        lines += [f"reads {r.owner} {r.file} {r.first} {r.count} {r.sha256}" for r in m.reads if r.owner == s.owner]
     if m.resumed:
         lines.append(f"resumed-from {m.resumed[0]} {m.resumed[1]} {m.resumed[2]}")
     if m.auth is not None:
@@ -169,6 +181,7 @@ _PATTERNS = {
     "manifest": r"manifest (\d+) (manifest-\d+\.txt) (" + _HEX64 + ")",
     "shard": r"shard (\d+) (shard-\d+\.bin) (\d+) (" + _HEX64 + ")",
     "fragment": r"fragment (\d+) (parameters|state) (\d+) (\d+) (-|\d+\+\d+x\d+(?:,\d+\+\d+x\d+)*) (" + _HEX64 + ")",
+    "reads": r"reads (\d+) (reads-\d+\.bin) (\d+) (\d+) (" + _HEX64 + ")",
     "resumed-from": r"resumed-from (" + _HEX64 + r") (\d+) (same|new)",
     "auth": r"auth (none|hmac-sha256 " + _HEX64 + ")",
     "sha256": r"sha256 (" + _HEX64 + ")",
@@ -203,7 +216,7 @@ def parse(text: str, path: str = "manifest.txt") -> Manifest:
                   f"(expected {HEAD!r}); resume it with the alphac that wrote it")
     if not lines or lines[0] != HEAD:
         raise bad(1, f"expected {HEAD!r}, the first line of a checkpoint manifest")
-    got: dict = {"region": {}, "manifest": {}, "shard": [], "fragment": []}
+    got: dict = {"region": {}, "manifest": {}, "shard": [], "fragment": [], "reads": []}
     line_of: dict[str, int] = {}
     trailer = None
     for no, line in enumerate(lines[1:], start=2):
@@ -236,6 +249,10 @@ def parse(text: str, path: str = "manifest.txt") -> Manifest:
             if not got["shard"] or got["shard"][-1].owner != int(g[0]):
                 raise bad(no, f"fragment of owner {g[0]} outside its shard's lines")
             got["fragment"].append(FragmentEntry(int(g[0]), g[1], int(g[2]), int(g[3]), _runs(g[4]), g[5]))
+        elif key == "reads":
+            if not got["shard"] or got["shard"][-1].owner != int(g[0]) or g[1] != f"reads-{g[0]}.bin":
+                raise bad(no, f"schedule of owner {g[0]} outside its shard's lines, or not its file")
+            got["reads"].append(ReadsEntry(int(g[0]), g[1], int(g[2]), int(g[3]), g[4]))
         elif key == "sha256":
             trailer = g[0]
             body = "".join(x + "\n" for x in lines[:no - 1])
@@ -243,7 +260,7 @@ def parse(text: str, path: str = "manifest.txt") -> Manifest:
                 raise CheckpointError("checkpoint-hash-mismatch", "the manifest's sha256 line does not "
                                       "match its contents (a changed or truncated manifest)", path, no)
         line_of.setdefault(key, no)
-        if key in ("manifest", "shard", "region"):
+        if key in ("manifest", "shard", "region", "reads"):
             line_of.setdefault(f"{key} {g[0]}", no)
         elif key == "fragment":
             line_of.setdefault(f"fragment {g[0]} {g[1]}", no)
@@ -258,7 +275,7 @@ def parse(text: str, path: str = "manifest.txt") -> Manifest:
                     tuple(int(o) for o in got["owners"][0].split()), got["manifest"],
                     tuple(got["shard"]), tuple(got["fragment"]),
                     (resumed[0], int(resumed[1]), resumed[2]) if resumed else None, trailer,
-                    got["auth"][0] if "auth" in got else None, text, line_of)
+                    got["auth"][0] if "auth" in got else None, text, line_of, tuple(got["reads"]))
 
 
 def read_regular(p: Path) -> bytes:
@@ -354,147 +371,3 @@ def check_tag(m: Manifest, run_key: bytes) -> None:
     if not hmac.compare_digest(m.auth or "", f"hmac-sha256 {want}"):
         raise CheckpointError("checkpoint-auth", f"{m.path}'s tag is not the one this key makes (another key's "
                               "checkpoint, or a forged one)", m.path, line)
-
-
-def _head_bytes(p: Path, s: ShardEntry, m: Manifest, frags: list[FragmentEntry]) -> int:
-    """The length of the shard's header and fragment table: the manifest lays the fragments'
-    words one after another from there to the end of the file."""
-    at = head = s.bytes - 8 * sum(f.words for f in frags)
-    if not frags and head < 48:
-        raise CheckpointError("checkpoint-manifest", f"{p}: shorter than a shard's header", m.path,
-                              m.line_of.get(f"shard {s.owner}", 0))
-    for f in frags:
-        if f.offset != at or head < 48:
-            raise CheckpointError("checkpoint-manifest", f"{p}: owner {f.owner}'s {f.region} fragment lies "
-                                  "outside its shard", m.path, m.line_of.get(f"fragment {f.owner} {f.region}", 0))
-        at += 8 * f.words
-    return head
-
-
-def _read_shard(d: Path, s: ShardEntry, m: Manifest) -> bytes:
-    """The shard's bytes, checked as a restore checks them: its size and sha256 (over its
-    header and its fragments' sha256), its header, then each fragment's sha256."""
-    p = d / s.file
-    line = m.line_of.get(f"shard {s.owner}", 0)
-    try:
-        data = read_regular(p)
-    except NotRegular as exc:
-        raise CheckpointError("checkpoint-shard-missing", f"{exc} (owner {s.owner}'s shard)", m.path, line) from None
-    except OSError:
-        raise CheckpointError("checkpoint-shard-missing", f"{p} is missing (owner {s.owner}'s shard)",
-                              m.path, line) from None
-    frags = [f for f in m.fragments if f.owner == s.owner]
-    if len(data) != s.bytes:
-        raise CheckpointError("checkpoint-hash-mismatch", f"{p}: its sha256 is not the manifest's", m.path,
-                              line)
-    head = _head_bytes(p, s, m, frags)
-    shas = [hashlib.sha256(memoryview(data)[f.offset:f.offset + 8 * f.words]).hexdigest() for f in frags]
-    if shard_digest(data[:head], shas) != s.sha256:
-        raise CheckpointError("checkpoint-hash-mismatch", f"{p}: its sha256 is not the manifest's", m.path,
-                              line)
-    head = struct.unpack_from("<6Q", data, 0)
-    if head[0] != SHARD_MAGIC or head[1] != SHARD_FORMAT or head[3] != s.owner:
-        raise CheckpointError("checkpoint-manifest", f"{p} is not owner {s.owner}'s shard", m.path, line)
-    if head[4] != m.version or head[2] != m.identity:
-        raise CheckpointError("checkpoint-version", f"{p} holds version {head[4]} of identity {head[2]:016x}, "
-                              f"the manifest version {m.version} of {m.identity:016x}", m.path, line)
-    for f, sha in zip(frags, shas):
-        if sha != f.sha256:
-            raise CheckpointError("checkpoint-hash-mismatch", f"{p}: owner {f.owner}'s {f.region} fragment does "
-                                  "not match its sha256", m.path, m.line_of.get(f"fragment {f.owner} {f.region}", 0))
-    return data
-
-
-def verify(ckpt_dir: str | Path, key: bytes | None = None) -> Manifest:
-    """Every check of a restore (docs/checkpoints.md), on the whole checkpoint: the root
-    manifest (with a run's `key`, its tag first), every child manifest, every shard and
-    fragment hash, headers, versions and the coverage of each region. Returns the root
-    manifest."""
-    d = Path(ckpt_dir)
-    root = read_manifest(d)
-    if key is not None:
-        check_tag(root, key)
-    child_manifests(d, root)
-    for s in root.shards:
-        _read_shard(d, s, root)
-    check_coverage(root)
-    return root
-
-
-def child_manifests(d: Path, root: Manifest) -> list[Manifest]:
-    """Every manifest below the root, each checked against the sha256 the root names and the
-    root's version and identity. A manifest names the manifest of every owner of its subtree
-    that has children (the manifest tree, flattened): the root names them all, and each
-    one a child manifest names must be one the root names, with the same sha256."""
-    out: list[Manifest] = []
-    named = root.manifests
-    for owner, (name, sha) in sorted(named.items()):
-        p = d / name
-        where = (root.path, root.line_of.get(f"manifest {owner}", 0))
-        if name == ROOT_MANIFEST or name != f"manifest-{owner}.txt":
-            raise CheckpointError("checkpoint-manifest", f"{p} is not owner {owner}'s manifest file", *where)
-        try:
-            data = read_regular(p)
-        except NotRegular as exc:
-            raise CheckpointError("checkpoint-shard-missing", f"{exc} (owner {owner}'s manifest)", *where) from None
-        except OSError:
-            raise CheckpointError("checkpoint-shard-missing", f"{p} is missing (owner {owner}'s manifest)",
-                                  *where) from None
-        if hashlib.sha256(data).hexdigest() != sha:
-            raise CheckpointError("checkpoint-hash-mismatch", f"{p}: its sha256 is not the manifest's",
-                                  *where)
-        child = _parsed(data, p)
-        if child.version != root.version or child.identity != root.identity:
-            raise CheckpointError("checkpoint-version", f"{p} is version {child.version} of "
-                                  f"{child.identity:016x}, the root's {root.version} of "
-                                  f"{root.identity:016x}", *where)
-        for item in LEARNER_ITEMS:  # what the identity stands for, the same line for line
-            if getattr(child, item) != getattr(root, item):
-                raise CheckpointError("checkpoint-manifest", f"{p}: its {item} line is not the root's",
-                                      str(p), child.line_of.get(item, 0))
-        out.append(child)
-    for child in out:
-        for owner, entry in sorted(child.manifests.items()):
-            if named.get(owner) != entry:
-                raise CheckpointError("checkpoint-manifest", f"{child.path} names owner {owner}'s manifest "
-                                      f"{entry[0]} as the root's {ROOT_MANIFEST} does not",
-                                      child.path, child.line_of.get(f"manifest {owner}", 0))
-    return out
-
-
-def check_coverage(m: Manifest) -> None:
-    """Each region's fragments hold every word exactly once and nothing outside it."""
-    for region, domain in m.regions.items():
-        count = np.zeros(domain, dtype=np.int64)
-        at_region = m.line_of.get(f"region {region}", 0)
-        for f in (f for f in m.fragments if f.region == region):
-            pos = f.positions()
-            at = m.line_of.get(f"fragment {f.owner} {region}", 0)
-            if len(pos) != f.words:
-                raise CheckpointError("checkpoint-manifest", f"owner {f.owner}'s {region} fragment lists "
-                                      f"{len(pos)} positions for {f.words} words", m.path, at)
-            outside = pos[(pos < 0) | (pos >= domain)]
-            if len(outside):
-                raise CheckpointError("shard-coverage-outside", f"owner {f.owner}'s {region} fragment holds "
-                                      f"position {int(outside[0])} outside the region's {domain} words",
-                                      m.path, at)
-            np.add.at(count, pos, 1)
-        if (count == 0).any():
-            raise CheckpointError("shard-coverage-missing", f"no fragment holds {int((count == 0).sum())} of the "
-                                  f"{domain} {region} words (first: {int(np.argmax(count == 0))})", m.path,
-                                  at_region)
-        if (count > 1).any():
-            raise CheckpointError("shard-coverage-duplicated", f"{int((count > 1).sum())} {region} words are held "
-                                  f"by two fragments (first: {int(np.argmax(count > 1))})", m.path, at_region)
-
-
-def logical_words(ckpt_dir: str | Path, m: Manifest | None = None) -> dict[str, np.ndarray]:
-    """Every region's words, assembled from the fragments by selection (after `verify`)."""
-    d = Path(ckpt_dir)
-    m = m or verify(d)
-    out = {region: np.zeros(words, dtype=np.uint64) for region, words in m.regions.items()}
-    for s in m.shards:
-        data = (d / s.file).read_bytes()
-        for f in (f for f in m.fragments if f.owner == s.owner):
-            out[f.region][f.positions()] = np.frombuffer(data, dtype="<u8", count=f.words, offset=f.offset)
-    return out

@@ -153,6 +153,10 @@ def render_checkpoint(c: dict) -> str:
         for f in s["fragments"]:
             lines.append(f"    {f['region']:<10} offset {f['offset']} words {f['words']} runs "
                          f"{f['runs']} sha256 {f['sha256'][:16]}")
+    if "schedule" in c:  # bounded staleness: the version each contribution read
+        lines.append("schedule (the version each owner's contributions read):")
+        lines += [f"  {r['file']}  owner {r['owner']}: updates {r['first']}..{r['first'] + len(r['reads']) - 1} "
+                  f"read {' '.join(map(str, r['reads']))}; sha256 {r['sha256'][:16]}" for r in c["schedule"]]
     return "\n".join(lines)
 
 

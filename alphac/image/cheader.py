@@ -74,6 +74,7 @@ def runtime_header() -> str:
     out.append(f'#define CKPT_ROOT_MANIFEST "{manifest.ROOT_MANIFEST}"')
     define("CKPT_SHARD_MAGIC", manifest.SHARD_MAGIC, u64=True)
     define("CKPT_SHARD_FORMAT", manifest.SHARD_FORMAT)
+    define("CKPT_SCHEDULE_MAGIC", manifest.SCHEDULE_MAGIC, u64=True)
     names = " : ".join(f'(r) == {v} ? "{k}"' for k, v in manifest.REGIONS.items())
     out.append(f'#define CKPT_REGION_NAME(r) ({names} : "")')
     define("DEFAULT_TIMEOUT_MS", wire.DEFAULT_TIMEOUT_MS)

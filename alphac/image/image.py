@@ -432,7 +432,7 @@ def build_image(plan, role: str, target: str, cpu: CpuNeeds = CpuNeeds()) -> Rol
     mutated = plan.mutation
     fragments = owner_fragments(plan)
     try:
-        checks = op_checks(protocols, mutated.leaf_counts, fragments, role_v.owners)
+        checks = op_checks(protocols, mutated.leaf_counts, fragments, role_v.owners, dep.consistency.bound > 0)
     except ValueError as err:
         raise ImageError("build-failed", f"the publication reports: {err}") from None
     fmt_ = storage.format_of(dep)

@@ -375,7 +375,7 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
         bound += 1
     if bound and not by_samples:
         schedule = check_schedule(schedule, dep.owners, first, rounds, bound)
-    if (stale or bound or (H and (L.m or dep.consistency.outer))) and start is not None:  # (local steps: each owner's own state)
+    if (stale or (H and (L.m or dep.consistency.outer))) and start is not None:  # (local steps: each owner's own state)
         raise Refusal("oracle-consistency", f"deployment {dep.name} declares {dep.consistency.kind.value} "
                       f"{dep.consistency.value}: the oracle evaluates it from the initial words only")
     versions = {}  # fixed staleness: version v's parameters, kept while a contribution reads them

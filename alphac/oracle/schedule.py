@@ -12,7 +12,8 @@ from alphac.oracle.refusal import Refusal, Site
 def check_schedule(schedule, owners: int, first: int, rounds: int, bound: int) -> tuple[tuple[int, ...], ...]:
     """The schedule as tuples, refused `oracle-schedule` unless it names a version for each
     of `owners` owners and `rounds` updates from `first`, and `data-parallel-stale-read`
-    at the first read outside max(u - bound, 0) .. u (in update order, then owner order)."""
+    at the first read outside max(u - bound, first) .. u (in update order, then owner
+    order): a run resumed at version `first` holds no version before it."""
     if schedule is None:
         raise Refusal("oracle-schedule", f"bounded staleness {bound}: each contribution reads the version "
                       "its owner had, which the run records; the oracle replays a run's schedule "
@@ -24,10 +25,10 @@ def check_schedule(schedule, owners: int, first: int, rounds: int, bound: int) -
     for i in range(rounds):
         u = first + i
         for o, reads in enumerate(got):
-            if not max(u - bound, 0) <= reads[i] <= u:
+            if not max(u - bound, first) <= reads[i] <= u:
                 raise Refusal("data-parallel-stale-read", f"update {u}: owner {o}'s contributions read "
                               f"version {reads[i]}; bounded staleness {bound} allows versions "
-                              f"{max(u - bound, 0)} to {u}", site=Site(u, "contribution"))
+                              f"{max(u - bound, first)} to {u}", site=Site(u, "contribution"))
     return got
 
 

@@ -25,11 +25,12 @@ _MATCH = {k.name: k.matches for k in OP_TABLE if k.matches}  # each receive kind
 
 
 def op_checks(protocols: tuple[OwnerProtocol, ...], leaf_counts, fragments,
-              owners) -> dict[int, tuple[tuple[int, int | None], ...]]:
+              owners, schedule: bool = False) -> dict[int, tuple[tuple[int, int | None], ...]]:
     """For each of `owners`, every op's (step, expect), expect None where nothing is checked:
     `leaf_counts` the sample count each owner's local value reports, `fragments` every
-    owner's checkpoint fragments. ValueError when the finish ops' reports do not form one
-    tree over the owners."""
+    owner's checkpoint fragments, `schedule` whether each owner's checkpoint entry names
+    its schedule file too (bounded staleness). ValueError when the finish ops' reports do
+    not form one tree over the owners."""
     steps = op_steps(protocols)
     counts = expected_counts(protocols, leaf_counts, steps)
     below = subtrees(protocols)
@@ -46,7 +47,7 @@ def op_checks(protocols: tuple[OwnerProtocol, ...], leaf_counts, fragments,
             if op.spec.expect == EXPECT_PREPARED:
                 expect = prepared[whose]
             elif op.spec.expect == EXPECT_CHECKPOINT:
-                expect = checkpoint_words(below[whose], fragments, inner)
+                expect = checkpoint_words(below[whose], fragments, inner, schedule)
             checks.append((step, expect))
         out[o] = tuple(checks)
     return out
@@ -127,8 +128,10 @@ def _count(op, counts: dict[int, int | None], share: int) -> int | None:
     return None
 
 
-def checkpoint_words(subtree: tuple[int, ...], fragments, inner: frozenset[int]) -> int:
+def checkpoint_words(subtree: tuple[int, ...], fragments, inner: frozenset[int], schedule: bool = False) -> int:
     """The payload of a checkpoint report from `subtree`: the replica digest, the entry and
     manifest counts, an entry per owner (owner, shard bytes, the shard's sha256, each
-    fragment's sha256) and one per owner with children (owner, its manifest's sha256)."""
-    return 3 + sum(6 + 4 * len(fragments[o]) for o in subtree) + 5 * sum(1 for o in subtree if o in inner)
+    fragment's sha256, under bounded staleness its schedule file's sha256) and one per owner
+    with children (owner, its manifest's sha256)."""
+    entry = 6 + (4 if schedule else 0)
+    return 3 + sum(entry + 4 * len(fragments[o]) for o in subtree) + 5 * sum(1 for o in subtree if o in inner)

@@ -12,7 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define ENTRY_WORDS(frags) (6 + 4 * (frags)) /* owner, bytes, file sha, a sha per fragment */
+/* owner, bytes, file sha, a sha per fragment; under bounded staleness the schedule file's sha */
+#define ENTRY_WORDS(rt, frags) (6 + 4 * (frags) + (img_field(rt, IMG_BOUND) ? 4 : 0))
 
 static int64_t frag_count(const struct rt *rt, int64_t o) { return (int64_t)img_sec(rt, SEC_FRAG_COUNT)[o]; }
 static const uint64_t *frags_of(const struct rt *rt, int64_t o) {
@@ -66,7 +67,7 @@ int rt_ckpt_open(struct rt *rt) {
         TRY(rc);
     }
     int rc;
-    c->entries = rt_alloc_words(rt, rt->n * ENTRY_WORDS(0) + 4 * (int64_t)img_count(rt, SEC_FRAGS), &rc);
+    c->entries = rt_alloc_words(rt, rt->n * ENTRY_WORDS(rt, 0) + 4 * (int64_t)img_count(rt, SEC_FRAGS), &rc);
     TRY(rc);
     c->manifests = rt_alloc_words(rt, 5 * rt->n, &rc);
     return rc;
@@ -74,7 +75,26 @@ int rt_ckpt_open(struct rt *rt) {
 
 /* -- writing ---------------------------------------------------------------------------- */
 
-static int64_t entry_words(const struct rt *rt, const uint64_t *e) { return ENTRY_WORDS(frag_count(rt, (int64_t)e[0])); }
+static int64_t entry_words(const struct rt *rt, const uint64_t *e) { return ENTRY_WORDS(rt, frag_count(rt, (int64_t)e[0])); }
+
+/* Bounded staleness: this owner's schedule so far, reads-<o>.bin (docs/checkpoints.md "The
+   schedule file"): magic, owner, version, the run's first update, the count, then the
+   version each contribution read; its sha256 into `sha`. */
+static int stage_schedule(struct rt *rt, uint64_t v, unsigned char sha[32]) {
+    uint64_t count = v - (uint64_t)rt->start, *buf;
+    int rc;
+    if (!(buf = rt_alloc_words(rt, (int64_t)(5 + count), &rc))) return rc;
+    uint64_t head[5] = {CKPT_SCHEDULE_MAGIC, (uint64_t)rt->owner, v, (uint64_t)rt->start, count};
+    memcpy(buf, head, sizeof head);
+    memcpy(buf + 5, rt->store.reads, (size_t)count * 8);
+    char *path = rt_pathf("%s/reads-%lld.bin", rt->ck.partial, (long long)rt->owner);
+    rc = !path ? rt_fail(rt, RT_IO_ERROR, "out of memory") : write_file(rt, path, buf, (size_t)(5 + count) * 8);
+    if (rc == RT_OK && rt_sha256_bytes(buf, (size_t)(5 + count) * 8, sha) != 0)
+        rc = rt_fail(rt, RT_IO_ERROR, "libcrypto could not hash '%s'", path);
+    free(path);
+    free(buf);
+    return rc;
+}
 
 /* A fragment's words in its runs' order, a span of compact storage at a time (store.c). */
 static void put_fragment(struct rt *rt, struct rt_writer *w, const uint64_t *f) {
@@ -131,8 +151,9 @@ int rt_ckpt_stage(struct rt *rt, uint64_t v) {
         close(fd);
     }
     free(path);
+    if (rc == RT_OK && img_field(rt, IMG_BOUND)) rc = stage_schedule(rt, v, (unsigned char *)(e + 6 + 4 * nf));
     c->nentries = 1;
-    c->entry_words = ENTRY_WORDS(nf);
+    c->entry_words = ENTRY_WORDS(rt, nf);
     c->nmanifests = 0;
     rt_digest(rt);
     return rc;
@@ -221,6 +242,11 @@ int rt_ckpt_manifest(struct rt *rt, uint64_t v) {
             fprintf(t, "%s %s\n", f[2] ? "" : "-", sha);
             offset += (int64_t)f[1];
         }
+        if (img_field(rt, IMG_BOUND)) {
+            rt_hex((const unsigned char *)(e + 6 + 4 * nf), 32, sha);
+            fprintf(t, "reads %lld reads-%lld.bin %lld %llu %s\n", (long long)o, (long long)o, (long long)rt->start,
+                    (unsigned long long)(v - (uint64_t)rt->start), sha);
+        }
     }
     if (c->resumed) fprintf(t, "resumed-from %s %lld %s\n", c->resumed_sha, (long long)c->resumed_version,
                         c->resume_mode == 2 ? "new" : "same");
@@ -260,8 +286,11 @@ int rt_ckpt_publish(struct rt *rt, uint64_t v) {
     const uint64_t *e = c->entries;
     for (int64_t j = 0; j < c->nentries; j++, e += entry_words(rt, e)) {
         char *path = rt_pathf("%s/shard-%lld.bin", c->partial, (long long)e[0]);
+        char *reads = rt_pathf("%s/reads-%lld.bin", c->partial, (long long)e[0]);
         struct stat st;
-        int ok = path && stat(path, &st) == 0 && (uint64_t)st.st_size == e[1];
+        int ok = path && stat(path, &st) == 0 && (uint64_t)st.st_size == e[1] &&
+                 (!img_field(rt, IMG_BOUND) || (reads && stat(reads, &st) == 0));
+        free(reads);
         int rc = ok ? RT_OK : rt_fail(rt, RT_CHECKPOINT_SHARD_MISSING, "owner %lld's shard is not '%s' "
                                       "(were the owners given different --run-id or --checkpoint-dir?)",
                                       (long long)e[0], path ? path : "?");

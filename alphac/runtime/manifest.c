@@ -197,7 +197,7 @@ static int parse_item(struct manifest *m, const char *p, int64_t *have, size_t c
             return 0;
         }
     } else if (!(IS("learner") || IS("inputs") || IS("contract") || IS("layout") || IS("region") ||
-                 IS("owners") || IS("resumed-from"))) {
+                 IS("owners") || IS("resumed-from") || IS("reads"))) { /* (reads: a schedule, not restored) */
         return 0;
     } else {
         return f.ok; /* compared by the caller (learner, contract) or not read here */

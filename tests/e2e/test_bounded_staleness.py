@@ -169,9 +169,76 @@ def test_the_looser_bound_mutant_reads_further_behind_and_its_replay_refuses():
         driver.plan(dataclasses.replace(dep, consistency=ir.Consistency()), "looser-bound")
 
 
+@needs_qemu
+def test_checkpoints_hold_the_schedule_so_far_and_resume_on_the_other_instruction_set(tmp_path):
+    """A checkpoint after every second update holds the words at its version and each
+    owner's schedule file (its reads so far, hashed in the manifest); those words are the
+    oracle's replay of that schedule. Resumed with every owner on the other instruction
+    set, the run reads versions from the checkpoint's on and equals the replay of its own
+    schedule from the checkpoint's words. Resumed as the synchronous learner the same
+    contract refuses; a new contract goes on."""
+    from alphac.checkpoint import read_manifest
+    from alphac.checkpoint.directory import schedule
+    from alphac.launch.checkpoints import run_arguments
+    from alphac.launch.report import compare
+    from alphac.oracle import start_of
+
+    from shape_gates import SWAP
+
+    def launched(key, d, directory, ckpt=None, new_contract=False):
+        args = run_arguments(tmp_path / directory, ckpt, new_contract)
+        run = session.run(key, d, timeout_ms=20000, extra_argv={o: args for o in range(d.owners)})
+        start = None if ckpt is None else start_of(ckpt, d.learner)
+        reads = recorded_schedule(run.outputs, d.owners)  # (None: a synchronous run's)
+        return run, reads, compare(session.plan(key, d), run, evaluate(d, start=start, schedule=reads), d.updates)
+
+    dep = dataclasses.replace(_dep("bounded2"), checkpoint=ir.Checkpoint(2, "ck"))
+    _, reads, report = launched("bounded2-ck", dep, "ck")
+    assert report.match, [r.why for r in report.rows]
+    ckpt = tmp_path / "ck" / "ckpt-4"
+    kept = schedule(ckpt)
+    assert kept == {o: (0, reads[o][:4]) for o in range(dep.owners)}
+    assert [line.split()[:5] for line in read_manifest(ckpt).text.splitlines() if line.startswith("reads ")] == [
+        ["reads", str(o), f"reads-{o}.bin", "0", "4"] for o in range(dep.owners)]
+    replay = evaluate(dep, rounds=4, schedule=[r[:4] for r in reads])
+    assert tuple(int(w) for w in start_of(ckpt, dep.learner).params) == replay.params
+    swapped = dataclasses.replace(dep, placement=tuple(SWAP[t] for t in dep.placement))
+    _, later, resumed = launched("bounded2-ck-swapped", swapped, "ck2", ckpt)
+    assert resumed.match, [r.why for r in resumed.rows]
+    assert all(len(r) == 2 and min(r) >= 4 for r in later)
+    assert schedule(tmp_path / "ck2" / "ckpt-6") == {o: (4, later[o]) for o in range(dep.owners)}
+    synchronous = dataclasses.replace(dep, consistency=ir.Consistency())
+    run, _, _ = launched("bounded2-ck-synchronous", synchronous, "ck3", ckpt)
+    assert {oc.returncode for oc in run.result.outcomes} == {1}
+    assert all("refused: numerical-order-mismatch: " in oc.stderr for oc in run.result.outcomes)
+    _, _, fresh = launched("bounded2-ck-synchronous-new", synchronous, "ck4", ckpt, new_contract=True)
+    assert fresh.match, [r.why for r in fresh.rows]
+
+
+def test_a_schedule_file_that_is_not_its_manifest_s_is_refused(tmp_path):
+    """The schedule files are hashed like the shards: a changed byte refuses."""
+    import shutil
+
+    from alphac.checkpoint import CheckpointError, verify
+    from alphac.launch.checkpoints import run_arguments
+
+    dep = dataclasses.replace(_dep("bounded1"), placement=("x86_64",) * 4, checkpoint=ir.Checkpoint(3, "ck"))
+    args = run_arguments(tmp_path / "ck", None, False)
+    run = session.run("bounded1-ck", dep, timeout_ms=20000, extra_argv={o: args for o in range(dep.owners)})
+    assert run.committed
+    ckpt = tmp_path / "ck" / "ckpt-3"
+    verify(ckpt)
+    bad = tmp_path / "bad"
+    shutil.copytree(ckpt, bad)
+    data = bytearray((bad / "reads-1.bin").read_bytes())
+    data[-8] ^= 1
+    (bad / "reads-1.bin").write_bytes(bytes(data))
+    with pytest.raises(CheckpointError) as refused:
+        verify(bad)
+    assert refused.value.code == "checkpoint-hash-mismatch"
+
+
 @pytest.mark.parametrize("change, why", [
-    (lambda d: dataclasses.replace(d, checkpoint=ir.Checkpoint(2, "ck")),
-     "checkpoints (a checkpoint would need the schedule so far and the versions it reads)"),
     (lambda d: dataclasses.replace(d, placement=("x86_64", "sm86", "x86_64", "aarch64")), "an SM86 owner"),
     (lambda d: dataclasses.replace(d, partitioning=dataclasses.replace(
         d.partitioning, parameters=ir.Shard(), gradients=ir.Shard())), "partitioning"),
@@ -182,8 +249,7 @@ def test_what_is_not_built_yet_is_refused_by_name(change, why):
     (d,) = refused.value.diagnostics
     assert d.code == "consistency-not-built"
     assert d.message == (f"deployment bounded1 declares staleness bounded by 1 with {why}; bounded staleness "
-                         "is built for replicated data-parallel learners on a star or a hierarchy of CPU owners, "
-                         "without checkpoints")
+                         "is built for replicated data-parallel learners on a star or a hierarchy of CPU owners")
 
 
 def test_bound_zero_is_the_synchronous_learner_itself(tmp_path):

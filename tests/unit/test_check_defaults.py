@@ -253,7 +253,7 @@ def test_a_synchronous_declaration_plans_to_the_same_identity_and_others_are_ref
         extra="\n  deploymentConsistency = ConsistencyBoundedStaleness { bound = 1 },"))
     assert plan(bounded).protocol_hex not in (default.protocol_hex, plan(stale).protocol_hex,
                                               plan(local).protocol_hex)
-    dep = dataclasses.replace(bounded, checkpoint=ir.Checkpoint(2, "ck"))
+    dep = dataclasses.replace(bounded, topology=ir.SampleTree())
     with pytest.raises(CompileError) as refused:
         plan(dep)
     assert [d.code for d in refused.value.diagnostics] == ["consistency-not-built"]
