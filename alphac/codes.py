@@ -117,8 +117,8 @@ PLAN = {
                             "NativeCombineDeliveryLaws (an owner receives the result twice, "
                             "before its sender holds it, off the path to the target, or never)",
     "consistency-not-built": "a deployment declares a consistency that is not built yet: fixed "
-                             "staleness with checkpoints, a resume, an SM86 owner or independent "
-                             "state, or local steps or bounded staleness outside replicated learners "
+                             "staleness with checkpoints of partitioned parameters, an SM86 owner or "
+                             "independent state, or local steps or bounded staleness outside replicated learners "
                              "on a star or a hierarchy of CPU owners, or local steps with checkpoints "
                              "of optimizer state or outer momentum",
     "independent-state-partitioning": "an independent-state learner's deployment holds other "

@@ -136,7 +136,8 @@ FIXES = {
     "independent-state-foreign-region": "Write the rule over its own region, its input pair and its "
                                         "scale only; another owner's region is not in reach.",
     "consistency-not-built": "Declare ConsistencySynchronous (the default), fixed staleness on a "
-                             "data-parallel learner on CPU targets without checkpoints, or local "
+                             "data-parallel learner on CPU targets (checkpointed with replicated "
+                             "parameters), or local "
                              "steps (checkpointed only without optimizer state or outer momentum) or "
                              "bounded staleness on a replicated learner on a star or a hierarchy of CPU "
                              "owners (docs/learners.md, \"Consistency\").",

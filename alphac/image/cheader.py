@@ -101,6 +101,7 @@ def runtime_header() -> str:
     define("OP_KINDS", len(ops.OP_TABLE))
     define("REGION_PARAMETERS", ops.REGION_PARAMETERS)
     define("REGION_STATE", ops.REGION_STATE)
+    define("REGION_HISTORY", ops.REGION_HISTORY)
     out.append("/* operand types (alphac/plan/ops.py OPERAND_TYPES) */")
     for i, name in enumerate(ops.OPERAND_TYPES):
         define(f"OPND_{_c(name)}", i)

@@ -86,20 +86,40 @@ def checkpoint_lines(plan) -> CheckpointLines:
         # (and checkpoint identities) of deployments without coordinate blocks stay as they were
         layout_line += f" block-words {part.block_words}"
     regions = {"parameters": plan.layout.k, "state": plan.layout.m}  # words
+    if history_words(plan):
+        regions["history"] = history_words(plan)
     inputs = inputs_line(learner)
     return CheckpointLines(learner_text, inputs, contract_line, layout_line, regions,
                            identity_of(learner_text, inputs, contract_line, layout_line))
 
 
+def history_words(plan) -> int:
+    """The words of a checkpoint's history region: under a fixed staleness S with replicated
+    parameters, the S parameter versions before the checkpoint's, which the next S updates
+    read (docs/checkpoints.md "The history region"); 0 otherwise, or without checkpoints."""
+    dep = plan.deployment
+    S = dep.consistency.staleness
+    return S * plan.layout.k if S and dep.checkpoint.every and not plan.layout.parameters.sharded else 0
+
+
 def owner_fragments(plan) -> dict[int, tuple[tuple[int, tuple[Run, ...]], ...]]:
     """Every owner's checkpoint fragments: (region code, runs) of its persistent, mutable
-    fragments, parameters first (a region with no words has no fragment)."""
-    out: dict[int, list] = {o: [] for o in range(plan.deployment.owners)}
+    fragments, parameters first (a region with no words has no fragment); the history
+    region, held whole by every owner, written a block of ceil(W / n) words each, as a
+    replicated region is."""
+    n = plan.deployment.owners
+    out: dict[int, list] = {o: [] for o in range(n)}
     for shard_map in plan.shard_maps:
         region = REGIONS[shard_map.region.field]
         for f in shard_map.fragments:
             if f.mutable and f.mirrors is None and f.lifetime == "persistent" and f.words:
                 out[f.owner].append((region, tuple(f.layout)))
+    W = history_words(plan)
+    block = -(-W // n)
+    for o in range(n):
+        lo, hi = min(o * block, W), min((o + 1) * block, W)
+        if hi > lo:
+            out[o].append((REGIONS["history"], ((lo, 1, hi - lo),)))
     return {o: tuple(sorted(frags, key=lambda x: x[0])) for o, frags in out.items()}
 
 

@@ -28,7 +28,7 @@ from alphac.oracle.combine import Mass, _same, combine, deliver_to_next, mean, m
 from alphac.oracle.localsteps import round_of as local_round
 from alphac.oracle.layout import owned_coordinates, param_coordinates, state_offsets
 from alphac.oracle.refusal import Refusal, Site
-from alphac.oracle.schedule import check_schedule, scheduled_sums
+from alphac.oracle.schedule import check_schedule, scheduled_sums, versions_before
 from alphac.oracle.tree import combine_tree, leaves as tree_leaves
 from alphac.oracle.words import (bits_of, digest, floats, narrow32, storage_count, storage_floats,
                                  storage_words)
@@ -375,10 +375,13 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
         bound += 1
     if bound and not by_samples:
         schedule = check_schedule(schedule, dep.owners, first, rounds, bound)
-    if (stale or (H and (L.m or dep.consistency.outer))) and start is not None:  # (local steps: each owner's own state)
+    if H and (L.m or dep.consistency.outer) and start is not None:  # (local steps: each owner's own state)
         raise Refusal("oracle-consistency", f"deployment {dep.name} declares {dep.consistency.kind.value} "
                       f"{dep.consistency.value}: the oracle evaluates it from the initial words only")
-    versions = {}  # fixed staleness: version v's parameters, kept while a contribution reads them
+    # fixed staleness: version v's parameters, kept while a contribution reads them; from a
+    # checkpoint, the S versions before it (its history region, else the start's words)
+    versions = {} if not (stale and start is not None) else versions_before(
+        getattr(start, "history", None), params, first, stale, L.k, fmt)
     states = [state.copy() for _ in range(dep.owners)] if H else []  # local steps: each owner's own state
     outer = dep.consistency.outer
     momentum = np.zeros(params.size) if outer is not None else None  # local steps' outer momentum b

@@ -31,6 +31,9 @@ class Start:
     sha256: str         # the manifest's sha256 trailer
     inputs: str = ""    # the manifest's inputs line
     tagged: bool = False  # its tag was checked under a key
+    # fixed staleness: its history region, the S parameter versions before `version`
+    # (version max(version - S + j, 0) in block j of k words); None when it holds none
+    history: np.ndarray | None = None
 
     def __iter__(self):
         return iter((self.params, self.state, self.version))
@@ -55,7 +58,7 @@ def start_of(ckpt_dir, learner: Learner | None = None, key: bytes | None = None)
     except CheckpointError as err:
         raise Refusal(err.code, err.message) from None
     start = Start(words["parameters"], words["state"], m.version, str(ckpt_dir), m.learner, m.sha256,
-                  m.inputs, key is not None)
+                  m.inputs, key is not None, words.get("history"))
     if learner is not None:
         start.check_learner(learner)
     return start

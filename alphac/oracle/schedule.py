@@ -1,10 +1,16 @@
-"""Bounded staleness replayed (docs/oracle.md "Bounded staleness"): a run records, per owner
+"""Which parameter version each contribution reads, where it is not the update's own.
+Bounded staleness replayed (docs/oracle.md "Bounded staleness"): a run records, per owner
 and update, the parameter version its contributions read (`schedule[o][i]` for update
 first + i); the oracle checks that every read is one the contract allows, max(u - S, 0) ..
-u, and evaluates each owner's contributions at the version it read.
+u, and evaluates each owner's contributions at the version it read. Fixed staleness from a
+checkpoint: the versions before it that the next updates read.
 """
 
 from __future__ import annotations
+
+import numpy as np
+
+from alphac.oracle.words import storage_floats
 
 from alphac.oracle.refusal import Refusal, Site
 
@@ -44,3 +50,13 @@ def scheduled_sums(sums_at, versions: dict, schedule, i: int, owners: int) -> li
             at[r] = sums_at(versions[r])
         out.append(at[r][o])
     return out
+
+
+def versions_before(history, params: np.ndarray, first: int, S: int, k: int, fmt: str) -> dict:
+    """Versions max(first - S, 0) .. first - 1 from a checkpoint's history region (block j
+    of its words: version max(first - S + j, 0)); without one (a new contract on a
+    checkpoint of another learner), each is the start's words."""
+    if history is None:
+        return {max(w, 0): params.copy() for w in range(first - S, first)}
+    blocks = np.asarray(history, dtype=np.uint64).reshape(S, -1)
+    return {max(first - S + j, 0): storage_floats(blocks[j], k, fmt) for j in range(S)}

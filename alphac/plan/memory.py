@@ -105,9 +105,10 @@ def bytes_per_owner(dep: ir.Deployment, layout: OwnerLayout, slots: list[Registe
         lanes = lanes_held(dep.learner.contribution, k, s, "none" if independent else format_of(dep), dep.placement[o])
         temps = temporaries(dep.learner.contribution, dep.learner.update, lanes)
         # fixed staleness S, replicated parameters: S + 1 versions beside them
-        # (S = 1 computed ahead: none, the thread reads the parameters before the update)
-        history = (stale + 1) * layout.params_count(o) if stale and not layout.parameters.sharded and not (
-            stale == 1 and ahead) else 0
+        # (S = 1 computed ahead without checkpoints or a resume: none, the thread reads the
+        # parameters before the update)
+        bare = stale == 1 and ahead and not dep.checkpoint.every and dep.resume is None
+        history = (stale + 1) * layout.params_count(o) if stale and not layout.parameters.sharded and not bare else 0
         # the contributions computed ahead: D sums, a buffer, the thread's temporaries; under
         # bounded staleness the schedule, a word per update
         early = ahead * k + (k if share >= 2 else 0) + temps if ahead and share > 0 and dep.placement[o] != "sm86" else 0

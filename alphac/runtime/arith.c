@@ -53,8 +53,10 @@ int rt_alloc(struct rt *rt) {
     /* fixed staleness S, replicated parameters: version v in slot v mod (S + 1) (ops.c: replicas) */
     int64_t stale = (int64_t)img_field(rt, IMG_STALENESS);
     /* (S = 1 with the contribution computed ahead: none, the thread reads the parameters
-       themselves before update u changes them: run_update) */
-    if (stale > 0 && !img_field(rt, IMG_PART_PARAMETERS) && !(stale == 1 && img_field(rt, IMG_AHEAD))) {
+       themselves before update u changes them: run_update; unless a checkpoint holds
+       version u - 1 or a resume restores it) */
+    if (stale > 0 && !img_field(rt, IMG_PART_PARAMETERS) &&
+        !(stale == 1 && img_field(rt, IMG_AHEAD) && !img_field(rt, IMG_CKPT_INTERVAL) && !rt->ck.resume)) {
         rt->store.history = rt_buf_alloc(rt, MEM_PARAMETERS, (stale + 1) * rt->store.kp, &rc);
         TRY(rc);
     }

@@ -97,8 +97,13 @@ static int stage_schedule(struct rt *rt, uint64_t v, unsigned char sha[32]) {
 }
 
 /* A fragment's words in its runs' order, a span of compact storage at a time (store.c). */
-static void put_fragment(struct rt *rt, struct rt_writer *w, const uint64_t *f) {
+static void put_fragment(struct rt *rt, struct rt_writer *w, const uint64_t *f, uint64_t v) {
     int region = (int)f[0];
+    if (region == REGION_HISTORY) { /* fixed staleness: the versions still read, word by word */
+        for (const uint64_t *run = f + 3; run < next_frag(f); run += 3)
+            for (uint64_t i = 0; i < run[2]; i++) rt_writer_put(w, *rt_version_word(rt, v, (int64_t)(run[0] + i * run[1])));
+        return;
+    }
     const uint64_t *src = region == REGION_PARAMETERS ? rt->store.params : rt->store.state;
     for (const uint64_t *run = f + 3; run < next_frag(f); run += 3)
         for (int64_t i = 0, n, slot; i < (int64_t)run[2]; i += n) {
@@ -121,7 +126,7 @@ static void put_shard(struct rt *rt, struct rt_writer *w, uint64_t v, uint64_t *
     f = frags_of(rt, rt->owner);
     for (int64_t j = 0; j < nf; j++, f = next_frag(f)) {
         rt_writer_part(w);
-        put_fragment(rt, w, f);
+        put_fragment(rt, w, f, v);
         rt_writer_part_end(w, (unsigned char *)(e + 6 + 4 * j));
     }
 }
@@ -213,7 +218,10 @@ int rt_ckpt_manifest(struct rt *rt, uint64_t v) {
         (unsigned long long)v, (unsigned long long)img_field(rt, IMG_CKPT_IDENTITY),
         img_text(rt, IMG_STR_CKPT_LEARNER), img_text(rt, IMG_STR_CKPT_INPUTS), img_text(rt, IMG_STR_CKPT_CONTRACT),
         img_text(rt, IMG_STR_CKPT_LAYOUT));
-    fprintf(t, "region parameters %lld\nregion state %lld\nowners", (long long)rt->k, (long long)rt->m);
+    fprintf(t, "region parameters %lld\nregion state %lld\n", (long long)rt->k, (long long)rt->m);
+    if (rt_version_word(rt, v, 0)) /* fixed staleness: the S versions before this one */
+        fprintf(t, "region history %lld\n", (long long)(img_field(rt, IMG_STALENESS) * (uint64_t)rt->store.kp));
+    fprintf(t, "owners");
     for (int64_t o = 0; o < rt->n; o++)
         if (entry_of(rt, o)) fprintf(t, " %lld", (long long)o);
     fprintf(t, "\n");

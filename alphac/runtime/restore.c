@@ -37,6 +37,14 @@ struct selector {
 static int select_words(struct rt *rt, int region, struct selector *s, const uint64_t *words, int64_t n) {
     uint64_t *dst = region == REGION_PARAMETERS ? rt->store.params : rt->store.state;
     int any = 0;
+    if (region == REGION_HISTORY) { /* each version's words into its slot (rt->start: the version) */
+        for (int64_t j = 0; j < n && words && rt->ck.history && s->run < s->runs.n; j++) {
+            const int64_t *r = s->runs.r + 3 * s->run;
+            *rt_version_word(rt, (uint64_t)rt->start, r[0] + s->i * r[1]) = words[j];
+            if (++s->i == r[2]) s->run++, s->i = 0;
+        }
+        return rt->ck.history;
+    }
     for (int64_t j = 0, got, slot; j < n && s->run < s->runs.n; j += got) {
         const int64_t *r = s->runs.r + 3 * s->run;
         int64_t left = r[2] - s->i;
@@ -282,6 +290,11 @@ static int restore(struct rt *rt, const char *dir, struct manifest *m, unsigned 
     for (int64_t j = 0; j < m->nchildren; j++) TRY(check_child(rt, dir, m, j));
     TRY(rt_manifest_coverage(rt, m, count, 1, rt->k));
     TRY(rt_manifest_coverage(rt, m, count, 2, rt->m));
+    /* fixed staleness, continuing the contract: the S versions before the checkpoint's */
+    int64_t history = (int64_t)img_field(rt, IMG_STALENESS) * rt->store.kp;
+    rt->ck.history = same && rt_version_word(rt, 0, 0) != NULL;
+    if (rt->ck.history) TRY(rt_manifest_coverage(rt, m, count, REGION_HISTORY, history));
+    rt->start = (int64_t)m->version;
     /* every shard named: those holding words this owner holds now read through */
     for (int64_t j = 0; j < m->nshards; j++) {
         int needed = 0;
@@ -289,7 +302,10 @@ static int restore(struct rt *rt, const char *dir, struct manifest *m, unsigned 
             needed = m->frags[q].owner == m->shards[j].owner && holds_any(rt, &m->frags[q]);
         TRY(read_shard(rt, dir, m, &m->shards[j], chunk, needed));
     }
-    rt->start = (int64_t)m->version;
+    /* a new contract: every version before the start reads the start's words (as a run from
+       version 0 reads the initial words) */
+    for (uint64_t v = 0; rt->store.history && !rt->ck.history && v <= img_field(rt, IMG_STALENESS); v++)
+        memcpy(rt->store.history + v * (uint64_t)rt->store.kp, rt->store.params, (size_t)rt->store.kp * 8);
     struct ckpt *c = &rt->ck;
     c->resumed = 1;
     memcpy(c->resumed_sha, m->sha, 65);
@@ -310,7 +326,8 @@ int rt_restore(struct rt *rt) {
     struct manifest m = {0};
     char *path = rt_pathf("%s/" CKPT_ROOT_MANIFEST, dir);
     m.path = path;
-    int64_t most = rt->k > rt->m ? rt->k : rt->m;
+    int64_t most = rt->k > rt->m ? rt->k : rt->m, history = (int64_t)img_field(rt, IMG_STALENESS) * rt->k;
+    most = most > history ? most : history;
     unsigned char *count = malloc((size_t)most + 1);
     uint64_t *chunk = malloc(CHUNK_WORDS * 8);
     int rc = path && count && chunk ? rt_read_all(rt, path, &m.text, &m.len, RT_CHECKPOINT_MANIFEST)

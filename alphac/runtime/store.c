@@ -175,3 +175,12 @@ void rt_digest(struct rt *rt) {
     if (img_field(rt, IMG_DIGEST_PARAMS)) h = rt_fnv(rt->store.params, rt->k, h);
     rt->store.digest = rt_fnv(rt->store.state, rt->store.alike, h);
 }
+
+/* Fixed staleness S with a history: word `pos` of a checkpoint's history region at
+   version v, j = pos / kp, i = pos mod kp: word i of version max(v - S + j, 0), in its slot
+   (docs/checkpoints.md "The history region"). NULL without a history. */
+uint64_t *rt_version_word(struct rt *rt, uint64_t v, int64_t pos) {
+    if (!rt->store.history || img_field(rt, IMG_PART_PARAMETERS) || rt->store.kp == 0) return NULL;
+    uint64_t S = img_field(rt, IMG_STALENESS), j = (uint64_t)(pos / rt->store.kp), w = v + j >= S ? v + j - S : 0;
+    return rt->store.history + (w % (S + 1)) * (uint64_t)rt->store.kp + (uint64_t)(pos % rt->store.kp);
+}

@@ -86,5 +86,6 @@ int64_t rt_slot_span(const struct rt *rt, int region, int64_t pos, int64_t step,
 typedef void (*rt_word_fn)(void *ctx, int64_t pos, int64_t slot);
 void rt_each_held(const struct rt *rt, int region, rt_word_fn fn, void *ctx); /* ascending */
 void rt_digest(struct rt *rt);
+uint64_t *rt_version_word(struct rt *rt, uint64_t v, int64_t pos); /* a checkpoint's history word */
 
 #endif

@@ -107,15 +107,66 @@ def test_the_partitioned_learner_is_the_replicated_one_bit_for_bit():
         driver.plan(part, "stale-replica")
 
 
-@pytest.mark.parametrize("change, why", [
-    (lambda d: dataclasses.replace(d, checkpoint=ir.Checkpoint(2, "ck")),
-     "checkpoints (a checkpoint would need the last S versions)"),
-    (lambda d: dataclasses.replace(d, placement=("x86_64", "sm86", "x86_64", "aarch64")), "an SM86 owner"),
+@pytest.mark.parametrize("name, change, why", [
+    ("stale1Partitioned", lambda d: dataclasses.replace(d, checkpoint=ir.Checkpoint(2, "ck")),
+     "checkpoints of partitioned parameters (a checkpoint would need the read replicas of the last S versions)"),
+    ("stale1", lambda d: dataclasses.replace(d, placement=("x86_64", "sm86", "x86_64", "aarch64")), "an SM86 owner"),
 ])
-def test_what_is_not_built_yet_is_refused_by_name(change, why):
+def test_what_is_not_built_yet_is_refused_by_name(name, change, why):
     with pytest.raises(CompileError) as refused:
-        driver.plan(change(_dep("stale1")))
+        driver.plan(change(_dep(name)))
     (d,) = refused.value.diagnostics
     assert d.code == "consistency-not-built"
-    assert d.message == (f"deployment stale1 declares fixed staleness 1 with {why}; fixed staleness is "
-                         "built for data-parallel learners on CPU targets without checkpoints")
+    assert d.message == (f"deployment {name} declares fixed staleness 1 with {why}; fixed staleness is "
+                         "built for data-parallel learners on CPU targets, checkpointed with replicated parameters")
+
+
+@needs_qemu
+@pytest.mark.parametrize("name", ["stale1", "stale2"])
+def test_checkpoints_hold_the_versions_still_read_and_resume_on_the_other_instruction_set(tmp_path, name):
+    """A checkpoint at version v holds the words at v and, in its history region, versions
+    max(v - S, 0) .. v - 1, which updates v .. v + S - 1 read; resumed with every owner on
+    the other instruction set the run ends with the uninterrupted run's words. Resumed as
+    the synchronous learner the same contract refuses; a new contract goes on, and a
+    checkpoint of the synchronous learner resumed under staleness S (a new contract) reads
+    the start's words for every version before it."""
+    from alphac.checkpoint import logical_words, read_manifest
+    from alphac.launch.checkpoints import run_arguments
+    from alphac.launch.report import compare
+    from alphac.oracle import start_of
+
+    from shape_gates import SWAP
+
+    def launched(key, d, directory, ckpt=None, new_contract=False):
+        args = run_arguments(tmp_path / directory, ckpt, new_contract)
+        run = session.run(key, d, timeout_ms=20000, extra_argv={o: args for o in range(d.owners)})
+        start = None if ckpt is None else start_of(ckpt, d.learner)
+        return run, compare(session.plan(key, d), run, evaluate(d, start=start), d.updates)
+
+    dep = dataclasses.replace(_dep(name), checkpoint=ir.Checkpoint(2, "ck"))
+    S = dep.consistency.staleness
+    _, report = launched(f"{name}-ck", dep, "ck")
+    assert report.match, [r.why for r in report.rows]
+    ckpt = tmp_path / "ck" / "ckpt-4"
+    assert read_manifest(ckpt).regions == {"parameters": 2, "state": dep.learner.m, "history": 2 * S}
+    history = logical_words(ckpt)["history"].reshape(S, 2)
+    for j in range(S):
+        assert tuple(int(w) for w in history[j]) == evaluate(dep, rounds=4 - S + j).params
+    swapped = dataclasses.replace(dep, placement=tuple(SWAP[t] for t in dep.placement))
+    _, resumed = launched(f"{name}-ck-swapped", swapped, "ck2", ckpt)
+    assert resumed.match, [r.why for r in resumed.rows]
+    assert [r.params for r in resumed.rows] == [r.params for r in report.rows]
+    synchronous = _stale(dep, 0)
+    run, _ = launched(f"{name}-ck-synchronous", synchronous, "ck3", ckpt)
+    assert {oc.returncode for oc in run.result.outcomes} == {1}
+    assert all("refused: numerical-order-mismatch: " in oc.stderr for oc in run.result.outcomes)
+    _, fresh = launched(f"{name}-ck-synchronous-new", synchronous, "ck4", ckpt, new_contract=True)
+    assert fresh.match, [r.why for r in fresh.rows]
+    _, plain = launched(f"{name}-synchronous-ck", synchronous, "ck5")
+    assert plain.match, [r.why for r in plain.rows]
+    _, on_synchronous = launched(f"{name}-ck-from-synchronous", dep, "ck6", tmp_path / "ck5" / "ckpt-2",
+                                 new_contract=True)
+    assert on_synchronous.match, [r.why for r in on_synchronous.rows]
+    start = start_of(tmp_path / "ck5" / "ckpt-2", dep.learner)
+    assert start.history is None  # so versions 0 and 1 read the start's words
+    assert [r.params for r in on_synchronous.rows] != [r.params for r in report.rows]
