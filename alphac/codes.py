@@ -120,7 +120,7 @@ PLAN = {
                              "staleness with checkpoints of partitioned parameters, an SM86 owner or "
                              "independent state, or local steps or bounded staleness outside replicated learners "
                              "on a star or a hierarchy of CPU owners, or local steps with checkpoints "
-                             "of optimizer state or outer momentum",
+                             "of optimizer state",
     "independent-state-partitioning": "an independent-state learner's deployment holds other "
                                       "words per owner than its own region (IR built by hand)",
     # numerical contracts (Learning.Numerics)

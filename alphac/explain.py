@@ -138,7 +138,7 @@ FIXES = {
     "consistency-not-built": "Declare ConsistencySynchronous (the default), fixed staleness on a "
                              "data-parallel learner on CPU targets (checkpointed with replicated "
                              "parameters), or local "
-                             "steps (checkpointed only without optimizer state or outer momentum) or "
+                             "steps (checkpointed only without optimizer state) or "
                              "bounded staleness on a replicated learner on a star or a hierarchy of CPU "
                              "owners (docs/learners.md, \"Consistency\").",
     "independent-state-partitioning": "Build the deployment through the independent-state families, "

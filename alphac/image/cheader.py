@@ -102,6 +102,7 @@ def runtime_header() -> str:
     define("REGION_PARAMETERS", ops.REGION_PARAMETERS)
     define("REGION_STATE", ops.REGION_STATE)
     define("REGION_HISTORY", ops.REGION_HISTORY)
+    define("REGION_OUTER", ops.REGION_OUTER)
     out.append("/* operand types (alphac/plan/ops.py OPERAND_TYPES) */")
     for i, name in enumerate(ops.OPERAND_TYPES):
         define(f"OPND_{_c(name)}", i)

@@ -85,28 +85,31 @@ def checkpoint_lines(plan) -> CheckpointLines:
         # appended only where not the default: a line without it is B = 1, so the lines
         # (and checkpoint identities) of deployments without coordinate blocks stay as they were
         layout_line += f" block-words {part.block_words}"
-    regions = {"parameters": plan.layout.k, "state": plan.layout.m}  # words
-    if history_words(plan):
-        regions["history"] = history_words(plan)
+    regions = {"parameters": plan.layout.k, "state": plan.layout.m, **extra_regions(plan)}  # words
     inputs = inputs_line(learner)
     return CheckpointLines(learner_text, inputs, contract_line, layout_line, regions,
                            identity_of(learner_text, inputs, contract_line, layout_line))
 
 
-def history_words(plan) -> int:
-    """The words of a checkpoint's history region: under a fixed staleness S with replicated
-    parameters, the S parameter versions before the checkpoint's, which the next S updates
-    read (docs/checkpoints.md "The history region"); 0 otherwise, or without checkpoints."""
+def extra_regions(plan) -> dict[str, int]:
+    """A checkpoint's regions beside the parameters and the state, each held whole by every
+    owner, with their words: under a fixed staleness S with replicated parameters `history`,
+    the S versions before the checkpoint's, which the next S updates read (docs/checkpoints.md
+    "The history region"); under local steps with an outer momentum `outer`, its k words.
+    None without checkpoints."""
     dep = plan.deployment
-    S = dep.consistency.staleness
-    return S * plan.layout.k if S and dep.checkpoint.every and not plan.layout.parameters.sharded else 0
+    if not dep.checkpoint.every:
+        return {}
+    S, k = dep.consistency.staleness, plan.layout.k
+    out = {"history": S * k} if S and not plan.layout.parameters.sharded else {}
+    return out | ({"outer": k} if dep.consistency.outer is not None else {})
 
 
 def owner_fragments(plan) -> dict[int, tuple[tuple[int, tuple[Run, ...]], ...]]:
     """Every owner's checkpoint fragments: (region code, runs) of its persistent, mutable
-    fragments, parameters first (a region with no words has no fragment); the history
-    region, held whole by every owner, written a block of ceil(W / n) words each, as a
-    replicated region is."""
+    fragments, parameters first (a region with no words has no fragment); then each of
+    `extra_regions`, held whole by every owner, written a block of ceil(W / n) words each,
+    as a replicated region is."""
     n = plan.deployment.owners
     out: dict[int, list] = {o: [] for o in range(n)}
     for shard_map in plan.shard_maps:
@@ -114,12 +117,12 @@ def owner_fragments(plan) -> dict[int, tuple[tuple[int, tuple[Run, ...]], ...]]:
         for f in shard_map.fragments:
             if f.mutable and f.mirrors is None and f.lifetime == "persistent" and f.words:
                 out[f.owner].append((region, tuple(f.layout)))
-    W = history_words(plan)
-    block = -(-W // n)
-    for o in range(n):
-        lo, hi = min(o * block, W), min((o + 1) * block, W)
-        if hi > lo:
-            out[o].append((REGIONS["history"], ((lo, 1, hi - lo),)))
+    for name, W in extra_regions(plan).items():
+        block = -(-W // n)
+        for o in range(n):
+            lo, hi = min(o * block, W), min((o + 1) * block, W)
+            if hi > lo:
+                out[o].append((REGIONS[name], ((lo, 1, hi - lo),)))
     return {o: tuple(sorted(frags, key=lambda x: x[0])) for o, frags in out.items()}
 
 

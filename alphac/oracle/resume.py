@@ -34,6 +34,7 @@ class Start:
     # fixed staleness: its history region, the S parameter versions before `version`
     # (version max(version - S + j, 0) in block j of k words); None when it holds none
     history: np.ndarray | None = None
+    outer: np.ndarray | None = None  # local steps: its outer momentum b (k words), if it holds one
 
     def __iter__(self):
         return iter((self.params, self.state, self.version))
@@ -58,7 +59,7 @@ def start_of(ckpt_dir, learner: Learner | None = None, key: bytes | None = None)
     except CheckpointError as err:
         raise Refusal(err.code, err.message) from None
     start = Start(words["parameters"], words["state"], m.version, str(ckpt_dir), m.learner, m.sha256,
-                  m.inputs, key is not None, words.get("history"))
+                  m.inputs, key is not None, words.get("history"), words.get("outer"))
     if learner is not None:
         start.check_learner(learner)
     return start

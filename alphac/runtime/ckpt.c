@@ -104,7 +104,9 @@ static void put_fragment(struct rt *rt, struct rt_writer *w, const uint64_t *f, 
             for (uint64_t i = 0; i < run[2]; i++) rt_writer_put(w, *rt_version_word(rt, v, (int64_t)(run[0] + i * run[1])));
         return;
     }
-    const uint64_t *src = region == REGION_PARAMETERS ? rt->store.params : rt->store.state;
+    const uint64_t *src = region == REGION_PARAMETERS ? rt->store.params
+                          : region == REGION_OUTER   ? rt->store.outer /* replicated: slot = position */
+                                                     : rt->store.state;
     for (const uint64_t *run = f + 3; run < next_frag(f); run += 3)
         for (int64_t i = 0, n, slot; i < (int64_t)run[2]; i += n) {
             n = rt_slot_span(rt, region, (int64_t)(run[0] + (uint64_t)i * run[1]), (int64_t)run[1],
@@ -221,6 +223,7 @@ int rt_ckpt_manifest(struct rt *rt, uint64_t v) {
     fprintf(t, "region parameters %lld\nregion state %lld\n", (long long)rt->k, (long long)rt->m);
     if (rt_version_word(rt, v, 0)) /* fixed staleness: the S versions before this one */
         fprintf(t, "region history %lld\n", (long long)(img_field(rt, IMG_STALENESS) * (uint64_t)rt->store.kp));
+    if (rt->store.outer) fprintf(t, "region outer %lld\n", (long long)rt->store.kp); /* local steps' momentum */
     fprintf(t, "owners");
     for (int64_t o = 0; o < rt->n; o++)
         if (entry_of(rt, o)) fprintf(t, " %lld", (long long)o);

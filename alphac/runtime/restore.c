@@ -35,8 +35,11 @@ struct selector {
 /* The fragment's next n words (`words`; NULL: only whether this owner holds any of them),
    each word this owner holds selected into its compact storage, a span at a time. */
 static int select_words(struct rt *rt, int region, struct selector *s, const uint64_t *words, int64_t n) {
-    uint64_t *dst = region == REGION_PARAMETERS ? rt->store.params : rt->store.state;
+    uint64_t *dst = region == REGION_PARAMETERS ? rt->store.params
+                    : region == REGION_OUTER   ? rt->store.outer /* replicated: slot = position */
+                                               : rt->store.state;
     int any = 0;
+    if (region == REGION_OUTER && !rt->ck.outer) return 0;
     if (region == REGION_HISTORY) { /* each version's words into its slot (rt->start: the version) */
         for (int64_t j = 0; j < n && words && rt->ck.history && s->run < s->runs.n; j++) {
             const int64_t *r = s->runs.r + 3 * s->run;
@@ -294,6 +297,9 @@ static int restore(struct rt *rt, const char *dir, struct manifest *m, unsigned 
     int64_t history = (int64_t)img_field(rt, IMG_STALENESS) * rt->store.kp;
     rt->ck.history = same && rt_version_word(rt, 0, 0) != NULL;
     if (rt->ck.history) TRY(rt_manifest_coverage(rt, m, count, REGION_HISTORY, history));
+    /* local steps' outer momentum, continuing the contract (a new one starts it at +0.0) */
+    rt->ck.outer = same && rt->store.outer != NULL;
+    if (rt->ck.outer) TRY(rt_manifest_coverage(rt, m, count, REGION_OUTER, rt->store.kp));
     rt->start = (int64_t)m->version;
     /* every shard named: those holding words this owner holds now read through */
     for (int64_t j = 0; j < m->nshards; j++) {

@@ -141,7 +141,8 @@ def test_checkpoints_hold_the_versions_still_read_and_resume_on_the_other_instru
         args = run_arguments(tmp_path / directory, ckpt, new_contract)
         run = session.run(key, d, timeout_ms=20000, extra_argv={o: args for o in range(d.owners)})
         start = None if ckpt is None else start_of(ckpt, d.learner)
-        return run, compare(session.plan(key, d), run, evaluate(d, start=start), d.updates)
+        resumed = d if ckpt is None else driver.resumed(d, str(ckpt), new_contract)
+        return run, compare(session.plan(key, d), run, evaluate(resumed, start=start), d.updates)
 
     dep = dataclasses.replace(_dep(name), checkpoint=ir.Checkpoint(2, "ck"))
     S = dep.consistency.staleness
@@ -170,3 +171,6 @@ def test_checkpoints_hold_the_versions_still_read_and_resume_on_the_other_instru
     start = start_of(tmp_path / "ck5" / "ckpt-2", dep.learner)
     assert start.history is None  # so versions 0 and 1 read the start's words
     assert [r.params for r in on_synchronous.rows] != [r.params for r in report.rows]
+    # another staleness is a new contract: it reads the start's words, not the history
+    _, other = launched(f"{name}-ck-other-staleness", _stale(dep, S + 1), "ck7", ckpt, new_contract=True)
+    assert other.match, [r.why for r in other.rows]

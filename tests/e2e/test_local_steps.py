@@ -119,7 +119,7 @@ def test_every_owner_matches_the_oracle_on_mixed_instruction_sets(name):
 def test_the_outer_momentum_is_part_of_the_learner():
     """OuterMomentum { outerRate = 0.7, outerMomentum = 0.9 } gives other words than the
     average, its own protocol identity and ordered operation list, a plan line, k words of
-    state per owner; checkpoints of it are refused (a checkpoint does not hold b yet)."""
+    state per owner."""
     dep = _dep("local2Outer")
     averaged = _steps(dep, 2)
     assert dep.consistency.outer == ir.OuterMomentum(0x3FE6666666666666, 0x3FECCCCCCCCCCCCD)
@@ -133,9 +133,39 @@ def test_the_outer_momentum_is_part_of_the_learner():
                                                        "momentum": "3feccccccccccccd"}
     k_bytes = 8 * dep.learner.k
     assert [o.bytes.state for o in plan.owners] == [o.bytes.state + k_bytes for o in plain.owners]
-    with pytest.raises(CompileError) as refused:
-        driver.plan(dataclasses.replace(dep, checkpoint=ir.Checkpoint(2, "ck")))
-    assert "checkpoints of the outer momentum" in refused.value.diagnostics[0].message
+
+
+@needs_qemu
+def test_the_outer_momentum_is_checkpointed_and_resumed_on_the_other_instruction_set(tmp_path):
+    """A checkpoint of local steps with an outer momentum holds b (its `outer` region, k
+    words, every owner's alike); resumed with every owner on the other instruction set the
+    run ends with the uninterrupted run's words, b continued; a new contract on the same
+    checkpoint starts b at +0.0 again, and the oracle agrees with both."""
+    from alphac.checkpoint import logical_words, read_manifest
+    from alphac.launch.checkpoints import run_arguments
+    from alphac.launch.report import compare
+    from alphac.oracle import start_of
+
+    def launched(key, d, directory, ckpt=None, new_contract=False):
+        args = run_arguments(tmp_path / directory, ckpt, new_contract)
+        run = session.run(key, d, timeout_ms=20000, extra_argv={o: args for o in range(d.owners)})
+        start = None if ckpt is None else start_of(ckpt, d.learner)
+        resumed = d if ckpt is None else driver.resumed(d, str(ckpt), new_contract)
+        return compare(session.plan(key, d), run, evaluate(resumed, start=start), d.updates)
+
+    dep = dataclasses.replace(_dep("local2Outer"), checkpoint=ir.Checkpoint(2, "ck"))
+    report = launched("local2Outer-ck", dep, "ck")
+    assert report.match, [r.why for r in report.rows]
+    ckpt = tmp_path / "ck" / "ckpt-2"
+    assert read_manifest(ckpt).regions == {"parameters": dep.learner.k, "state": 0, "outer": dep.learner.k}
+    assert not (logical_words(ckpt)["outer"] == 0).all()
+    swapped = dataclasses.replace(dep, placement=tuple(SWAP[t] for t in dep.placement))
+    resumed = launched("local2Outer-ck-swapped", swapped, "ck2", ckpt)
+    assert resumed.match, [r.why for r in resumed.rows]
+    assert [r.params for r in resumed.rows] == [r.params for r in report.rows]
+    fresh = launched("local2Outer-ck-new", dep, "ck3", ckpt, new_contract=True)
+    assert fresh.match, [r.why for r in fresh.rows]
+    assert [r.params for r in fresh.rows] != [r.params for r in report.rows]
 
 
 def test_each_owner_keeps_its_own_optimizer_state():
@@ -243,7 +273,7 @@ def test_what_is_not_built_yet_is_refused_by_name(change, why):
     assert d.code == "consistency-not-built"
     assert d.message == (f"deployment local2 declares 2 local steps with {why}; local steps are built for "
                          "replicated learners on a star or a hierarchy of CPU owners, checkpointed only "
-                         "without optimizer state or outer momentum")
+                         "without optimizer state")
 
 
 def test_the_oracle_starts_each_owners_own_state_from_the_initial_words_only():
