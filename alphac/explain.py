@@ -137,10 +137,9 @@ FIXES = {
                                         "scale only; another owner's region is not in reach.",
     "consistency-not-built": "Declare ConsistencySynchronous (the default), fixed staleness on a "
                              "data-parallel learner on CPU targets (checkpointed with replicated "
-                             "parameters), or local "
-                             "steps (checkpointed only without optimizer state) or "
-                             "bounded staleness on a replicated learner on a star or a hierarchy of CPU "
-                             "owners (docs/learners.md, \"Consistency\").",
+                             "parameters), or local steps or bounded staleness on a replicated "
+                             "learner on a star or a hierarchy of CPU owners (docs/learners.md, "
+                             "\"Consistency\").",
     "independent-state-partitioning": "Build the deployment through the independent-state families, "
                                       "which hold each owner's region alone.",
     "coordinate-not-held": "Update each coordinate from its own words and accumulator only.",

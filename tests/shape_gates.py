@@ -131,3 +131,26 @@ def assert_launch_matches_and_mutant_refused(spec: str, out, mutant: str) -> Non
     for row, w in zip(report["owners"], theirs.owners, strict=True):
         assert (row["params"], row["state"]) == (hex_words(w.params), hex_words(w.state))
         assert row["error"].startswith(f"oracle-mismatch: owner {row['owner']} "), row["error"]
+
+
+def checkpoint_launcher(tmp_path):
+    """launched(key, dep, directory, ckpt=None, new_contract=False) -> (run, report): every
+    owner of `dep` run with its checkpoints in tmp_path/directory, resumed from `ckpt` (a
+    new contract with `new_contract`), compared with the oracle of the resumed deployment
+    from the checkpoint's words (under bounded staleness, replaying the schedule the
+    outputs record)."""
+    from alphac import driver
+    from alphac.launch.checkpoints import run_arguments
+    from alphac.launch.report import compare
+    from alphac.launch.results import recorded_schedule
+    from alphac.oracle import evaluate, start_of
+    from alphac.testing import session
+
+    def launched(key, d, directory, ckpt=None, new_contract=False):
+        args = run_arguments(tmp_path / directory, ckpt, new_contract)
+        run = session.run(key, d, timeout_ms=20000, extra_argv={o: args for o in range(d.owners)})
+        start = None if ckpt is None else start_of(ckpt, d.learner)
+        resumed = d if ckpt is None else driver.resumed(d, str(ckpt), new_contract)
+        oracle = evaluate(resumed, start=start, schedule=recorded_schedule(run.outputs, d.owners))
+        return run, compare(session.plan(key, d), run, oracle, d.updates)
+    return launched

@@ -30,8 +30,9 @@ ROOT_MANIFEST = "manifest.txt"
 SHARD_MAGIC = 0x54504B4341484C41  # "ALHACKPT"
 SHARD_FORMAT = 2
 SCHEDULE_MAGIC = 0x4441455241484C41  # "ALHAREAD": an owner's schedule file under bounded staleness
-# history: fixed staleness's earlier versions; outer: local steps' outer momentum
-REGIONS = {"parameters": 1, "state": 2, "history": 3, "outer": 4}
+# history: fixed staleness's earlier versions; outer: local steps' outer momentum; states:
+# local steps' every owner's own optimizer state
+REGIONS = {"parameters": 1, "state": 2, "history": 3, "outer": 4, "states": 5}
 REGION_NAMES = {v: k for k, v in REGIONS.items()}
 Run = tuple[int, int, int]  # (start, step, count): positions start, start + step, ... (count of them)
 
@@ -177,11 +178,11 @@ _PATTERNS = {
     "contract": r"contract (\S+ \S+ \S+ \S+ \S+ " + _HEX64 + r" .+)",
     "layout": r"layout (owners \d+ parameters (?:replicated|partitioned) state (?:replicated|partitioned) "
               r"words-per-coordinate \d+ shared (?:-|\d+(?:,\d+)*)(?: block-words [1-9]\d*)?)",
-    "region": r"region (parameters|state|history|outer) (\d+)",
+    "region": r"region (parameters|state|history|outer|states) (\d+)",
     "owners": r"owners (\d+(?: \d+)*)",
     "manifest": r"manifest (\d+) (manifest-\d+\.txt) (" + _HEX64 + ")",
     "shard": r"shard (\d+) (shard-\d+\.bin) (\d+) (" + _HEX64 + ")",
-    "fragment": r"fragment (\d+) (parameters|state|history|outer) (\d+) (\d+) (-|\d+\+\d+x\d+(?:,\d+\+\d+x\d+)*) (" + _HEX64 + ")",
+    "fragment": r"fragment (\d+) (parameters|state|history|outer|states) (\d+) (\d+) (-|\d+\+\d+x\d+(?:,\d+\+\d+x\d+)*) (" + _HEX64 + ")",
     "reads": r"reads (\d+) (reads-\d+\.bin) (\d+) (\d+) (" + _HEX64 + ")",
     "resumed-from": r"resumed-from (" + _HEX64 + r") (\d+) (same|new)",
     "auth": r"auth (none|hmac-sha256 " + _HEX64 + ")",

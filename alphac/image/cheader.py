@@ -103,6 +103,7 @@ def runtime_header() -> str:
     define("REGION_STATE", ops.REGION_STATE)
     define("REGION_HISTORY", ops.REGION_HISTORY)
     define("REGION_OUTER", ops.REGION_OUTER)
+    define("REGION_STATES", ops.REGION_STATES)
     out.append("/* operand types (alphac/plan/ops.py OPERAND_TYPES) */")
     for i, name in enumerate(ops.OPERAND_TYPES):
         define(f"OPND_{_c(name)}", i)

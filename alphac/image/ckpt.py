@@ -86,6 +86,8 @@ def checkpoint_lines(plan) -> CheckpointLines:
         # (and checkpoint identities) of deployments without coordinate blocks stay as they were
         layout_line += f" block-words {part.block_words}"
     regions = {"parameters": plan.layout.k, "state": plan.layout.m, **extra_regions(plan)}  # words
+    if own_states(plan):
+        regions["states"] = plan.deployment.owners * plan.layout.m
     inputs = inputs_line(learner)
     return CheckpointLines(learner_text, inputs, contract_line, layout_line, regions,
                            identity_of(learner_text, inputs, contract_line, layout_line))
@@ -96,13 +98,21 @@ def extra_regions(plan) -> dict[str, int]:
     owner, with their words: under a fixed staleness S with replicated parameters `history`,
     the S versions before the checkpoint's, which the next S updates read (docs/checkpoints.md
     "The history region"); under local steps with an outer momentum `outer`, its k words.
-    None without checkpoints."""
+    None without checkpoints. (Local steps' `states`: `own_states`.)"""
     dep = plan.deployment
     if not dep.checkpoint.every:
         return {}
     S, k = dep.consistency.staleness, plan.layout.k
     out = {"history": S * k} if S and not plan.layout.parameters.sharded else {}
     return out | ({"outer": k} if dep.consistency.outer is not None else {})
+
+
+def own_states(plan) -> bool:
+    """Whether a checkpoint holds every owner's own optimizer state (local steps with one,
+    checkpointed): its `states` region, owner o's m words at [o m, (o + 1) m), and its
+    `state` region owner 0's alone, which a new contract reads."""
+    dep = plan.deployment
+    return bool(dep.checkpoint.every and dep.consistency.local_steps and plan.layout.m)
 
 
 def owner_fragments(plan) -> dict[int, tuple[tuple[int, tuple[Run, ...]], ...]]:
@@ -123,6 +133,11 @@ def owner_fragments(plan) -> dict[int, tuple[tuple[int, tuple[Run, ...]], ...]]:
             lo, hi = min(o * block, W), min((o + 1) * block, W)
             if hi > lo:
                 out[o].append((REGIONS[name], ((lo, 1, hi - lo),)))
+    if own_states(plan):  # each owner's own state, the state region owner 0's
+        m, state = plan.layout.m, REGIONS["state"]
+        for o in range(n):
+            out[o] = [f for f in out[o] if f[0] != state] + [(REGIONS["states"], ((o * m, 1, m),))]
+        out[0].append((state, ((0, 1, m),)))
     return {o: tuple(sorted(frags, key=lambda x: x[0])) for o, frags in out.items()}
 
 

@@ -375,17 +375,17 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
         bound += 1
     if bound and not by_samples:
         schedule = check_schedule(schedule, dep.owners, first, rounds, bound)
-    if H and L.m and start is not None:  # (local steps: each owner's own state)
-        raise Refusal("oracle-consistency", f"deployment {dep.name} declares {dep.consistency.kind.value} "
-                      f"{dep.consistency.value}: the oracle evaluates it from the initial words only")
-    # fixed staleness: version v's parameters, kept while a contribution reads them; from a
-    # checkpoint, the S versions before it (its history region, else the start's words)
-    # (what a checkpoint holds besides the words, continuing its contract; a new one reads
-    # neither its history nor its outer momentum)
+    # what a checkpoint holds besides the words, read when its contract is continued. Fixed
+    # staleness: version v's parameters, kept while a contribution reads them (from a
+    # checkpoint, the S versions before it: its history region, else the start's words)
     kept = start if start is not None and (dep.resume is None or dep.resume.mode == "same") else None
     versions = {} if not (stale and start is not None) else versions_before(
         getattr(kept, "history", None), params, first, stale, L.k, fmt)
-    states = [state.copy() for _ in range(dep.owners)] if H else []  # local steps: each owner's own state
+    # local steps: each owner's own state (from a checkpoint continued, each owner's own
+    # block of its states region; else its state region's, owner 0's)
+    own = getattr(kept, "states", None) if H else None
+    states = [storage_floats(b, L.m, fmt) for b in np.asarray(own, dtype=np.uint64).reshape(dep.owners, -1)] \
+        if own is not None else [state.copy() for _ in range(dep.owners)] if H else []
     outer = dep.consistency.outer
     momentum = np.zeros(params.size) if outer is not None else None  # local steps' outer momentum b
     if outer is not None and getattr(kept, "outer", None) is not None:  # a checkpoint's

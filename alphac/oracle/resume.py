@@ -35,6 +35,7 @@ class Start:
     # (version max(version - S + j, 0) in block j of k words); None when it holds none
     history: np.ndarray | None = None
     outer: np.ndarray | None = None  # local steps: its outer momentum b (k words), if it holds one
+    states: np.ndarray | None = None  # local steps: every owner's own state (n * m words), if it holds them
 
     def __iter__(self):
         return iter((self.params, self.state, self.version))
@@ -59,7 +60,7 @@ def start_of(ckpt_dir, learner: Learner | None = None, key: bytes | None = None)
     except CheckpointError as err:
         raise Refusal(err.code, err.message) from None
     start = Start(words["parameters"], words["state"], m.version, str(ckpt_dir), m.learner, m.sha256,
-                  m.inputs, key is not None, words.get("history"), words.get("outer"))
+                  m.inputs, key is not None, words.get("history"), words.get("outer"), words.get("states"))
     if learner is not None:
         start.check_learner(learner)
     return start

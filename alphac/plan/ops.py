@@ -35,6 +35,7 @@ REGION_PARAMETERS = 1
 REGION_STATE = 2  # the per-coordinate optimizer-state words (never the shared words)
 REGION_HISTORY = 3  # fixed staleness: a checkpoint's S earlier parameter versions (never an op's operand)
 REGION_OUTER = 4    # local steps: a checkpoint's outer momentum (never an op's operand)
+REGION_STATES = 5   # local steps: a checkpoint's every owner's own optimizer state (never an op's operand)
 REGIONS = ((REGION_PARAMETERS, "parameters"), (REGION_STATE, "state"))
 
 # What the `expect` word the image encodes for an op declares (alphac/plan/steps.py), else NO_EXPECT.

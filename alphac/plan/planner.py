@@ -178,13 +178,10 @@ def check_consistency(dep: ir.Deployment, bag: DiagnosticBag) -> None:
     elif c.kind is ir.ConsistencyKind.LOCAL_STEPS:
         unless(f"{c.value} local steps", (
             ("an independent-state learner", L.independent),
-            ("checkpoints of optimizer state (each owner's is its own)", L.m > 0 and dep.checkpoint.every > 0),
-            ("a resume of optimizer state (each owner's is its own)", L.m > 0 and dep.resume is not None),
             ("partitioning", dep.partitioning.any),
             ("the sample tree", isinstance(dep.topology, ir.SampleTree)),
             ("an SM86 owner", "sm86" in dep.placement)),
-            "local steps are built for replicated learners on a star or a hierarchy of CPU owners, "
-            "checkpointed only without optimizer state")
+            "local steps are built for replicated learners on a star or a hierarchy of CPU owners")
     elif c.kind is ir.ConsistencyKind.BOUNDED_STALENESS:
         unless(f"staleness bounded by {c.value}", (
             ("an independent-state learner", L.independent),

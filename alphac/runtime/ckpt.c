@@ -99,9 +99,12 @@ static int stage_schedule(struct rt *rt, uint64_t v, unsigned char sha[32]) {
 /* A fragment's words in its runs' order, a span of compact storage at a time (store.c). */
 static void put_fragment(struct rt *rt, struct rt_writer *w, const uint64_t *f, uint64_t v) {
     int region = (int)f[0];
-    if (region == REGION_HISTORY) { /* fixed staleness: the versions still read, word by word */
+    if (region == REGION_HISTORY || region == REGION_STATES) { /* word by word: the versions still
+        read (fixed staleness); this owner's own state, its block of every owner's (local steps) */
         for (const uint64_t *run = f + 3; run < next_frag(f); run += 3)
-            for (uint64_t i = 0; i < run[2]; i++) rt_writer_put(w, *rt_version_word(rt, v, (int64_t)(run[0] + i * run[1])));
+            for (uint64_t i = 0, pos; i < run[2]; i++)
+                pos = run[0] + i * run[1], rt_writer_put(w, region == REGION_STATES ? rt->store.state[pos % (uint64_t)rt->m]
+                                                                                   : *rt_version_word(rt, v, (int64_t)pos));
         return;
     }
     const uint64_t *src = region == REGION_PARAMETERS ? rt->store.params
@@ -224,6 +227,8 @@ int rt_ckpt_manifest(struct rt *rt, uint64_t v) {
     if (rt_version_word(rt, v, 0)) /* fixed staleness: the S versions before this one */
         fprintf(t, "region history %lld\n", (long long)(img_field(rt, IMG_STALENESS) * (uint64_t)rt->store.kp));
     if (rt->store.outer) fprintf(t, "region outer %lld\n", (long long)rt->store.kp); /* local steps' momentum */
+    if (img_field(rt, IMG_LOCAL_STEPS) && rt->m) /* local steps: every owner's own state */
+        fprintf(t, "region states %lld\n", (long long)(rt->n * rt->m));
     fprintf(t, "owners");
     for (int64_t o = 0; o < rt->n; o++)
         if (entry_of(rt, o)) fprintf(t, " %lld", (long long)o);

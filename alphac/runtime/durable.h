@@ -36,7 +36,8 @@ struct ckpt {
     uint64_t *manifests;      /* (owner, manifest sha256) per owner below with a manifest */
     int64_t nmanifests;
     int resume_mode;          /* 0 none, 1 the same contract, 2 a new one */
-    int history, outer;       /* the restore selects a fixed staleness's history, local steps' momentum */
+    int history, outer, states; /* the restore selects a fixed staleness's history, local steps'
+                                 momentum, their every owner's own state */
     int resumed;
     char resumed_sha[65];
     int64_t resumed_version;

@@ -173,7 +173,7 @@ static int parse_item(struct manifest *m, const char *p, int64_t *have, size_t c
         if (!m->nshards || m->shards[m->nshards - 1].owner != g->owner) return 0; /* outside its shard's lines */
         const char *region = field(&f, &n);
         g->region = 0;
-        for (int r = 1; r <= 4; r++)
+        for (int r = 1; r <= REGION_STATES; r++)
             if (n == strlen(CKPT_REGION_NAME(r)) && !strncmp(region, CKPT_REGION_NAME(r), n)) g->region = r;
         g->offset = number(&f), g->words = number(&f);
         const char *runs = field(&f, &n);

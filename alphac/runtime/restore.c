@@ -39,7 +39,17 @@ static int select_words(struct rt *rt, int region, struct selector *s, const uin
                     : region == REGION_OUTER   ? rt->store.outer /* replicated: slot = position */
                                                : rt->store.state;
     int any = 0;
-    if (region == REGION_OUTER && !rt->ck.outer) return 0;
+    if ((region == REGION_OUTER && !rt->ck.outer) || (region == REGION_STATE && rt->ck.states)) return 0;
+    if (region == REGION_STATES) { /* local steps, continuing the contract: this owner's own block */
+        for (int64_t j = 0, pos; j < n && rt->ck.states && s->run < s->runs.n; j++) {
+            const int64_t *r = s->runs.r + 3 * s->run;
+            pos = r[0] + s->i * r[1];
+            any |= pos / rt->m == rt->owner;
+            if (words && pos / rt->m == rt->owner) rt->store.state[pos % rt->m] = words[j];
+            if (++s->i == r[2]) s->run++, s->i = 0;
+        }
+        return any;
+    }
     if (region == REGION_HISTORY) { /* each version's words into its slot (rt->start: the version) */
         for (int64_t j = 0; j < n && words && rt->ck.history && s->run < s->runs.n; j++) {
             const int64_t *r = s->runs.r + 3 * s->run;
@@ -300,6 +310,10 @@ static int restore(struct rt *rt, const char *dir, struct manifest *m, unsigned 
     /* local steps' outer momentum, continuing the contract (a new one starts it at +0.0) */
     rt->ck.outer = same && rt->store.outer != NULL;
     if (rt->ck.outer) TRY(rt_manifest_coverage(rt, m, count, REGION_OUTER, rt->store.kp));
+    /* local steps with optimizer state, continuing the contract: every owner's own (a new
+       contract gives every owner the state region's, owner 0's) */
+    rt->ck.states = same && img_field(rt, IMG_LOCAL_STEPS) && rt->m > 0;
+    if (rt->ck.states) TRY(rt_manifest_coverage(rt, m, count, REGION_STATES, rt->n * rt->m));
     rt->start = (int64_t)m->version;
     /* every shard named: those holding words this owner holds now read through */
     for (int64_t j = 0; j < m->nshards; j++) {
@@ -334,6 +348,7 @@ int rt_restore(struct rt *rt) {
     m.path = path;
     int64_t most = rt->k > rt->m ? rt->k : rt->m, history = (int64_t)img_field(rt, IMG_STALENESS) * rt->k;
     most = most > history ? most : history;
+    most = most > rt->n * rt->m ? most : rt->n * rt->m; /* local steps' every owner's state */
     unsigned char *count = malloc((size_t)most + 1);
     uint64_t *chunk = malloc(CHUNK_WORDS * 8);
     int rc = path && count && chunk ? rt_read_all(rt, path, &m.text, &m.len, RT_CHECKPOINT_MANIFEST)

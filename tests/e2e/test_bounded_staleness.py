@@ -179,18 +179,15 @@ def test_checkpoints_hold_the_schedule_so_far_and_resume_on_the_other_instructio
     contract refuses; a new contract goes on."""
     from alphac.checkpoint import read_manifest
     from alphac.checkpoint.directory import schedule
-    from alphac.launch.checkpoints import run_arguments
-    from alphac.launch.report import compare
     from alphac.oracle import start_of
 
-    from shape_gates import SWAP
+    from shape_gates import SWAP, checkpoint_launcher
+
+    run_and_compare = checkpoint_launcher(tmp_path)
 
     def launched(key, d, directory, ckpt=None, new_contract=False):
-        args = run_arguments(tmp_path / directory, ckpt, new_contract)
-        run = session.run(key, d, timeout_ms=20000, extra_argv={o: args for o in range(d.owners)})
-        start = None if ckpt is None else start_of(ckpt, d.learner)
-        reads = recorded_schedule(run.outputs, d.owners)  # (None: a synchronous run's)
-        return run, reads, compare(session.plan(key, d), run, evaluate(d, start=start, schedule=reads), d.updates)
+        run, report = run_and_compare(key, d, directory, ckpt, new_contract)
+        return run, recorded_schedule(run.outputs, d.owners), report
 
     dep = dataclasses.replace(_dep("bounded2"), checkpoint=ir.Checkpoint(2, "ck"))
     _, reads, report = launched("bounded2-ck", dep, "ck")

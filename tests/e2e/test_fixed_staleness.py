@@ -131,18 +131,11 @@ def test_checkpoints_hold_the_versions_still_read_and_resume_on_the_other_instru
     checkpoint of the synchronous learner resumed under staleness S (a new contract) reads
     the start's words for every version before it."""
     from alphac.checkpoint import logical_words, read_manifest
-    from alphac.launch.checkpoints import run_arguments
-    from alphac.launch.report import compare
     from alphac.oracle import start_of
 
-    from shape_gates import SWAP
+    from shape_gates import SWAP, checkpoint_launcher
 
-    def launched(key, d, directory, ckpt=None, new_contract=False):
-        args = run_arguments(tmp_path / directory, ckpt, new_contract)
-        run = session.run(key, d, timeout_ms=20000, extra_argv={o: args for o in range(d.owners)})
-        start = None if ckpt is None else start_of(ckpt, d.learner)
-        resumed = d if ckpt is None else driver.resumed(d, str(ckpt), new_contract)
-        return run, compare(session.plan(key, d), run, evaluate(resumed, start=start), d.updates)
+    launched = checkpoint_launcher(tmp_path)
 
     dep = dataclasses.replace(_dep(name), checkpoint=ir.Checkpoint(2, "ck"))
     S = dep.consistency.staleness

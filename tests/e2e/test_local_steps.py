@@ -24,7 +24,7 @@ from alphac.oracle import evaluate
 from alphac.plan.render import plan_json, plan_text
 from alphac.testing import session
 
-from shape_gates import assert_launch_matches_on_mixed_instruction_sets, SWAP, consistent, needs_qemu
+from shape_gates import SWAP, assert_launch_matches_on_mixed_instruction_sets, checkpoint_launcher, consistent, needs_qemu
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 GATE = str(SPECS / "local_steps.alpha")
@@ -142,42 +142,61 @@ def test_the_outer_momentum_is_checkpointed_and_resumed_on_the_other_instruction
     run ends with the uninterrupted run's words, b continued; a new contract on the same
     checkpoint starts b at +0.0 again, and the oracle agrees with both."""
     from alphac.checkpoint import logical_words, read_manifest
-    from alphac.launch.checkpoints import run_arguments
-    from alphac.launch.report import compare
-    from alphac.oracle import start_of
 
-    def launched(key, d, directory, ckpt=None, new_contract=False):
-        args = run_arguments(tmp_path / directory, ckpt, new_contract)
-        run = session.run(key, d, timeout_ms=20000, extra_argv={o: args for o in range(d.owners)})
-        start = None if ckpt is None else start_of(ckpt, d.learner)
-        resumed = d if ckpt is None else driver.resumed(d, str(ckpt), new_contract)
-        return compare(session.plan(key, d), run, evaluate(resumed, start=start), d.updates)
+    launched = checkpoint_launcher(tmp_path)
 
     dep = dataclasses.replace(_dep("local2Outer"), checkpoint=ir.Checkpoint(2, "ck"))
-    report = launched("local2Outer-ck", dep, "ck")
+    _, report = launched("local2Outer-ck", dep, "ck")
     assert report.match, [r.why for r in report.rows]
     ckpt = tmp_path / "ck" / "ckpt-2"
     assert read_manifest(ckpt).regions == {"parameters": dep.learner.k, "state": 0, "outer": dep.learner.k}
     assert not (logical_words(ckpt)["outer"] == 0).all()
     swapped = dataclasses.replace(dep, placement=tuple(SWAP[t] for t in dep.placement))
-    resumed = launched("local2Outer-ck-swapped", swapped, "ck2", ckpt)
+    _, resumed = launched("local2Outer-ck-swapped", swapped, "ck2", ckpt)
     assert resumed.match, [r.why for r in resumed.rows]
     assert [r.params for r in resumed.rows] == [r.params for r in report.rows]
-    fresh = launched("local2Outer-ck-new", dep, "ck3", ckpt, new_contract=True)
+    _, fresh = launched("local2Outer-ck-new", dep, "ck3", ckpt, new_contract=True)
     assert fresh.match, [r.why for r in fresh.rows]
     assert [r.params for r in fresh.rows] != [r.params for r in report.rows]
 
 
 def test_each_owner_keeps_its_own_optimizer_state():
     """Momentum under local steps: the owners' parameters agree, their momentum does not
-    (an owner without samples keeps its initial state); so no checkpoint holds it yet."""
+    (an owner without samples keeps its initial state)."""
     dep = _dep("local2Momentum")
     owners = evaluate(dep).owners
     assert len({o.params for o in owners}) == 1 and len({o.state for o in owners}) == 4
     assert owners[3].state == tuple(int(w) for w in dep.learner.initial_state.as_array())
-    with pytest.raises(CompileError) as refused:
-        driver.plan(dataclasses.replace(dep, checkpoint=ir.Checkpoint(2, "ck")))
-    assert "checkpoints of optimizer state (each owner's is its own)" in refused.value.diagnostics[0].message
+
+
+@needs_qemu
+def test_every_owners_own_state_is_checkpointed_and_resumed_on_the_other_instruction_set(tmp_path):
+    """A checkpoint of local steps with optimizer state holds every owner's own (its `states`
+    region, owner o's m words at [o m, (o + 1) m), each written by its owner) and owner
+    0's as its `state` region; resumed with every owner on the other instruction set each
+    owner continues its own and the run ends with the uninterrupted run's words; a new
+    contract gives every owner owner 0's, and the oracle agrees with both."""
+    from alphac.checkpoint import logical_words, read_manifest
+
+    launched = checkpoint_launcher(tmp_path)
+
+    dep = dataclasses.replace(_dep("local2Momentum"), checkpoint=ir.Checkpoint(2, "ck"))
+    m = dep.learner.m
+    _, report = launched("local2Momentum-ck", dep, "ck")
+    assert report.match, [r.why for r in report.rows]
+    ckpt = tmp_path / "ck" / "ckpt-2"
+    assert read_manifest(ckpt).regions == {"parameters": dep.learner.k, "state": m, "states": 4 * m}
+    words = logical_words(ckpt)
+    at2 = evaluate(dep, rounds=2).owners
+    assert [tuple(int(w) for w in words["states"][o * m:(o + 1) * m]) for o in range(4)] == [o.state for o in at2]
+    assert tuple(int(w) for w in words["state"]) == at2[0].state
+    swapped = dataclasses.replace(dep, placement=tuple(SWAP[t] for t in dep.placement))
+    _, resumed = launched("local2Momentum-ck-swapped", swapped, "ck2", ckpt)
+    assert resumed.match, [r.why for r in resumed.rows]
+    assert [(r.params, r.state) for r in resumed.rows] == [(r.params, r.state) for r in report.rows]
+    _, fresh = launched("local2Momentum-ck-new", dep, "ck3", ckpt, new_contract=True)
+    assert fresh.match, [r.why for r in fresh.rows]
+    assert [r.state for r in fresh.rows] != [r.state for r in report.rows]
 
 
 @needs_qemu
@@ -213,16 +232,9 @@ def test_checkpoints_resume_on_the_other_instruction_set_and_another_consistency
     between rounds); resumed with every owner on the other instruction set the run ends
     with the uninterrupted run's words. The consistency is part of the ordered operation
     list: resumed as the synchronous learner, the same contract refuses, a new one goes on."""
-    from alphac.launch.checkpoints import run_arguments
-    from alphac.launch.report import compare
     from alphac.oracle import start_of
 
-    def launched(key, d, directory, ckpt=None, new_contract=False):
-        args = run_arguments(tmp_path / directory, ckpt, new_contract)
-        run = session.run(key, d, timeout_ms=20000, extra_argv={o: args for o in range(d.owners)})
-        start = None if ckpt is None else start_of(ckpt, d.learner)
-        return run, compare(session.plan(key, d), run, evaluate(d, start=start), d.updates)
-
+    launched = checkpoint_launcher(tmp_path)
     dep = dataclasses.replace(_dep("local2"), checkpoint=ir.Checkpoint(2, "ck"))
     _, report = launched("local2-ck", dep, "ck")
     assert report.match, [r.why for r in report.rows]
@@ -272,19 +284,19 @@ def test_what_is_not_built_yet_is_refused_by_name(change, why):
     (d,) = refused.value.diagnostics
     assert d.code == "consistency-not-built"
     assert d.message == (f"deployment local2 declares 2 local steps with {why}; local steps are built for "
-                         "replicated learners on a star or a hierarchy of CPU owners, checkpointed only "
-                         "without optimizer state")
+                         "replicated learners on a star or a hierarchy of CPU owners")
 
 
-def test_the_oracle_starts_each_owners_own_state_from_the_initial_words_only():
-    """A checkpoint holds one state: under local steps with optimizer state each owner's is
-    its own, so the oracle refuses a start from one (as the planner refuses checkpoints)."""
-    from alphac.oracle import Refusal
+def test_the_oracle_starts_each_owners_own_state_from_a_checkpoint_or_the_start_state():
+    """Local steps with optimizer state from a start: each owner from its own block of the
+    checkpoint's states region when it holds one, else from the start's state."""
+    from alphac.oracle.resume import Start
 
     dep = _dep("local2Momentum")
     got = evaluate(dep, rounds=2)
-    start = (np.asarray(got.params, dtype=np.uint64), np.asarray(got.state, dtype=np.uint64), 2)
-    with pytest.raises(Refusal, match="from the initial words only"):
-        evaluate(dep, start=start)
-    assert evaluate(_dep("local2"), start=(np.asarray(evaluate(_dep("local2"), rounds=2).params,
-                                                      dtype=np.uint64), np.zeros(0, np.uint64), 2)).params
+    params = np.asarray(got.params, dtype=np.uint64)
+    states = np.concatenate([np.asarray(o.state, dtype=np.uint64) for o in got.owners])
+    own = Start(params, np.asarray(got.state, dtype=np.uint64), 2, "ck", "", "", states=states)
+    assert [o.state for o in evaluate(dep, start=own).owners] == [o.state for o in evaluate(dep).owners]
+    plain = (params, np.asarray(got.state, dtype=np.uint64), 2)
+    assert [o.state for o in evaluate(dep, start=plain).owners] != [o.state for o in evaluate(dep).owners]
