@@ -136,8 +136,8 @@ FIXES = {
     "independent-state-foreign-region": "Write the rule over its own region, its input pair and its "
                                         "scale only; another owner's region is not in reach.",
     "consistency-not-built": "Declare ConsistencySynchronous (the default), fixed staleness on a "
-                             "data-parallel learner on CPU targets (checkpointed with replicated "
-                             "parameters), or local steps or bounded staleness on a replicated "
+                             "data-parallel learner on CPU targets, or local steps or bounded "
+                             "staleness on a replicated "
                              "learner on a star or a hierarchy of CPU owners (docs/learners.md, "
                              "\"Consistency\").",
     "independent-state-partitioning": "Build the deployment through the independent-state families, "

@@ -95,7 +95,7 @@ def checkpoint_lines(plan) -> CheckpointLines:
 
 def extra_regions(plan) -> dict[str, int]:
     """A checkpoint's regions beside the parameters and the state, each held whole by every
-    owner, with their words: under a fixed staleness S with replicated parameters `history`,
+    owner, with their words: under a fixed staleness S `history`,
     the S versions before the checkpoint's, which the next S updates read (docs/checkpoints.md
     "The history region"); under local steps with an outer momentum `outer`, its k words.
     None without checkpoints. (Local steps' `states`: `own_states`.)"""
@@ -103,7 +103,7 @@ def extra_regions(plan) -> dict[str, int]:
     if not dep.checkpoint.every:
         return {}
     S, k = dep.consistency.staleness, plan.layout.k
-    out = {"history": S * k} if S and not plan.layout.parameters.sharded else {}
+    out = {"history": S * k} if S else {}
     return out | ({"outer": k} if dep.consistency.outer is not None else {})
 
 

@@ -152,7 +152,7 @@ def plan(dep: ir.Deployment, mutant: str | None = None) -> Plan:
 
 def check_consistency(dep: ir.Deployment, bag: DiagnosticBag) -> None:
     """The synchronous learner is built, fixed staleness for data-parallel learners on CPU
-    targets (checkpointed with replicated parameters), local steps for replicated learners on a star or a
+    targets, local steps for replicated learners on a star or a
     hierarchy, and bounded staleness for replicated learners on a star or a hierarchy of CPU
     owners; anything else is refused, located at the declaration,
     rather than run as another learner."""
@@ -169,12 +169,8 @@ def check_consistency(dep: ir.Deployment, bag: DiagnosticBag) -> None:
     if c.kind is ir.ConsistencyKind.FIXED_STALENESS:
         unless(f"fixed staleness {c.value}", (
             ("an independent-state learner", L.independent),
-            ("checkpoints of partitioned parameters (a checkpoint would need the read replicas of the "
-             "last S versions)", dep.checkpoint.every > 0 and dep.partitioning.parameters.sharded),
-            ("a resume of partitioned parameters", dep.resume is not None and dep.partitioning.parameters.sharded),
             ("an SM86 owner", "sm86" in dep.placement)),
-            "fixed staleness is built for data-parallel learners on CPU targets, checkpointed with "
-            "replicated parameters")
+            "fixed staleness is built for data-parallel learners on CPU targets")
     elif c.kind is ir.ConsistencyKind.LOCAL_STEPS:
         unless(f"{c.value} local steps", (
             ("an independent-state learner", L.independent),

@@ -225,7 +225,7 @@ int rt_ckpt_manifest(struct rt *rt, uint64_t v) {
         img_text(rt, IMG_STR_CKPT_LAYOUT));
     fprintf(t, "region parameters %lld\nregion state %lld\n", (long long)rt->k, (long long)rt->m);
     if (rt_version_word(rt, v, 0)) /* fixed staleness: the S versions before this one */
-        fprintf(t, "region history %lld\n", (long long)(img_field(rt, IMG_STALENESS) * (uint64_t)rt->store.kp));
+        fprintf(t, "region history %lld\n", (long long)img_field(rt, IMG_STALENESS) * rt->k);
     if (rt->store.outer) fprintf(t, "region outer %lld\n", (long long)rt->store.kp); /* local steps' momentum */
     if (img_field(rt, IMG_LOCAL_STEPS) && rt->m) /* local steps: every owner's own state */
         fprintf(t, "region states %lld\n", (long long)(rt->n * rt->m));

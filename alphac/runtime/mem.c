@@ -115,3 +115,14 @@ int rt_write_stats(struct rt *rt, int code) {
     rt->store.stats_fd = -1;
     return ok ? RT_OK : rt_fail(rt, RT_IO_ERROR, "writing '%s' failed (%s)", rt->store.stats_path, strerror(errno));
 }
+
+/* Partitioned parameters under a fixed staleness S: the read replicas of S + 1 versions,
+   slot v mod (S + 1), each with its version (ops.c), made once. */
+int rt_replica_history(struct rt *rt) {
+    int64_t slots = (int64_t)img_field(rt, IMG_STALENESS) + 1;
+    int rc = RT_OK;
+    if (rt->store.history) return RT_OK;
+    rt->store.history = rt_buf_alloc(rt, MEM_REPLICA, slots * rt->k, &rc);
+    if (rc == RT_OK) rt->store.history_versions = rt_alloc_words(rt, slots, &rc);
+    return rc;
+}

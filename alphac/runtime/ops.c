@@ -156,10 +156,17 @@ static int check_op(struct rt *rt, const int64_t *op, int64_t rest) {
     return RT_OK;
 }
 
+/* The version update v's contributions read under a fixed staleness S: max(v - S, 0); in a
+   run that started a new contract on a checkpoint without its versions, none before it. */
+static uint64_t read_version(const struct rt *rt, uint64_t v) {
+    uint64_t stale = img_field(rt, IMG_STALENESS), read = v > stale ? v - stale : 0;
+    return rt->ck.resumed && !rt->ck.history && read < (uint64_t)rt->start ? (uint64_t)rt->start : read;
+}
+
 /* Under parameter partitioning a contribution reads the held read replica of version max(v - S, 0). */
 static int replica_readable(struct rt *rt, uint64_t v) {
     long long me = (long long)rt->owner;
-    uint64_t stale = img_field(rt, IMG_STALENESS), read = v > stale ? v - stale : 0;
+    uint64_t read = read_version(rt, v);
     if (!img_field(rt, IMG_PART_PARAMETERS)) return RT_OK;
     if (!rt->store.replica_held)
         return rt_fail(rt, RT_DATA_PARALLEL_REPLICA_RELEASED, "owner %lld: the contribution of "
@@ -225,14 +232,8 @@ static int op_exchange(struct rt *rt, const int64_t *ops, int64_t count, uint64_
 /* Fixed staleness S: the read replicas of versions v - S .. v, slot v mod (S + 1) with its
    version beside it, kept across updates; version v's contributions read max(v - S, 0)'s. */
 static int install_versioned(struct rt *rt, int64_t a, uint64_t v) {
-    uint64_t slots = img_field(rt, IMG_STALENESS) + 1, read = v + 1 > slots ? v + 1 - slots : 0;
-    int rc = RT_OK;
-    if (!rt->store.history) {
-        rt->store.history = rt_buf_alloc(rt, MEM_REPLICA, (int64_t)slots * rt->k, &rc);
-        TRY(rc);
-        rt->store.history_versions = rt_alloc_words(rt, (int64_t)slots, &rc);
-        TRY(rc);
-    }
+    uint64_t slots = img_field(rt, IMG_STALENESS) + 1, read = read_version(rt, v);
+    TRY(rt_replica_history(rt));
     TRY(op_install(rt, a, REGION_PARAMETERS, rt->store.history + (v % slots) * (uint64_t)rt->k, v));
     rt->store.history_versions[v % slots] = v;
     rt->store.replica = rt->store.history + (read % slots) * (uint64_t)rt->k;

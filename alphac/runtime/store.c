@@ -177,10 +177,12 @@ void rt_digest(struct rt *rt) {
 }
 
 /* Fixed staleness S with a history: word `pos` of a checkpoint's history region at
-   version v, j = pos / kp, i = pos mod kp: word i of version max(v - S + j, 0), in its slot
-   (docs/checkpoints.md "The history region"). NULL without a history. */
+   version v, j = pos / k', i = pos mod k': word i of version max(v - S + j, 0), in its slot
+   (docs/checkpoints.md "The history region"); k' the words of a version, kp beside
+   replicated parameters, k in a partitioned read replica. NULL without a history. */
 uint64_t *rt_version_word(struct rt *rt, uint64_t v, int64_t pos) {
-    if (!rt->store.history || img_field(rt, IMG_PART_PARAMETERS) || rt->store.kp == 0) return NULL;
-    uint64_t S = img_field(rt, IMG_STALENESS), j = (uint64_t)(pos / rt->store.kp), w = v + j >= S ? v + j - S : 0;
-    return rt->store.history + (w % (S + 1)) * (uint64_t)rt->store.kp + (uint64_t)(pos % rt->store.kp);
+    uint64_t kw = (uint64_t)(img_field(rt, IMG_PART_PARAMETERS) ? rt->k : rt->store.kp);
+    if (!rt->store.history || kw == 0) return NULL;
+    uint64_t S = img_field(rt, IMG_STALENESS), j = (uint64_t)pos / kw, w = v + j >= S ? v + j - S : 0;
+    return rt->store.history + (w % (S + 1)) * kw + (uint64_t)pos % kw;
 }
