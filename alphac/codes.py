@@ -117,8 +117,9 @@ PLAN = {
                             "NativeCombineDeliveryLaws (an owner receives the result twice, "
                             "before its sender holds it, off the path to the target, or never)",
     "consistency-not-built": "a deployment declares a consistency that is not built yet: fixed "
-                             "staleness with an SM86 owner or independent state, or local steps or bounded staleness outside "
-                             "replicated learners on a star or a hierarchy of CPU owners",
+                             "staleness with an SM86 owner or independent state, local steps "
+                             "outside replicated learners on a star or a hierarchy of CPU owners, "
+                             "or bounded staleness outside a star or a hierarchy of CPU owners",
     "independent-state-partitioning": "an independent-state learner's deployment holds other "
                                       "words per owner than its own region (IR built by hand)",
     # numerical contracts (Learning.Numerics)

@@ -136,9 +136,9 @@ FIXES = {
     "independent-state-foreign-region": "Write the rule over its own region, its input pair and its "
                                         "scale only; another owner's region is not in reach.",
     "consistency-not-built": "Declare ConsistencySynchronous (the default), fixed staleness on a "
-                             "data-parallel learner on CPU targets, or local steps or bounded "
-                             "staleness on a replicated "
-                             "learner on a star or a hierarchy of CPU owners (docs/learners.md, "
+                             "data-parallel learner on CPU targets, local steps on a replicated "
+                             "learner on a star or a hierarchy of CPU owners, or bounded staleness "
+                             "on a star or a hierarchy of CPU owners (docs/learners.md, "
                              "\"Consistency\").",
     "independent-state-partitioning": "Build the deployment through the independent-state families, "
                                       "which hold each owner's region alone.",

@@ -80,6 +80,7 @@ OUTPUT_MAGIC = 0x3154554F41484C41  # "ALHAOUT1"
 OUTPUT_REPLICATED = 1   # every word of the learner
 OUTPUT_OWNED = 2        # the words an owner holds, with their positions
 OUTPUT_SCHEDULED = 3    # every word of the learner, then the version each contribution read
+OUTPUT_OWNED_SCHEDULED = 4  # the words an owner holds, then the version each contribution read
 
 # what an executable does when started with no --timeout-ms, and the bound on it (poll(2)
 # takes an int of milliseconds)

@@ -67,6 +67,7 @@ def runtime_header() -> str:
     define("OUTPUT_REPLICATED", wire.OUTPUT_REPLICATED)
     define("OUTPUT_OWNED", wire.OUTPUT_OWNED)
     define("OUTPUT_SCHEDULED", wire.OUTPUT_SCHEDULED)
+    define("OUTPUT_OWNED_SCHEDULED", wire.OUTPUT_OWNED_SCHEDULED)
     # a checkpoint manifest's first line, and the label of the key its tag is made with
     out.append(f'#define CKPT_HEAD "{manifest.HEAD}"')
     out.append(f'#define CKPT_KEY_LABEL "{manifest.CHECKPOINT_KEY_LABEL}"')

@@ -180,7 +180,7 @@ class RoleImage:
             "magic": fmt.IMAGE_MAGIC, "format": fmt.IMAGE_FORMAT, "protocol": self.protocol_id,
             "k": k, "m": m, "s": s, "n": self.n, "updates": self.updates,
             "rate": self.rate, "tag_words": self.tag_words,
-            "output_format": wire.OUTPUT_OWNED if self.owned else
+            "output_format": (wire.OUTPUT_OWNED_SCHEDULED if self.bound else wire.OUTPUT_OWNED) if self.owned else
             wire.OUTPUT_SCHEDULED if self.bound else wire.OUTPUT_REPLICATED,
             "part_parameters": int(part.parameters.sharded), "part_state": int(part.optimizer_state.sharded),
             "part_gradients": int(part.gradients.sharded), "w": part.words_per_coordinate,

@@ -10,7 +10,9 @@ each of the run's r updates read (version - r, ..., version - 1).
 
 Format 2 (partitioned learners: the owner's own words only): magic, 2, owner, version,
 protocol id, k, m, kp, mp, then the kp parameter coordinates and the mp state offsets the
-owner holds (ascending), then their kp parameter words and mp state words.
+owner holds (ascending), then their kp parameter words and mp state words. Format 4
+(partitioned, bounded staleness): magic, 4, owner, version, protocol id, k, m, kp, mp, r,
+then format 2's words, then the r reads as format 3 has them.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 
 from alphac.resources import open_regular
 from alphac.wire import OUTPUT_MAGIC as OUT_MAGIC, OUTPUT_OWNED as OUT_FORMAT_OWNED
+from alphac.wire import OUTPUT_OWNED_SCHEDULED as OUT_FORMAT_OWNED_SCHEDULED
 from alphac.wire import OUTPUT_REPLICATED as OUT_FORMAT, OUTPUT_SCHEDULED as OUT_FORMAT_SCHEDULED
 
 HEAD_WORDS = 7
@@ -53,8 +56,8 @@ def parse_result(data: bytes, where: str = "<bytes>") -> OwnerResult:
     magic, fmt, owner, version, protocol, k, m = struct.unpack_from("<7Q", data, 0)
     if magic != OUT_MAGIC:
         raise ResultError(f"{where}: magic {magic:#018x}, expected {OUT_MAGIC:#018x}")
-    if fmt == OUT_FORMAT_OWNED:
-        return _parse_owned(data, where)
+    if fmt in (OUT_FORMAT_OWNED, OUT_FORMAT_OWNED_SCHEDULED):
+        return _parse_owned(data, where, fmt == OUT_FORMAT_OWNED_SCHEDULED)
     if fmt == OUT_FORMAT_SCHEDULED:
         return _parse_scheduled(data, where)
     if fmt != OUT_FORMAT:
@@ -88,23 +91,25 @@ def recorded_schedule(outputs: dict, owners: int) -> tuple[tuple[int, ...], ...]
     return tuple(r.reads for r in got)
 
 
-def _parse_owned(data: bytes, where: str) -> OwnerResult:
-    if len(data) < HEAD_WORDS_OWNED * 8:
-        raise ResultError(f"{where}: format 2: {len(data)} bytes, short of the "
-                          f"{HEAD_WORDS_OWNED}-word header")
+def _parse_owned(data: bytes, where: str, scheduled: bool = False) -> OwnerResult:
+    head, name = HEAD_WORDS_OWNED + scheduled, "format 4" if scheduled else "format 2"
+    if len(data) < head * 8:
+        raise ResultError(f"{where}: {name}: {len(data)} bytes, short of the {head}-word header")
     _, _, owner, version, protocol, k, m, kp, mp = struct.unpack_from("<9Q", data, 0)
-    words = len(data) // 8 - HEAD_WORDS_OWNED
-    if kp > k or mp > m or words != 2 * (kp + mp):
-        raise ResultError(f"{where}: format 2: {words} words after the header, 2 * (kp + mp) = "
-                          f"{2 * (kp + mp)} (kp = {kp} of k = {k}, mp = {mp} of m = {m})")
-    body = struct.unpack_from(f"<{words}Q", data, HEAD_WORDS_OWNED * 8)
+    r = struct.unpack_from("<Q", data, 72)[0] if scheduled else 0
+    words = len(data) // 8 - head
+    if kp > k or mp > m or words != 2 * (kp + mp) + r or r > version:
+        reads = (" + r", f", r = {r} reads") if scheduled else ("", "")
+        raise ResultError(f"{where}: {name}: {words} words after the header, 2 * (kp + mp){reads[0]} = "
+                          f"{2 * (kp + mp) + r} (kp = {kp} of k = {k}, mp = {mp} of m = {m}{reads[1]})")
+    body = struct.unpack_from(f"<{words}Q", data, head * 8)
     coords, offs = body[:kp], body[kp:kp + mp]
     for what, pos, limit in (("parameter coordinate", coords, k), ("state offset", offs, m)):
         if any(p >= limit for p in pos) or any(a >= b for a, b in zip(pos, pos[1:])):
             raise ResultError(f"{where}: format 2: {what}s are not ascending below {limit}")
-    vals = body[kp + mp:]
+    vals = body[kp + mp:2 * (kp + mp)]
     return OwnerResult(owner, version, protocol, tuple(vals[:kp]), tuple(vals[kp:]),
-                       tuple(coords), tuple(offs))
+                       tuple(coords), tuple(offs), tuple(body[2 * (kp + mp):]) if scheduled else None)
 
 
 def read_result(path: str | Path) -> OwnerResult:

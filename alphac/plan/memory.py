@@ -77,13 +77,16 @@ def computes_ahead(dep: ir.Deployment, layout: OwnerLayout) -> int:
     contributions of up to D updates ahead on a thread while this update combines, else 0:
     under a fixed staleness S >= 1, D = 1 (the contributions to update u + 1 read version
     max(u + 1 - S, 0), which exists before update u combines); under bounded staleness S,
-    D = S (each reads the newest version its owner has, at least u - S). Built for
-    replicated parameters (a partitioned read replica is gathered by update u + 1's own
-    ops) and one local sum per update (not the sample tree's blocks)."""
+    D = S (each reads the newest version its owner has, at least u - S; with partitioned
+    parameters, the newest read replica installed). A fixed staleness computes ahead with
+    replicated parameters only (a partitioned read replica of version u + 1 - S is gathered
+    by update u + 1's own ops); neither on the sample tree (its contributions are blocks)."""
     c = dep.consistency
-    if layout.parameters.sharded or dep.learner.independent or isinstance(dep.topology, ir.SampleTree):
+    if dep.learner.independent or isinstance(dep.topology, ir.SampleTree):
         return 0
-    return c.bound if c.bound else 1 if c.staleness else 0
+    if c.bound:  # (partitioned: the newest read replica installed)
+        return c.bound
+    return 1 if c.staleness and not layout.parameters.sharded else 0
 
 
 def bytes_per_owner(dep: ir.Deployment, layout: OwnerLayout, slots: list[RegisterSlots],
@@ -95,8 +98,8 @@ def bytes_per_owner(dep: ir.Deployment, layout: OwnerLayout, slots: list[Registe
     k, s, _ = word_counts(dep)
     independent = dep.learner.independent
     stale = dep.consistency.staleness
-    # the read replica; under a fixed staleness S, those of S + 1 versions
-    replica = k * (stale + 1) if layout.parameters.sharded and not independent else 0
+    # the read replica; under a fixed staleness S or bounded by S, those of S + 1 versions
+    replica = k * (max(stale, dep.consistency.bound) + 1) if layout.parameters.sharded and not independent else 0
     shares = dep.learner.samples.shares
     ahead = computes_ahead(dep, layout)
     out = []

@@ -153,8 +153,8 @@ def plan(dep: ir.Deployment, mutant: str | None = None) -> Plan:
 def check_consistency(dep: ir.Deployment, bag: DiagnosticBag) -> None:
     """The synchronous learner is built, fixed staleness for data-parallel learners on CPU
     targets, local steps for replicated learners on a star or a
-    hierarchy, and bounded staleness for replicated learners on a star or a hierarchy of CPU
-    owners; anything else is refused, located at the declaration,
+    hierarchy, and bounded staleness for data-parallel learners on a star or a hierarchy of
+    CPU owners; anything else is refused, located at the declaration,
     rather than run as another learner."""
     c = dep.consistency
     span = c.span if c.span.line > 0 else dep.span
@@ -181,11 +181,9 @@ def check_consistency(dep: ir.Deployment, bag: DiagnosticBag) -> None:
     elif c.kind is ir.ConsistencyKind.BOUNDED_STALENESS:
         unless(f"staleness bounded by {c.value}", (
             ("an independent-state learner", L.independent),
-            ("partitioning", dep.partitioning.any),
             ("the sample tree", isinstance(dep.topology, ir.SampleTree)),
             ("an SM86 owner", "sm86" in dep.placement)),
-            "bounded staleness is built for replicated data-parallel learners on a star or a hierarchy "
-            "of CPU owners",
+            "bounded staleness is built for data-parallel learners on a star or a hierarchy of CPU owners",
             ["each contribution reads the newest version its owner has, recorded; ConsistencyFixedStaleness "
              "{ staleness = S } reads version max(u - S, 0) whatever the timing"])
 

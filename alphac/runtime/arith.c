@@ -183,22 +183,20 @@ static int local_refused(struct rt *rt, struct rt_local_outcome o, uint64_t u) {
     return o.bad >= 0 ? rt_local_refused(rt, o.bad, u, o.at) : RT_OK;
 }
 
-/* -- the contributions computed ahead (docs/runtime.md "Fixed staleness", "Bounded staleness")
-   Under IMG_AHEAD = D (replicated parameters), a producer thread computes the local sums of
-   updates u, u + 1, ... into D slots while this thread runs the exchanges, combines and
-   updates: update w's once update w - D's sum was taken. Under a fixed staleness S (D = 1)
-   update w reads version max(w - S, 0), which exists once update w - 1 has taken its sum:
-   the history's slot (rt_record_version writes another until it is taken), or for S = 1
-   the parameters themselves, which update w - 1 changes only once that sum is done
-   (params_enter). Under bounded staleness S (D = S) it reads the parameters as they are
-   when it starts, the newest version this owner has, at least w - S (the slot waits for
-   update w - S's sum, taken after update w - S - 1's update), and records which; the
-   update waits while it reads them, and it waits while the update writes them. The same
-   kernels on the same words in the same order: the bits are those computed in place. */
+/* -- the contributions computed ahead (docs/runtime.md "The contributions computed ahead")
+   Under IMG_AHEAD = D a producer thread computes the local sums of updates u, u + 1, ... into
+   D slots, update w's once update w - D's was taken, while this thread combines and updates.
+   Fixed staleness S (D = 1): version max(w - S, 0), a history slot, or for S = 1 the
+   parameters, which update w - 1 changes only once that sum is done (params_enter).
+   Bounded staleness S (D = S): the newest version (or installed read replica) when it
+   starts, at least w - S, recorded; it and the update wait for each other on the
+   parameters. The same kernels on the same words in the same order as in place. */
 static void *producer(void *arg) {
     struct rt *rt = arg;
     struct rt_ahead *a = &rt->store.ahead;
-    int bounded = img_field(rt, IMG_BOUND) > 0, locks = bounded || !rt->store.history;
+    int bounded = img_field(rt, IMG_BOUND) > 0, part = (int)img_field(rt, IMG_PART_PARAMETERS);
+    int locks = !part && (bounded || !rt->store.history); /* it reads the parameters themselves */
+    uint64_t slots = rt_replica_versions(rt) + 1;
     pthread_mutex_lock(&a->lock);
     for (uint64_t w = a->ready; w < (uint64_t)rt->updates; w++) {
         while (!a->stop && w >= a->taken + (uint64_t)a->depth) pthread_cond_wait(&a->moved, &a->lock);
@@ -210,8 +208,11 @@ static void *producer(void *arg) {
         uint64_t r = bounded ? a->current : w, slot = w % (uint64_t)a->depth;
         a->reading = locks;
         pthread_mutex_unlock(&a->lock);
-        struct rt_local_outcome o = local_sum(rt, bounded ? rt->store.params : read_params(rt, w),
-                                              a->sums + slot * (uint64_t)rt->k, a->cbuf, img_mine(rt, SEC_SHARE));
+        /* bounded: the parameters, or (partitioned) the newest read replica installed */
+        const uint64_t *from = !bounded ? read_params(rt, w) : part ? rt->store.history + (r % slots) * (uint64_t)rt->k
+                                                                    : rt->store.params;
+        struct rt_local_outcome o = local_sum(rt, from, a->sums + slot * (uint64_t)rt->k, a->cbuf,
+                                              img_mine(rt, SEC_SHARE));
         pthread_mutex_lock(&a->lock);
         a->outcome[slot] = o, a->read[slot] = r, a->reading = 0, a->ready = w + 1;
         pthread_cond_broadcast(&a->moved);
@@ -254,7 +255,7 @@ void rt_ahead_join(struct rt *rt) {
    sum, which reads version u, is done). */
 static void params_enter(struct rt *rt, uint64_t u) {
     struct rt_ahead *a = &rt->store.ahead;
-    if (!a->running || (rt->store.history && !img_field(rt, IMG_BOUND))) return;
+    if (!a->running || img_field(rt, IMG_PART_PARAMETERS) || (rt->store.history && !img_field(rt, IMG_BOUND))) return;
     pthread_mutex_lock(&a->lock);
     while (a->reading || (!img_field(rt, IMG_BOUND) && a->ready < u + 2 && u + 1 < (uint64_t)rt->updates))
         pthread_cond_wait(&a->moved, &a->lock);
@@ -262,13 +263,23 @@ static void params_enter(struct rt *rt, uint64_t u) {
     pthread_mutex_unlock(&a->lock);
 }
 
-static void params_leave(struct rt *rt, uint64_t u) {
+static void now_current(struct rt *rt, uint64_t v) {
     struct rt_ahead *a = &rt->store.ahead;
     if (!a->running) return;
     pthread_mutex_lock(&a->lock);
-    a->updating = 0, a->current = u + 1;
+    a->updating = 0, a->current = v;
     pthread_cond_broadcast(&a->moved);
     pthread_mutex_unlock(&a->lock);
+}
+
+static void params_leave(struct rt *rt, uint64_t u) {
+    if (!img_field(rt, IMG_PART_PARAMETERS)) now_current(rt, u + 1);
+}
+
+/* Partitioned parameters under bounded staleness: the read replica of version v is
+   installed, the newest a contribution computed ahead may read (ops.c). */
+void rt_ahead_installed(struct rt *rt, uint64_t v) {
+    if (img_field(rt, IMG_BOUND)) now_current(rt, v);
 }
 
 /* acc <- this owner's sum for update u, the producer's (started at the first) or computed

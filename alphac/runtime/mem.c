@@ -116,10 +116,16 @@ int rt_write_stats(struct rt *rt, int code) {
     return ok ? RT_OK : rt_fail(rt, RT_IO_ERROR, "writing '%s' failed (%s)", rt->store.stats_path, strerror(errno));
 }
 
-/* Partitioned parameters under a fixed staleness S: the read replicas of S + 1 versions,
-   slot v mod (S + 1), each with its version (ops.c), made once. */
+/* S when the read replicas of partitioned parameters are kept by version, S + 1 of them:
+   a fixed staleness S, or staleness bounded by S; else 0. */
+uint64_t rt_replica_versions(const struct rt *rt) {
+    return img_field(rt, IMG_STALENESS) ? img_field(rt, IMG_STALENESS) : img_field(rt, IMG_BOUND);
+}
+
+/* Partitioned parameters kept by version: the read replicas of S + 1 versions, slot v mod
+   (S + 1), each with its version (ops.c), made once. */
 int rt_replica_history(struct rt *rt) {
-    int64_t slots = (int64_t)img_field(rt, IMG_STALENESS) + 1;
+    int64_t slots = (int64_t)rt_replica_versions(rt) + 1;
     int rc = RT_OK;
     if (rt->store.history) return RT_OK;
     rt->store.history = rt_buf_alloc(rt, MEM_REPLICA, slots * rt->k, &rc);

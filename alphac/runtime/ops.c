@@ -229,16 +229,18 @@ static int op_exchange(struct rt *rt, const int64_t *ops, int64_t count, uint64_
     return rc;
 }
 
-/* Fixed staleness S: the read replicas of versions v - S .. v, slot v mod (S + 1) with its
-   version beside it, kept across updates; version v's contributions read max(v - S, 0)'s. */
+/* Fixed staleness S (or bounded by S): the read replicas of versions v - S .. v, slot v mod
+   (S + 1) with its version beside it, kept across updates; version v's contributions read
+   max(v - S, 0)'s (bounded: the newest a contribution computed ahead finds, arith.c). */
 static int install_versioned(struct rt *rt, int64_t a, uint64_t v) {
-    uint64_t slots = img_field(rt, IMG_STALENESS) + 1, read = read_version(rt, v);
+    uint64_t slots = rt_replica_versions(rt) + 1, read = read_version(rt, v);
     TRY(rt_replica_history(rt));
     TRY(op_install(rt, a, REGION_PARAMETERS, rt->store.history + (v % slots) * (uint64_t)rt->k, v));
     rt->store.history_versions[v % slots] = v;
     rt->store.replica = rt->store.history + (read % slots) * (uint64_t)rt->k;
     rt->store.replica_version = (int64_t)rt->store.history_versions[read % slots];
     rt->store.replica_held = 1;
+    rt_ahead_installed(rt, v); /* bounded staleness: the newest version a contribution may read */
     return RT_OK;
 }
 
@@ -354,7 +356,7 @@ static int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
             if (rt_dev_upload) TRY(rt_dev_upload(rt, (uint64_t)b, rt->store.params));
             break;
         case OP_REPLICA_INSTALL: /* the replica exists only while held */
-            if (img_field(rt, IMG_STALENESS)) { TRY(install_versioned(rt, a, v)); break; } /* kept by version */
+            if (rt_replica_versions(rt)) { TRY(install_versioned(rt, a, v)); break; } /* kept by version */
             /* the stale-replica mutant (a test build) keeps the replica of its first update instead */
             if (!(rt_keeps_replica(rt) && rt->store.replica_installed)) {
                 release_replica(rt);
@@ -368,7 +370,7 @@ static int rt_run_ops(struct rt *rt, int64_t first, int64_t count, uint64_t v) {
             rt->store.replica_held = 1;
             break;
         case OP_REPLICA_RELEASE: /* the stale-replica mutant keeps its buffer for the next update */
-            if (rt_keeps_replica(rt) || img_field(rt, IMG_STALENESS)) rt->store.replica_held = 0;
+            if (rt_keeps_replica(rt) || rt_replica_versions(rt)) rt->store.replica_held = 0;
             else release_replica(rt);
             break;
         case OP_UPDATE_OWNED: TRY(rt_op_update_owned(rt, a, v)); break;

@@ -218,8 +218,8 @@ static void put_held(void *ctx, int64_t pos, int64_t slot) {
 
 /* The "stage" op: format 1 (every word of the learner), format 3 under bounded staleness
    (then the version each of the run's contributions read) or, for a partitioned learner,
-   format 2 (the words this owner holds, after their positions, both by ascending position),
-   staged and fsynced. */
+   format 2 (the words this owner holds, after their positions, both by ascending position;
+   format 4 under bounded staleness, then the reads), staged and fsynced. */
 int rt_stage_output(struct rt *rt) {
     int64_t k = rt->k, m = rt->m;
     if (img_field(rt, IMG_OUTPUT_FORMAT) == OUTPUT_SCHEDULED) { /* then the version each contribution read */
@@ -237,11 +237,14 @@ int rt_stage_output(struct rt *rt) {
         size_t sizes[3] = {sizeof head, (size_t)k * 8, (size_t)m * 8};
         return rt_stage_write(rt, &rt->pub.out, bufs, sizes, 3, rt->pub.out_digest);
     }
-    uint64_t head[9] = {OUTPUT_MAGIC, OUTPUT_OWNED, (uint64_t)rt->owner, (uint64_t)rt->updates, rt->protocol,
-                        (uint64_t)k, (uint64_t)m, (uint64_t)rt->store.kp, (uint64_t)rt->store.mp};
+    int scheduled = img_field(rt, IMG_OUTPUT_FORMAT) == OUTPUT_OWNED_SCHEDULED; /* format 4: then the reads */
+    uint64_t reads = (uint64_t)(rt->updates - rt->start);
+    uint64_t head[10] = {OUTPUT_MAGIC, scheduled ? OUTPUT_OWNED_SCHEDULED : OUTPUT_OWNED, (uint64_t)rt->owner,
+                         (uint64_t)rt->updates, rt->protocol, (uint64_t)k, (uint64_t)m, (uint64_t)rt->store.kp,
+                         (uint64_t)rt->store.mp, reads};
     struct rt_writer w;
     rt_writer_init(&w, rt, rt->pub.out.fd, rt->pub.out.tmp);
-    for (int j = 0; j < 9; j++) rt_writer_put(&w, head[j]);
+    for (int j = 0; j < 9 + scheduled; j++) rt_writer_put(&w, head[j]);
     struct put_ctx c = {&w, NULL};
     rt_each_held(rt, REGION_PARAMETERS, put_held, &c);
     rt_each_held(rt, REGION_STATE, put_held, &c);
@@ -249,6 +252,7 @@ int rt_stage_output(struct rt *rt) {
     rt_each_held(rt, REGION_PARAMETERS, put_held, &c);
     c.words = rt->store.state;
     rt_each_held(rt, REGION_STATE, put_held, &c);
+    if (scheduled) rt_writer_words(&w, rt->store.reads, (int64_t)reads);
     return rt_writer_end(&w, rt->pub.out_digest);
 }
 

@@ -182,7 +182,7 @@ void rt_digest(struct rt *rt) {
    replicated parameters, k in a partitioned read replica. NULL without a history. */
 uint64_t *rt_version_word(struct rt *rt, uint64_t v, int64_t pos) {
     uint64_t kw = (uint64_t)(img_field(rt, IMG_PART_PARAMETERS) ? rt->k : rt->store.kp);
-    if (!rt->store.history || kw == 0) return NULL;
+    if (!rt->store.history || kw == 0 || !img_field(rt, IMG_STALENESS)) return NULL;
     uint64_t S = img_field(rt, IMG_STALENESS), j = (uint64_t)pos / kw, w = v + j >= S ? v + j - S : 0;
     return rt->store.history + (w % (S + 1)) * kw + (uint64_t)pos % kw;
 }

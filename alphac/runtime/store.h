@@ -70,7 +70,8 @@ void rt_buf_hold(struct rt *rt, int kind, int64_t words);
 void rt_copy_from_image(uint64_t *dst, const uint64_t *src, int64_t words);
 int rt_open_stats(struct rt *rt);
 int rt_write_stats(struct rt *rt, int code);
-int rt_replica_history(struct rt *rt); /* fixed staleness's read replicas of S + 1 versions */
+uint64_t rt_replica_versions(const struct rt *rt); /* S: the read replicas kept by version, S + 1 */
+int rt_replica_history(struct rt *rt);
 
 /* -- store.c: which words this owner holds, and where in its compact storage ----------- */
 struct rt_coords { /* owner t's coordinates, ascending: `while (rt_next_coord(&it, &i))` */

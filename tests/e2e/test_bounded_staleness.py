@@ -1,8 +1,9 @@
 """Bounded staleness S (Learning.Deployment.ConsistencyBoundedStaleness): each owner's
 contributions to update u read the newest parameter version it has when it starts them,
 one of max(u - S, 0) .. u; its output records which, and the oracle replays exactly that
-schedule. The gate specs (S = 1 on a star, S = 2 with momentum on a hierarchy, owners
-alternating x86-64 and AArch64) match the oracle's replay bit for bit; two schedules forced
+schedule. The gate specs (S = 1 on a star, S = 2 with momentum on a hierarchy, S = 1 with
+every region partitioned, owners alternating x86-64 and AArch64) match the oracle's replay
+bit for bit; two schedules forced
 by the test build's delays are both verified and give different words; a read more than S
 behind refuses, and the executed mutant that makes one is refused; what is not built yet
 is refused by name."""
@@ -111,7 +112,7 @@ def _recorded(run) -> tuple[tuple[int, ...], ...]:
 
 
 @needs_qemu
-@pytest.mark.parametrize("name", ["bounded1", "bounded2"])
+@pytest.mark.parametrize("name", ["bounded1", "bounded2", "bounded1Partitioned"])
 def test_every_owner_matches_the_replay_of_its_recorded_schedule_on_mixed_instruction_sets(name):
     dep = _dep(name)
     report = launch(dep, out_dir=session.root() / f"bounded-staleness-{name}", spec=GATE)
@@ -122,6 +123,9 @@ def test_every_owner_matches_the_replay_of_its_recorded_schedule_on_mixed_instru
     assert all(max(u - S, 0) <= r[u] <= u for r in schedule for u in range(dep.updates))
     assert schedule[3] == tuple(range(dep.updates))  # owner 3 holds no samples: it reads nothing
     assert [r.params for r in report.rows] == [w.params for w in evaluate(dep, schedule=schedule).owners]
+    if dep.partitioning.any:  # the partitioned learner is the replicated one on the same schedule
+        replicated = dataclasses.replace(dep, partitioning=ir.Partitioning())
+        assert evaluate(dep, schedule=schedule).params == evaluate(replicated, schedule=schedule).params
 
 
 def _forced_run(dep, key: str, env: dict):
@@ -245,8 +249,7 @@ def test_a_schedule_file_that_is_not_its_manifest_s_is_refused(tmp_path):
 
 @pytest.mark.parametrize("change, why", [
     (lambda d: dataclasses.replace(d, placement=("x86_64", "sm86", "x86_64", "aarch64")), "an SM86 owner"),
-    (lambda d: dataclasses.replace(d, partitioning=dataclasses.replace(
-        d.partitioning, parameters=ir.Shard(), gradients=ir.Shard())), "partitioning"),
+    (lambda d: dataclasses.replace(d, topology=ir.SampleTree()), "the sample tree"),
 ])
 def test_what_is_not_built_yet_is_refused_by_name(change, why):
     with pytest.raises(CompileError) as refused:
@@ -254,7 +257,7 @@ def test_what_is_not_built_yet_is_refused_by_name(change, why):
     (d,) = refused.value.diagnostics
     assert d.code == "consistency-not-built"
     assert d.message == (f"deployment bounded1 declares staleness bounded by 1 with {why}; bounded staleness "
-                         "is built for replicated data-parallel learners on a star or a hierarchy of CPU owners")
+                         "is built for data-parallel learners on a star or a hierarchy of CPU owners")
 
 
 def test_bound_zero_is_the_synchronous_learner_itself(tmp_path):

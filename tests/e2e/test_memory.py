@@ -77,8 +77,8 @@ def assert_measured_is_the_law(key: str, dep: n.Deployment) -> None:
         want = {c: getattr(law.bytes, c) for c in CATEGORIES}
         assert (got.owner, got.status) == (o, "ok")
         assert got.high == want, (key, o)
-        # the replica is freed at release; under a fixed staleness the S + 1 kept by version stay
-        kept = want["replica"] if dep.consistency.staleness else 0
+        # the replica is freed at release; under a fixed or bounded staleness the S + 1 kept by version stay
+        kept = want["replica"] if dep.consistency.staleness or dep.consistency.bound else 0
         assert got.current == {**want, "replica": kept}, (key, o)
         assert (got.persistent, got.peak) == (law.persistent_bytes, law.peak_bytes), (key, o)
 
@@ -118,8 +118,10 @@ REPRESENTATIVE = {
     "fixed_staleness:stale1": [("replicated", "star")],
     "fixed_staleness:stale2": [("replicated", "hierarchy")],
     "local_steps:local2": [("replicated", "star")],
-    # bounded staleness 2: two sums computed ahead and the schedule
+    # bounded staleness 2: two sums computed ahead and the schedule; S = 1 partitioned: the
+    # read replicas of two versions
     "bounded_staleness:bounded2": [("replicated", "hierarchy")],
+    "bounded_staleness:bounded1Partitioned": [("all", "star")],
 }
 
 
@@ -131,7 +133,7 @@ def test_representative_specs_under_the_partitionings_and_trees_measure_their_la
         r, u = sweep({name: specs[name]}, combos)
         ran += r
         unplanned += u
-    assert len(ran) == 5 + 5 + 4 + 2 + 3 + 1
+    assert len(ran) == 5 + 5 + 4 + 2 + 3 + 1 + 1
     assert unplanned == [("mem-local_correlation_star-state-star", "independent-state-partitioning")]
 
 
@@ -148,8 +150,8 @@ def test_every_spec_under_every_partitioning_and_topology_measures_its_laws():
     # the independent-state specs hold their regions only and refuse the other claims; the
     # Huber gate clips by the global norm, which reads every coordinate: not separable
     whole = sum(name.startswith("huber_clip") for name in specs)
-    # local steps and bounded staleness are built replicated only
-    local = sum(dep.consistency.local_steps > 0 or dep.consistency.bound > 0 for dep in specs.values())
+    # local steps are built replicated only
+    local = sum(dep.consistency.local_steps > 0 for dep in specs.values())
     assert len(ran) == (len(specs) - independent - whole - local) * 5 * 2 + (independent + whole + local) * 2
     assert Counter(code for _, code in unplanned) == {
         "independent-state-partitioning": independent * 4 * 2,
