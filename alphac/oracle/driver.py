@@ -25,7 +25,7 @@ from alphac.ir.nodes import ConsistencyKind, Deployment, Learner, SampleTree, Tr
 from alphac.ir.words import to_float
 from alphac.oracle import independent, sampletree, scalar, vector
 from alphac.oracle.combine import Mass, _same, combine, deliver_to_next, mean, mutate_leaves, swap_branch
-from alphac.oracle.localsteps import round_of as local_round
+from alphac.oracle.localsteps import owner_sums, round_of as local_round
 from alphac.oracle.layout import owned_coordinates, param_coordinates, state_offsets
 from alphac.oracle.refusal import Refusal, Site
 from alphac.oracle.schedule import check_schedule, scheduled_sums, versions_before
@@ -409,7 +409,7 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
             raise _stale(u, first)
         if H:  # local steps: each owner's H updates, then the weighted deltas combined
             params, states, momentum = local_round(
-                L, params, states, H, dep.owners, shares, lambda x: contributions(L, x, samples, u, narrow),
+                L, params, states, H, dep.owners, shares, owner_sums(contributions, L, samples, u, narrow),
                 update, root, u, rate, same,
                 mutate=None if mutant is None else (lambda leaves: mutate_leaves(leaves, order, mutant, u, same)),
                 select=None if mutant != "deliver-to-next" else (lambda m_: deliver_to_next(
@@ -421,7 +421,7 @@ def evaluate(dep: Deployment, rounds: int | None = None, start=None, *, mutant: 
             continue
         if bound:  # each owner's at the version it read, as the run recorded
             versions[u] = params.copy()
-            sums = scheduled_sums(lambda x: contributions(L, x, samples, u, narrow), versions, schedule,
+            sums = scheduled_sums(owner_sums(contributions, L, samples, u, narrow), versions, schedule,
                                   u - first, dep.owners)
             versions.pop(u - bound, None)
         else:

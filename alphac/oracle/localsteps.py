@@ -28,13 +28,31 @@ def _finite(values: np.ndarray, update: int, owner: int | None, what: str, state
     return values
 
 
+def owner_sums(contributions, L, samples: np.ndarray, u: int, narrow=None):
+    """`sums(params, o)`: owner o's ordered sum of its contributions at `params`, from one
+    of the oracle's engines (`contributions(L, params, samples, u, narrow)`, every owner's)
+    run on owner o's rows alone: the learner's view in which every other owner holds no
+    sample, so the engine's refusals still name owner o and its sample."""
+    from dataclasses import replace
+
+    shares = L.samples.shares
+    starts = np.concatenate([[0], np.cumsum(shares)]).astype(np.int64)
+
+    def sums(params: np.ndarray, o: int) -> np.ndarray:
+        alone = tuple(n if j == o else 0 for j, n in enumerate(shares))
+        rows = samples[starts[o]:starts[o + 1]]
+        view = replace(L, samples=replace(L.samples, shares=alone, words=L.samples.owner_rows(o)))
+        return contributions(view, params, rows, u, narrow)[o]
+    return sums
+
+
 def round_of(L, v: np.ndarray, states: list, H: int, owners: int, shares, sums_of, update, root,
              u: int, rate: float, narrow=_same, mutate=None, select=None,
              outer=None) -> tuple[np.ndarray, list, np.ndarray | None]:
     """Version u + 1 from version v, and every owner's optimizer state after its own
     updates: `states[o]`, owner o's own (an owner without samples keeps its state).
-    `sums_of(params)` gives every owner's ordered sum of its contributions at `params` (the
-    oracle's contribution engine), `update(L, params, state, mean, rate, u)` the update
+    `sums_of(params, o)` gives owner o's ordered sum of its contributions at `params`
+    (`owner_sums`), `update(L, params, state, mean, rate, u)` the update
     program; `mutate(leaves)` a mutant's leaf values, `select(mean)` the mean a mutant's
     owners read. `outer` = (rate, momentum, b): the outer momentum b, carried from round to
     round (returned: the next b), b := momentum * b + mean and v + rate * b; None: v + mean."""
@@ -46,7 +64,7 @@ def round_of(L, v: np.ndarray, states: list, H: int, owners: int, shares, sums_o
             continue
         x = v.copy()
         for _ in range(H):
-            own = mean(Mass(sums_of(x)[o], n), u, narrow)
+            own = mean(Mass(sums_of(x, o), n), u, narrow)
             x, states[o] = update(L, x, states[o], own, rate, u)
         with np.errstate(all="ignore"):
             delta = _finite(narrow(x - v), u, o, "result of sub", "delta")

@@ -39,17 +39,10 @@ def check_schedule(schedule, owners: int, first: int, rounds: int, bound: int) -
 
 
 def scheduled_sums(sums_at, versions: dict, schedule, i: int, owners: int) -> list:
-    """Each owner's sums for update first + i: `sums_at(params)[o]` at the version owner o
-    read (`versions`: the parameters of each version still read), each version's
-    contributions evaluated once."""
-    at: dict[int, list] = {}
-    out = []
-    for o in range(owners):
-        r = schedule[o][i]
-        if r not in at:
-            at[r] = sums_at(versions[r])
-        out.append(at[r][o])
-    return out
+    """Each owner's sums for update first + i: `sums_at(params, o)` (owner o's alone:
+    `alphac.oracle.localsteps.owner_sums`) at the version owner o read (`versions`: the
+    parameters of each version still read)."""
+    return [sums_at(versions[schedule[o][i]], o) for o in range(owners)]
 
 
 def versions_before(history, params: np.ndarray, first: int, S: int, k: int, fmt: str) -> dict:
