@@ -227,13 +227,13 @@ static int producer_start(struct rt *rt, uint64_t u) {
     a->ready = a->taken = a->current = u;
     /* the kernels' vector temporaries are stack scratch */
     size_t stack = (size_t)img_field(rt, IMG_TEMPORARIES) * 8 + ((size_t)8 << 20);
-    int err = pthread_mutex_init(&a->lock, NULL);
+    int err = pthread_mutex_init(&a->lock, NULL), attr_made = 0;
     if (!err) err = pthread_cond_init(&a->moved, NULL);
-    if (!err) err = pthread_attr_init(&attr);
+    if (!err) attr_made = !(err = pthread_attr_init(&attr));
     if (!err && !(err = pthread_attr_setstacksize(&attr, stack))) err = pthread_create(&a->thread, &attr, producer, rt);
+    if (attr_made) pthread_attr_destroy(&attr);
     if (err) return rt_fail(rt, RT_IO_ERROR, "owner %lld: no thread for the contributions from update %llu: %s",
                             (long long)rt->owner, (unsigned long long)u, strerror(err));
-    pthread_attr_destroy(&attr);
     a->running = 1;
     return RT_OK;
 }
