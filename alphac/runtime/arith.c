@@ -117,26 +117,28 @@ static int mean_refused(struct rt *rt, int64_t coord, uint64_t u, uint64_t count
                    (long long)coord, (unsigned long long)u, (long long)rt->owner, (unsigned long long)count);
 }
 
-/* Version u, the parameters as update u starts: under a fixed staleness S it joins the
-   history; under local steps it is the shared version of the round (a resumed run's too) */
+/* Version u as update u starts: a fixed staleness's history keeps it; local steps' shared version. */
 void rt_record_version(struct rt *rt, uint64_t u) {
-    uint64_t slots = img_field(rt, IMG_STALENESS) + 1, kp = (uint64_t)rt->store.kp;
-    if (rt->store.shared) memcpy(rt->store.shared, rt->store.params, (size_t)kp * 8);
-    if (rt->store.history && !img_field(rt, IMG_PART_PARAMETERS))
-        memcpy(rt->store.history + (u % slots) * kp, rt->store.params, (size_t)kp * 8);
+    size_t bytes = (size_t)rt->store.kp * 8;
+    if (rt->store.shared) memcpy(rt->store.shared, rt->store.params, bytes);
+    if (rt->store.history && !img_field(rt, IMG_PART_PARAMETERS)) memcpy(rt_version_slot(rt, u), rt->store.params, bytes);
 }
 
-/* What update u's contributions read: the read replica of partitioned parameters (of the
-   version they read: ops.c); version max(u - S, 0) of the history under a fixed staleness
-   S (before 0: version 0, the initial words); else this owner's own, version u. */
+/* Fixed staleness S: update v reads version max(v - S, 0), after a new contract's resume none
+   before its start (its words, as before version 0 the initial words). */
+uint64_t rt_read_version(const struct rt *rt, uint64_t v) {
+    uint64_t stale = img_field(rt, IMG_STALENESS), read = v > stale ? v - stale : 0;
+    return rt->ck.resumed && !rt->ck.history && read < (uint64_t)rt->start ? (uint64_t)rt->start : read;
+}
+
+/* What update u's contributions read: the read replica of partitioned parameters (ops.c); a
+   fixed staleness's version rt_read_version(u) in the history; else this owner's, version u. */
 static const uint64_t *read_params(struct rt *rt, uint64_t u) {
-    uint64_t stale = img_field(rt, IMG_STALENESS);
     if (img_field(rt, IMG_PART_PARAMETERS)) return rt->store.replica;
-    /* S = 1 ahead (no history): update u's sum is computed during update u - 1, before its
-       update kernel (run_update joins first), from the parameters, version u - 1; update
-       0's in place, from version 0 */
-    if (stale == 0 || !rt->store.history) return rt->store.params;
-    return rt->store.history + ((u > stale ? u - stale : 0) % (stale + 1)) * (uint64_t)rt->store.kp;
+    /* S = 1 ahead without a history: update u's sum is computed from the parameters, version
+       u - 1, before update u - 1's kernel changes them (params_enter waits for it) */
+    if (!img_field(rt, IMG_STALENESS) || !rt->store.history) return rt->store.params;
+    return rt_version_slot(rt, rt_read_version(rt, u));
 }
 
 /* Fault injection, in a test build only (ALPHAC_FAULTS, docs/runtime.md): with ALPHAC_DELAY_AT=KIND (an op
@@ -196,7 +198,6 @@ static void *producer(void *arg) {
     struct rt_ahead *a = &rt->store.ahead;
     int bounded = img_field(rt, IMG_BOUND) > 0, part = (int)img_field(rt, IMG_PART_PARAMETERS);
     int locks = !part && (bounded || !rt->store.history); /* it reads the parameters themselves */
-    uint64_t slots = rt_replica_versions(rt) + 1;
     pthread_mutex_lock(&a->lock);
     for (uint64_t w = a->ready; w < (uint64_t)rt->updates; w++) {
         while (!a->stop && w >= a->taken + (uint64_t)a->depth) pthread_cond_wait(&a->moved, &a->lock);
@@ -209,8 +210,7 @@ static void *producer(void *arg) {
         a->reading = locks;
         pthread_mutex_unlock(&a->lock);
         /* bounded: the parameters, or (partitioned) the newest read replica installed */
-        const uint64_t *from = !bounded ? read_params(rt, w) : part ? rt->store.history + (r % slots) * (uint64_t)rt->k
-                                                                    : rt->store.params;
+        const uint64_t *from = !bounded ? read_params(rt, w) : part ? rt_version_slot(rt, r) : rt->store.params;
         struct rt_local_outcome o = local_sum(rt, from, a->sums + slot * (uint64_t)rt->k, a->cbuf,
                                               img_mine(rt, SEC_SHARE));
         pthread_mutex_lock(&a->lock);

@@ -27,6 +27,7 @@ int rt_op_update(struct rt *rt, int64_t a, uint64_t u, int meaned);
 int rt_op_update_owned(struct rt *rt, int64_t a, uint64_t u);
 int rt_op_evolve(struct rt *rt, uint64_t u);
 void rt_record_version(struct rt *rt, uint64_t u);
+uint64_t rt_read_version(const struct rt *rt, uint64_t v); /* what a fixed staleness reads */
 void rt_ahead_join(struct rt *rt);
 void rt_ahead_installed(struct rt *rt, uint64_t v);
 /* A test build's (ALPHAC_FAULTS): the fault-injection delay, and the stale-replica mutant's

@@ -302,7 +302,7 @@ int rt_ckpt_publish(struct rt *rt, uint64_t v) {
     const uint64_t *e = c->entries;
     for (int64_t j = 0; j < c->nentries; j++, e += entry_words(rt, e)) {
         char *path = rt_pathf("%s/shard-%lld.bin", c->partial, (long long)e[0]);
-        char *reads = rt_pathf("%s/reads-%lld.bin", c->partial, (long long)e[0]);
+        char *reads = img_field(rt, IMG_BOUND) ? rt_pathf("%s/reads-%lld.bin", c->partial, (long long)e[0]) : NULL;
         struct stat st;
         int ok = path && stat(path, &st) == 0 && (uint64_t)st.st_size == e[1] &&
                  (!img_field(rt, IMG_BOUND) || (reads && stat(reads, &st) == 0));

@@ -116,12 +116,6 @@ int rt_write_stats(struct rt *rt, int code) {
     return ok ? RT_OK : rt_fail(rt, RT_IO_ERROR, "writing '%s' failed (%s)", rt->store.stats_path, strerror(errno));
 }
 
-/* S when the read replicas of partitioned parameters are kept by version, S + 1 of them:
-   a fixed staleness S, or staleness bounded by S; else 0. */
-uint64_t rt_replica_versions(const struct rt *rt) {
-    return img_field(rt, IMG_STALENESS) ? img_field(rt, IMG_STALENESS) : img_field(rt, IMG_BOUND);
-}
-
 /* Partitioned parameters kept by version: the read replicas of S + 1 versions, slot v mod
    (S + 1), each with its version (ops.c), made once. */
 int rt_replica_history(struct rt *rt) {

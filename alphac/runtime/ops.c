@@ -156,17 +156,10 @@ static int check_op(struct rt *rt, const int64_t *op, int64_t rest) {
     return RT_OK;
 }
 
-/* The version update v's contributions read under a fixed staleness S: max(v - S, 0); in a
-   run that started a new contract on a checkpoint without its versions, none before it. */
-static uint64_t read_version(const struct rt *rt, uint64_t v) {
-    uint64_t stale = img_field(rt, IMG_STALENESS), read = v > stale ? v - stale : 0;
-    return rt->ck.resumed && !rt->ck.history && read < (uint64_t)rt->start ? (uint64_t)rt->start : read;
-}
-
 /* Under parameter partitioning a contribution reads the held read replica of version max(v - S, 0). */
 static int replica_readable(struct rt *rt, uint64_t v) {
     long long me = (long long)rt->owner;
-    uint64_t read = read_version(rt, v);
+    uint64_t read = rt_read_version(rt, v);
     if (!img_field(rt, IMG_PART_PARAMETERS)) return RT_OK;
     if (!rt->store.replica_held)
         return rt_fail(rt, RT_DATA_PARALLEL_REPLICA_RELEASED, "owner %lld: the contribution of "
@@ -233,11 +226,11 @@ static int op_exchange(struct rt *rt, const int64_t *ops, int64_t count, uint64_
    (S + 1) with its version beside it, kept across updates; version v's contributions read
    max(v - S, 0)'s (bounded: the newest a contribution computed ahead finds, arith.c). */
 static int install_versioned(struct rt *rt, int64_t a, uint64_t v) {
-    uint64_t slots = rt_replica_versions(rt) + 1, read = read_version(rt, v);
+    uint64_t slots = rt_replica_versions(rt) + 1, read = rt_read_version(rt, v);
     TRY(rt_replica_history(rt));
-    TRY(op_install(rt, a, REGION_PARAMETERS, rt->store.history + (v % slots) * (uint64_t)rt->k, v));
+    TRY(op_install(rt, a, REGION_PARAMETERS, rt_version_slot(rt, v), v));
     rt->store.history_versions[v % slots] = v;
-    rt->store.replica = rt->store.history + (read % slots) * (uint64_t)rt->k;
+    rt->store.replica = rt_version_slot(rt, read);
     rt->store.replica_version = (int64_t)rt->store.history_versions[read % slots];
     rt->store.replica_held = 1;
     rt_ahead_installed(rt, v); /* bounded staleness: the newest version a contribution may read */

@@ -222,23 +222,16 @@ static void put_held(void *ctx, int64_t pos, int64_t slot) {
    format 4 under bounded staleness, then the reads), staged and fsynced. */
 int rt_stage_output(struct rt *rt) {
     int64_t k = rt->k, m = rt->m;
-    if (img_field(rt, IMG_OUTPUT_FORMAT) == OUTPUT_SCHEDULED) { /* then the version each contribution read */
-        uint64_t reads = (uint64_t)(rt->updates - rt->start);
-        uint64_t head[8] = {OUTPUT_MAGIC, OUTPUT_SCHEDULED, (uint64_t)rt->owner, (uint64_t)rt->updates,
+    uint64_t format = img_field(rt, IMG_OUTPUT_FORMAT), reads = (uint64_t)(rt->updates - rt->start);
+    if (format == OUTPUT_REPLICATED || format == OUTPUT_SCHEDULED) { /* format 3: then the reads */
+        int scheduled = format == OUTPUT_SCHEDULED;
+        uint64_t head[8] = {OUTPUT_MAGIC, format, (uint64_t)rt->owner, (uint64_t)rt->updates,
                             rt->protocol, (uint64_t)k, (uint64_t)m, reads};
         const void *bufs[4] = {head, rt->store.params, rt->store.state, rt->store.reads};
-        size_t sizes[4] = {sizeof head, (size_t)k * 8, (size_t)m * 8, (size_t)reads * 8};
-        return rt_stage_write(rt, &rt->pub.out, bufs, sizes, 4, rt->pub.out_digest);
+        size_t sizes[4] = {(size_t)(7 + scheduled) * 8, (size_t)k * 8, (size_t)m * 8, (size_t)reads * 8};
+        return rt_stage_write(rt, &rt->pub.out, bufs, sizes, 3 + scheduled, rt->pub.out_digest);
     }
-    if (img_field(rt, IMG_OUTPUT_FORMAT) == OUTPUT_REPLICATED) {
-        uint64_t head[7] = {OUTPUT_MAGIC, OUTPUT_REPLICATED, (uint64_t)rt->owner, (uint64_t)rt->updates,
-                            rt->protocol, (uint64_t)k, (uint64_t)m};
-        const void *bufs[3] = {head, rt->store.params, rt->store.state};
-        size_t sizes[3] = {sizeof head, (size_t)k * 8, (size_t)m * 8};
-        return rt_stage_write(rt, &rt->pub.out, bufs, sizes, 3, rt->pub.out_digest);
-    }
-    int scheduled = img_field(rt, IMG_OUTPUT_FORMAT) == OUTPUT_OWNED_SCHEDULED; /* format 4: then the reads */
-    uint64_t reads = (uint64_t)(rt->updates - rt->start);
+    int scheduled = format == OUTPUT_OWNED_SCHEDULED; /* format 4: then the reads */
     uint64_t head[10] = {OUTPUT_MAGIC, scheduled ? OUTPUT_OWNED_SCHEDULED : OUTPUT_OWNED, (uint64_t)rt->owner,
                          (uint64_t)rt->updates, rt->protocol, (uint64_t)k, (uint64_t)m, (uint64_t)rt->store.kp,
                          (uint64_t)rt->store.mp, reads};

@@ -306,7 +306,7 @@ static int restore(struct rt *rt, const char *dir, struct manifest *m, unsigned 
     /* fixed staleness, continuing the contract: the S versions before the checkpoint's (with
        partitioned parameters, into the read replicas' slots) */
     int part = img_field(rt, IMG_PART_PARAMETERS) && img_field(rt, IMG_STALENESS) && same;
-    int64_t history = (int64_t)img_field(rt, IMG_STALENESS) * (part ? rt->k : rt->store.kp);
+    int64_t history = (int64_t)img_field(rt, IMG_STALENESS) * rt->k;
     if (part) TRY(rt_replica_history(rt));
     rt->ck.history = same && rt_version_word(rt, 0, 0) != NULL;
     if (rt->ck.history) TRY(rt_manifest_coverage(rt, m, count, REGION_HISTORY, history));
@@ -325,11 +325,8 @@ static int restore(struct rt *rt, const char *dir, struct manifest *m, unsigned 
             needed = m->frags[q].owner == m->shards[j].owner && holds_any(rt, &m->frags[q]);
         TRY(read_shard(rt, dir, m, &m->shards[j], chunk, needed));
     }
-    /* a new contract: every version before the start reads the start's words (as a run from
-       version 0 reads the initial words; partitioned: ops.c reads the start's replica) */
+    /* (a new contract reads no version before the start: rt_read_version) */
     uint64_t S = img_field(rt, IMG_STALENESS);
-    for (uint64_t v = 0; rt->store.history && !rt->ck.history && !part && v <= S; v++)
-        memcpy(rt->store.history + v * (uint64_t)rt->store.kp, rt->store.params, (size_t)rt->store.kp * 8);
     for (uint64_t j = 0, w; part && rt->ck.history && j < S; j++) /* the replicas restored, by version */
         w = m->version + j >= S ? m->version + j - S : 0, rt->store.history_versions[w % (S + 1)] = w;
     struct ckpt *c = &rt->ck;

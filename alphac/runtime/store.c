@@ -176,13 +176,24 @@ void rt_digest(struct rt *rt) {
     rt->store.digest = rt_fnv(rt->store.state, rt->store.alike, h);
 }
 
-/* Fixed staleness S with a history: word `pos` of a checkpoint's history region at
-   version v, j = pos / k', i = pos mod k': word i of version max(v - S + j, 0), in its slot
-   (docs/checkpoints.md "The history region"); k' the words of a version, kp beside
-   replicated parameters, k in a partitioned read replica. NULL without a history. */
+/* S when parameter versions are kept, S + 1 of them, version v in slot v mod (S + 1) of the
+   history: a fixed staleness S (the parameters' copies, or partitioned, the read replicas),
+   or staleness bounded by S (partitioned: the read replicas); else 0. */
+uint64_t rt_replica_versions(const struct rt *rt) {
+    return img_field(rt, IMG_STALENESS) ? img_field(rt, IMG_STALENESS) : img_field(rt, IMG_BOUND);
+}
+
+/* The history's slot of version v: k words (a replicated owner's kp is k). */
+uint64_t *rt_version_slot(const struct rt *rt, uint64_t v) {
+    return rt->store.history + (v % (rt_replica_versions(rt) + 1)) * (uint64_t)rt->k;
+}
+
+/* Fixed staleness S with a history: word `pos` of a checkpoint's history region at version
+   v, j = pos / k, i = pos mod k: word i of version max(v - S + j, 0), in its slot
+   (docs/checkpoints.md "The history region"). NULL without a history. */
 uint64_t *rt_version_word(struct rt *rt, uint64_t v, int64_t pos) {
-    uint64_t kw = (uint64_t)(img_field(rt, IMG_PART_PARAMETERS) ? rt->k : rt->store.kp);
-    if (!rt->store.history || kw == 0 || !img_field(rt, IMG_STALENESS)) return NULL;
-    uint64_t S = img_field(rt, IMG_STALENESS), j = (uint64_t)pos / kw, w = v + j >= S ? v + j - S : 0;
-    return rt->store.history + (w % (S + 1)) * kw + (uint64_t)pos % kw;
+    uint64_t S = img_field(rt, IMG_STALENESS), k = (uint64_t)rt->k;
+    if (!rt->store.history || k == 0 || !S) return NULL;
+    uint64_t j = (uint64_t)pos / k;
+    return rt_version_slot(rt, v + j >= S ? v + j - S : 0) + (uint64_t)pos % k;
 }

@@ -70,7 +70,6 @@ void rt_buf_hold(struct rt *rt, int kind, int64_t words);
 void rt_copy_from_image(uint64_t *dst, const uint64_t *src, int64_t words);
 int rt_open_stats(struct rt *rt);
 int rt_write_stats(struct rt *rt, int code);
-uint64_t rt_replica_versions(const struct rt *rt); /* S: the read replicas kept by version, S + 1 */
 int rt_replica_history(struct rt *rt);
 
 /* -- store.c: which words this owner holds, and where in its compact storage ----------- */
@@ -88,6 +87,8 @@ int64_t rt_slot_span(const struct rt *rt, int region, int64_t pos, int64_t step,
 typedef void (*rt_word_fn)(void *ctx, int64_t pos, int64_t slot);
 void rt_each_held(const struct rt *rt, int region, rt_word_fn fn, void *ctx); /* ascending */
 void rt_digest(struct rt *rt);
+uint64_t rt_replica_versions(const struct rt *rt); /* S: versions kept, S + 1 slots of the history */
+uint64_t *rt_version_slot(const struct rt *rt, uint64_t v);
 uint64_t *rt_version_word(struct rt *rt, uint64_t v, int64_t pos); /* a checkpoint's history word */
 
 #endif
