@@ -154,3 +154,14 @@ def checkpoint_launcher(tmp_path):
         oracle = evaluate(resumed, start=start, schedule=recorded_schedule(run.outputs, d.owners))
         return run, compare(session.plan(key, d), run, oracle, d.updates)
     return launched
+
+
+def planner_refusal(dep):
+    """The one diagnostic the planner refuses `dep` with (fails unless there is exactly one)."""
+    from alphac import driver
+    from alphac.diagnostics import CompileError
+
+    with pytest.raises(CompileError) as refused:
+        driver.plan(dep)
+    (d,) = refused.value.diagnostics
+    return d

@@ -130,14 +130,11 @@ def as_table(spec: str, result, resume=None, mutant: str | None = None, full: bo
 
 def _schedule(run_dir: str, owners: int):
     """The versions each owner's contributions read, from the outputs in run_dir."""
-    from pathlib import Path
-
+    from alphac.launch.plan_run import run_outputs
     from alphac.launch.results import ResultError, read_result, recorded_schedule
-    from alphac.wire import output_name
 
     outputs = {}
-    for o in range(owners):
-        path = Path(run_dir) / output_name(o)
+    for o, path in run_outputs(run_dir, owners).items():
         try:
             outputs[o] = read_result(path) if path.is_file() else None
         except (OSError, ResultError) as err:

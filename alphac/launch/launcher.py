@@ -86,19 +86,16 @@ def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
     declared = kept.key(dep, plan.protocol_hex, n, None) if oracle_cache and start is None else None
     counted = OracleProgress(first, max(first, n) - 1)
     recorded = dep.consistency.bound > 0
-    schedule = []  # filled in before a recorded run's oracle starts
-
-    def expected_words():
-        return evaluate(dep, n, start, resume, new_contract, tick=counted.tick, kept=declared,
-                        schedule=schedule[0] if recorded else None)
-    expected = None if recorded else Beside(expected_words)
     mutated = OracleProgress(0, n - 1, f"the oracle of mutant {mutant}")
     theirs = kept.key(dep, plan.protocol_hex, n, mutant) if oracle_cache and mutant else None
 
-    def mutant_words():
-        return evaluate(dep, n, None, None, False, mutant, tick=mutated.tick, kept=theirs,
-                        schedule=schedule[0] if recorded else None)
-    as_mutant = Beside(mutant_words) if mutant and not recorded else None
+    def oracles(schedule=None) -> tuple[Beside, Beside | None]:
+        """The declared program's oracle and the mutant's, each in its thread."""
+        expected = Beside(lambda: evaluate(dep, n, start, resume, new_contract, tick=counted.tick,
+                                           kept=declared, schedule=schedule))
+        return expected, Beside(lambda: evaluate(dep, n, None, None, False, mutant, tick=mutated.tick,
+                                                 kept=theirs, schedule=schedule)) if mutant else None
+    expected, as_mutant = oracles() if not recorded else (None, None)
     doing(lambda: f"the owners ran ({counted()})")
     run = run_plan(dep, exes, run_dir, updates=rounds,
                    timeout_ms=timeout_ms, deadline_s=left, root=plan.tree.owner,
@@ -114,9 +111,7 @@ def launch(dep, out_dir: str | Path = "out", rounds: int | None = None,
     if recorded:
         from alphac.launch.results import recorded_schedule
 
-        schedule.append(recorded_schedule(run.outputs, dep.owners))
-        expected = Beside(expected_words)
-        as_mutant = Beside(mutant_words) if mutant else None
+        expected, as_mutant = oracles(recorded_schedule(run.outputs, dep.owners))
     doing(lambda: f"{counted()} (the owners had ended)")
     oracle, refusal = expected.result()
     doing("comparing the owners' words with the oracle's")

@@ -58,28 +58,21 @@ def parse_result(data: bytes, where: str = "<bytes>") -> OwnerResult:
         raise ResultError(f"{where}: magic {magic:#018x}, expected {OUT_MAGIC:#018x}")
     if fmt in (OUT_FORMAT_OWNED, OUT_FORMAT_OWNED_SCHEDULED):
         return _parse_owned(data, where, fmt == OUT_FORMAT_OWNED_SCHEDULED)
-    if fmt == OUT_FORMAT_SCHEDULED:
-        return _parse_scheduled(data, where)
-    if fmt != OUT_FORMAT:
+    if fmt not in (OUT_FORMAT, OUT_FORMAT_SCHEDULED):
         raise ResultError(f"{where}: format {fmt}, expected {OUT_FORMAT}")
-    words = len(data) // 8 - HEAD_WORDS
-    if words != k + m:
-        raise ResultError(f"{where}: {words} words after the header, k + m = {k + m}")
-    body = struct.unpack_from(f"<{words}Q", data, HEAD_WORDS * 8)
-    return OwnerResult(owner, version, protocol, tuple(body[:k]), tuple(body[k:]))
-
-
-def _parse_scheduled(data: bytes, where: str) -> OwnerResult:
-    if len(data) < (HEAD_WORDS + 1) * 8:
-        raise ResultError(f"{where}: format 3: {len(data)} bytes, short of the {HEAD_WORDS + 1}-word header")
-    _, _, owner, version, protocol, k, m, r = struct.unpack_from("<8Q", data, 0)
-    words = len(data) // 8 - HEAD_WORDS - 1
+    scheduled = fmt == OUT_FORMAT_SCHEDULED  # format 3: the header's r, then r reads after the words
+    head = HEAD_WORDS + scheduled
+    if len(data) < head * 8:
+        raise ResultError(f"{where}: format 3: {len(data)} bytes, short of the {head}-word header")
+    r = struct.unpack_from("<Q", data, 56)[0] if scheduled else 0
+    words = len(data) // 8 - head
     if words != k + m + r or r > version:
         raise ResultError(f"{where}: format 3: {words} words after the header, k + m + r = {k + m + r} "
-                          f"(r = {r} reads of version {version})")
-    body = struct.unpack_from(f"<{words}Q", data, (HEAD_WORDS + 1) * 8)
+                          f"(r = {r} reads of version {version})" if scheduled else
+                          f"{where}: {words} words after the header, k + m = {k + m}")
+    body = struct.unpack_from(f"<{words}Q", data, head * 8)
     return OwnerResult(owner, version, protocol, tuple(body[:k]), tuple(body[k:k + m]),
-                       reads=tuple(body[k + m:]))
+                       reads=tuple(body[k + m:]) if scheduled else None)
 
 
 def recorded_schedule(outputs: dict, owners: int) -> tuple[tuple[int, ...], ...] | None:
