@@ -128,8 +128,9 @@ def as_table(spec: str, result, resume=None, mutant: str | None = None, full: bo
     return "\n".join(rows)
 
 
-def _schedule(run_dir: str, owners: int):
-    """The versions each owner's contributions read, from the outputs in run_dir."""
+def _schedule(run_dir: str, owners: int, protocol: str | None):
+    """The versions each owner's contributions read, from the outputs in run_dir, a run of
+    the deployment's plan (`protocol`, its identity)."""
     from alphac.launch.plan_run import run_outputs
     from alphac.launch.results import ResultError, read_result, recorded_schedule
 
@@ -139,6 +140,10 @@ def _schedule(run_dir: str, owners: int):
             outputs[o] = read_result(path) if path.is_file() else None
         except (OSError, ResultError) as err:
             raise driver.Refusal("oracle-schedule", f"{path}: {err}") from None
+    other = next((o for o in outputs.values() if o is not None and f"{o.protocol:016x}" != protocol), None)
+    if other is not None:
+        raise driver.Refusal("oracle-schedule", f"{run_dir} holds a run of protocol {other.protocol:016x}; "
+                             f"the deployment plans {protocol}")
     got = recorded_schedule(outputs, owners)
     if got is None:
         missing = [o for o in range(owners) if outputs[o] is None or outputs[o].reads is None]
@@ -211,6 +216,10 @@ def _run(spec: str, rounds: int | None, resume: str | None, new_contract: bool,
     if key is not None and dep.resume is None:
         report.refused("usage", "--key checks a resumed checkpoint's tag: give --resume PATH")
         return 1
+    if schedule is not None and not dep.consistency.bound:
+        report.refused("usage", f"--schedule replays a bounded-staleness run; deployment {dep.name} "
+                       f"declares {dep.consistency.kind.value}, whose contributions read no recorded versions")
+        return 1
     if progress is not None:
         progress.say(f"evaluating deployment {dep.name} ({dep.owners} owners, "
                      f"{dep.updates if rounds is None else rounds} updates)")
@@ -219,7 +228,7 @@ def _run(spec: str, rounds: int | None, resume: str | None, new_contract: bool,
     doing(done)
     try:
         secret = driver.read_key(key) if key is not None else None
-        reads = _schedule(schedule, dep.owners) if schedule is not None else None
+        reads = _schedule(schedule, dep.owners, protocol_hex(dep, mutant)) if schedule is not None else None
         if reads is not None and rounds is None:
             rounds = len(reads[0])
         result = driver.oracle(dep, rounds, mutant, key=secret, tick=done.tick, schedule=reads)

@@ -266,3 +266,37 @@ def test_bound_zero_is_the_synchronous_learner_itself(tmp_path):
     assert zero.consistency.kind is ir.ConsistencyKind.SYNCHRONOUS
     synchronous = dataclasses.replace(_dep("bounded1"), consistency=ir.Consistency())
     assert driver.plan(zero).protocol_hex == driver.plan(synchronous).protocol_hex
+
+
+def test_the_oracle_command_replays_a_run_directory_of_this_deployment_only():
+    """`alphac oracle SPEC --schedule RUN`: the replay of the run's reads, its words the
+    owners'; a run of another plan, or a deployment that records no reads, is refused by
+    name, never replayed as if it were this one's."""
+    from click.testing import CliRunner
+
+    from alphac.commands import main
+
+    dep = dataclasses.replace(_dep("bounded1"), placement=("x86_64",) * 4)
+    run = session.run("bounded1-x86", dep, timeout_ms=20000)
+    assert run.committed
+    spec = str(session.root() / "bounded1-x86.alpha")
+    Path(spec).write_text(Path(GATE).read_text().replace(
+        "deploymentPlacement = [TargetX86_64, TargetAArch64, TargetX86_64, TargetAArch64],\n  deploymentUpdates = 6,\n"
+        "  deploymentContract = binary64Exact,\n  deploymentCheckpoint = CheckpointNever,\n"
+        "  deploymentConsistency = ConsistencyBoundedStaleness { bound = 1 },",
+        "deploymentPlacement = [TargetX86_64, TargetX86_64, TargetX86_64, TargetX86_64],\n  deploymentUpdates = 6,\n"
+        "  deploymentContract = binary64Exact,\n  deploymentCheckpoint = CheckpointNever,\n"
+        "  deploymentConsistency = ConsistencyBoundedStaleness { bound = 1 },", 1))
+    (Path(spec).parent / "Gates").mkdir(exist_ok=True)
+    (Path(spec).parent / "Gates" / "Lsq.alpha").write_text((SPECS / "Gates" / "Lsq.alpha").read_text())
+    out = CliRunner().invoke(main, ["oracle", spec, "--deployment", "bounded1", "--schedule", str(run.run_dir),
+                                    "--json"])
+    assert out.exit_code == 0, out.output
+    reads = recorded_schedule(run.outputs, dep.owners)
+    assert out.stdout.count(f"{run.outputs[0].params[0]:016x}") == 4
+    assert evaluate(dep, schedule=reads).params == run.outputs[0].params
+    other = CliRunner().invoke(main, ["oracle", GATE, "--deployment", "bounded2", "--schedule", str(run.run_dir)])
+    assert other.exit_code == 1 and "refused: oracle-schedule: " in other.stderr
+    assert "holds a run of protocol" in other.stderr
+    plain = CliRunner().invoke(main, ["oracle", str(SPECS / "lsq_plain_star.alpha"), "--schedule", str(run.run_dir)])
+    assert plain.exit_code == 1 and "refused: usage: --schedule replays a bounded-staleness run" in plain.stderr
